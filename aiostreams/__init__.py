@@ -1,0 +1,81 @@
+"""aiostreams: asyncio-native stream processing on Apache Kafka.
+
+Out-of-order execution, in-order semantics: processors may ``await`` slow I/O with thousands
+of records in flight, yet outputs, state and committed offsets are exactly those of a
+one-record-at-a-time run.
+"""
+
+from aiostreams.app import App, AppState
+from aiostreams.config import Settings, load_settings
+from aiostreams.engine.failure import OnError, Retry
+from aiostreams.engine.reservation_station import Ordering
+from aiostreams.errors import (
+    AiostreamsError,
+    BrokerUnavailableError,
+    ConfigError,
+    CoPartitioningError,
+    DeserializationError,
+    ProcessingError,
+    SerializationError,
+    TaskFailedError,
+    TopologyError,
+    TransportError,
+    UnknownTopicError,
+)
+from aiostreams.serde import (
+    BytesSerde,
+    FloatSerde,
+    IntSerde,
+    JsonSerde,
+    LongSerde,
+    PydanticSerde,
+    Serde,
+    StrSerde,
+    serde_for,
+)
+from aiostreams.topic import Topic
+from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
+from aiostreams.topology.topology import StoreSpec, Topology
+from aiostreams.types import Headers, Record, TopicPartition
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AiostreamsError",
+    "App",
+    "AppState",
+    "BrokerUnavailableError",
+    "BytesSerde",
+    "CoPartitioningError",
+    "ConfigError",
+    "DeserializationError",
+    "FloatSerde",
+    "Headers",
+    "IntSerde",
+    "JsonSerde",
+    "LongSerde",
+    "OnError",
+    "Ordering",
+    "ProcessingError",
+    "Processor",
+    "ProcessorContext",
+    "PunctuationType",
+    "PydanticSerde",
+    "Record",
+    "Retry",
+    "SerializationError",
+    "Serde",
+    "Settings",
+    "StoreSpec",
+    "StrSerde",
+    "TaskFailedError",
+    "Topic",
+    "TopicPartition",
+    "Topology",
+    "TopologyError",
+    "TransportError",
+    "UnknownTopicError",
+    "__version__",
+    "load_settings",
+    "serde_for",
+]

@@ -1,0 +1,249 @@
+"""The App: a named stream application — its topics, topology and settings — and the worker
+that runs it on one event loop.
+
+::
+
+    app = App("enricher", broker="memory://")
+    orders = app.topic("orders", key=str, value=Order, partitions=4)
+    app.topology.add_source("src", orders) ...
+    await app.start(); ...; await app.stop()      # or: app.run()  /  async with app: ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiostreams.config import Settings, load_settings
+from aiostreams.engine.clock import Clock, LoopClock
+from aiostreams.engine.failure import OnError, Retry
+from aiostreams.engine.reservation_station import Ordering
+from aiostreams.engine.task import StreamTask, TaskSettings
+from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
+from aiostreams.errors import ConfigError
+from aiostreams.topic import Topic
+from aiostreams.topology.topology import SubTopology, Topology
+from aiostreams.transport import transport_for_url
+from aiostreams.transport.base import Transport
+
+log = logging.getLogger("aiostreams.app")
+
+
+class AppState(enum.Enum):
+    """``CREATED → STARTING → RUNNING → STOPPING → STOPPED`` (or ``FAILED``)."""
+
+    CREATED = "created"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class App:
+    def __init__(
+        self,
+        name: str,
+        broker: str | None = None,
+        *,
+        transport: Transport | None = None,
+        clock: Clock | None = None,
+        config_file: str | Path | None = None,
+        retry: Retry | None = None,
+        **settings: Any,
+    ) -> None:
+        if not name or any(c.isspace() for c in name):
+            raise ConfigError(f"an app needs a name without spaces (it is the consumer group "
+                              f"id); got {name!r}")
+        if broker is not None:
+            settings["broker"] = broker
+        self.name = name
+        self.settings: Settings = load_settings(settings, config_file)
+        self.topology = Topology()
+        self.state = AppState.CREATED
+        self.clock: Clock = clock or LoopClock()
+        self._transport = transport
+        self._retry = retry
+        self._node_retry: dict[str, Retry] = {}
+        self.worker: Worker | None = None
+        self.commit_log: list[CommitRecord] = []
+
+    # -- declaring ------------------------------------------------------------------------
+
+    def topic(
+        self,
+        name: str,
+        key: Any = None,
+        value: Any = None,
+        *,
+        partitions: int | None = None,
+        config: Mapping[str, str] | None = None,
+    ) -> Topic:
+        """Declare a topic and its serdes (``key=str``, ``value=Order``, ...)."""
+        return self.topology.add_topic(
+            Topic.of(name, key, value, partitions=partitions, config=config)
+        )
+
+    def set_node_retry(self, node: str, retry: Retry) -> None:
+        self._node_retry[node] = retry
+
+    def stream(self, *topics: Topic | str, name: str | None = None) -> Any:
+        """A :class:`~aiostreams.topology.dsl.Stream` reading ``topics``."""
+        from aiostreams.topology.dsl import StreamsBuilder
+
+        return StreamsBuilder.of(self).stream(*topics, name=name)
+
+    def describe(self) -> str:
+        return self.topology.describe()
+
+    # -- running --------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            self._transport = transport_for_url(self.settings.broker,
+                                                **self._transport_options())
+        return self._transport
+
+    def _transport_options(self) -> dict[str, Any]:
+        s = self.settings
+        if not s.broker.startswith("kafka://"):
+            return {}
+        opts: dict[str, Any] = {"security_protocol": s.security_protocol}
+        if s.sasl_mechanism:
+            opts["sasl_mechanism"] = s.sasl_mechanism
+        if s.sasl_username:
+            opts["sasl_plain_username"] = s.sasl_username
+        if s.sasl_password is not None:
+            opts["sasl_plain_password"] = s.sasl_password.get_secret_value()
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            value = getattr(s, key)
+            if value is not None:
+                opts[key] = str(value)
+        if s.ssl_key_password is not None:
+            opts["ssl_password"] = s.ssl_key_password.get_secret_value()
+        return opts
+
+    def task_settings(self) -> TaskSettings:
+        s = self.settings
+        retry = self._retry or Retry(attempts=s.retry_attempts, backoff=s.retry_backoff,
+                                     max_backoff=s.retry_max_backoff)
+        on_error = OnError.parse(s.effective_on_error)
+        if on_error is OnError.DEAD_LETTER and not s.dead_letter_topic:
+            raise ConfigError("on_error='dead_letter' needs dead_letter_topic to be set")
+        return TaskSettings(
+            max_in_flight=s.max_in_flight,
+            ordering=Ordering.parse(s.ordering),
+            max_task_idle=s.max_task_idle_ms / 1000.0,
+            max_buffered_per_partition=s.max_buffered_per_partition,
+            retry=retry,
+            on_error=on_error,
+            dead_letter_topic=s.dead_letter_topic,
+            processing_timeout=s.processing_timeout,
+        )
+
+    def build(self) -> list[SubTopology]:
+        return self.topology.build()
+
+    async def start(self) -> None:
+        """Validate the topology, create missing topics, join the group and start.
+        Raises what went wrong (bad topology, broker unreachable, missing topics) and
+        leaves the app STOPPED."""
+        if self.state is not AppState.CREATED:
+            raise RuntimeError(f"app {self.name!r} starts once; it is {self.state.value}")
+        self.state = AppState.STARTING
+        s = self.settings
+        try:
+            subs = self.build()
+            self.worker = Worker(
+                subs, self.topology.topics, self.transport,
+                WorkerConfig(
+                    app_id=self.name,
+                    task=self.task_settings(),
+                    commit_interval=s.commit_interval_ms / 1000.0,
+                    poll_timeout=s.poll_timeout,
+                    max_poll_records=s.max_poll_records,
+                    drain_timeout=s.drain_timeout,
+                    exactly_once=s.processing_guarantee == "exactly_once",
+                    default_partitions=s.default_partitions,
+                    group_instance_id=s.group_instance_id,
+                    client_id=s.client_id or self.name,
+                    state_dir=s.state_dir,
+                    node_retry=self._node_retry,
+                ),
+                self.clock,
+                on_commit=self.commit_log.append,
+            )
+            await self.worker.start()
+        except BaseException:
+            self.state = AppState.STOPPED
+            if self.worker is not None:
+                await self.worker.stop()
+            raise
+        self.state = AppState.RUNNING
+
+    async def stop(self) -> None:
+        """Graceful stop: drain, retire, commit, leave the group. Idempotent."""
+        if self.state in (AppState.STOPPED, AppState.FAILED, AppState.CREATED):
+            return
+        self.state = AppState.STOPPING
+        assert self.worker is not None
+        await self.worker.stop()
+        self.state = AppState.FAILED if self.worker.failure else AppState.STOPPED
+
+    async def wait(self) -> None:
+        """Run until a stop is requested (``request_stop``, a signal) or a task fails; then
+        stop gracefully. Raises the failure, if any."""
+        assert self.worker is not None
+        await self.worker._stop_requested.wait()
+        await self.stop()
+        self.worker.raise_failure()
+
+    def request_stop(self) -> None:
+        if self.worker is not None:
+            self.worker.request_stop()
+
+    async def run_async(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self.wait()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
+
+    def run(self) -> None:
+        """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
+        run_event_loop(self.run_async())
+
+    @property
+    def tasks(self) -> dict[str, StreamTask]:
+        return dict(self.worker.tasks) if self.worker is not None else {}
+
+    async def __aenter__(self) -> App:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+
+def run_event_loop(main: Any) -> Any:
+    """Run a coroutine on uvloop when it is installed, else on asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)

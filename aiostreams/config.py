@@ -1,0 +1,101 @@
+"""Settings: one pydantic model, filled from code, ``AIOSTREAMS_*`` environment variables
+and a TOML file (in that order of precedence: code wins).
+
+Unknown keys and bad values are rejected with a message naming the key. Keys that users
+will search for under Kafka Streams' names keep them (``commit_interval_ms``,
+``max_task_idle_ms``); other durations are float seconds.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from aiostreams.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="AIOSTREAMS_", extra="forbid", validate_assignment=True, frozen=False
+    )
+
+    broker: str = Field("memory://", description="memory://[name] or kafka://host:port[,...]")
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    max_in_flight: int = Field(1000, ge=1, description="reorder-buffer slots per task")
+    ordering: Literal["key", "partition", "unordered"] = "key"
+    max_task_idle_ms: float = Field(0.0, ge=0, description="wait for empty partitions (KIP-353)")
+    commit_interval_ms: float = Field(1000.0, gt=0)
+    max_buffered_per_partition: int = Field(1000, ge=1)
+    max_poll_records: int = Field(2000, ge=1)
+    poll_timeout: float = Field(0.1, gt=0, description="seconds one fetch waits for data")
+    drain_timeout: float = Field(30.0, ge=0, description="seconds to let in-flight work finish")
+    on_error: Literal["fail", "skip", "dead_letter"] | None = Field(
+        None, description="after the last attempt; default: dead_letter when a dead-letter "
+        "topic is set, else fail")
+    dead_letter_topic: str | None = None
+    retry_attempts: int = Field(1, ge=1)
+    retry_backoff: float = Field(0.1, ge=0)
+    retry_max_backoff: float = Field(30.0, ge=0)
+    processing_timeout: float | None = Field(None, gt=0)
+    default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
+    state_dir: Path | None = None
+    group_instance_id: str | None = None
+    client_id: str | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_scheme(cls, value: str) -> str:
+        if not (value.startswith("memory://") or value.startswith("kafka://")):
+            raise ValueError("use memory://[name] or kafka://host:port[,host:port...]")
+        return value
+
+    @property
+    def effective_on_error(self) -> str:
+        if self.on_error is not None:
+            return self.on_error
+        return "dead_letter" if self.dead_letter_topic else "fail"
+
+
+def load_settings(
+    overrides: dict[str, Any] | None = None, toml_file: str | Path | None = None
+) -> Settings:
+    """Settings from a TOML file (optional, table ``[aiostreams]`` or top level), then the
+    environment, then ``overrides``; raises :class:`ConfigError` naming the bad key."""
+    values: dict[str, Any] = {}
+    if toml_file is not None:
+        path = Path(toml_file)
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        values.update(data.get("aiostreams", data))
+    values.update(overrides or {})
+    try:
+        return Settings(**values)
+    except ValidationError as e:
+        raise ConfigError(describe_validation_error(e)) from None
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        key = ".".join(str(x) for x in item["loc"]) or "settings"
+        if item["type"] == "extra_forbidden":
+            parts.append(f"unknown setting {key!r} (known: {', '.join(sorted(Settings.model_fields))})")
+        else:
+            parts.append(f"setting {key!r}: {item['msg']} (got {item.get('input')!r})")
+    return "invalid configuration: " + "; ".join(parts)

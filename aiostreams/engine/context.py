@@ -1,0 +1,120 @@
+"""The :class:`ProcessorContext` a task gives each of its processor nodes.
+
+One context per node per task. It answers for the *current* slot, found through the
+``CURRENT_SLOT`` context variable, which each execution (an asyncio task per record, or
+the inline fast path) sets to its own slot; so concurrent records never see each other's
+metadata or buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiostreams.engine.clock import TimerHandle
+from aiostreams.errors import TopologyError
+from aiostreams.state.overlay import CURRENT_SLOT
+from aiostreams.topology.processor import PunctuationType
+from aiostreams.types import Headers, OutgoingRecord, Record
+
+if TYPE_CHECKING:
+    from aiostreams.engine.task import NodeExec, StreamTask
+
+
+class NodeContext:
+    def __init__(self, task: StreamTask, node: NodeExec) -> None:
+        self._task = task
+        self._node = node
+
+    def _record(self) -> Record[Any, Any]:
+        record = CURRENT_SLOT.get().record
+        if record is None:
+            raise RuntimeError(
+                f"processor {self._node.name!r}: there is no current record here "
+                "(punctuations have no record metadata)"
+            )
+        return record
+
+    @property
+    def node_name(self) -> str:
+        return self._node.name
+
+    @property
+    def task_id(self) -> str:
+        return self._task.task_id
+
+    @property
+    def topic(self) -> str:
+        return self._record().topic
+
+    @property
+    def partition(self) -> int:
+        return self._record().partition
+
+    @property
+    def offset(self) -> int:
+        return self._record().offset
+
+    @property
+    def timestamp(self) -> float:
+        slot = CURRENT_SLOT.get()
+        return slot.record.timestamp if slot.record is not None else self._task.stream_time
+
+    @property
+    def headers(self) -> Headers:
+        return self._record().headers
+
+    @property
+    def stream_time(self) -> float:
+        return self._task.stream_time
+
+    def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
+        slot = CURRENT_SLOT.get(None)
+        buffer = slot.forward_buffer if slot is not None else None
+        if buffer is None:
+            raise RuntimeError(
+                f"processor {self._node.name!r} called forward() outside process() or a "
+                "punctuation; forward only while handling a record"
+            )
+        if child is not None and child not in self._node.children_by_name:
+            raise TopologyError(
+                f"processor {self._node.name!r} forwarded to {child!r}, which is not one of "
+                f"its children {sorted(self._node.children_by_name)}"
+            )
+        buffer.append((child, record))
+
+    def send(
+        self,
+        topic: str,
+        key: Any,
+        value: Any,
+        *,
+        timestamp: float | None = None,
+        headers: Headers = (),
+    ) -> None:
+        slot = CURRENT_SLOT.get()
+        out = self._task.serialize_for(topic, key, value)
+        if timestamp is None:
+            timestamp = slot.record.timestamp if slot.record is not None else None
+        slot.outputs.append(OutgoingRecord(topic, out[0], out[1], timestamp, headers))
+
+    def schedule(
+        self,
+        interval: float,
+        callback: Callable[[float], Awaitable[None] | None],
+        on: PunctuationType | str = PunctuationType.STREAM_TIME,
+    ) -> TimerHandle:
+        return self._task.schedule(self._node, interval, callback, PunctuationType(on))
+
+    def commit(self) -> None:
+        self._task.request_commit()
+
+    def store(self, name: str) -> Any:
+        view = self._node.stores.get(name)
+        if view is None:
+            raise TopologyError(
+                f"processor {self._node.name!r} asked for store {name!r}, which is not "
+                f"connected to it (connected: {sorted(self._node.stores)}); connect it in "
+                "the topology"
+            )
+        return view

@@ -1,0 +1,123 @@
+"""What happens when a record fails: retry with backoff, then the error handler.
+
+A failed attempt consults the :class:`Retry` policy. While attempts remain, the record's
+slot goes to BACKOFF and is re-executed after an exponential backoff with jitter; the
+records behind it keep executing, its slot holds the commit point, and same-key records
+behind it keep waiting (so order is kept). When attempts are exhausted, or the error is not
+retryable (a record that cannot be deserialized never is), :class:`OnError` decides:
+
+* ``dead_letter``: the record's original key and value bytes go to the dead-letter topic
+  with headers describing the failure, and the slot retires (nothing else it buffered is
+  released);
+* ``skip``: logged and counted, the slot retires with no outputs;
+* ``fail``: the task stops; nothing at or past the record is committed.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiostreams.errors import ConfigError, DeserializationError
+from aiostreams.types import OutgoingRecord, RawRecord
+
+
+class OnError(enum.Enum):
+    FAIL = "fail"
+    SKIP = "skip"
+    DEAD_LETTER = "dead_letter"
+
+    @classmethod
+    def parse(cls, value: OnError | str) -> OnError:
+        if isinstance(value, OnError):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigError(
+                f"on_error must be one of 'fail', 'skip', 'dead_letter'; got {value!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Retry policy for a processing step.
+
+    ``attempts`` counts every execution (1 = no retry). The n-th retry waits
+    ``min(max_backoff, backoff * multiplier**(n-1))`` seconds, randomised by ``jitter``
+    (0.5 = anywhere from 50% to 150%). ``timeout`` bounds one attempt (async steps only);
+    ``retry_on`` lists the exception types worth retrying.
+    """
+
+    attempts: int = 1
+    backoff: float = 0.1
+    max_backoff: float = 30.0
+    multiplier: float = 2.0
+    jitter: float = 0.5
+    timeout: float | None = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError(f"Retry.attempts must be >= 1, got {self.attempts}")
+        if self.backoff < 0 or self.max_backoff < 0:
+            raise ConfigError("Retry.backoff and Retry.max_backoff must be >= 0 seconds")
+        if self.multiplier < 1:
+            raise ConfigError(f"Retry.multiplier must be >= 1, got {self.multiplier}")
+        if not 0 <= self.jitter <= 1:
+            raise ConfigError(f"Retry.jitter must be within [0, 1], got {self.jitter}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"Retry.timeout must be > 0 seconds, got {self.timeout}")
+
+    def should_retry(self, error: BaseException, attempts_made: int) -> bool:
+        if attempts_made >= self.attempts or isinstance(error, DeserializationError):
+            return False
+        return isinstance(error, self.retry_on)
+
+    def delay(self, attempts_made: int, rng: Callable[[], float] = random.random) -> float:
+        """Seconds to wait before attempt ``attempts_made + 1``."""
+        base = min(self.max_backoff, self.backoff * self.multiplier ** (attempts_made - 1))
+        if self.jitter:
+            base *= 1 - self.jitter + 2 * self.jitter * rng()
+        return max(0.0, base)
+
+
+NO_RETRY = Retry()
+
+DLQ_HEADER_PREFIX = "aiostreams.dlq."
+
+
+def dead_letter_record(
+    raw: RawRecord,
+    error: BaseException,
+    *,
+    topic: str,
+    attempts: int,
+    processor: str,
+    now: float | None = None,
+) -> OutgoingRecord:
+    """The dead-letter record of ``raw``: its original key and value bytes, with headers
+    naming the error and the record's origin."""
+    tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    headers = (
+        *raw.headers,
+        (DLQ_HEADER_PREFIX + "exception", _qualname(error).encode()),
+        (DLQ_HEADER_PREFIX + "message", str(error).encode("utf-8", "replace")[:4096]),
+        (DLQ_HEADER_PREFIX + "traceback", tb.encode("utf-8", "replace")[-16384:]),
+        (DLQ_HEADER_PREFIX + "attempts", str(attempts).encode()),
+        (DLQ_HEADER_PREFIX + "topic", raw.topic.encode()),
+        (DLQ_HEADER_PREFIX + "partition", str(raw.partition).encode()),
+        (DLQ_HEADER_PREFIX + "offset", str(raw.offset).encode()),
+        (DLQ_HEADER_PREFIX + "processor", processor.encode()),
+        (DLQ_HEADER_PREFIX + "timestamp", repr(time.time() if now is None else now).encode()),
+    )
+    return OutgoingRecord(topic, raw.key, raw.value, raw.timestamp, headers)
+
+
+def _qualname(error: BaseException) -> str:
+    t = type(error)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"

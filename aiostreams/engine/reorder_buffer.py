@@ -1,0 +1,159 @@
+"""The reorder buffer (ROB): in-flight work in issue order, retired in that order only.
+
+A :class:`Slot` is one issued unit of work (a record, or a punctuation). While it executes,
+what it forwards to sinks, sends and writes to stores is buffered in the slot; nothing leaves
+it until it reaches the head of the buffer *and* has finished. Then it retires: its outputs
+are released, its state writes applied, and its partition's committable offset moves to
+``offset + 1``.
+
+Invariants (asserted):
+
+* slots retire in issue order, each exactly once, and only in state DONE;
+* the committable offset of a partition is one past its last retired record; it never
+  decreases and never passes a record that has not retired;
+* the buffer never holds more than ``capacity`` slots.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
+
+
+class SlotState(enum.Enum):
+    WAITING = "waiting"  # issued; waits for an earlier slot (hazard or barrier)
+    EXECUTING = "executing"
+    BACKOFF = "backoff"  # failed; waits in the delay queue for its next attempt
+    DONE = "done"  # finished (succeeded, skipped or dead-lettered); may retire
+    FAILED = "failed"  # failed for good with the ``fail`` handler; never retires
+
+
+class SlotKind(enum.Enum):
+    RECORD = "record"
+    PUNCTUATION = "punctuation"
+
+
+class Slot:
+    """One unit of in-flight work and everything it has buffered."""
+
+    __slots__ = (
+        "attempts",
+        "error",
+        "forward_buffer",
+        "handle",
+        "hazard",
+        "kind",
+        "node",
+        "outputs",
+        "punctuate",
+        "raw",
+        "record",
+        "seq",
+        "source",
+        "state",
+        "successor",
+        "writes",
+    )
+
+    def __init__(
+        self,
+        kind: SlotKind,
+        raw: RawRecord | None,
+        source: Any,
+        hazard: Hashable | None,
+        punctuate: Callable[[], Any] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.raw = raw
+        self.source = source
+        self.hazard = hazard
+        self.punctuate = punctuate
+        self.seq = -1
+        self.state = SlotState.WAITING
+        self.record: Record[Any, Any] | None = None
+        self.outputs: list[OutgoingRecord] = []
+        self.writes: list[tuple[Any, Any, Any]] = []  # (store, key, value|TOMBSTONE)
+        self.forward_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
+        self.successor: Slot | None = None
+        self.attempts = 0
+        self.error: BaseException | None = None
+        self.handle: Any = None
+        self.node = ""  # the node executing now, or the one that failed
+
+    @property
+    def tp(self) -> TopicPartition | None:
+        raw = self.raw
+        return TopicPartition(raw.topic, raw.partition) if raw is not None else None
+
+    def reset_buffers(self) -> None:
+        """Forget what an attempt buffered (before a retry, or when the record is set aside)."""
+        self.outputs = []
+        self.writes = []
+        self.forward_buffer = None
+
+    def __repr__(self) -> str:
+        where = (f"{self.raw.topic}[{self.raw.partition}]@{self.raw.offset}"
+                 if self.raw is not None else "punctuation")
+        return f"<Slot #{self.seq} {where} {self.state.value}>"
+
+
+class ReorderBuffer:
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._slots: deque[Slot] = deque()
+        self._next_seq = 0
+        self.committable: dict[TopicPartition, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def full(self) -> bool:
+        return len(self._slots) >= self.capacity
+
+    @property
+    def head(self) -> Slot | None:
+        return self._slots[0] if self._slots else None
+
+    def slots(self) -> list[Slot]:
+        return list(self._slots)
+
+    def issue(self, slot: Slot) -> None:
+        if len(self._slots) >= self.capacity:
+            raise AssertionError("issue into a full reorder buffer")
+        slot.seq = self._next_seq
+        self._next_seq += 1
+        self._slots.append(slot)
+
+    def pop_retirable(self) -> Slot | None:
+        """Remove and return the head if it has finished, else None."""
+        slots = self._slots
+        if not slots or slots[0].state is not SlotState.DONE:
+            return None
+        slot = slots.popleft()
+        raw = slot.raw
+        if raw is not None:
+            self.advance(TopicPartition(raw.topic, raw.partition), raw.offset)
+        return slot
+
+    def advance(self, tp: TopicPartition, offset: int) -> None:
+        """Record that the record at ``offset`` of ``tp`` retired."""
+        previous = self.committable.get(tp, -1)
+        if offset + 1 <= previous:
+            raise AssertionError(
+                f"{tp}: committable offset would move back from {previous} to {offset + 1}"
+            )
+        self.committable[tp] = offset + 1
+
+    def oldest_unretired_offset(self, tp: TopicPartition) -> int | None:
+        for slot in self._slots:
+            raw = slot.raw
+            if raw is not None and raw.topic == tp.topic and raw.partition == tp.partition:
+                return raw.offset
+        return None

@@ -1,0 +1,748 @@
+"""A stream task: one sub-topology over one input partition (or a co-partitioned group).
+
+The task is the Tomasulo machine of aiostreams:
+
+1. **Choose** the next record from the partition queues (smallest head timestamp, with
+   task idling; :mod:`~aiostreams.engine.partition_queue`).
+2. **Issue** it into the reorder buffer; a full buffer stops issuing.
+3. **Wait** in the reservation station for earlier same-key (or same-partition) records.
+4. **Execute** the processor chain: inline when every processor reachable from its source
+   is synchronous (no asyncio task), as an asyncio task otherwise. Forwards to sinks,
+   ``send``s and store writes are buffered in the slot.
+5. **Retire** the head once it has finished: release its outputs, apply its store writes,
+   advance the committable offset.
+
+Failures go through :mod:`~aiostreams.engine.failure`. Punctuations are issued like
+records but as barriers: they start once every earlier slot has finished, and no later slot
+is issued until they finish.
+
+Everything here runs on the event loop thread; no locks. The only suspension points are
+inside processors' ``await``s, so the bookkeeping is atomic with respect to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiostreams.engine.clock import Clock, TimerHandle
+from aiostreams.engine.context import NodeContext
+from aiostreams.engine.failure import NO_RETRY, OnError, Retry, dead_letter_record
+from aiostreams.engine.partition_queue import PartitionGroup
+from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
+from aiostreams.engine.reservation_station import Ordering, ReservationStation
+from aiostreams.errors import DeserializationError, SerializationError, TaskFailedError
+from aiostreams.serde import Serde
+from aiostreams.state.base import StateStore, StoreContext
+from aiostreams.state.overlay import CURRENT_SLOT, KeyValueStoreView, StoreOverlay
+from aiostreams.topic import Topic
+from aiostreams.topology.processor import Processor, PunctuationType, is_async_processor
+from aiostreams.topology.topology import ProcessorNode, SinkNode, SourceNode, SubTopology
+from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
+
+log = logging.getLogger("aiostreams.task")
+
+
+class TaskState(enum.Enum):
+    """``CREATED → RUNNING → SUSPENDED → CLOSED``; ``FAILED`` from RUNNING/SUSPENDED."""
+
+    CREATED = "created"
+    RESTORING = "restoring"
+    RUNNING = "running"
+    SUSPENDED = "suspended"  # no longer issuing; in-flight work drains
+    CLOSED = "closed"
+    FAILED = "failed"
+
+
+_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    TaskState.CREATED: frozenset({TaskState.RESTORING, TaskState.RUNNING, TaskState.CLOSED}),
+    TaskState.RESTORING: frozenset({TaskState.RUNNING, TaskState.CLOSED, TaskState.FAILED}),
+    TaskState.RUNNING: frozenset({TaskState.SUSPENDED, TaskState.FAILED}),
+    TaskState.SUSPENDED: frozenset({TaskState.CLOSED, TaskState.FAILED}),
+    TaskState.FAILED: frozenset({TaskState.CLOSED}),
+    TaskState.CLOSED: frozenset(),
+}
+
+
+@dataclass
+class TaskSettings:
+    max_in_flight: int = 1000
+    ordering: Ordering = Ordering.KEY
+    max_task_idle: float = 0.0
+    max_buffered_per_partition: int = 1000
+    retry: Retry = NO_RETRY
+    on_error: OnError = OnError.FAIL
+    dead_letter_topic: str | None = None
+    processing_timeout: float | None = None
+
+
+@dataclass
+class TaskMetrics:
+    records_in: int = 0
+    records_out: int = 0
+    retired: int = 0
+    retries: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    punctuations: int = 0
+    max_rob_depth: int = 0
+    by_node_errors: dict[str, int] = field(default_factory=dict)
+
+
+class NodeExec:
+    """A node of the sub-topology instantiated for one task."""
+
+    __slots__ = ("children", "children_by_name", "context", "is_async", "name", "processor",
+                 "retry", "sink", "stores")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.processor: Processor[Any, Any] | None = None
+        self.sink: SinkNode | None = None
+        self.is_async = False
+        self.children: list[NodeExec] = []
+        self.children_by_name: dict[str, NodeExec] = {}
+        self.stores: dict[str, KeyValueStoreView] = {}
+        self.context: NodeContext | None = None
+        self.retry: Retry | None = None
+
+
+class SourceExec:
+    __slots__ = ("children", "chain_is_async", "key_serde", "name", "value_serde")
+
+    def __init__(self, node: SourceNode, children: list[NodeExec], chain_is_async: bool) -> None:
+        self.name = node.name
+        self.key_serde: Serde[Any] = node.key_serde
+        self.value_serde: Serde[Any] = node.value_serde
+        self.children = children
+        self.chain_is_async = chain_is_async
+
+
+class _Punctuation:
+    def __init__(self, node: NodeExec, interval: float, kind: PunctuationType,
+                 callback: Callable[[float], Awaitable[None] | None]) -> None:
+        if interval <= 0:
+            raise ValueError(f"a punctuation interval must be > 0 seconds, got {interval}")
+        self.node = node
+        self.interval = interval
+        self.kind = kind
+        self.callback = callback
+        self.next_due: float | None = None
+        self.timer: TimerHandle | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+class StreamTask:
+    """See the module docstring. Driven by the worker: ``add_records`` when fetched,
+    ``committable()`` when committing, ``drain``/``close`` on revocation and shutdown."""
+
+    def __init__(
+        self,
+        task_id: str,
+        sub: SubTopology,
+        partitions: Sequence[TopicPartition],
+        settings: TaskSettings,
+        *,
+        topics: Mapping[str, Topic],
+        clock: Clock,
+        emit: Callable[[list[OutgoingRecord]], None],
+        on_failed: Callable[[StreamTask, TaskFailedError], None],
+        on_pause: Callable[[TopicPartition, bool], None] = lambda tp, paused: None,
+        request_commit: Callable[[], None] = lambda: None,
+        node_retry: Mapping[str, Retry] | None = None,
+        state_dir: Any = None,
+    ) -> None:
+        self.task_id = task_id
+        self.sub = sub
+        self.settings = settings
+        self.state = TaskState.CREATED
+        self.metrics = TaskMetrics()
+        self.stream_time = float("-inf")
+        self._clock = clock
+        self._emit = emit
+        self._on_failed = on_failed
+        self._on_pause = on_pause
+        self._request_commit = request_commit
+        self._topics = dict(topics)
+        self._queues = PartitionGroup(partitions, settings.max_task_idle)
+        self._rob = ReorderBuffer(settings.max_in_flight)
+        self._station = ReservationStation()
+        self._ordering = settings.ordering
+        self._unfinished = 0
+        self._barrier: Slot | None = None
+        self._pump_scheduled = False
+        self._idle_timer: TimerHandle | None = None
+        self._paused: set[TopicPartition] = set()
+        self._punctuations: list[_Punctuation] = []
+        self._due_punctuations: list[_Punctuation] = []
+        self._running_tasks: set[asyncio.Task[None]] = set()
+        self._backoff_timers: dict[Slot, TimerHandle] = {}
+        self._drained: asyncio.Event | None = None
+        self._stores: dict[str, StateStore] = {}
+        self._overlays: dict[str, StoreOverlay] = {}
+        self._state_dir = state_dir
+        self._partition = partitions[0].partition
+        self._build(node_retry or {})
+
+    # -- construction -----------------------------------------------------------------
+
+    def _build(self, node_retry: Mapping[str, Retry]) -> None:
+        for spec in self.sub.stores:
+            store = spec.factory()
+            self._stores[spec.name] = store
+            self._overlays[spec.name] = StoreOverlay(store)
+        execs: dict[str, NodeExec] = {}
+        for proc in self.sub.processors:
+            ne = NodeExec(proc.name)
+            ne.processor = proc.supplier()
+            if not isinstance(ne.processor, Processor):
+                raise TypeError(
+                    f"processor {proc.name!r}: its supplier returned "
+                    f"{type(ne.processor).__name__}, not a Processor"
+                )
+            ne.is_async = is_async_processor(ne.processor)
+            ne.stores = {s: KeyValueStoreView(self._overlays[s]) for s in proc.stores}
+            ne.retry = node_retry.get(proc.name)
+            execs[proc.name] = ne
+        for sink in self.sub.sinks:
+            ne = NodeExec(sink.name)
+            ne.sink = sink
+            execs[sink.name] = ne
+        for proc in self.sub.processors:
+            ne = execs[proc.name]
+            ne.children = [execs[c] for c in proc.children]
+            ne.children_by_name = {c.name: c for c in ne.children}
+            ne.context = NodeContext(self, ne)
+        self._nodes = execs
+        self._sources: dict[str, SourceExec] = {}
+        for src in self.sub.sources:
+            children = [execs[c] for c in src.children]
+            sx = SourceExec(src, children, any(_reaches_async(c) for c in children))
+            for topic in src.topics:
+                self._sources[topic] = sx
+
+    async def initialize(self) -> None:
+        """Open stores and ``init`` every processor (parents first)."""
+        ctx = StoreContext(self.task_id, self._state_dir, self._partition)
+        for store in self._stores.values():
+            await store.open(ctx)
+        for ne in self._nodes.values():
+            if ne.processor is not None:
+                assert ne.context is not None
+                await ne.processor.init(ne.context)
+        self._transition(TaskState.RUNNING)
+
+    def _transition(self, new: TaskState) -> None:
+        if new not in _TRANSITIONS[self.state]:
+            raise AssertionError(f"task {self.task_id}: {self.state.value} -> {new.value}")
+        self.state = new
+
+    # -- intake -------------------------------------------------------------------------
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return self._queues.partitions
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._rob)
+
+    @property
+    def enforced_processing_total(self) -> int:
+        return self._queues.enforced_processing_total
+
+    def buffered(self, tp: TopicPartition | None = None) -> int:
+        if tp is None:
+            return self._queues.total_buffered()
+        return self._queues.buffered(tp)
+
+    def add_records(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
+        self._queues.add(tp, records)
+        self.metrics.records_in += len(records)
+        self._pump()
+
+    def committable(self) -> dict[TopicPartition, int]:
+        return dict(self._rob.committable)
+
+    def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Assert that committing ``offsets`` passes no unretired record."""
+        for tp, offset in offsets.items():
+            oldest = self._rob.oldest_unretired_offset(tp)
+            if oldest is not None and offset > oldest:
+                raise AssertionError(
+                    f"{tp}: commit at {offset} would pass unretired offset {oldest}"
+                )
+
+    # -- the pump: retire, then issue as long as possible ------------------------------
+
+    def schedule_pump(self) -> None:
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        self._retire()
+        if self.state is TaskState.RUNNING:
+            self._issue_loop()
+            self._retire()
+        self._update_pause()
+        if self._drained is not None and not self._rob:
+            self._drained.set()
+
+    def _issue_loop(self) -> None:
+        rob = self._rob
+        queues = self._queues
+        sources = self._sources
+        ordering = self._ordering
+        while self.state is TaskState.RUNNING and self._barrier is None and not rob.full:
+            if self._due_punctuations:
+                self._issue_punctuation(self._due_punctuations.pop(0))
+                continue
+            nxt = queues.next_record(self._clock.monotonic())
+            if nxt is None:
+                return
+            if isinstance(nxt, float):
+                self._arm_idle_timer(nxt)
+                return
+            raw = nxt
+            source = sources[raw.topic]
+            hazard: Hashable | None
+            if ordering is Ordering.KEY:
+                hazard = raw.key if raw.key is not None else _NULL_KEY
+            elif ordering is Ordering.PARTITION:
+                hazard = raw.partition
+            else:
+                hazard = None
+            slot = Slot(SlotKind.RECORD, raw, source, hazard)
+            rob.issue(slot)
+            self._unfinished += 1
+            if len(rob) > self.metrics.max_rob_depth:
+                self.metrics.max_rob_depth = len(rob)
+            if raw.timestamp > self.stream_time:
+                self.stream_time = raw.timestamp
+                if self._punctuations:
+                    self._check_stream_time_punctuations()
+            if self._station.admit(slot):
+                self._start(slot)
+            if rob.head is slot and slot.state is SlotState.DONE:
+                self._retire()
+
+    def _retire(self) -> None:
+        rob = self._rob
+        released: list[OutgoingRecord] = []
+        while True:
+            slot = rob.pop_retirable()
+            if slot is None:
+                break
+            if slot.outputs:
+                released.extend(slot.outputs)
+            for overlay, key, value in slot.writes:
+                overlay.retire(slot, key, value)
+        if released:
+            self.metrics.records_out += len(released)
+            self._emit(released)
+
+    # -- execution ----------------------------------------------------------------------
+
+    def _start(self, slot: Slot) -> None:
+        slot.state = SlotState.EXECUTING
+        slot.attempts += 1
+        if slot.kind is SlotKind.RECORD and not slot.source.chain_is_async:
+            token = CURRENT_SLOT.set(slot)
+            try:
+                self._run_record_sync(slot)
+            except Exception as error:
+                self._on_error(slot, error)
+                return
+            finally:
+                CURRENT_SLOT.reset(token)
+            self._finish(slot)
+            return
+        task = asyncio.get_running_loop().create_task(self._execute_async(slot))
+        slot.handle = task
+        self._running_tasks.add(task)
+        task.add_done_callback(self._running_tasks.discard)
+
+    def _deserialize(self, slot: Slot) -> Record[Any, Any]:
+        raw = slot.raw
+        assert raw is not None
+        source: SourceExec = slot.source
+        try:
+            key = source.key_serde.deserialize(raw.topic, raw.key)
+        except DeserializationError as e:
+            raise e.at(raw.partition, raw.offset, "key") from e.__cause__
+        try:
+            value = source.value_serde.deserialize(raw.topic, raw.value)
+        except DeserializationError as e:
+            raise e.at(raw.partition, raw.offset, "value") from e.__cause__
+        record: Record[Any, Any] = Record(key, value, raw.topic, raw.partition, raw.offset,
+                                          raw.timestamp, raw.headers)
+        slot.record = record
+        return record
+
+    def _run_record_sync(self, slot: Slot) -> None:
+        slot.node = slot.source.name
+        record = self._deserialize(slot)
+        for child in slot.source.children:
+            self._invoke_sync(child, record, slot)
+
+    def _invoke_sync(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
+        if node.sink is not None:
+            slot.outputs.append(self._to_sink(node.sink, record))
+            return
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        slot.forward_buffer = buffer
+        slot.node = node.name
+        assert node.processor is not None
+        result = node.processor.process(record)
+        slot.forward_buffer = None
+        if result is not None:
+            raise TypeError(
+                f"processor {node.name!r}: process() returned {type(result).__name__}; "
+                "declare it 'async def' if it awaits"
+            )
+        for child, forwarded in buffer:
+            if child is None:
+                for c in node.children:
+                    self._invoke_sync(c, forwarded, slot)
+            else:
+                self._invoke_sync(node.children_by_name[child], forwarded, slot)
+
+    async def _invoke_async(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
+        if node.sink is not None:
+            slot.outputs.append(self._to_sink(node.sink, record))
+            return
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        slot.forward_buffer = buffer
+        slot.node = node.name
+        assert node.processor is not None
+        result = node.processor.process(record)
+        if result is not None:
+            await result
+        slot.forward_buffer = None
+        await self._invoke_children(node, buffer, slot)
+
+    async def _invoke_children(self, node: NodeExec,
+                               buffer: list[tuple[str | None, Record[Any, Any]]],
+                               slot: Slot) -> None:
+        for child, forwarded in buffer:
+            targets = node.children if child is None else [node.children_by_name[child]]
+            for c in targets:
+                await self._invoke_async(c, forwarded, slot)
+
+    async def _execute_async(self, slot: Slot) -> None:
+        CURRENT_SLOT.set(slot)
+        timeout = self.settings.processing_timeout
+        try:
+            if timeout is None:
+                await self._run_slot_async(slot)
+            else:
+                async with asyncio.timeout(timeout):
+                    await self._run_slot_async(slot)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._on_error(slot, error)
+            return
+        self._finish(slot)
+
+    async def _run_slot_async(self, slot: Slot) -> None:
+        if slot.kind is SlotKind.PUNCTUATION:
+            assert slot.punctuate is not None
+            await slot.punctuate()
+            return
+        slot.node = slot.source.name
+        record = self._deserialize(slot)
+        for child in slot.source.children:
+            await self._invoke_async(child, record, slot)
+
+    def _to_sink(self, sink: SinkNode, record: Record[Any, Any]) -> OutgoingRecord:
+        try:
+            key = sink.key_serde.serialize(sink.topic, record.key)
+            value = sink.value_serde.serialize(sink.topic, record.value)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(
+                f"sink {sink.name!r} cannot serialize a record for topic {sink.topic!r}: {e}",
+                topic=sink.topic,
+            ) from e
+        partition = None
+        if sink.partitioner is not None:
+            partition = sink.partitioner(record.key, record.value, -1)
+        return OutgoingRecord(sink.topic, key, value, record.timestamp, record.headers,
+                              partition)
+
+    def serialize_for(self, topic: str, key: Any, value: Any) -> tuple[bytes | None,
+                                                                        bytes | None]:
+        t = self._topics.get(topic)
+        if t is not None:
+            return t.key_serde.serialize(topic, key), t.value_serde.serialize(topic, value)
+        if (key is None or isinstance(key, bytes)) and (value is None or isinstance(value, bytes)):
+            return key, value
+        raise SerializationError(
+            f"send() to {topic!r}: the topic is not declared, so key and value must be bytes; "
+            "declare it with app.topic(name, key=..., value=...)",
+            topic=topic,
+        )
+
+    def _finish(self, slot: Slot) -> None:
+        slot.state = SlotState.DONE
+        self._unfinished -= 1
+        if slot is self._barrier:
+            self._barrier = None
+        successor = self._station.release(slot)
+        if successor is not None:
+            self._start(successor)
+        barrier = self._barrier
+        if barrier is not None and barrier.state is SlotState.WAITING and self._unfinished == 1:
+            self._start(barrier)
+        self.schedule_pump()
+
+    # -- failure ------------------------------------------------------------------------
+
+    def _on_error(self, slot: Slot, error: Exception) -> None:
+        for overlay, key, _ in slot.writes:
+            overlay.withdraw(slot, key)
+        slot.reset_buffers()
+        slot.error = error
+        node = self._nodes.get(slot.node)
+        retry = (node.retry if node is not None and node.retry is not None
+                 else self.settings.retry)
+        if isinstance(error, TimeoutError) and self.settings.processing_timeout is not None:
+            error = TimeoutError(
+                f"processing took longer than processing_timeout="
+                f"{self.settings.processing_timeout}s"
+            )
+            slot.error = error
+        if slot.kind is SlotKind.RECORD and retry.should_retry(error, slot.attempts):
+            self.metrics.retries += 1
+            slot.state = SlotState.BACKOFF
+            delay = retry.delay(slot.attempts)
+            log.debug("task %s: %r failed (attempt %d), retrying in %.3fs: %s",
+                      self.task_id, slot, slot.attempts, delay, error)
+            self._backoff_timers[slot] = self._clock.call_later(
+                delay, lambda: self._retry_now(slot))
+            return
+        self.metrics.by_node_errors[slot.node] = self.metrics.by_node_errors.get(slot.node,
+                                                                                 0) + 1
+        handler = self.settings.on_error
+        if handler is OnError.DEAD_LETTER and self.settings.dead_letter_topic and slot.raw:
+            self.metrics.dead_lettered += 1
+            slot.outputs = [dead_letter_record(
+                slot.raw, error, topic=self.settings.dead_letter_topic,
+                attempts=slot.attempts, processor=slot.node,
+                now=self._clock.wall_time())]
+            log.warning("task %s: %r dead-lettered to %s after %d attempt(s): %s: %s",
+                        self.task_id, slot, self.settings.dead_letter_topic, slot.attempts,
+                        type(error).__name__, error)
+            self._finish(slot)
+        elif handler is OnError.SKIP:
+            self.metrics.skipped += 1
+            log.warning("task %s: %r skipped after %d attempt(s): %s: %s", self.task_id,
+                        slot, slot.attempts, type(error).__name__, error)
+            self._finish(slot)
+        else:
+            self._fail(slot, error)
+
+    def _retry_now(self, slot: Slot) -> None:
+        self._backoff_timers.pop(slot, None)
+        if slot.state is SlotState.BACKOFF and self.state in (TaskState.RUNNING,
+                                                               TaskState.SUSPENDED):
+            self._start(slot)
+
+    def _fail(self, slot: Slot, error: Exception) -> None:
+        slot.state = SlotState.FAILED
+        raw = slot.raw
+        where = (f"{raw.topic}[{raw.partition}]@{raw.offset}" if raw is not None
+                 else "a punctuation")
+        failure = TaskFailedError(
+            f"task {self.task_id}: processor {slot.node!r} failed on {where} after "
+            f"{slot.attempts} attempt(s): {type(error).__name__}: {error}. Nothing at or "
+            "past this record was committed; fix the cause (or set on_error='skip' / "
+            "'dead_letter') and restart."
+        )
+        failure.__cause__ = error
+        log.error("%s", failure)
+        if self.state in (TaskState.RUNNING, TaskState.SUSPENDED):
+            self._transition(TaskState.FAILED)
+        if self._drained is not None:
+            self._drained.set()
+        self._on_failed(self, failure)
+
+    # -- punctuation --------------------------------------------------------------------
+
+    def schedule(self, node: NodeExec, interval: float,
+                 callback: Callable[[float], Awaitable[None] | None],
+                 kind: PunctuationType) -> TimerHandle:
+        p = _Punctuation(node, interval, kind, callback)
+        self._punctuations.append(p)
+        if kind is PunctuationType.WALL_CLOCK:
+            self._arm_wall_clock(p)
+        return p
+
+    def _arm_wall_clock(self, p: _Punctuation) -> None:
+        def fire() -> None:
+            if p.cancelled or self.state is not TaskState.RUNNING:
+                return
+            self._due_punctuations.append(p)
+            self._arm_wall_clock(p)
+            self.schedule_pump()
+        p.timer = self._clock.call_later(p.interval, fire)
+
+    def _check_stream_time_punctuations(self) -> None:
+        now = self.stream_time
+        for p in self._punctuations:
+            if p.kind is not PunctuationType.STREAM_TIME or p.cancelled:
+                continue
+            if p.next_due is None:
+                p.next_due = now + p.interval
+            elif now >= p.next_due:
+                while p.next_due <= now:
+                    p.next_due += p.interval
+                self._due_punctuations.append(p)
+
+    def _issue_punctuation(self, p: _Punctuation) -> None:
+        at = (self.stream_time if p.kind is PunctuationType.STREAM_TIME
+              else self._clock.wall_time())
+
+        async def run() -> None:
+            slot = CURRENT_SLOT.get()
+            buffer: list[tuple[str | None, Record[Any, Any]]] = []
+            slot.forward_buffer = buffer
+            slot.node = p.node.name
+            result = p.callback(at)
+            if result is not None:
+                await result
+            slot.forward_buffer = None
+            await self._invoke_children(p.node, buffer, slot)
+
+        slot = Slot(SlotKind.PUNCTUATION, None, None, None, run)
+        self._rob.issue(slot)
+        self._unfinished += 1
+        self.metrics.punctuations += 1
+        self._barrier = slot
+        if self._unfinished == 1:
+            self._start(slot)
+
+    # -- backpressure and idling --------------------------------------------------------
+
+    def _arm_idle_timer(self, deadline: float) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+
+        def wake() -> None:
+            self._idle_timer = None
+            self.schedule_pump()
+
+        self._idle_timer = self._clock.call_later(deadline - self._clock.monotonic(), wake)
+
+    def _update_pause(self) -> None:
+        limit = self.settings.max_buffered_per_partition
+        full = self._rob.full or self.state is not TaskState.RUNNING
+        for tp in self._queues.partitions:
+            n = self._queues.buffered(tp)
+            want = n >= limit or (full and n > 0)
+            if want != (tp in self._paused):
+                if want:
+                    self._paused.add(tp)
+                else:
+                    self._paused.discard(tp)
+                self._on_pause(tp, want)
+
+    def is_paused(self, tp: TopicPartition) -> bool:
+        return tp in self._paused
+
+    def request_commit(self) -> None:
+        self._request_commit()
+
+    # -- shutdown -----------------------------------------------------------------------
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop issuing; wait up to ``timeout`` seconds for in-flight records to finish and
+        retire. Returns True when everything retired. Cancellation: stops waiting, leaves
+        the task SUSPENDED (``close`` then cancels what still runs)."""
+        if self.state is TaskState.RUNNING:
+            self._transition(TaskState.SUSPENDED)
+        if self.state is not TaskState.SUSPENDED:
+            return not self._rob
+        self._drained = asyncio.Event()
+        self._pump()
+        if self._rob:
+            try:
+                async with asyncio.timeout(timeout):
+                    while self._rob and self.state is TaskState.SUSPENDED:
+                        self._drained.clear()
+                        await self._drained.wait()
+            except TimeoutError:
+                log.warning("task %s: %d record(s) still in flight after the %.1fs drain "
+                            "timeout; they will be processed again by the next owner",
+                            self.task_id, len(self._rob), timeout)
+        return not self._rob
+
+    async def close(self) -> None:
+        """Cancel what still runs, close processors (children first) and stores."""
+        if self.state is TaskState.RUNNING:
+            self._transition(TaskState.SUSPENDED)
+        for p in self._punctuations:
+            p.cancel()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        for timer in self._backoff_timers.values():
+            timer.cancel()
+        self._backoff_timers.clear()
+        running = list(self._running_tasks)
+        for t in running:
+            t.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        errors: list[BaseException] = []
+        for ne in reversed(list(self._nodes.values())):
+            if ne.processor is not None:
+                try:
+                    await ne.processor.close()
+                except Exception as e:
+                    log.exception("task %s: closing processor %r failed", self.task_id,
+                                  ne.name)
+                    errors.append(e)
+        for store in self._stores.values():
+            await store.close()
+        if self.state is not TaskState.CLOSED:
+            self._transition(TaskState.CLOSED)
+
+    @property
+    def stores(self) -> dict[str, StateStore]:
+        return dict(self._stores)
+
+    async def flush_stores(self) -> None:
+        for store in self._stores.values():
+            await store.flush()
+
+    def __repr__(self) -> str:
+        return f"<StreamTask {self.task_id} {self.state.value} in_flight={len(self._rob)}>"
+
+
+_NULL_KEY = object()
+
+
+def _reaches_async(node: NodeExec) -> bool:
+    if node.is_async:
+        return True
+    return any(_reaches_async(c) for c in node.children)
+
+
+def task_id_for(sub: SubTopology, partition: int) -> str:
+    return f"{sub.id}_{partition}"
+
+
+__all__ = ["NodeExec", "StreamTask", "TaskSettings", "TaskState"]

@@ -1,0 +1,421 @@
+"""The worker: one consumer-group member running the topology's tasks on one event loop.
+
+It fetches records in batches and hands each partition's records to its task; releases the
+outputs tasks retire to the producer in batches (aiokafka #528: per-record concurrent sends
+are quadratic); and commits. A commit is a few named steps, in this order, so a crash at
+any point loses nothing:
+
+1. take the committable offsets of every task (one past each partition's last retired
+   record — asserted never to pass an unretired one);
+2. hand every output retired so far to the producer and flush it (durable on the broker);
+3. flush the state stores;
+4. commit the offsets (with ``exactly_once``: send them to the transaction and commit it).
+
+Rebalance callbacks run inside the fetch call, so they never overlap a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiostreams.engine.clock import Clock, TimerHandle
+from aiostreams.engine.failure import Retry
+from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
+from aiostreams.errors import (
+    AiostreamsError,
+    CoPartitioningError,
+    TaskFailedError,
+    UnknownTopicError,
+)
+from aiostreams.topic import Topic
+from aiostreams.topology.topology import SubTopology
+from aiostreams.transport.base import (
+    Consumer,
+    IsolationLevel,
+    Producer,
+    TopicSpec,
+    Transport,
+)
+from aiostreams.types import OutgoingRecord, TopicPartition
+
+log = logging.getLogger("aiostreams.worker")
+
+
+class WorkerState(enum.Enum):
+    """``CREATED → STARTING → RUNNING → STOPPING → STOPPED``; ``FAILED`` when a task failed
+    or the broker gave up on us (it still stops cleanly)."""
+
+    CREATED = "created"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+@dataclass
+class WorkerConfig:
+    app_id: str
+    task: TaskSettings
+    commit_interval: float = 1.0
+    poll_timeout: float = 0.1
+    max_poll_records: int = 2000
+    drain_timeout: float = 30.0
+    exactly_once: bool = False
+    default_partitions: int = 1
+    group_instance_id: str | None = None
+    client_id: str = "aiostreams"
+    state_dir: Any = None
+    node_retry: Mapping[str, Retry] = field(default_factory=dict)
+
+
+@dataclass
+class CommitRecord:
+    """What one commit wrote (kept for tests and metrics)."""
+
+    offsets: dict[TopicPartition, int]
+    duration: float
+
+
+class Worker:
+    def __init__(
+        self,
+        subs: Sequence[SubTopology],
+        topics: Mapping[str, Topic],
+        transport: Transport,
+        config: WorkerConfig,
+        clock: Clock,
+        *,
+        on_commit: Callable[[CommitRecord], None] | None = None,
+    ) -> None:
+        self.subs = list(subs)
+        self.topics = dict(topics)
+        self.transport = transport
+        self.config = config
+        self.clock = clock
+        self.state = WorkerState.CREATED
+        self.tasks: dict[str, StreamTask] = {}
+        self.failure: BaseException | None = None
+        self.commits = 0
+        self._on_commit = on_commit
+        self._task_of: dict[TopicPartition, StreamTask] = {}
+        self._sub_of_topic = {t: sub for sub in self.subs for t in sub.source_topics}
+        self._committed: dict[TopicPartition, int] = {}
+        self._outbox: list[OutgoingRecord] = []
+        self._outbox_ready = asyncio.Event()
+        self._sender_idle = asyncio.Event()
+        self._sender_idle.set()
+        self._send_error: BaseException | None = None
+        self._in_transaction = False
+        self._commit_requested = False
+        self._commit_timer: TimerHandle | None = None
+        self._stopped = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._loops: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.state is not WorkerState.CREATED:
+            raise RuntimeError(f"a worker starts once; this one is {self.state.value}")
+        self.state = WorkerState.STARTING
+        await self._ensure_topics()
+        cfg = self.config
+        txn_id = None
+        if cfg.exactly_once:
+            txn_id = f"{cfg.app_id}-{cfg.group_instance_id or 'worker'}"
+        self._producer = self.transport.producer(client_id=cfg.client_id,
+                                                 transactional_id=txn_id)
+        await self._producer.start()
+        self._consumer = self.transport.consumer(
+            cfg.app_id,
+            client_id=cfg.client_id,
+            isolation_level=(IsolationLevel.READ_COMMITTED if cfg.exactly_once
+                             else IsolationLevel.READ_UNCOMMITTED),
+            group_instance_id=cfg.group_instance_id,
+            max_poll_records=cfg.max_poll_records,
+        )
+        await self._consumer.start()
+        self._consumer.subscribe(list(self._sub_of_topic), self)
+        self.state = WorkerState.RUNNING
+        loop = asyncio.get_running_loop()
+        self._loops = [loop.create_task(self._fetch_loop(), name="aiostreams-fetch"),
+                       loop.create_task(self._send_loop(), name="aiostreams-send")]
+        self._arm_commit_timer()
+
+    async def _ensure_topics(self) -> None:
+        admin = self.transport.admin()
+        await admin.start()
+        try:
+            specs: list[TopicSpec] = []
+            wanted: set[str] = set()
+            for sub in self.subs:
+                wanted.update(sub.source_topics)
+                wanted.update(sub.sink_topics)
+            if self.config.task.dead_letter_topic:
+                wanted.add(self.config.task.dead_letter_topic)
+            for name in sorted(wanted):
+                if await admin.partitions_for(name) is not None:
+                    continue
+                topic = self.topics.get(name)
+                if topic is not None and (topic.partitions is not None or topic.internal):
+                    specs.append(TopicSpec(name, topic.partitions or
+                                           self.config.default_partitions,
+                                           config=dict(topic.config)))
+                elif name == self.config.task.dead_letter_topic or any(
+                        name in sub.sink_topics for sub in self.subs):
+                    specs.append(TopicSpec(name, self.config.default_partitions))
+                else:
+                    raise UnknownTopicError(
+                        f"source topic {name!r} does not exist on {self.transport.url}: create "
+                        f"it, or declare it with app.topic({name!r}, partitions=N) so "
+                        "aiostreams creates it"
+                    )
+            if specs:
+                await admin.create_topics(specs)
+            for sub in self.subs:
+                counts = {t: await admin.partitions_for(t) for t in sub.source_topics}
+                if len(set(counts.values())) > 1:
+                    raise CoPartitioningError(
+                        f"sub-topology {sub.id} reads {sorted(counts)} together, but their "
+                        f"partition counts differ: {counts}; repartition one of them so they "
+                        "match"
+                    )
+        finally:
+            await admin.stop()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    async def stop(self) -> None:
+        """Stop fetching, drain in-flight work (up to ``drain_timeout``), retire, commit,
+        close tasks, leave the group. Idempotent. Cancellation: the remaining steps are
+        skipped and the clients closed; uncommitted work is redone by the next owner."""
+        if self.state in (WorkerState.STOPPED, WorkerState.CREATED):
+            self.state = WorkerState.STOPPED
+            self._stopped.set()
+            return
+        if self.state is WorkerState.STOPPING:
+            await self._stopped.wait()
+            return
+        failed = self.state is WorkerState.FAILED
+        self.state = WorkerState.STOPPING
+        self._stop_requested.set()
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+        fetch = self._loops[0] if self._loops else None
+        if fetch is not None and fetch is not asyncio.current_task():
+            fetch.cancel()
+            await asyncio.gather(fetch, return_exceptions=True)
+        try:
+            await self._revoke(list(self.tasks.values()))
+        finally:
+            for loop_task in self._loops[1:]:
+                loop_task.cancel()
+            await asyncio.gather(*self._loops[1:], return_exceptions=True)
+            if self._consumer is not None:
+                await self._consumer.stop()
+            if self._producer is not None:
+                await self._producer.stop()
+            self.state = WorkerState.FAILED if failed or self.failure else WorkerState.STOPPED
+            self._stopped.set()
+
+    # -- rebalance (called by the consumer inside getmany) ------------------------------
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        affected = {self._task_of[tp].task_id: self._task_of[tp] for tp in revoked
+                    if tp in self._task_of}
+        await self._revoke(list(affected.values()))
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        by_task: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp in sorted(assigned):
+            if tp in self._task_of:
+                continue
+            sub = self._sub_of_topic[tp.topic]
+            by_task.setdefault((sub.id, tp.partition), []).append(tp)
+        for (sub_id, partition), tps in sorted(by_task.items()):
+            sub = next(s for s in self.subs if s.id == sub_id)
+            task = self._make_task(sub, partition, tps)
+            await task.initialize()
+            self.tasks[task.task_id] = task
+            for tp in tps:
+                self._task_of[tp] = task
+                if self._consumer is not None:
+                    self._committed[tp] = await self._consumer.position(tp)
+        log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
+
+    def _make_task(self, sub: SubTopology, partition: int,
+                   tps: list[TopicPartition]) -> StreamTask:
+        return StreamTask(
+            task_id_for(sub, partition), sub, tps, self.config.task,
+            topics=self.topics, clock=self.clock, emit=self._emit,
+            on_failed=self._on_task_failed, on_pause=self._on_pause,
+            request_commit=self.request_commit, node_retry=self.config.node_retry,
+            state_dir=self.config.state_dir,
+        )
+
+    async def _revoke(self, tasks: list[StreamTask]) -> None:
+        if not tasks:
+            return
+        await asyncio.gather(*(t.drain(self.config.drain_timeout) for t in tasks))
+        try:
+            # A failed task commits too: up to (not including) its failed record.
+            await self.commit(tasks)
+        finally:
+            for task in tasks:
+                await task.close()
+                self.tasks.pop(task.task_id, None)
+                for tp in task.partitions:
+                    self._task_of.pop(tp, None)
+                    self._committed.pop(tp, None)
+
+    # -- fetching -----------------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            while not self._stop_requested.is_set():
+                batch = await consumer.getmany(self.config.poll_timeout,
+                                               self.config.max_poll_records)
+                for tp, records in batch.items():
+                    task = self._task_of.get(tp)
+                    if task is not None and records:
+                        task.add_records(tp, records)
+                if self._send_error is not None:
+                    raise self._send_error
+                if self._commit_requested:
+                    await self.commit()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the broker gave up on us, or a bug: stop cleanly
+            log.exception("worker: fetch loop failed")
+            self._set_failure(e)
+
+    def _on_pause(self, tp: TopicPartition, paused: bool) -> None:
+        consumer = self._consumer
+        if consumer is None or tp not in self._task_of:
+            return
+        if paused:
+            consumer.pause([tp])
+        else:
+            consumer.resume([tp])
+
+    # -- outputs ------------------------------------------------------------------------
+
+    def _emit(self, records: list[OutgoingRecord]) -> None:
+        self._outbox.extend(records)
+        self._outbox_ready.set()
+        self._sender_idle.clear()
+
+    async def _send_loop(self) -> None:
+        producer = self._producer
+        assert producer is not None
+        while True:
+            await self._outbox_ready.wait()
+            self._outbox_ready.clear()
+            while self._outbox:
+                batch, self._outbox = self._outbox, []
+                try:
+                    if self.config.exactly_once and not self._in_transaction:
+                        await producer.begin_transaction()
+                        self._in_transaction = True
+                    await producer.send_batch(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    log.exception("worker: producing %d record(s) failed", len(batch))
+                    self._send_error = e
+                    self._set_failure(e)
+            self._sender_idle.set()
+
+    async def _flush_outputs(self) -> None:
+        while self._outbox or not self._sender_idle.is_set():
+            self._outbox_ready.set()
+            await self._sender_idle.wait()
+        if self._send_error is not None:
+            raise self._send_error
+        assert self._producer is not None
+        await self._producer.flush()
+
+    # -- committing ---------------------------------------------------------------------
+
+    def request_commit(self) -> None:
+        self._commit_requested = True
+
+    def _arm_commit_timer(self) -> None:
+        def due() -> None:
+            self._commit_requested = True
+            if self.state is WorkerState.RUNNING:
+                self._arm_commit_timer()
+        self._commit_timer = self.clock.call_later(self.config.commit_interval, due)
+
+    async def commit(self, tasks: Sequence[StreamTask] | None = None) -> dict[
+            TopicPartition, int]:
+        """Commit what the given tasks (default: all) have retired; see the module
+        docstring for the steps. Returns the offsets committed."""
+        self._commit_requested = False
+        consumer, producer = self._consumer, self._producer
+        if consumer is None or producer is None:
+            return {}
+        started = self.clock.monotonic()
+        chosen = list(self.tasks.values()) if tasks is None else list(tasks)
+        offsets: dict[TopicPartition, int] = {}
+        for task in chosen:
+            candidate = {tp: off for tp, off in task.committable().items()
+                         if off > self._committed.get(tp, -1)}
+            task.check_commit_point(candidate)
+            offsets.update(candidate)
+        await self._flush_outputs()
+        for task in chosen:
+            await task.flush_stores()
+        if self.config.exactly_once:
+            if offsets or self._in_transaction:
+                if not self._in_transaction:
+                    await producer.begin_transaction()
+                    self._in_transaction = True
+                if offsets:
+                    await producer.send_offsets_to_transaction(offsets, self.config.app_id)
+                await producer.commit_transaction()
+                self._in_transaction = False
+        elif offsets:
+            await consumer.commit(offsets)
+        for tp, off in offsets.items():
+            previous = self._committed.get(tp, -1)
+            if off < previous:
+                raise AssertionError(f"{tp}: committed offset moved back {previous} -> {off}")
+            self._committed[tp] = off
+        if offsets:
+            self.commits += 1
+            if self._on_commit is not None:
+                self._on_commit(CommitRecord(offsets, self.clock.monotonic() - started))
+        return offsets
+
+    # -- failure ------------------------------------------------------------------------
+
+    def _on_task_failed(self, task: StreamTask, error: TaskFailedError) -> None:
+        self._set_failure(error)
+
+    def _set_failure(self, error: BaseException) -> None:
+        if self.failure is None:
+            self.failure = error
+        if self.state is WorkerState.RUNNING:
+            self.state = WorkerState.FAILED
+        self._stop_requested.set()
+
+    def raise_failure(self) -> None:
+        if self.failure is not None:
+            if isinstance(self.failure, AiostreamsError):
+                raise self.failure
+            raise TaskFailedError(f"the worker stopped: {self.failure}") from self.failure

@@ -1,0 +1,122 @@
+"""The errors aiostreams raises. Each message says what happened, where, and what to do."""
+
+from __future__ import annotations
+
+
+class AiostreamsError(Exception):
+    """Base class of every error aiostreams raises on purpose."""
+
+
+class ConfigError(AiostreamsError, ValueError):
+    """A setting or argument is wrong; the message names it and the accepted values."""
+
+
+class TopologyError(AiostreamsError, ValueError):
+    """The topology is malformed; the message names the node at fault."""
+
+
+class TransportError(AiostreamsError):
+    """The broker could not be reached or refused a request."""
+
+
+class BrokerUnavailableError(TransportError):
+    """No broker answered at the configured address within the allowed time."""
+
+
+class UnknownTopicError(TransportError):
+    """A topic the app reads or writes does not exist and may not be created."""
+
+
+class ProducerFencedError(TransportError):
+    """A newer producer with the same ``transactional_id`` started; this one may not write.
+
+    Its open transaction was aborted. Stop this producer: the newer instance owns the id.
+    """
+
+
+class CommitFailedError(TransportError):
+    """An offset commit was refused because this consumer does not own the partition now.
+
+    A rebalance gave the partition to another member; its records will be reprocessed
+    from the last committed offset there. Commit only what ``assignment()`` holds.
+    """
+
+
+class CoPartitioningError(TopologyError):
+    """Topics read together by one task do not have the same number of partitions."""
+
+
+class SerializationError(AiostreamsError):
+    """A value could not be turned into bytes for ``topic``."""
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+
+
+class DeserializationError(AiostreamsError):
+    """A record's key or value could not be decoded or failed validation.
+
+    Carries the record's origin so the failure path (skip, dead-letter, fail) can name it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str,
+        partition: int = -1,
+        offset: int = -1,
+        field: str = "value",
+    ) -> None:
+        self.reason = message
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.field = field
+        super().__init__(
+            f"cannot deserialize the {field} of {topic}[{partition}]@{offset}: {message}"
+        )
+
+    def at(self, partition: int, offset: int, field: str | None = None) -> DeserializationError:
+        """This error with the record's origin filled in.
+
+        A serde sees only bytes, so it raises without a partition or offset (and cannot tell a
+        key from a value); the caller that holds the record re-raises with them::
+
+            except DeserializationError as exc:
+                raise exc.at(record.partition, record.offset, "key")
+
+        ``field`` keeps this error's field when ``None``. The cause (the decoder's own error)
+        and the traceback are carried over; the origin-less original is not shown again.
+        """
+        located = DeserializationError(
+            self.reason,
+            topic=self.topic,
+            partition=partition,
+            offset=offset,
+            field=self.field if field is None else field,
+        )
+        located.__cause__ = self.__cause__
+        located.__suppress_context__ = True
+        return located.with_traceback(self.__traceback__)
+
+
+class ProcessingError(AiostreamsError):
+    """A record failed for good (retries exhausted) and the error handler said ``fail``."""
+
+    def __init__(
+        self, message: str, *, topic: str, partition: int, offset: int, processor: str
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.processor = processor
+
+
+class TaskFailedError(AiostreamsError):
+    """A stream task stopped because a record failed with the ``fail`` handler.
+
+    Nothing past the failed record was committed; fix the cause and restart.
+    """

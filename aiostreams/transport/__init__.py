@@ -1,0 +1,24 @@
+"""Transports: where records come from and go to (``memory://`` and ``kafka://``)."""
+
+from __future__ import annotations
+
+from aiostreams.errors import ConfigError
+from aiostreams.transport.base import Transport
+
+
+def transport_for_url(url: str, **options: object) -> Transport:
+    """The transport for a broker URL: ``memory://[name]`` or ``kafka://host:port[,...]``."""
+    if url.startswith("memory://"):
+        from aiostreams.transport.memory import MemoryTransport
+
+        return MemoryTransport.from_url(url)
+    if url.startswith("kafka://"):
+        from aiostreams.transport.kafka import KafkaTransport
+
+        return KafkaTransport.from_url(url, **options)
+    raise ConfigError(
+        f"unsupported broker URL {url!r}: use memory://[name] or kafka://host:port[,host:port]"
+    )
+
+
+__all__ = ["Transport", "transport_for_url"]

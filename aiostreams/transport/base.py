@@ -1,0 +1,171 @@
+"""The transport Protocol: what the engine needs from a broker.
+
+Two implementations: :mod:`aiostreams.transport.memory` (an in-process broker with Kafka's
+semantics, the embedded default and the unit-test transport) and
+:mod:`aiostreams.transport.kafka` (aiokafka against a real Apache Kafka broker).
+
+Semantics every implementation keeps:
+
+* offsets are per partition, start at 0 and increase by one per appended record;
+* a consumer's committed offset is the offset of the *next* record to read;
+* ``getmany`` returns records of assigned, non-paused partitions only, in offset order
+  per partition, and never returns a record twice unless the consumer seeks back;
+* rebalance callbacks run inside ``getmany`` (as in Kafka, inside ``poll``): revoked
+  partitions are reported before the new ones are assigned, and a partition is handed to a
+  new owner only after its old owner's ``on_revoked`` has returned;
+* a producer's ``send_batch`` appends in list order; ``flush`` returns once everything sent
+  before it is durable (acknowledged with ``acks=all`` on Kafka).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+
+
+class IsolationLevel(enum.Enum):
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+class RebalanceListener(Protocol):
+    """Called by a consumer from inside ``getmany`` when its assignment changes."""
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None: ...
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic to create: name, partition count and topic configs (e.g. cleanup.policy)."""
+
+    name: str
+    partitions: int
+    replication_factor: int = 1
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Consumer(Protocol):
+    """A group member reading assigned partitions; commits are manual only."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None:
+        """Leave the group (running ``on_partitions_revoked`` for what it owns) and close."""
+        ...
+
+    def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None: ...
+
+    def assign(self, partitions: Collection[TopicPartition]) -> None:
+        """Manual assignment, no group membership (tools, tests, restore readers)."""
+        ...
+
+    def assignment(self) -> frozenset[TopicPartition]: ...
+
+    async def getmany(
+        self, timeout: float, max_records: int | None = None
+    ) -> dict[TopicPartition, list[RawRecord]]:
+        """Wait up to ``timeout`` seconds for records; return at once when some are ready."""
+        ...
+
+    def pause(self, partitions: Collection[TopicPartition]) -> None: ...
+
+    def resume(self, partitions: Collection[TopicPartition]) -> None: ...
+
+    def seek(self, tp: TopicPartition, offset: int) -> None: ...
+
+    async def position(self, tp: TopicPartition) -> int: ...
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None: ...
+
+    async def committed(self, tp: TopicPartition) -> int | None: ...
+
+    async def end_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]: ...
+
+    async def beginning_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]: ...
+
+
+@runtime_checkable
+class Producer(Protocol):
+    """Appends records; optionally transactional (exactly-once)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def send_batch(self, records: Sequence[OutgoingRecord]) -> None:
+        """Hand records to the producer in order. Delivery is proven by ``flush``."""
+        ...
+
+    async def flush(self) -> None:
+        """Return once every record sent before the call is durable; raise if one failed."""
+        ...
+
+    def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int: ...
+
+    @property
+    def transactional(self) -> bool: ...
+
+    async def begin_transaction(self) -> None: ...
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_id: str
+    ) -> None: ...
+
+    async def commit_transaction(self) -> None: ...
+
+    async def abort_transaction(self) -> None: ...
+
+
+@runtime_checkable
+class Admin(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
+        """Create the topics that do not exist yet; existing ones are left as they are."""
+        ...
+
+    async def partitions_for(self, topic: str) -> int | None:
+        """The topic's partition count, or None when it does not exist."""
+        ...
+
+    async def list_topics(self) -> list[str]: ...
+
+    async def delete_topics(self, topics: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """A factory for clients of one broker (one cluster)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def consumer(
+        self,
+        group_id: str | None,
+        *,
+        client_id: str = "aiostreams",
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+        group_instance_id: str | None = None,
+        max_poll_records: int = 2000,
+        auto_offset_reset: str = "earliest",
+    ) -> Consumer: ...
+
+    def producer(
+        self, *, client_id: str = "aiostreams", transactional_id: str | None = None
+    ) -> Producer: ...
+
+    def admin(self) -> Admin: ...

@@ -1,0 +1,94 @@
+"""The vocabulary of aiostreams: records, partitions and the shapes user code implements.
+
+Kept small on purpose (like starlette's ``types.py``): everything else in the package is
+built from these names.
+
+Units: timestamps are ``float`` seconds since the epoch (as :func:`time.time` returns);
+transports convert to and from Kafka's integer milliseconds at the boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, NamedTuple, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+Headers = tuple[tuple[str, bytes], ...]
+"""Record headers as Kafka has them: ordered (name, value) pairs, names may repeat."""
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """A record as a transport stores and returns it: bytes, with its position in the log."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: float
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingRecord:
+    """A record to produce. ``partition=None`` lets the producer's partitioner choose
+    (Kafka's murmur2 of the key bytes, so the same key lands where a Java client puts it)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    timestamp: float | None = None
+    headers: Headers = ()
+    partition: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Record(Generic[K, V]):
+    """A deserialized record flowing through a topology.
+
+    ``topic``/``partition``/``offset`` name where it came from (the source record for
+    records a processor derives from it); ``timestamp`` is event time in seconds.
+    """
+
+    key: K
+    value: V
+    topic: str = ""
+    partition: int = -1
+    offset: int = -1
+    timestamp: float = 0.0
+    headers: Headers = field(default=())
+
+    def with_key_value(self, key: Any, value: Any) -> Record[Any, Any]:
+        """A copy carrying a new key and value and the same metadata."""
+        return Record(key, value, self.topic, self.partition, self.offset, self.timestamp,
+                      self.headers)
+
+    def with_value(self, value: Any) -> Record[K, Any]:
+        return Record(self.key, value, self.topic, self.partition, self.offset, self.timestamp,
+                      self.headers)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+Punctuator = Callable[[float], Awaitable[None] | None]
+"""A scheduled callback; it receives the (stream or wall-clock) time it fires for."""

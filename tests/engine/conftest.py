@@ -1,0 +1,3 @@
+from taskkit import make_task
+
+__all__ = ["make_task"]

@@ -1,0 +1,77 @@
+"""Factories for engine tests: a task over a topology, driven without any broker.
+
+Imported by the engine tests; ``make_task`` is re-exported as a fixture by conftest.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aiostreams.engine.clock import ManualClock
+from aiostreams.engine.reservation_station import Ordering
+from aiostreams.engine.task import StreamTask, TaskSettings
+from aiostreams.errors import TaskFailedError
+from aiostreams.serde import StrSerde
+from aiostreams.topic import Topic
+from aiostreams.topology.topology import Topology
+from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+
+
+@dataclass
+class TaskHarness:
+    task: StreamTask
+    clock: ManualClock
+    outputs: list[OutgoingRecord] = field(default_factory=list)
+    failures: list[TaskFailedError] = field(default_factory=list)
+    pauses: list[tuple[TopicPartition, bool]] = field(default_factory=list)
+
+    def values(self, topic: str = "out") -> list[str]:
+        return [o.value.decode() for o in self.outputs if o.topic == topic and o.value]
+
+
+def raw(topic: str, partition: int, offset: int, key: str | None, value: str,
+        timestamp: float | None = None) -> RawRecord:
+    return RawRecord(topic, partition, offset, float(offset) if timestamp is None else timestamp,
+                     key.encode() if key is not None else None, value.encode())
+
+
+def str_topic(name: str) -> Topic:
+    return Topic(name, StrSerde(), StrSerde())
+
+
+MakeTask = Callable[..., TaskHarness]
+
+
+@pytest.fixture
+def make_task() -> MakeTask:
+    def make(
+        topology: Topology,
+        partitions: list[TopicPartition] | None = None,
+        *,
+        max_in_flight: int = 16,
+        ordering: str = "key",
+        max_task_idle: float = 0.0,
+        max_buffered: int = 1000,
+        **settings: Any,
+    ) -> TaskHarness:
+        sub = topology.build()[0]
+        tps = partitions or [TopicPartition(t, 0) for t in sub.source_topics]
+        clock = ManualClock()
+        harness: TaskHarness
+        task = StreamTask(
+            "0_0", sub, tps,
+            TaskSettings(max_in_flight=max_in_flight, ordering=Ordering.parse(ordering),
+                         max_task_idle=max_task_idle, max_buffered_per_partition=max_buffered,
+                         **settings),
+            topics=topology.topics, clock=clock,
+            emit=lambda recs: harness.outputs.extend(recs),
+            on_failed=lambda t, e: harness.failures.append(e),
+            on_pause=lambda tp, p: harness.pauses.append((tp, p)),
+        )
+        harness = TaskHarness(task, clock)
+        return harness
+
+    return make
