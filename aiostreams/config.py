@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     retry_max_backoff: float = Field(30.0, ge=0)
     processing_timeout: float | None = Field(None, gt=0)
     default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
+    gc_tuning: bool = Field(
+        True, description="at start, freeze start-up objects out of the cyclic GC and raise "
+        "its first threshold (thousands of records in flight otherwise trigger full scans)")
     state_dir: Path | None = None
     group_instance_id: str | None = None
     client_id: str | None = None
@@ -95,7 +98,11 @@ def describe_validation_error(error: ValidationError) -> str:
     for item in error.errors():
         key = ".".join(str(x) for x in item["loc"]) or "settings"
         if item["type"] == "extra_forbidden":
-            parts.append(f"unknown setting {key!r} (known: {', '.join(sorted(Settings.model_fields))})")
+            known = ", ".join(sorted(Settings.model_fields))
+            parts.append(f"unknown setting {key!r} (known: {known})")
         else:
-            parts.append(f"setting {key!r}: {item['msg']} (got {item.get('input')!r})")
+            field = Settings.model_fields.get(str(item["loc"][0])) if item["loc"] else None
+            secret = field is not None and "SecretStr" in str(field.annotation)
+            shown = "***" if secret else repr(item.get("input"))
+            parts.append(f"setting {key!r}: {item['msg']} (got {shown})")
     return "invalid configuration: " + "; ".join(parts)

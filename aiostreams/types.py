@@ -5,6 +5,10 @@ built from these names.
 
 Units: timestamps are ``float`` seconds since the epoch (as :func:`time.time` returns);
 transports convert to and from Kafka's integer milliseconds at the boundary.
+
+Records are treated as immutable values (derive new ones with ``with_value``/
+``with_key_value``) but are not ``frozen`` dataclasses: a frozen ``__init__`` costs about
+0.5 µs more per record, and records are created several times per record processed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RawRecord:
     """A record as a transport stores and returns it: bytes, with its position in the log."""
 
@@ -47,7 +51,7 @@ class RawRecord:
         return TopicPartition(self.topic, self.partition)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OutgoingRecord:
     """A record to produce. ``partition=None`` lets the producer's partitioner choose
     (Kafka's murmur2 of the key bytes, so the same key lands where a Java client puts it)."""
@@ -60,7 +64,7 @@ class OutgoingRecord:
     partition: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record(Generic[K, V]):
     """A deserialized record flowing through a topology.
 

@@ -35,6 +35,11 @@ class PartitionGroup:
         self.enforced_processing_total = 0
 
     @property
+    def single_queue(self) -> deque[RawRecord] | None:
+        """The one queue of a single-partition task (which never idles), else None."""
+        return self._single
+
+    @property
     def partitions(self) -> list[TopicPartition]:
         return list(self._order)
 

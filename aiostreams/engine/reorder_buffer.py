@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from typing import Any
 
 from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
@@ -102,10 +102,12 @@ class Slot:
 
 
 class ReorderBuffer:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, partitions: Collection[TopicPartition] = ()) -> None:
         if capacity < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {capacity}")
         self.capacity = capacity
+        # a task reads one partition per topic, so a record's topic names its partition
+        self._tp_of = {tp.topic: tp for tp in partitions}
         self._slots: deque[Slot] = deque()
         self._next_seq = 0
         self.committable: dict[TopicPartition, int] = {}
@@ -139,7 +141,10 @@ class ReorderBuffer:
         slot = slots.popleft()
         raw = slot.raw
         if raw is not None:
-            self.advance(TopicPartition(raw.topic, raw.partition), raw.offset)
+            tp = self._tp_of.get(raw.topic)
+            if tp is None or tp.partition != raw.partition:
+                tp = TopicPartition(raw.topic, raw.partition)
+            self.advance(tp, raw.offset)
         return slot
 
     def advance(self, tp: TopicPartition, offset: int) -> None:

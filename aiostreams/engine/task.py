@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +39,10 @@ from aiostreams.engine.reservation_station import Ordering, ReservationStation
 from aiostreams.errors import DeserializationError, SerializationError, TaskFailedError
 from aiostreams.serde import Serde
 from aiostreams.state.base import StateStore, StoreContext
-from aiostreams.state.overlay import CURRENT_SLOT, KeyValueStoreView, StoreOverlay
+from aiostreams.state.overlay import CURRENT_SLOT, StoreOverlay, view_for
 from aiostreams.topic import Topic
 from aiostreams.topology.processor import Processor, PunctuationType, is_async_processor
-from aiostreams.topology.topology import ProcessorNode, SinkNode, SourceNode, SubTopology
+from aiostreams.topology.topology import SinkNode, SourceNode, SubTopology
 from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
 
 log = logging.getLogger("aiostreams.task")
@@ -97,7 +98,7 @@ class NodeExec:
     """A node of the sub-topology instantiated for one task."""
 
     __slots__ = ("children", "children_by_name", "context", "is_async", "name", "processor",
-                 "retry", "sink", "stores")
+                 "retry", "sink", "stores", "subtree_async")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -106,13 +107,14 @@ class NodeExec:
         self.is_async = False
         self.children: list[NodeExec] = []
         self.children_by_name: dict[str, NodeExec] = {}
-        self.stores: dict[str, KeyValueStoreView] = {}
+        self.stores: dict[str, Any] = {}
         self.context: NodeContext | None = None
         self.retry: Retry | None = None
+        self.subtree_async = False  # this node or one below it must be awaited
 
 
 class SourceExec:
-    __slots__ = ("children", "chain_is_async", "key_serde", "name", "value_serde")
+    __slots__ = ("chain_is_async", "children", "key_serde", "name", "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec], chain_is_async: bool) -> None:
         self.name = node.name
@@ -160,6 +162,7 @@ class StreamTask:
         request_commit: Callable[[], None] = lambda: None,
         node_retry: Mapping[str, Retry] | None = None,
         state_dir: Any = None,
+        changelog_topics: Mapping[str, str] | None = None,
     ) -> None:
         self.task_id = task_id
         self.sub = sub
@@ -174,7 +177,7 @@ class StreamTask:
         self._request_commit = request_commit
         self._topics = dict(topics)
         self._queues = PartitionGroup(partitions, settings.max_task_idle)
-        self._rob = ReorderBuffer(settings.max_in_flight)
+        self._rob = ReorderBuffer(settings.max_in_flight, partitions)
         self._station = ReservationStation()
         self._ordering = settings.ordering
         self._unfinished = 0
@@ -184,13 +187,22 @@ class StreamTask:
         self._paused: set[TopicPartition] = set()
         self._punctuations: list[_Punctuation] = []
         self._due_punctuations: list[_Punctuation] = []
-        self._running_tasks: set[asyncio.Task[None]] = set()
+        # the executor pool: long-lived coroutines that run async slots one after another
+        # (a task per record would cost a Task, its registration and a context copy each)
+        self._executors: set[asyncio.Task[None]] = set()
+        self._idle_executors: list[asyncio.Future[Slot]] = []
+        self._ready: deque[Slot] = deque()
         self._backoff_timers: dict[Slot, TimerHandle] = {}
         self._drained: asyncio.Event | None = None
         self._stores: dict[str, StateStore] = {}
         self._overlays: dict[str, StoreOverlay] = {}
         self._state_dir = state_dir
+        self._changelog_topics = dict(changelog_topics or {})
+        self._changelog_of: dict[StoreOverlay, str] = {}
         self._partition = partitions[0].partition
+        self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
+        self._released: list[OutgoingRecord] = []
+        self._inline = Slot(SlotKind.RECORD, None, None, None)
         self._build(node_retry or {})
 
     # -- construction -----------------------------------------------------------------
@@ -199,7 +211,11 @@ class StreamTask:
         for spec in self.sub.stores:
             store = spec.factory()
             self._stores[spec.name] = store
-            self._overlays[spec.name] = StoreOverlay(store)
+            overlay = StoreOverlay(store)
+            self._overlays[spec.name] = overlay
+            topic = self._changelog_topics.get(spec.name)
+            if spec.logged and topic is not None:
+                self._changelog_of[overlay] = topic
         execs: dict[str, NodeExec] = {}
         for proc in self.sub.processors:
             ne = NodeExec(proc.name)
@@ -210,7 +226,7 @@ class StreamTask:
                     f"{type(ne.processor).__name__}, not a Processor"
                 )
             ne.is_async = is_async_processor(ne.processor)
-            ne.stores = {s: KeyValueStoreView(self._overlays[s]) for s in proc.stores}
+            ne.stores = {s: view_for(self._overlays[s]) for s in proc.stores}
             ne.retry = node_retry.get(proc.name)
             execs[proc.name] = ne
         for sink in self.sub.sinks:
@@ -223,6 +239,8 @@ class StreamTask:
             ne.children_by_name = {c.name: c for c in ne.children}
             ne.context = NodeContext(self, ne)
         self._nodes = execs
+        for ne in execs.values():
+            ne.subtree_async = _reaches_async(ne)
         self._sources: dict[str, SourceExec] = {}
         for src in self.sub.sources:
             children = [execs[c] for c in src.children]
@@ -230,11 +248,25 @@ class StreamTask:
             for topic in src.topics:
                 self._sources[topic] = sx
 
-    async def initialize(self) -> None:
-        """Open stores and ``init`` every processor (parents first)."""
+    async def open_stores(self) -> None:
+        """Open the stores (``CREATED → RESTORING``); the worker restores them next."""
+        self._transition(TaskState.RESTORING)
         ctx = StoreContext(self.task_id, self._state_dir, self._partition)
         for store in self._stores.values():
             await store.open(ctx)
+
+    @property
+    def changelog_partitions(self) -> dict[str, TopicPartition]:
+        """Store name → the changelog partition that backs it in this task."""
+        by_overlay = {o: name for name, o in self._overlays.items()}
+        return {by_overlay[o]: TopicPartition(t, self._partition)
+                for o, t in self._changelog_of.items()}
+
+    async def initialize(self) -> None:
+        """``init`` every processor (parents first) and start running. Opens the stores
+        first when the worker has not (no restore needed)."""
+        if self.state is TaskState.CREATED:
+            await self.open_stores()
         for ne in self._nodes.values():
             if ne.processor is not None:
                 assert ne.context is not None
@@ -295,27 +327,53 @@ class StreamTask:
         if self.state is TaskState.RUNNING:
             self._issue_loop()
             self._retire()
+        if self._released:
+            released, self._released = self._released, []
+            self.metrics.records_out += len(released)
+            self._emit(released)
         self._update_pause()
         if self._drained is not None and not self._rob:
             self._drained.set()
 
     def _issue_loop(self) -> None:
+        # The inline fast path runs with CURRENT_SLOT bound to the reused inline slot for
+        # the whole loop; other slots bind their own while they execute.
+        token = CURRENT_SLOT.set(self._inline)
+        try:
+            self._issue_records()
+        finally:
+            CURRENT_SLOT.reset(token)
+
+    def _issue_records(self) -> None:
         rob = self._rob
         queues = self._queues
+        single = queues.single_queue
         sources = self._sources
         ordering = self._ordering
         while self.state is TaskState.RUNNING and self._barrier is None and not rob.full:
             if self._due_punctuations:
                 self._issue_punctuation(self._due_punctuations.pop(0))
                 continue
-            nxt = queues.next_record(self._clock.monotonic())
-            if nxt is None:
-                return
-            if isinstance(nxt, float):
-                self._arm_idle_timer(nxt)
-                return
-            raw = nxt
+            if single is not None:
+                if not single:
+                    return
+                raw = single.popleft()
+            else:
+                nxt = queues.next_record(self._clock.monotonic())
+                if nxt is None:
+                    return
+                if isinstance(nxt, float):
+                    self._arm_idle_timer(nxt)
+                    return
+                raw = nxt
             source = sources[raw.topic]
+            if raw.timestamp > self.stream_time:
+                self.stream_time = raw.timestamp
+                if self._punctuations:
+                    self._check_stream_time_punctuations()
+            if not rob and not source.chain_is_async:
+                self._run_inline(raw, source)
+                continue
             hazard: Hashable | None
             if ordering is Ordering.KEY:
                 hazard = raw.key if raw.key is not None else _NULL_KEY
@@ -328,36 +386,87 @@ class StreamTask:
             self._unfinished += 1
             if len(rob) > self.metrics.max_rob_depth:
                 self.metrics.max_rob_depth = len(rob)
-            if raw.timestamp > self.stream_time:
-                self.stream_time = raw.timestamp
-                if self._punctuations:
-                    self._check_stream_time_punctuations()
             if self._station.admit(slot):
                 self._start(slot)
             if rob.head is slot and slot.state is SlotState.DONE:
                 self._retire()
 
+    def _run_inline(self, raw: RawRecord, source: SourceExec) -> None:
+        """The fast path: nothing is in flight and the chain is synchronous, so the record
+        executes and retires at once, with no slot in the buffer and no hazard to check.
+        On failure a real slot takes over, exactly as if it had been issued normally."""
+        slot = self._inline
+        slot.raw = raw
+        slot.source = source
+        outputs = slot.outputs
+        try:
+            slot.node = source.name
+            record = self._deserialize(slot)
+            for child in source.children:
+                self._invoke_sync(child, record, slot)
+        except Exception as error:
+            for overlay, key, _ in slot.writes:
+                overlay.withdraw(slot, key)
+            slot.writes.clear()
+            outputs.clear()
+            slot.forward_buffer = None
+            self._fail_over(raw, source, slot.node, error)
+            return
+        finally:
+            slot.record = None
+        if slot.writes:
+            self._apply_writes(slot)
+            slot.writes.clear()
+        if outputs:
+            self._released.extend(outputs)
+            outputs.clear()
+        self._rob.advance(self._tp_of[raw.topic], raw.offset)
+
+    def _fail_over(self, raw: RawRecord, source: SourceExec, node: str,
+                   error: Exception) -> None:
+        ordering = self._ordering
+        hazard: Hashable | None = None
+        if ordering is Ordering.KEY:
+            hazard = raw.key if raw.key is not None else _NULL_KEY
+        elif ordering is Ordering.PARTITION:
+            hazard = raw.partition
+        slot = Slot(SlotKind.RECORD, raw, source, hazard)
+        self._rob.issue(slot)
+        self._unfinished += 1
+        admitted = self._station.admit(slot)
+        assert admitted, "nothing was in flight, so nothing can block the record"
+        slot.state = SlotState.EXECUTING
+        slot.attempts = 1
+        slot.node = node
+        self._on_error(slot, error)
+
+    def _apply_writes(self, slot: Slot) -> None:
+        released = self._released
+        for overlay, key, value in slot.writes:
+            overlay.retire(slot, key, value)
+            changelog = self._changelog_of.get(overlay)
+            if changelog is not None:
+                k, v = overlay.store.changelog_record(key, value)
+                released.append(OutgoingRecord(changelog, k, v, None, (), self._partition))
+
     def _retire(self) -> None:
         rob = self._rob
-        released: list[OutgoingRecord] = []
+        released = self._released
         while True:
             slot = rob.pop_retirable()
             if slot is None:
                 break
             if slot.outputs:
                 released.extend(slot.outputs)
-            for overlay, key, value in slot.writes:
-                overlay.retire(slot, key, value)
-        if released:
-            self.metrics.records_out += len(released)
-            self._emit(released)
+            if slot.writes:
+                self._apply_writes(slot)
 
     # -- execution ----------------------------------------------------------------------
 
     def _start(self, slot: Slot) -> None:
         slot.state = SlotState.EXECUTING
         slot.attempts += 1
-        if slot.kind is SlotKind.RECORD and not slot.source.chain_is_async:
+        if slot.source is not None and not slot.source.chain_is_async:
             token = CURRENT_SLOT.set(slot)
             try:
                 self._run_record_sync(slot)
@@ -368,10 +477,38 @@ class StreamTask:
                 CURRENT_SLOT.reset(token)
             self._finish(slot)
             return
-        task = asyncio.get_running_loop().create_task(self._execute_async(slot))
-        slot.handle = task
-        self._running_tasks.add(task)
-        task.add_done_callback(self._running_tasks.discard)
+        self._dispatch(slot)
+
+    def _dispatch(self, slot: Slot) -> None:
+        """Hand an async slot to an idle executor, or start one (at most one executor per
+        slot in flight, so at most ``max_in_flight``)."""
+        idle = self._idle_executors
+        while idle:
+            waiter = idle.pop()
+            if not waiter.done():
+                waiter.set_result(slot)
+                return
+        if len(self._executors) < self._rob.capacity:
+            executor = asyncio.get_running_loop().create_task(self._executor(slot))
+            self._executors.add(executor)
+            executor.add_done_callback(self._executors.discard)
+        else:
+            self._ready.append(slot)
+
+    async def _executor(self, slot: Slot) -> None:
+        """Run slots until the task closes (cancellation ends it; per-slot errors do not).
+
+        Each slot runs in its own copy of the context, so ``CURRENT_SLOT`` and anything
+        user code sets in a contextvar stay with that record."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._execute_async(slot)
+            if self._ready:
+                slot = self._ready.popleft()
+                continue
+            waiter: asyncio.Future[Slot] = loop.create_future()
+            self._idle_executors.append(waiter)
+            slot = await waiter
 
     def _deserialize(self, slot: Slot) -> Record[Any, Any]:
         raw = slot.raw
@@ -398,6 +535,7 @@ class StreamTask:
 
     def _invoke_sync(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
         if node.sink is not None:
+            slot.node = node.name
             slot.outputs.append(self._to_sink(node.sink, record))
             return
         buffer: list[tuple[str | None, Record[Any, Any]]] = []
@@ -419,8 +557,8 @@ class StreamTask:
                 self._invoke_sync(node.children_by_name[child], forwarded, slot)
 
     async def _invoke_async(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
-        if node.sink is not None:
-            slot.outputs.append(self._to_sink(node.sink, record))
+        if not node.subtree_async:
+            self._invoke_sync(node, record, slot)
             return
         buffer: list[tuple[str | None, Record[Any, Any]]] = []
         slot.forward_buffer = buffer
@@ -438,14 +576,26 @@ class StreamTask:
         for child, forwarded in buffer:
             targets = node.children if child is None else [node.children_by_name[child]]
             for c in targets:
-                await self._invoke_async(c, forwarded, slot)
+                if c.subtree_async:
+                    await self._invoke_async(c, forwarded, slot)
+                else:
+                    self._invoke_sync(c, forwarded, slot)
 
     async def _execute_async(self, slot: Slot) -> None:
         CURRENT_SLOT.set(slot)
         timeout = self.settings.processing_timeout
         try:
             if timeout is None:
-                await self._run_slot_async(slot)
+                if slot.kind is SlotKind.RECORD:
+                    slot.node = slot.source.name
+                    record = self._deserialize(slot)
+                    for child in slot.source.children:
+                        if child.subtree_async:
+                            await self._invoke_async(child, record, slot)
+                        else:
+                            self._invoke_sync(child, record, slot)
+                else:
+                    await self._run_slot_async(slot)
             else:
                 async with asyncio.timeout(timeout):
                     await self._run_slot_async(slot)
@@ -701,7 +851,7 @@ class StreamTask:
         for timer in self._backoff_timers.values():
             timer.cancel()
         self._backoff_timers.clear()
-        running = list(self._running_tasks)
+        running = list(self._executors)
         for t in running:
             t.cancel()
         if running:

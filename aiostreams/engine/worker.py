@@ -7,9 +7,11 @@ any point loses nothing:
 
 1. take the committable offsets of every task (one past each partition's last retired
    record — asserted never to pass an unretired one);
-2. hand every output retired so far to the producer and flush it (durable on the broker);
-3. flush the state stores;
-4. commit the offsets (with ``exactly_once``: send them to the transaction and commit it).
+2. hand every output retired so far (changelog records included) to the producer and flush
+   it (durable on the broker);
+3. note the changelog end offsets for the checkpoint, then flush the state stores;
+4. commit the offsets (with ``exactly_once``: send them to the transaction and commit it);
+5. write the local checkpoint (see :mod:`aiostreams.engine.restore`).
 
 Rebalance callbacks run inside the fetch call, so they never overlap a commit.
 """
@@ -25,6 +27,7 @@ from typing import Any
 
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.failure import Retry
+from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
     AiostreamsError,
@@ -119,6 +122,8 @@ class Worker:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._loops: list[asyncio.Task[None]] = []
+        self._restorer = Restorer(transport, exactly_once=config.exactly_once,
+                                  state_dir=config.state_dir)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -161,13 +166,16 @@ class Worker:
                 wanted.update(sub.sink_topics)
             if self.config.task.dead_letter_topic:
                 wanted.add(self.config.task.dead_letter_topic)
+            existing = {name: await admin.partitions_for(name) for name in sorted(wanted)}
+            external = [n for n in existing.values() if n is not None]
+            # internal topics (repartition) get as many partitions as the widest input
+            internal_size = max(external, default=self.config.default_partitions)
             for name in sorted(wanted):
-                if await admin.partitions_for(name) is not None:
+                if existing[name] is not None:
                     continue
                 topic = self.topics.get(name)
                 if topic is not None and (topic.partitions is not None or topic.internal):
-                    specs.append(TopicSpec(name, topic.partitions or
-                                           self.config.default_partitions,
+                    specs.append(TopicSpec(name, topic.partitions or internal_size,
                                            config=dict(topic.config)))
                 elif name == self.config.task.dead_letter_topic or any(
                         name in sub.sink_topics for sub in self.subs):
@@ -180,6 +188,7 @@ class Worker:
                     )
             if specs:
                 await admin.create_topics(specs)
+            changelogs: list[TopicSpec] = []
             for sub in self.subs:
                 counts = {t: await admin.partitions_for(t) for t in sub.source_topics}
                 if len(set(counts.values())) > 1:
@@ -188,6 +197,22 @@ class Worker:
                         f"partition counts differ: {counts}; repartition one of them so they "
                         "match"
                     )
+                width = max((c for c in counts.values() if c is not None), default=1)
+                for store in sub.stores:
+                    if store.logged:
+                        name = self.changelog_topic(store.name)
+                        have = await admin.partitions_for(name)
+                        if have is None:
+                            changelogs.append(TopicSpec(name, width,
+                                                        config=dict(store.changelog_config)))
+                        elif have != width:
+                            raise CoPartitioningError(
+                                f"changelog topic {name!r} has {have} partitions but its "
+                                f"input has {width}; delete the changelog (and the app's "
+                                "local state) or restore the input's partition count"
+                            )
+            if changelogs:
+                await admin.create_topics(changelogs)
         finally:
             await admin.stop()
 
@@ -247,6 +272,8 @@ class Worker:
         for (sub_id, partition), tps in sorted(by_task.items()):
             sub = next(s for s in self.subs if s.id == sub_id)
             task = self._make_task(sub, partition, tps)
+            await task.open_stores()
+            await self._restorer.restore(task)
             await task.initialize()
             self.tasks[task.task_id] = task
             for tp in tps:
@@ -254,6 +281,9 @@ class Worker:
                 if self._consumer is not None:
                     self._committed[tp] = await self._consumer.position(tp)
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
+
+    def changelog_topic(self, store: str) -> str:
+        return f"{self.config.app_id}-{store}-changelog"
 
     def _make_task(self, sub: SubTopology, partition: int,
                    tps: list[TopicPartition]) -> StreamTask:
@@ -263,6 +293,8 @@ class Worker:
             on_failed=self._on_task_failed, on_pause=self._on_pause,
             request_commit=self.request_commit, node_retry=self.config.node_retry,
             state_dir=self.config.state_dir,
+            changelog_topics={s.name: self.changelog_topic(s.name) for s in sub.stores
+                              if s.logged},
         )
 
     async def _revoke(self, tasks: list[StreamTask]) -> None:
@@ -271,7 +303,7 @@ class Worker:
         await asyncio.gather(*(t.drain(self.config.drain_timeout) for t in tasks))
         try:
             # A failed task commits too: up to (not including) its failed record.
-            await self.commit(tasks)
+            await self.commit(tasks, closing=True)
         finally:
             for task in tasks:
                 await task.close()
@@ -361,10 +393,11 @@ class Worker:
                 self._arm_commit_timer()
         self._commit_timer = self.clock.call_later(self.config.commit_interval, due)
 
-    async def commit(self, tasks: Sequence[StreamTask] | None = None) -> dict[
-            TopicPartition, int]:
+    async def commit(self, tasks: Sequence[StreamTask] | None = None, *,
+                     closing: bool = False) -> dict[TopicPartition, int]:
         """Commit what the given tasks (default: all) have retired; see the module
-        docstring for the steps. Returns the offsets committed."""
+        docstring for the steps (``closing``: the tasks are being closed, so under
+        exactly-once their checkpoint is written too). Returns the offsets committed."""
         self._commit_requested = False
         consumer, producer = self._consumer, self._producer
         if consumer is None or producer is None:
@@ -378,6 +411,9 @@ class Worker:
             task.check_commit_point(candidate)
             offsets.update(candidate)
         await self._flush_outputs()
+        checkpoint_now = not self.config.exactly_once or closing
+        marks = (await self._restorer.changelog_marks(chosen, consumer) if checkpoint_now
+                 else {})
         for task in chosen:
             await task.flush_stores()
         if self.config.exactly_once:
@@ -391,6 +427,8 @@ class Worker:
                 self._in_transaction = False
         elif offsets:
             await consumer.commit(offsets)
+        if marks:
+            self._restorer.write_checkpoints(chosen, marks)
         for tp, off in offsets.items():
             previous = self._committed.get(tp, -1)
             if off < previous:

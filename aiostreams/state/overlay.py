@@ -119,3 +119,8 @@ class KeyValueStoreView:
 
     async def approximate_num_entries(self) -> int:
         return await self._overlay.store.approximate_num_entries()
+
+
+def view_for(overlay: StoreOverlay) -> KeyValueStoreView:
+    """The processor-facing view of a store."""
+    return KeyValueStoreView(overlay)

@@ -123,6 +123,10 @@ def test_any_window_and_completion_order_matches_the_serial_run(plan: list[Plan]
     assert result == oracle
     outputs, final, committed = result
     assert committed == {IN: len(plan)}
+    sums: dict[str, int] = {}
+    for offset, p in enumerate(plan):
+        sums[p.key] = sums.get(p.key, 0) + offset
+    assert final == sums
     for key in set(p.key for p in plan):  # per-key order: offsets rise within each key
         offsets = [int(v.split(":")[0]) for v in outputs if f":{key}=" in v]
         assert offsets == sorted(offsets)

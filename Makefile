@@ -1,0 +1,44 @@
+# The two quickstart commands (see README.md):
+#   make example   runs the main example end to end on the embedded default (no server)
+#   make test      runs the whole suite: lint, types, unit + real-Kafka + Spark tests, docs
+# Both install what they need into .venv first (Python packages; `test` also the Kafka jars).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install example test lint typecheck unit docs bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,spark,docs]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+install: $(STAMP)
+
+example: install
+	$(BIN)/python examples/enrich_rest.py
+
+lint: install
+	$(BIN)/ruff check aiostreams tests benchmarks examples
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/python -m aiostreams.localkafka fetch
+	$(BIN)/python -m pytest
+
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+
+test: lint typecheck unit docs
+
+bench: install
+	$(BIN)/python -m benchmarks all
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,134 @@
+"""Restoring state stores from their changelogs, and the checkpoint that shortens it.
+
+Before a task processes anything, each of its logged stores is brought back:
+
+* a **persistent** store whose task has a checkpoint entry for its changelog partition
+  replays the changelog from that offset (its files already hold everything before it);
+* any other store (in-memory, or persistent without a usable checkpoint) is wiped and
+  replays the changelog from the beginning.
+
+The replay reads up to the changelog's end offset taken when the restore starts (with
+``exactly_once``, the last stable offset: only committed writes).
+
+The checkpoint (one file per task, ``<state_dir>/<task_id>/.checkpoint``) maps changelog
+partitions to the offset the store files are complete up to. With ``at_least_once`` it is
+written after every commit (outputs and changelog flushed → offsets committed → stores
+flushed → checkpoint); a crash between those steps leaves an older checkpoint, and the
+replay from it re-applies absolute values, which is harmless. With ``exactly_once`` the
+files may hold writes of an aborted transaction, so the checkpoint is deleted when a task
+starts and written only after the final commit of a clean close.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiostreams.transport.base import Consumer, IsolationLevel, Transport
+from aiostreams.types import TopicPartition
+
+if TYPE_CHECKING:
+    from aiostreams.engine.task import StreamTask
+
+log = logging.getLogger("aiostreams.restore")
+
+
+class Restorer:
+    def __init__(self, transport: Transport, *, exactly_once: bool,
+                 state_dir: Path | str | None) -> None:
+        self._transport = transport
+        self._exactly_once = exactly_once
+        self._state_dir = Path(state_dir) if state_dir is not None else None
+        self.restored_records = 0
+
+    def _checkpoint(self, task: StreamTask) -> Any | None:
+        if self._state_dir is None:
+            return None
+        from aiostreams.state.checkpoint import Checkpoint
+
+        return Checkpoint(self._state_dir / task.task_id / ".checkpoint")
+
+    async def restore(self, task: StreamTask) -> None:
+        changelogs = task.changelog_partitions
+        if not changelogs:
+            return
+        checkpoint = self._checkpoint(task)
+        saved: dict[TopicPartition, int] = checkpoint.read() if checkpoint is not None else {}
+        if checkpoint is not None and self._exactly_once:
+            checkpoint.delete()
+        consumer = self._transport.consumer(
+            None, client_id=f"{task.task_id}-restore",
+            isolation_level=(IsolationLevel.READ_COMMITTED if self._exactly_once
+                             else IsolationLevel.READ_UNCOMMITTED))
+        await consumer.start()
+        try:
+            for name, tp in sorted(changelogs.items()):
+                store = task.stores[name]
+                start = saved.get(tp) if getattr(store, "persistent", False) else None
+                if start is None:
+                    wipe = getattr(store, "wipe", None)
+                    if wipe is not None and getattr(store, "persistent", False):
+                        await wipe()
+                    start = (await consumer.beginning_offsets([tp]))[tp]
+                await self._replay(consumer, store, tp, start, task.task_id, name)
+        finally:
+            await consumer.stop()
+
+    async def _replay(self, consumer: Consumer, store: Any, tp: TopicPartition, start: int,
+                      task_id: str, name: str) -> None:
+        end = (await consumer.end_offsets([tp]))[tp]
+        if start >= end:
+            log.info("task %s: store %r is up to date at %s offset %d", task_id, name, tp, end)
+            return
+        began = time.monotonic()
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        position = start
+        count = 0
+        last_log = began
+        while position < end:
+            batch = await consumer.getmany(1.0)
+            for record in batch.get(tp, []):
+                if record.offset >= end:
+                    break
+                store.restore(record.key, record.value)
+                count += 1
+            position = await consumer.position(tp)
+            now = time.monotonic()
+            if now - last_log >= 5.0:
+                log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
+                         position - start, end - start)
+                last_log = now
+        await store.flush()
+        self.restored_records += count
+        log.info("task %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", task_id,
+                 count, name, tp, start, end, time.monotonic() - began)
+
+    async def changelog_marks(self, tasks: Sequence[StreamTask],
+                              consumer: Consumer) -> dict[str, dict[TopicPartition, int]]:
+        """Per task, the changelog end offsets of its persistent stores.
+
+        Take them after the producer flush and *before* the stores flush: a write is
+        applied to its store before its changelog record is sent, so every record below a
+        mark is in the store files once they are flushed."""
+        marks: dict[str, dict[TopicPartition, int]] = {}
+        if self._state_dir is None:
+            return marks
+        for task in tasks:
+            tps = [tp for name, tp in task.changelog_partitions.items()
+                   if getattr(task.stores[name], "persistent", False)]
+            if tps:
+                marks[task.task_id] = await consumer.end_offsets(tps)
+        return marks
+
+    def write_checkpoints(self, tasks: Sequence[StreamTask],
+                          marks: dict[str, dict[TopicPartition, int]]) -> None:
+        """Write the marks taken by :meth:`changelog_marks`, after stores were flushed and
+        the input offsets committed."""
+        for task in tasks:
+            checkpoint = self._checkpoint(task)
+            if checkpoint is not None and task.task_id in marks:
+                checkpoint.write(marks[task.task_id])

@@ -1,0 +1,208 @@
+"""What the three aiokafka adapters share: connection options, a bounded start, metadata.
+
+Durations are float seconds here and become aiokafka's integer milliseconds only in
+:meth:`KafkaOptions.client_kwargs` and the adapters' constructors.
+
+aiokafka internals used by the adapters, all in this module or named here so an upgrade has
+one list to check (``aiokafka>=0.13,<0.15``): ``AIOKafkaConsumer._client``,
+``AIOKafkaProducer.client``, ``AIOKafkaAdminClient._client`` (the ``AIOKafkaClient`` under each),
+and ``AIOKafkaClient.send``/``get_random_node``/``cluster``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
+from aiokafka.protocol.metadata import MetadataRequest
+
+from aiostreams.errors import BrokerUnavailableError, ConfigError, TransportError
+
+log = logging.getLogger(__name__)
+
+SCHEME = "kafka://"
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_UNKNOWN_TOPIC = 3  # Kafka's UNKNOWN_TOPIC_OR_PARTITION error code
+_START_BACKOFF = (0.05, 1.0)  # first and largest pause between connection attempts
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaOptions:
+    """Client settings of a :class:`~aiostreams.transport.kafka.KafkaTransport`.
+
+    Every duration is in seconds. The consumer's group timeouts keep Kafka's meaning:
+    ``session_timeout`` (a member that sends no heartbeat for that long is dropped),
+    ``heartbeat_interval`` (also how fast a member learns of a rebalance) and
+    ``max_poll_interval`` (the longest a member may go without calling ``getmany``; it also
+    bounds how long a rebalance waits for ``on_partitions_revoked`` to return).
+    """
+
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    connect_timeout: float = 30.0
+    """How long ``start()`` keeps trying to reach a broker before BrokerUnavailableError."""
+    request_timeout: float = 40.0
+    metadata_max_age: float = 300.0
+    retry_backoff: float = 0.1
+    session_timeout: float = 45.0
+    heartbeat_interval: float = 3.0
+    max_poll_interval: float = 300.0
+    fetch_max_wait: float = 0.5
+    max_batch_size: int = 256 * 1024
+    """Producer batch size in bytes; aiokafka sends one request per broker at a time, so
+    batches larger than Kafka's 16 KiB default are what carries throughput."""
+    linger: float = 0.0
+    compression_type: str | None = None
+    transaction_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.security_protocol not in _SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"security_protocol must be one of {_SECURITY_PROTOCOLS}, "
+                f"got {self.security_protocol!r}"
+            )
+        if self.security_protocol in ("SSL", "SASL_SSL") and self.ssl_context is None:
+            raise ConfigError(
+                f"security_protocol={self.security_protocol!r} needs an ssl_context, e.g. "
+                "aiokafka.helpers.create_ssl_context(cafile=...)"
+            )
+        for name in ("connect_timeout", "request_timeout", "session_timeout",
+                     "heartbeat_interval", "max_poll_interval", "transaction_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.heartbeat_interval >= self.session_timeout:
+            raise ConfigError(
+                f"heartbeat_interval ({self.heartbeat_interval} s) must be shorter than "
+                f"session_timeout ({self.session_timeout} s); Kafka suggests a third of it"
+            )
+
+    @classmethod
+    def from_kwargs(cls, options: dict[str, Any]) -> KafkaOptions:
+        """Build from keyword arguments, naming the accepted ones if one is misspelt."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown Kafka transport option(s) {unknown}; accepted: {sorted(known)}"
+            )
+        return cls(**options)
+
+    def client_kwargs(self, bootstrap: str, client_id: str) -> dict[str, Any]:
+        """The connection keyword arguments every aiokafka client takes."""
+        return {
+            "bootstrap_servers": bootstrap,
+            "client_id": client_id,
+            "request_timeout_ms": to_ms(self.request_timeout),
+            "retry_backoff_ms": to_ms(self.retry_backoff),
+            "metadata_max_age_ms": to_ms(self.metadata_max_age),
+            "security_protocol": self.security_protocol,
+            "ssl_context": self.ssl_context,
+            "sasl_mechanism": self.sasl_mechanism,
+            "sasl_plain_username": self.sasl_plain_username,
+            "sasl_plain_password": self.sasl_plain_password,
+        }
+
+
+def to_ms(seconds: float) -> int:
+    """Seconds (the API's unit) → Kafka's integer milliseconds, at the aiokafka boundary."""
+    return round(seconds * 1000)
+
+
+def parse_bootstrap(url_or_servers: str) -> str:
+    """``kafka://h1:p1,h2:p2`` or ``h1:p1,h2:p2`` → ``h1:p1,h2:p2``, each checked."""
+    servers = url_or_servers.removeprefix(SCHEME).strip("/")
+    if not servers:
+        raise ConfigError(f"no broker address in {url_or_servers!r}; use kafka://host:port")
+    for server in servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"bad broker address {server!r} in {url_or_servers!r}: expected host:port, "
+                "e.g. kafka://127.0.0.1:9092 or kafka://b1:9092,b2:9092"
+            )
+    return ",".join(server.strip() for server in servers.split(","))
+
+
+async def start_or_unavailable(
+    start: Callable[[], Awaitable[None]],
+    close: Callable[[], Awaitable[None]],
+    *,
+    bootstrap: str,
+    options: KafkaOptions,
+    what: str,
+) -> None:
+    """Run an aiokafka client's ``start``, retrying connection failures until
+    ``options.connect_timeout`` has passed; then close it and raise BrokerUnavailableError.
+
+    Only the bootstrap (the first step of every aiokafka ``start``) is retried: the adapters
+    start their clients before subscribing, so nothing else can fail half-way. Cancellation
+    closes the client and propagates.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + options.connect_timeout
+    pause, largest_pause = _START_BACKOFF
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                async with asyncio.timeout(max(remaining, 0.001)):
+                    await start()
+                return
+            except (KafkaConnectionError, TimeoutError, OSError) as exc:
+                if loop.time() + pause >= deadline:
+                    raise BrokerUnavailableError(
+                        f"no Kafka broker answered the {what} at {bootstrap} within "
+                        f"{options.connect_timeout:g} s ({type(exc).__name__}: {exc}). Check "
+                        "that the broker runs, that host:port is one of its listeners as "
+                        "advertised (advertised.listeners), that nothing (firewall, container "
+                        "port mapping) blocks the port, and that security_protocol "
+                        f"({options.security_protocol}) matches the listener; or raise "
+                        "connect_timeout."
+                    ) from exc
+                log.debug("%s: broker at %s not reachable yet: %s", what, bootstrap, exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, largest_pause)
+    except BaseException:
+        await close()
+        raise
+
+
+async def partition_counts(
+    client: Any, topics: Collection[str], *, bootstrap: str, require_leaders: bool = False
+) -> dict[str, int | None]:
+    """Each topic's partition count, None where the broker does not know the topic (or,
+    with ``require_leaders``, where a partition has no leader yet).
+
+    One Metadata request with ``allow_auto_topic_creation=False``: asking must never create
+    a topic, even on a broker with ``auto.create.topics.enable=true`` (aiokafka's own
+    metadata requests allow creation). ``client`` is an ``aiokafka.AIOKafkaClient``.
+    """
+    request = MetadataRequest(sorted(topics), allow_auto_topic_creation=False)
+    try:
+        response = await client.send(client.get_random_node(), request)
+    except KafkaError as exc:
+        raise TransportError(
+            f"cannot read the metadata of {sorted(topics)} from {bootstrap}: {exc!r}"
+        ) from exc
+    counts: dict[str, int | None] = dict.fromkeys(topics)
+    for topic in response.to_object()["topics"]:
+        if topic["error_code"] == 0:
+            led = all(p["error_code"] == 0 and p["leader"] >= 0 for p in topic["partitions"])
+            if led or not require_leaders:
+                counts[topic["topic"]] = len(topic["partitions"])
+        elif topic["error_code"] != _UNKNOWN_TOPIC:
+            error = for_code(topic["error_code"])
+            raise TransportError(
+                f"cannot read the metadata of topic {topic['topic']!r} from {bootstrap}: "
+                f"{error.__name__} (Kafka error code {topic['error_code']}): {error.description}"
+            )
+    return counts

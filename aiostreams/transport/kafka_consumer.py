@@ -1,0 +1,563 @@
+"""The Kafka transport's consumer: aiokafka's ``AIOKafkaConsumer`` behind the Protocol.
+
+Where aiokafka and the Protocol differ, this adapter bridges:
+
+* rebalance callbacks run inside ``getmany`` (:mod:`~aiostreams.transport.kafka_rebalance`),
+  empty ones are not made, and their exceptions propagate;
+* ``assignment()`` is what the application has been told: a partition joins it just
+  before ``on_partitions_assigned`` and leaves it just after ``on_partitions_revoked``, and
+  ``getmany`` never returns records of a partition outside it;
+* ``stop()`` runs ``on_partitions_revoked`` for what the consumer owns (aiokafka does not);
+* a subscription or assignment naming a topic the broker does not have raises
+  :class:`UnknownTopicError` from the next ``getmany`` (aiokafka would wait forever),
+  and ``subscribe`` joins the group only once its topics are known to exist;
+* commits are manual only (``enable_auto_commit=False``), timeouts are float seconds, and
+  the rebalance timeout is ``max_poll_interval`` (as in Java; aiokafka defaults it to the
+  session timeout).
+
+aiokafka's rebalancing is eager: ``on_partitions_revoked`` receives everything the member
+owned and ``on_partitions_assigned`` its whole new assignment, even partitions it keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import CommitFailedError as AioCommitFailedError
+from aiokafka.errors import IllegalStateError, KafkaError
+from aiokafka.structs import TopicPartition as AioTopicPartition
+
+from aiostreams.errors import CommitFailedError, ConfigError, TransportError, UnknownTopicError
+from aiostreams.transport.base import IsolationLevel, RebalanceListener
+from aiostreams.transport.kafka_connection import (
+    KafkaOptions,
+    partition_counts,
+    start_or_unavailable,
+    to_ms,
+)
+from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
+from aiostreams.types import RawRecord, TopicPartition
+
+__all__ = ["KafkaConsumer"]
+
+_OFFSET_RESETS = ("earliest", "latest")
+_FETCH_GRACE = 0.05
+"""Beyond its timeout, how long a fetch may take before ``getmany`` stops waiting for it
+(aiokafka's own ``getmany`` blocks without a timeout while a rebalance is in progress)."""
+
+
+class ConsumerState(enum.Enum):
+    """``CREATED → STARTED → STOPPING → STOPPED``; stopping an unstarted consumer skips
+    ``STARTED``. ``STOPPING`` lasts while ``on_partitions_revoked`` runs in ``stop()``."""
+
+    CREATED = "created"
+    STARTED = "started"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+_TRANSITIONS = {
+    ConsumerState.CREATED: {ConsumerState.STARTED, ConsumerState.STOPPING},
+    ConsumerState.STARTED: {ConsumerState.STOPPING},
+    ConsumerState.STOPPING: {ConsumerState.STOPPED},
+    ConsumerState.STOPPED: set(),
+}
+
+
+class KafkaConsumer:
+    """A consumer of a Kafka cluster: a group member (``subscribe``) or manually assigned.
+
+    Invariant: ``getmany`` returns records only of partitions in ``assignment()``, in offset
+    order, each once (unless the consumer seeks back). Records aiokafka fetched for a
+    partition the application does not own (yet) are put back with a seek.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        options: KafkaOptions,
+        group_id: str | None,
+        *,
+        client_id: str = "aiostreams",
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+        group_instance_id: str | None = None,
+        max_poll_records: int = 2000,
+        auto_offset_reset: str = "earliest",
+    ) -> None:
+        if max_poll_records < 1:
+            raise ConfigError(f"max_poll_records must be at least 1, got {max_poll_records}")
+        if auto_offset_reset not in _OFFSET_RESETS:
+            raise ConfigError(
+                f"auto_offset_reset must be one of {_OFFSET_RESETS}, got {auto_offset_reset!r}"
+            )
+        if group_id == "":
+            raise ConfigError("group_id must be a non-empty string, or None for no group")
+        if group_instance_id is not None and group_id is None:
+            raise ConfigError("group_instance_id (static membership) needs a group_id")
+        self._bootstrap = bootstrap
+        self._options = options
+        self._group_id = group_id
+        self._client_id = client_id
+        self.isolation_level = isolation_level
+        self._group_instance_id = group_instance_id
+        self._max_poll_records = max_poll_records
+        self._auto_offset_reset = auto_offset_reset
+        self._state = ConsumerState.CREATED
+        self._consumer: AIOKafkaConsumer | None = None
+        self._bridge = RebalanceBridge()
+        self._callback_lock = asyncio.Lock()
+        self._polling = False
+        # Group mode: the subscription asked for, and whether aiokafka has it yet.
+        self._listener: RebalanceListener | None = None
+        self._topics: frozenset[str] | None = None
+        self._subscription_applied = False
+        self._owned: frozenset[TopicPartition] = frozenset()
+        # Manual mode.
+        self._manual: frozenset[TopicPartition] | None = None
+        self._unverified_topics: set[str] = set()
+        self._known_topics: dict[str, int] = {}
+        self._next_offsets: dict[TopicPartition, int] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect (waiting up to ``connect_timeout`` for a broker, then raising
+        :class:`~aiostreams.errors.BrokerUnavailableError`). A manual assignment made
+        before takes effect at once; a subscription is joined by the first ``getmany``."""
+        self._transition(ConsumerState.STARTED)
+        consumer = AIOKafkaConsumer(
+            **self._options.client_kwargs(self._bootstrap, self._client_id),
+            group_id=self._group_id,
+            group_instance_id=self._group_instance_id,
+            enable_auto_commit=False,
+            auto_offset_reset=self._auto_offset_reset,
+            isolation_level=self.isolation_level.value,
+            max_poll_records=self._max_poll_records,
+            session_timeout_ms=to_ms(self._options.session_timeout),
+            heartbeat_interval_ms=to_ms(self._options.heartbeat_interval),
+            max_poll_interval_ms=to_ms(self._options.max_poll_interval),
+            rebalance_timeout_ms=to_ms(self._options.max_poll_interval),
+            fetch_max_wait_ms=to_ms(self._options.fetch_max_wait),
+        )
+        try:
+            await start_or_unavailable(
+                consumer.start, consumer.stop, bootstrap=self._bootstrap,
+                options=self._options, what=f"consumer {self._client_id!r}",
+            )
+        except BaseException:
+            self._transition(ConsumerState.STOPPING)
+            self._transition(ConsumerState.STOPPED)
+            raise
+        self._consumer = consumer
+        if self._manual is not None:
+            consumer.assign([_aio(tp) for tp in self._manual])
+
+    async def stop(self) -> None:
+        """Revoke everything owned (``on_partitions_revoked``), leave the group and close.
+
+        A ``getmany`` waiting meanwhile returns ``{}``. If cancelled while the revoke
+        callback runs, the consumer still leaves the group and ends up stopped. Idempotent.
+        """
+        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
+            return
+        started = self._state is ConsumerState.STARTED
+        self._transition(ConsumerState.STOPPING)
+        self._bridge.wake()
+        try:
+            if started:
+                async with self._callback_lock:
+                    owned, listener = self._owned, self._listener
+                    if owned and listener is not None:
+                        try:
+                            await listener.on_partitions_revoked(owned)
+                        finally:
+                            self._owned = frozenset()
+        finally:
+            self._bridge.close()  # after the callback: partitions move only once it returned
+            if self._consumer is not None:
+                await self._consumer.stop()
+            self._transition(ConsumerState.STOPPED)
+
+    # -- assignment ---------------------------------------------------------------------
+
+    def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
+        """Subscribe the group member to ``topics``; the next ``getmany`` checks that they
+        exist (else :class:`UnknownTopicError`), joins the group and runs the callbacks."""
+        self._require_open("subscribe")
+        self._require_group("subscribe")
+        if self._manual is not None:
+            raise TransportError(
+                "this consumer was given partitions with assign(); subscribe and assign "
+                "are exclusive, use a separate consumer for each"
+            )
+        if isinstance(topics, str) or not topics:
+            raise ValueError(
+                f"subscribe needs a non-empty collection of topic names, got {topics!r}"
+            )
+        self._topics = frozenset(topics)
+        self._listener = listener
+        self._subscription_applied = False
+        self._unverified_topics.update(topics)
+        self._bridge.wake()
+
+    def assign(self, partitions: Collection[TopicPartition]) -> None:
+        """Read exactly ``partitions``, with no group membership and no rebalances.
+
+        Partitions kept from the previous assignment keep their positions; new ones start
+        at the group's committed offset (when there is a group_id), else per
+        ``auto_offset_reset``. Unknown topics raise from the next ``getmany``.
+        """
+        self._require_open("assign")
+        if self._topics is not None:
+            raise TransportError(
+                "this consumer subscribed to topics; subscribe and assign are exclusive, "
+                "use a separate consumer for manual assignment"
+            )
+        for tp in partitions:
+            if tp.partition < 0:
+                raise ValueError(f"cannot assign {tp}: partition numbers start at 0")
+        new = frozenset(TopicPartition(tp.topic, tp.partition) for tp in partitions)
+        self._unverified_topics.update(tp.topic for tp in new)
+        self._manual = new
+        if self._consumer is not None:
+            self._consumer.assign([_aio(tp) for tp in new])
+            for tp in new:  # aiokafka resets every position on assign; restore kept ones
+                if tp in self._next_offsets:
+                    self._consumer.seek(_aio(tp), self._next_offsets[tp])
+        self._next_offsets = {tp: o for tp, o in self._next_offsets.items() if tp in new}
+        self._bridge.wake()
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._manual if self._manual is not None else self._owned
+
+    # -- reading ------------------------------------------------------------------------
+
+    async def getmany(
+        self, timeout: float, max_records: int | None = None
+    ) -> dict[TopicPartition, list[RawRecord]]:
+        """Return records ready now, else wait up to ``timeout`` seconds for some.
+
+        Runs pending rebalance callbacks first (and again if one arrives while waiting).
+        At most ``max_records`` (default ``max_poll_records``) records in total.
+
+        Cancellation: positions only advance when records are returned, so a cancelled
+        call loses nothing. If cancelled inside ``on_partitions_revoked`` the partitions
+        are released all the same (as Kafka completes a rebalance whatever the callback
+        does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
+        """
+        consumer = self._require_started("getmany")
+        if timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be at least 1, got {max_records}")
+        if self._polling:
+            raise TransportError(
+                "getmany is already running on this consumer; read a consumer from one task"
+            )
+        self._polling = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                await self._apply_subscription(consumer)
+                await self._run_callbacks()
+                if self._state is not ConsumerState.STARTED:
+                    return {}
+                remaining = max(deadline - loop.time(), 0.0)
+                fetched = await self._fetch(consumer, remaining, max_records)
+                await self._run_callbacks()  # those that came with the records go first
+                if self._state is not ConsumerState.STARTED:
+                    return {}
+                records = self._keep_owned(consumer, fetched)
+                if records or loop.time() >= deadline:
+                    return records
+        finally:
+            self._polling = False
+
+    async def _fetch(
+        self, consumer: AIOKafkaConsumer, timeout: float, max_records: int | None
+    ) -> dict[AioTopicPartition, list[Any]]:
+        """aiokafka's getmany, given up on (``{}``) when a callback arrives, stop begins or
+        ``timeout`` passes. Cancelling aiokafka's fetch loses nothing: it drains its buffer
+        without awaiting, so a cancelled fetch has taken no records."""
+        fetch = asyncio.ensure_future(
+            consumer.getmany(timeout_ms=to_ms(timeout), max_records=max_records)
+        )
+        try:
+            await asyncio.wait(
+                (fetch, self._bridge.arrival()), timeout=timeout + _FETCH_GRACE,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            if not fetch.done():
+                fetch.cancel()
+                await asyncio.wait((fetch,))
+        if fetch.cancelled():
+            return {}
+        try:
+            result: dict[AioTopicPartition, list[Any]] = fetch.result()
+        except KafkaError as exc:
+            raise TransportError(
+                f"fetching from {self._bootstrap} failed: {exc!r}; "
+                f"assignment: {sorted(map(str, self.assignment()))}"
+            ) from exc
+        return result
+
+    def _keep_owned(
+        self, consumer: AIOKafkaConsumer, fetched: dict[AioTopicPartition, list[Any]]
+    ) -> dict[TopicPartition, list[RawRecord]]:
+        owned = self.assignment()
+        records: dict[TopicPartition, list[RawRecord]] = {}
+        for aio_tp, batch in fetched.items():
+            tp = TopicPartition(aio_tp.topic, aio_tp.partition)
+            if tp not in owned:
+                # Not (or no longer) announced to the application: leave the records for
+                # whoever owns the partition next, this consumer included.
+                if aio_tp in consumer.assignment():
+                    consumer.seek(aio_tp, batch[0].offset)
+                continue
+            records[tp] = [
+                RawRecord(r.topic, r.partition, r.offset, r.timestamp / 1000.0, r.key,
+                          r.value, r.headers if type(r.headers) is tuple else tuple(r.headers))
+                for r in batch
+            ]
+            self._next_offsets[tp] = batch[-1].offset + 1
+        return records
+
+    async def _apply_subscription(self, consumer: AIOKafkaConsumer) -> None:
+        await self._verify_topics(consumer)
+        if self._topics is not None and not self._subscription_applied:
+            consumer.subscribe(topics=sorted(self._topics), listener=self._bridge)
+            self._subscription_applied = True
+
+    async def _run_callbacks(self) -> None:
+        """Run the application's listener for every callback aiokafka is waiting on."""
+        async with self._callback_lock:
+            while self._state is ConsumerState.STARTED:
+                pending = self._bridge.take()
+                if pending is None:
+                    return
+                try:
+                    await self._run_callback(pending.phase, pending.partitions)
+                finally:
+                    pending.release()
+
+    async def _run_callback(
+        self, phase: RebalancePhase, partitions: frozenset[TopicPartition]
+    ) -> None:
+        listener = self._listener
+        assert listener is not None, "aiokafka called back a consumer that never subscribed"
+        if phase is RebalancePhase.REVOKED:
+            revoked = partitions & self._owned
+            if revoked:
+                try:
+                    await listener.on_partitions_revoked(revoked)
+                finally:
+                    self._owned -= revoked
+                    for tp in revoked:
+                        self._next_offsets.pop(tp, None)
+        else:
+            assigned = partitions - self._owned
+            self._owned |= partitions
+            if assigned:
+                await listener.on_partitions_assigned(assigned)
+
+    def pause(self, partitions: Collection[TopicPartition]) -> None:
+        consumer = self._require_started("pause")
+        for tp in partitions:
+            self._require_assigned(tp, "pause")
+        consumer.pause(*self._in_aiokafka_assignment(consumer, partitions))
+
+    def resume(self, partitions: Collection[TopicPartition]) -> None:
+        consumer = self._require_started("resume")
+        for tp in partitions:
+            self._require_assigned(tp, "resume")
+        consumer.resume(*self._in_aiokafka_assignment(consumer, partitions))
+        self._bridge.wake()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        consumer = self._require_started("seek")
+        self._require_assigned(tp, "seek")
+        if offset < 0:
+            raise ValueError(f"cannot seek {tp} to offset {offset}: offsets start at 0")
+        for aio_tp in self._in_aiokafka_assignment(consumer, (tp,)):
+            consumer.seek(aio_tp, offset)
+        self._next_offsets[tp] = offset
+        self._bridge.wake()
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record ``getmany`` returns for ``tp`` (waits, up to
+        ``request_timeout``, for the committed offset when none was read yet)."""
+        consumer = self._require_started("ask the position of")
+        self._require_assigned(tp, "ask the position of")
+        try:
+            position: int = await consumer.position(_aio(tp))
+        except (KafkaError, IllegalStateError) as exc:
+            raise TransportError(f"cannot get the position of {tp}: {exc!r}") from exc
+        return position
+
+    # -- offsets ------------------------------------------------------------------------
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (next offset to read) for the group; all or none are stored.
+
+        Raises :class:`CommitFailedError` for a partition this consumer does not hold now,
+        or when the group rebalanced under it.
+        """
+        consumer = self._require_started("commit")
+        group_id = self._require_group("commit")
+        owned = self.assignment()
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise ValueError(f"cannot commit offset {offset} for {tp}: offsets start at 0")
+            if tp not in owned:
+                raise CommitFailedError(
+                    f"cannot commit offset {offset} for {tp} in group {group_id!r}: it is "
+                    f"not assigned to this consumer (assignment: {sorted(map(str, owned))}). "
+                    "A rebalance moved it; the new owner resumes from the last committed "
+                    "offset. Commit revoked partitions inside on_partitions_revoked."
+                )
+        if not offsets:
+            return
+        try:
+            await consumer.commit({_aio(tp): offset for tp, offset in offsets.items()})
+        except (AioCommitFailedError, IllegalStateError) as exc:
+            raise CommitFailedError(
+                f"group {group_id!r} refused the commit of {_show(offsets)}: {exc}. The group "
+                "rebalanced and the partitions may belong to another member now; their "
+                "records will be read again from the last committed offset"
+            ) from exc
+        except KafkaError as exc:
+            raise TransportError(
+                f"committing {_show(offsets)} for group {group_id!r} failed: {exc!r}"
+            ) from exc
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        if self._group_id is None:
+            return None
+        consumer = self._require_started("read the committed offset")
+        try:
+            offset: int | None = await consumer.committed(_aio(tp))
+        except KafkaError as exc:
+            raise TransportError(
+                f"cannot read the committed offset of {tp} for group {self._group_id!r}: "
+                f"{exc!r}"
+            ) from exc
+        return offset
+
+    async def end_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The offset after the last record (the last stable offset for read_committed)."""
+        consumer = self._require_started("read end offsets")
+        await self._check_partitions(consumer, partitions)
+        try:
+            ends = await consumer.end_offsets([_aio(tp) for tp in partitions])
+        except KafkaError as exc:
+            raise TransportError(
+                f"cannot read end offsets of {_show(partitions)}: {exc!r}"
+            ) from exc
+        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+
+    async def beginning_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        consumer = self._require_started("read beginning offsets")
+        await self._check_partitions(consumer, partitions)
+        try:
+            starts = await consumer.beginning_offsets([_aio(tp) for tp in partitions])
+        except KafkaError as exc:
+            raise TransportError(
+                f"cannot read beginning offsets of {_show(partitions)}: {exc!r}"
+            ) from exc
+        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in starts.items()}
+
+    # -- internals ----------------------------------------------------------------------
+
+    async def _verify_topics(self, consumer: AIOKafkaConsumer) -> None:
+        """Raise UnknownTopicError if a subscribed or assigned topic does not exist."""
+        if not self._unverified_topics:
+            return
+        counts = await partition_counts(
+            consumer._client, self._unverified_topics, bootstrap=self._bootstrap
+        )
+        missing = sorted(topic for topic, count in counts.items() if count is None)
+        if missing:
+            raise UnknownTopicError(
+                f"cannot read topic(s) {missing}: the broker at {self._bootstrap} has no such "
+                "topic. Create it first (Admin.create_topics), or check the name"
+            )
+        self._known_topics.update({topic: n for topic, n in counts.items() if n is not None})
+        self._unverified_topics.clear()
+
+    async def _check_partitions(
+        self, consumer: AIOKafkaConsumer, partitions: Collection[TopicPartition]
+    ) -> None:
+        unknown = {tp.topic for tp in partitions} - self._known_topics.keys()
+        if unknown:
+            self._unverified_topics |= unknown
+            await self._verify_topics(consumer)
+        for tp in partitions:
+            if not 0 <= tp.partition < self._known_topics[tp.topic]:
+                raise ValueError(
+                    f"topic {tp.topic!r} has partitions 0..{self._known_topics[tp.topic] - 1}, "
+                    f"not {tp.partition}"
+                )
+
+    @staticmethod
+    def _in_aiokafka_assignment(
+        consumer: AIOKafkaConsumer, partitions: Collection[TopicPartition]
+    ) -> list[AioTopicPartition]:
+        """The partitions aiokafka holds too (during a rebalance the application may still
+        own partitions aiokafka already gave up; acting on those is moot)."""
+        held = consumer.assignment()
+        return [aio_tp for aio_tp in map(_aio, partitions) if aio_tp in held]
+
+    def _transition(self, new: ConsumerState) -> None:
+        if new not in _TRANSITIONS[self._state]:
+            raise TransportError(
+                f"consumer cannot go from {self._state.value} to {new.value}; "
+                "call start() once, before reading, and stop() when done"
+            )
+        self._state = new
+
+    def _require_started(self, action: str) -> AIOKafkaConsumer:
+        if self._state is not ConsumerState.STARTED or self._consumer is None:
+            raise TransportError(
+                f"cannot {action}: the consumer is {self._state.value}; "
+                "call `await consumer.start()` first (and do not use it after stop())"
+            )
+        return self._consumer
+
+    def _require_open(self, action: str) -> None:
+        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
+            raise TransportError(f"cannot {action}: the consumer is {self._state.value}")
+
+    def _require_group(self, action: str) -> str:
+        if self._group_id is None:
+            raise ConfigError(
+                f"cannot {action} without a group: create the consumer with a group_id, "
+                "e.g. transport.consumer('my-group')"
+            )
+        return self._group_id
+
+    def _require_assigned(self, tp: TopicPartition, action: str) -> None:
+        if tp not in self.assignment():
+            raise TransportError(
+                f"cannot {action} {tp}: it is not assigned to this consumer "
+                f"(assignment: {sorted(map(str, self.assignment()))})"
+            )
+
+
+def _aio(tp: TopicPartition) -> AioTopicPartition:
+    return AioTopicPartition(tp.topic, tp.partition)
+
+
+def _show(partitions: Collection[TopicPartition] | Mapping[TopicPartition, int]) -> str:
+    if isinstance(partitions, Mapping):
+        return ", ".join(f"{tp}@{offset}" for tp, offset in sorted(partitions.items()))
+    return ", ".join(sorted(map(str, partitions)))

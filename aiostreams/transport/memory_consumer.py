@@ -1,0 +1,431 @@
+"""The memory broker's consumer: group membership, positions and fair, event-driven fetches."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Collection, Mapping
+
+from aiostreams.errors import CommitFailedError, ConfigError, TransportError
+from aiostreams.transport.base import IsolationLevel, RebalanceListener
+from aiostreams.transport.memory_broker import MemoryBroker, Waiter
+from aiostreams.transport.memory_group import GroupCoordinator
+from aiostreams.types import RawRecord, TopicPartition
+
+__all__ = ["MemoryConsumer"]
+
+_OFFSET_RESETS = ("earliest", "latest")
+
+
+class ConsumerState(enum.Enum):
+    """``CREATED → STARTED → STOPPING → STOPPED``; stopping an unstarted consumer skips
+    ``STARTED``. ``STOPPING`` lasts while ``on_partitions_revoked`` runs in ``stop()``."""
+
+    CREATED = "created"
+    STARTED = "started"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+_TRANSITIONS = {
+    ConsumerState.CREATED: {ConsumerState.STARTED, ConsumerState.STOPPING},
+    ConsumerState.STARTED: {ConsumerState.STOPPING},
+    ConsumerState.STOPPING: {ConsumerState.STOPPED},
+    ConsumerState.STOPPED: set(),
+}
+
+
+class MemoryConsumer:
+    """A consumer of a :class:`MemoryBroker`, either a group member or manually assigned.
+
+    ``_positions`` holds exactly the current assignment, mapped to the offset of the next
+    record to return; ``getmany`` returns each partition's records from its position with
+    no gap and no repeat (asserted), then advances it.
+
+    As a group member it follows the two-phase handoff of
+    :class:`~aiostreams.transport.memory_group.GroupCoordinator`: inside ``getmany`` it
+    first revokes (``on_partitions_revoked`` for what it must give up, then release), then
+    acquires the target partitions already released and runs ``on_partitions_assigned``
+    for them. The callbacks receive only the *change* (like Kafka's cooperative protocol),
+    are called with non-empty sets only, and a newly assigned partition starts at the
+    group's committed offset, else per ``auto_offset_reset`` (a ``seek`` inside
+    ``on_partitions_assigned`` wins). A member that stops polling keeps its partitions:
+    there is no session timeout here, so always ``stop()`` a consumer.
+
+    ``isolation_level`` is accepted and needs no work: transactional records are appended
+    only when their transaction commits, so every reader already sees committed data only.
+    """
+
+    def __init__(
+        self,
+        broker: MemoryBroker,
+        group_id: str | None,
+        *,
+        client_id: str = "aiostreams",
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+        group_instance_id: str | None = None,
+        max_poll_records: int = 2000,
+        auto_offset_reset: str = "earliest",
+    ) -> None:
+        if max_poll_records < 1:
+            raise ConfigError(f"max_poll_records must be at least 1, got {max_poll_records}")
+        if auto_offset_reset not in _OFFSET_RESETS:
+            raise ConfigError(
+                f"auto_offset_reset must be one of {_OFFSET_RESETS}, got {auto_offset_reset!r}"
+            )
+        if group_id == "":
+            raise ConfigError("group_id must be a non-empty string, or None for no group")
+        self._broker = broker
+        self._group_id = group_id
+        self._client_id = client_id
+        self.isolation_level = isolation_level
+        self._group_instance_id = group_instance_id
+        self._max_poll_records = max_poll_records
+        self._auto_offset_reset = auto_offset_reset
+        self._state = ConsumerState.CREATED
+        self._subscription: frozenset[str] | None = None
+        self._listener: RebalanceListener | None = None
+        self._member_id: str | None = None
+        self._manual = False
+        self._positions: dict[TopicPartition, int] = {}
+        self._fetch_order: list[TopicPartition] = []
+        self._rotation = 0
+        self._paused: set[TopicPartition] = set()
+        self._waiter: Waiter | None = None
+        self._polling = False
+        self._sync_lock = asyncio.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start, joining the group at once if ``subscribe`` was called before."""
+        self._check_transition(ConsumerState.STARTED)
+        if self._subscription is not None:
+            with self._broker._lock:
+                self._join(self._subscription)
+        self._transition(ConsumerState.STARTED)
+
+    async def stop(self) -> None:
+        """Revoke everything owned (``on_partitions_revoked``), leave the group and close.
+
+        A ``getmany`` waiting meanwhile returns ``{}``; one running a rebalance callback
+        finishes it first. If cancelled (while waiting for that, or inside the revoke
+        callback) the consumer still leaves the group and ends up stopped.
+        """
+        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
+            return
+        self._transition(ConsumerState.STOPPING)
+        self._wake()
+        try:
+            async with self._sync_lock:
+                owned = frozenset(self._positions)
+                if self._member_id is not None and owned and self._listener is not None:
+                    await self._listener.on_partitions_revoked(owned)
+        finally:
+            with self._broker._lock:
+                if self._member_id is not None:
+                    self._group().leave(self._member_id)
+                    self._member_id = None
+                self._set_positions({})
+            self._transition(ConsumerState.STOPPED)
+
+    # -- assignment ---------------------------------------------------------------------
+
+    def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
+        """Join (or change the subscription in) the group; assignment happens in getmany."""
+        self._require_open("subscribe")
+        group_id = self._require_group("subscribe")
+        if self._manual:
+            raise TransportError(
+                "this consumer was given partitions with assign(); subscribe and assign "
+                "are exclusive, use a separate consumer for each"
+            )
+        if isinstance(topics, str) or not topics:
+            raise ValueError(
+                f"subscribe needs a non-empty collection of topic names, got {topics!r}"
+            )
+        with self._broker._lock:
+            for topic in topics:
+                self._broker.require_topic(topic)
+            subscription = frozenset(topics)
+            if self._member_id is not None:
+                self._broker.group(group_id).subscribe(self._member_id, subscription)
+            elif self._state is ConsumerState.STARTED:
+                self._join(subscription)
+            self._subscription = subscription
+            self._listener = listener
+
+    def assign(self, partitions: Collection[TopicPartition]) -> None:
+        """Read exactly ``partitions``, with no group membership and no rebalances.
+
+        Partitions kept from the previous assignment keep their positions; new ones start
+        at the group's committed offset (when there is a group_id), else per
+        ``auto_offset_reset``.
+        """
+        self._require_open("assign")
+        if self._subscription is not None:
+            raise TransportError(
+                "this consumer subscribed to topics; subscribe and assign are exclusive, "
+                "use a separate consumer for manual assignment"
+            )
+        with self._broker._lock:
+            for tp in partitions:
+                self._broker.require_topic(tp.topic)
+                self._broker.check_partition(tp.topic, tp.partition)
+            self._manual = True
+            self._set_positions(
+                {tp: self._positions.get(tp, self._initial_position(tp)) for tp in partitions}
+            )
+            self._wake()
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return frozenset(self._positions)
+
+    # -- reading ------------------------------------------------------------------------
+
+    async def getmany(
+        self, timeout: float, max_records: int | None = None  # noqa: ASYNC109 (the Protocol's)
+    ) -> dict[TopicPartition, list[RawRecord]]:
+        """Return records ready now, else wait up to ``timeout`` seconds for an append.
+
+        Runs pending rebalance callbacks first. At most ``max_records`` (default
+        ``max_poll_records``) records in total, spread round-robin over the partitions that
+        have some, starting from a different partition on each call. Waiting is woken by
+        appends to an assigned topic and by group changes, never by polling.
+
+        Cancellation: positions only advance when records are returned, so a cancelled
+        call loses nothing. If cancelled inside ``on_partitions_revoked`` the partitions
+        are released all the same (as Kafka completes a rebalance whatever the callback
+        does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
+        """
+        self._require_started("getmany")
+        if timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
+        limit = self._max_poll_records if max_records is None else max_records
+        if limit < 1:
+            raise ValueError(f"max_records must be at least 1, got {max_records}")
+        if self._polling:
+            raise TransportError(
+                "getmany is already running on this consumer; read a consumer from one task"
+            )
+        self._polling = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                if self._member_id is not None:
+                    async with self._sync_lock:
+                        if self._state is ConsumerState.STARTED:
+                            await self._sync_group()
+                if self._state is not ConsumerState.STARTED:
+                    return {}
+                with self._broker._lock:
+                    batch = self._fetch(limit)
+                    if batch:
+                        return batch
+                    if self._member_id is not None and self._group().needs_sync(self._member_id):
+                        continue
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        return {}
+                    waiter = self._waiter = Waiter(frozenset(tp.topic for tp in self._positions))
+                    self._broker.add_waiter(waiter)
+                try:
+                    await waiter.wait(remaining)
+                finally:
+                    with self._broker._lock:
+                        self._broker.remove_waiter(waiter)
+                        self._waiter = None
+        finally:
+            self._polling = False
+
+    def pause(self, partitions: Collection[TopicPartition]) -> None:
+        for tp in partitions:
+            self._require_assigned(tp, "pause")
+        self._paused.update(partitions)
+
+    def resume(self, partitions: Collection[TopicPartition]) -> None:
+        for tp in partitions:
+            self._require_assigned(tp, "resume")
+        self._paused.difference_update(partitions)
+        self._wake()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._require_assigned(tp, "seek")
+        if offset < 0:
+            raise ValueError(f"cannot seek {tp} to offset {offset}: offsets start at 0")
+        self._positions[tp] = offset
+        self._wake()
+
+    async def position(self, tp: TopicPartition) -> int:
+        self._require_assigned(tp, "ask the position of")
+        return self._positions[tp]
+
+    # -- offsets ------------------------------------------------------------------------
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (next offset to read) for the group; all or none are stored.
+
+        Raises :class:`CommitFailedError` for a partition this consumer does not hold now.
+        Allowed inside the ``on_partitions_revoked`` that ``stop()`` runs.
+        """
+        if self._state is not ConsumerState.STOPPING:
+            self._require_started("commit")
+        group_id = self._require_group("commit")
+        with self._broker._lock:
+            for tp, offset in offsets.items():
+                if offset < 0:
+                    raise ValueError(f"cannot commit offset {offset} for {tp}: offsets start at 0")
+                if tp not in self._positions:
+                    raise CommitFailedError(
+                        f"cannot commit offset {offset} for {tp} in group {group_id!r}: it is "
+                        f"not assigned to this consumer (assignment: "
+                        f"{sorted(map(str, self._positions))}). A rebalance moved it; the new "
+                        "owner resumes from the last committed offset. Commit revoked "
+                        "partitions inside on_partitions_revoked."
+                    )
+            self._broker.commit_offsets(group_id, offsets)
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        if self._group_id is None:
+            return None
+        return self._broker.committed(self._group_id, tp)
+
+    async def end_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        return {tp: self._broker.end_offset(tp) for tp in partitions}
+
+    async def beginning_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        for tp in partitions:
+            self._broker.end_offset(tp)  # raises for unknown topics and partitions
+        return dict.fromkeys(partitions, 0)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _fetch(self, limit: int) -> dict[TopicPartition, list[RawRecord]]:
+        """Take up to ``limit`` records, round-robin over partitions; advance positions."""
+        order = self._fetch_order
+        if not order:
+            return {}
+        start = self._rotation % len(order)
+        self._rotation += 1
+        logs = self._broker._logs
+        ready: list[tuple[TopicPartition, list[RawRecord]]] = []
+        for tp in order[start:] + order[:start]:
+            partitions = logs.get(tp.topic)
+            if tp in self._paused or partitions is None or tp.partition >= len(partitions):
+                continue  # paused, or the topic was deleted under a manual assignment
+            if self._positions[tp] < len(partitions[tp.partition]):
+                ready.append((tp, partitions[tp.partition]))
+        batch: dict[TopicPartition, list[RawRecord]] = {}
+        remaining = limit
+        while remaining and ready:
+            share = max(1, remaining // len(ready))
+            still_ready = []
+            for tp, log in ready:
+                position = self._positions[tp]
+                taken = log[position : position + min(share, remaining)]
+                assert taken[0].offset == position, f"{tp}: gap or repeat at {position}"
+                batch.setdefault(tp, []).extend(taken)
+                self._positions[tp] = position + len(taken)
+                remaining -= len(taken)
+                if not remaining:
+                    break
+                if self._positions[tp] < len(log):
+                    still_ready.append((tp, log))
+            ready = still_ready
+        return batch
+
+    async def _sync_group(self) -> None:
+        """Run the revoke phase, then the acquire phase, of the two-phase handoff."""
+        assert self._member_id is not None and self._listener is not None
+        member_id, group, listener = self._member_id, self._group(), self._listener
+        with self._broker._lock:
+            revoked = group.revocations(member_id)
+        if revoked:
+            try:
+                await listener.on_partitions_revoked(revoked)
+            finally:
+                with self._broker._lock:
+                    if self._member_id == member_id:  # else a cancelled stop() left already
+                        group.release(member_id, revoked)
+                        self._set_positions(
+                            {tp: p for tp, p in self._positions.items() if tp not in revoked}
+                        )
+        with self._broker._lock:
+            if self._member_id != member_id:
+                return
+            assigned = group.acquirable(member_id)
+            if assigned:
+                group.acquire(member_id, assigned)
+                new = {tp: self._initial_position(tp) for tp in assigned}
+                self._set_positions({**self._positions, **new})
+            assert frozenset(self._positions) == group.owned(member_id)
+        if assigned:
+            await listener.on_partitions_assigned(assigned)
+
+    def _join(self, subscription: frozenset[str]) -> None:
+        assert self._member_id is None
+        group = self._broker.group(self._require_group("join"))
+        member_id = self._group_instance_id or self._broker.new_member_id(self._client_id)
+        group.join(member_id, subscription, self._wake)
+        self._member_id = member_id
+
+    def _group(self) -> GroupCoordinator:
+        return self._broker.group(self._require_group("use"))
+
+    def _initial_position(self, tp: TopicPartition) -> int:
+        if self._group_id is not None:
+            committed = self._broker.committed(self._group_id, tp)
+            if committed is not None:
+                return committed
+        return 0 if self._auto_offset_reset == "earliest" else self._broker.end_offset(tp)
+
+    def _set_positions(self, positions: dict[TopicPartition, int]) -> None:
+        self._positions = positions
+        self._fetch_order = sorted(positions)
+        self._paused &= positions.keys()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            self._waiter.wake()
+
+    def _transition(self, new: ConsumerState) -> None:
+        self._check_transition(new)
+        self._state = new
+
+    def _check_transition(self, new: ConsumerState) -> None:
+        if new not in _TRANSITIONS[self._state]:
+            raise TransportError(
+                f"consumer cannot go from {self._state.value} to {new.value}; "
+                "call start() once, before reading, and stop() when done"
+            )
+
+    def _require_started(self, action: str) -> None:
+        if self._state is not ConsumerState.STARTED:
+            raise TransportError(
+                f"cannot {action}: the consumer is {self._state.value}; "
+                "call `await consumer.start()` first (and do not use it after stop())"
+            )
+
+    def _require_open(self, action: str) -> None:
+        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
+            raise TransportError(f"cannot {action}: the consumer is {self._state.value}")
+
+    def _require_group(self, action: str) -> str:
+        if self._group_id is None:
+            raise ConfigError(
+                f"cannot {action} without a group: create the consumer with a group_id, "
+                "e.g. transport.consumer('my-group')"
+            )
+        return self._group_id
+
+    def _require_assigned(self, tp: TopicPartition, action: str) -> None:
+        if tp not in self._positions:
+            raise TransportError(
+                f"cannot {action} {tp}: it is not assigned to this consumer "
+                f"(assignment: {sorted(map(str, self._positions))})"
+            )

@@ -1,0 +1,181 @@
+"""Engine throughput on the memory broker (issue: core engine).
+
+    python -m benchmarks.engine [--records N] [--in-flight N]
+
+(a)  aiostreams, a sync identity processor (the inline fast path), 1 partition, 10k keys
+(a') a hand-rolled loop on the same broker: consume a batch, deserialize, call the same
+     function, serialize, produce the batch, commit — what a user writes without a framework
+(a'') the function alone in a bare for-loop (no I/O at all), for scale
+(b)  aiostreams, an async processor awaiting asyncio.sleep(0.005), ordering="key"
+(b') the bound max_in_flight / 0.005 s
+(b'') bare asyncio: max_in_flight coroutines doing nothing but the same awaits — the ceiling
+     of any asyncio framework for (b) on this machine
+
+Targets: (a) >= 0.5 x (a'); (b) >= 0.8 x min((b'), (a)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiostreams import App, Processor, Record
+from aiostreams.app import run_event_loop, tune_gc
+from aiostreams.serde import StrSerde
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.types import OutgoingRecord, TopicPartition
+
+KEYS = 10_000
+
+
+def identity(value: str) -> str:
+    return value
+
+
+class SyncIdentity(Processor[str, str]):
+    def process(self, record: Record[str, str]) -> None:
+        self.context.forward(record.with_value(identity(record.value)))
+
+
+class AsyncSleep(Processor[str, str]):
+    async def process(self, record: Record[str, str]) -> None:
+        await asyncio.sleep(0.005)
+        self.context.forward(record.with_value(identity(record.value)))
+
+
+def preload(broker: MemoryBroker, topic: str, n: int) -> None:
+    broker.create_topic(topic, 1)
+    broker.append((OutgoingRecord(topic, f"k{i % KEYS}".encode(), f"v{i}".encode(), 0.0), 0)
+                  for i in range(n))
+
+
+async def wait_for(broker: MemoryBroker, topic: str, n: int) -> None:
+    tp = TopicPartition(topic, 0)
+    # a coarse poll (every 2 ms) costs the measured run less than a consumer reading it all
+    while broker.partition_count(topic) is None or broker.end_offset(tp) < n:  # noqa: ASYNC110
+        await asyncio.sleep(0.002)
+
+
+async def run_app(processor: Callable[[], Processor[str, str]], n: int, in_flight: int) -> float:
+    broker = MemoryBroker()
+    preload(broker, "in", n)
+    app = App("bench", transport=MemoryTransport(broker), max_in_flight=in_flight,
+              max_buffered_per_partition=max(2000, in_flight), commit_interval_ms=1000)
+    app.topic("in", key=str, value=str)
+    app.topic("out", key=str, value=str, partitions=1)
+    app.topology.add_source("src", "in").add_processor("p", processor, "src").add_sink(
+        "sink", "out", "p")
+    started = time.perf_counter()
+    await app.start()
+    await wait_for(broker, "out", n)
+    elapsed = time.perf_counter() - started
+    await app.stop()
+    return n / elapsed
+
+
+async def run_hand_rolled(n: int) -> float:
+    broker = MemoryBroker()
+    preload(broker, "in", n)
+    broker.create_topic("out", 1)
+    transport = MemoryTransport(broker)
+    serde = StrSerde()
+    consumer = transport.consumer("raw")
+    producer = transport.producer()
+    await consumer.start()
+    await producer.start()
+    tp = TopicPartition("in", 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    started = time.perf_counter()
+    done = 0
+    while done < n:
+        batch = await consumer.getmany(0.1, 2000)
+        out: list[OutgoingRecord] = []
+        for records in batch.values():
+            for r in records:
+                key = serde.deserialize(r.topic, r.key)
+                value = identity(serde.deserialize(r.topic, r.value) or "")
+                out.append(OutgoingRecord("out", serde.serialize("out", key),
+                                          serde.serialize("out", value), r.timestamp))
+            if records:
+                await producer.send_batch(out)
+                await consumer.commit({tp: records[-1].offset + 1})
+                done += len(records)
+    await producer.flush()
+    elapsed = time.perf_counter() - started
+    await consumer.stop()
+    await producer.stop()
+    return n / elapsed
+
+
+async def run_asyncio_floor(n: int, in_flight: int) -> float:
+    """Only the awaits: ``in_flight`` coroutines each awaiting sleep(0.005) per item — the
+    ceiling for any asyncio framework running this processor on this machine."""
+    items = iter(range(n))
+
+    async def worker() -> None:
+        for _ in items:
+            await asyncio.sleep(0.005)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return n / (time.perf_counter() - started)
+
+
+def run_bare(n: int) -> float:
+    values = [f"v{i}" for i in range(n)]
+    started = time.perf_counter()
+    for v in values:
+        identity(v)
+    return n / (time.perf_counter() - started)
+
+
+async def main_async(n: int, in_flight: int, n_async: int) -> dict[str, Any]:
+    tune_gc()  # the same GC settings for every case (the app applies them at start anyway)
+    bare = run_bare(n)
+    hand = max([await run_hand_rolled(n), await run_hand_rolled(n)])
+    sync = max([await run_app(SyncIdentity, n, in_flight),
+                await run_app(SyncIdentity, n, in_flight)])
+    bound = in_flight / 0.005
+    slept = await run_app(AsyncSleep, n_async, in_flight)
+    floor = await run_asyncio_floor(n_async, in_flight)
+    return {"a_sync_engine": sync, "a1_hand_rolled": hand, "a2_bare_function": bare,
+            "b_async_engine": slept, "b2_asyncio_floor": floor, "b1_bound": bound, "records": n,
+            "records_async": n_async, "max_in_flight": in_flight}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--async-records", type=int, default=100_000)
+    parser.add_argument("--in-flight", type=int, default=1000)
+    args = parser.parse_args()
+    r = run_event_loop(main_async(args.records, args.in_flight, args.async_records))
+    a, a1, b, b1 = r["a_sync_engine"], r["a1_hand_rolled"], r["b_async_engine"], r["b1_bound"]
+    rows = [
+        ("(a)   aiostreams, sync identity", a, ""),
+        ("(a')  hand-rolled loop, same broker", a1, ""),
+        ("(a'') bare function loop", r["a2_bare_function"], ""),
+        ("(b)   aiostreams, await sleep(5 ms)", b, ""),
+        (f"(b')  bound {args.in_flight}/0.005 s", b1, ""),
+        ("(b'') bare asyncio, only the awaits", r["b2_asyncio_floor"], ""),
+    ]
+    print(f"{'case':40} {'records/s':>14}")
+    for name, rate, _ in rows:
+        print(f"{name:40} {rate:14,.0f}")
+    ok_a = a >= 0.5 * a1
+    ok_b = b >= 0.8 * min(b1, a)
+    print(f"target (a) >= 0.5 x (a'):          {a / a1:.2f} x  {'MET' if ok_a else 'NOT MET'}")
+    print(f"target (b) >= 0.8 x min(b', a):    {b / min(b1, a):.2f} x  "
+          f"{'MET' if ok_b else 'NOT MET'}")
+    print(json.dumps({"benchmark": "engine", **r, "target_a_met": ok_a,
+                      "target_b_met": ok_b}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Helpers for app-level tests on any transport: produce input, read output."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from aiostreams.transport.base import TopicSpec, Transport
+from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+
+_names = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+async def create_topic(transport: Transport, name: str, partitions: int) -> None:
+    admin = transport.admin()
+    await admin.start()
+    try:
+        await admin.create_topics([TopicSpec(name, partitions)])
+    finally:
+        await admin.stop()
+
+
+async def produce(transport: Transport, topic: str,
+                  items: list[tuple[bytes | None, bytes | None]]) -> None:
+    producer = transport.producer()
+    await producer.start()
+    try:
+        for i in range(0, len(items), 5000):
+            await producer.send_batch([OutgoingRecord(topic, k, v)
+                                       for k, v in items[i:i + 5000]])
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def read_exactly(transport: Transport, topic: str, count: int, *,
+                       timeout: float = 60.0, read_committed: bool = False) -> list[RawRecord]:
+    """Read ``count`` records from every partition of ``topic`` (waiting for them to arrive),
+    then check briefly that no more than ``count`` are there."""
+    from aiostreams.transport.base import IsolationLevel
+
+    admin = transport.admin()
+    await admin.start()
+    try:
+        partitions = await admin.partitions_for(topic)
+    finally:
+        await admin.stop()
+    assert partitions is not None, f"topic {topic} does not exist"
+    consumer = transport.consumer(
+        None, isolation_level=(IsolationLevel.READ_COMMITTED if read_committed
+                               else IsolationLevel.READ_UNCOMMITTED))
+    await consumer.start()
+    got: list[RawRecord] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        async with asyncio.timeout(timeout):
+            while len(got) < count:
+                batch = await consumer.getmany(0.5)
+                for records in batch.values():
+                    got.extend(records)
+        extra = await consumer.getmany(0.2)
+        got.extend(r for records in extra.values() for r in records)
+    finally:
+        await consumer.stop()
+    return got

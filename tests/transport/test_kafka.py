@@ -1,0 +1,254 @@
+"""Kafka-specific behaviour of the ``kafka://`` transport, against a real broker.
+
+What every transport must do is in ``test_transport_contract.py``; here is what only a real
+Kafka shows: connection failures, transaction markers and the last stable offset, and
+byte-compatibility of partitioning with the Java client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+
+import pytest
+
+from aiostreams.errors import BrokerUnavailableError, ConfigError, UnknownTopicError
+from aiostreams.localkafka import LocalKafka
+from aiostreams.transport.base import Consumer, IsolationLevel, TopicSpec
+from aiostreams.transport.kafka import KafkaTransport
+from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+
+pytestmark = pytest.mark.kafka
+
+Names = Callable[[str], str]
+
+
+@pytest.fixture
+def transport(kafka_bootstrap: str) -> KafkaTransport:
+    return KafkaTransport(kafka_bootstrap, heartbeat_interval=0.5, session_timeout=10.0)
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[AsyncExitStack]:
+    async with AsyncExitStack() as stack:
+        yield stack
+
+
+async def create_topic(transport: KafkaTransport, name: str, partitions: int = 1) -> str:
+    admin = transport.admin()
+    await admin.start()
+    try:
+        await admin.create_topics([TopicSpec(name, partitions)])
+    finally:
+        await admin.stop()
+    return name
+
+
+async def read_until(
+    consumer: Consumer, done: Callable[[list[RawRecord]], bool], within: float = 30.0
+) -> list[RawRecord]:
+    """Records from ``consumer`` until ``done(records)``; each getmany returns as soon as
+    records arrive, the deadline only bounds a broken run."""
+    got: list[RawRecord] = []
+    deadline = time.monotonic() + within
+    while not done(got):
+        assert time.monotonic() < deadline, f"gave up after {within} s with {got}"
+        for records in (await consumer.getmany(0.5)).values():
+            got.extend(records)
+    return got
+
+
+def free_port() -> int:
+    """A 127.0.0.1 port nothing listens on (bound and released at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- connecting -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client", ["producer", "consumer", "admin"])
+async def test_unreachable_broker_raises_broker_unavailable_after_the_connect_timeout(
+    client: str,
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    transport = KafkaTransport(address, connect_timeout=1.0)
+    start: Callable[[], Awaitable[None]] = {
+        "producer": lambda: transport.producer().start(),
+        "consumer": lambda: transport.consumer("g").start(),
+        "admin": lambda: transport.admin().start(),
+    }[client]
+
+    began = time.monotonic()
+    with pytest.raises(BrokerUnavailableError) as raised:
+        await start()
+    waited = time.monotonic() - began
+
+    assert 0.5 <= waited < 5.0  # it retried for about connect_timeout, then gave up
+    assert address in str(raised.value)
+    assert "advertised.listeners" in str(raised.value)  # and says what to check
+
+
+def test_misspelt_option_is_refused_with_the_accepted_names() -> None:
+    with pytest.raises(ConfigError, match="connect_timeout"):
+        KafkaTransport("127.0.0.1:9092", conect_timeout=1.0)
+
+
+def test_url_names_every_bootstrap_server() -> None:
+    transport = KafkaTransport.from_url("kafka://b1:9092,b2:9093")
+    assert transport.url == "kafka://b1:9092,b2:9093"
+    with pytest.raises(ConfigError, match="host:port"):
+        KafkaTransport.from_url("kafka://b1")
+
+
+# -- unknown topics ---------------------------------------------------------------------
+
+
+async def test_sending_to_a_missing_topic_names_it(
+    transport: KafkaTransport, topic_name: Names, clients: AsyncExitStack
+) -> None:
+    producer = transport.producer()
+    await producer.start()
+    clients.push_async_callback(producer.stop)
+    missing = topic_name("missing")
+
+    with pytest.raises(UnknownTopicError, match=missing):
+        await producer.send_batch([OutgoingRecord(missing, b"k", b"v")])
+
+
+async def test_subscribing_to_a_missing_topic_names_it_at_the_next_getmany(
+    transport: KafkaTransport, topic_name: Names, clients: AsyncExitStack
+) -> None:
+    consumer = transport.consumer(topic_name("g"))
+    await consumer.start()
+    clients.push_async_callback(consumer.stop)
+    missing = topic_name("missing")
+    consumer.subscribe([missing], _IgnoringListener())
+
+    with pytest.raises(UnknownTopicError, match=missing):
+        await consumer.getmany(0.1)
+
+
+class _IgnoringListener:
+    async def on_partitions_revoked(self, revoked: object) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: object) -> None:
+        pass
+
+
+# -- transactions -----------------------------------------------------------------------
+
+
+async def test_read_committed_skips_aborted_records_that_read_uncommitted_returns(
+    transport: KafkaTransport, topic_name: Names, clients: AsyncExitStack
+) -> None:
+    topic = await create_topic(transport, topic_name("t"))
+    tp = TopicPartition(topic, 0)
+    producer = transport.producer(transactional_id=topic_name("tx"))
+    await producer.start()
+    clients.push_async_callback(producer.stop)
+
+    await producer.begin_transaction()
+    await producer.send_batch([OutgoingRecord(topic, None, b"a1"), OutgoingRecord(topic, None, b"a2")])
+    await producer.abort_transaction()
+    await producer.begin_transaction()
+    await producer.send_batch([OutgoingRecord(topic, None, b"c1")])
+    await producer.commit_transaction()
+
+    readers = {}
+    for level in IsolationLevel:
+        reader = transport.consumer(None, isolation_level=level)
+        await reader.start()
+        clients.push_async_callback(reader.stop)
+        reader.assign([tp])
+        readers[level] = reader
+    committed = await read_until(
+        readers[IsolationLevel.READ_COMMITTED], lambda got: any(r.value == b"c1" for r in got)
+    )
+    everything = await read_until(
+        readers[IsolationLevel.READ_UNCOMMITTED], lambda got: any(r.value == b"c1" for r in got)
+    )
+
+    assert [r.value for r in committed] == [b"c1"]
+    assert [r.value for r in everything] == [b"a1", b"a2", b"c1"]
+    # Each transaction ends with a control record: offsets are not dense.
+    assert [r.offset for r in everything] == [0, 1, 3]
+
+
+async def test_open_transaction_holds_back_read_committed_until_it_commits(
+    transport: KafkaTransport, topic_name: Names, clients: AsyncExitStack
+) -> None:
+    topic = await create_topic(transport, topic_name("t"))
+    tp = TopicPartition(topic, 0)
+    producer = transport.producer(transactional_id=topic_name("tx"))
+    await producer.start()
+    clients.push_async_callback(producer.stop)
+    readers = {}
+    for level in IsolationLevel:
+        reader = transport.consumer(None, isolation_level=level)
+        await reader.start()
+        clients.push_async_callback(reader.stop)
+        reader.assign([tp])
+        readers[level] = reader
+
+    await producer.begin_transaction()
+    await producer.send_batch([OutgoingRecord(topic, None, b"pending")])
+    await producer.flush()  # in the log, not yet committed
+
+    assert await readers[IsolationLevel.READ_UNCOMMITTED].end_offsets([tp]) == {tp: 1}
+    assert await readers[IsolationLevel.READ_COMMITTED].end_offsets([tp]) == {tp: 0}
+
+    await producer.commit_transaction()
+    got = await read_until(readers[IsolationLevel.READ_COMMITTED], lambda got: bool(got))
+    assert [r.value for r in got] == [b"pending"]
+    assert await readers[IsolationLevel.READ_COMMITTED].end_offsets([tp]) == {tp: 2}
+
+
+# -- interoperability with the Java client ----------------------------------------------
+
+
+async def test_java_console_producer_puts_keys_where_partition_for_says(
+    transport: KafkaTransport, kafka_bootstrap: str, topic_name: Names,
+    clients: AsyncExitStack,
+) -> None:
+    partitions = 7
+    topic = await create_topic(transport, topic_name("t"), partitions=partitions)
+    keys = [f"key-{i}" for i in range(50)] + ["", "ü-non-ascii", "a" * 300, "21"]
+    lines = "".join(f"{key}:value-{i}\n" for i, key in enumerate(keys))
+    command = LocalKafka().tool_command(
+        "kafka.tools.ConsoleProducer", "--bootstrap-server", kafka_bootstrap,
+        "--topic", topic, "--property", "parse.key=true", "--property", "key.separator=:",
+    )
+    java = await asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        _, stderr = await asyncio.wait_for(java.communicate(lines.encode()), timeout=60)
+    finally:
+        if java.returncode is None:
+            java.kill()
+            await java.wait()
+    assert java.returncode == 0, stderr.decode()
+
+    producer = transport.producer()
+    await producer.start()
+    clients.push_async_callback(producer.stop)
+    consumer = transport.consumer(None)
+    await consumer.start()
+    clients.push_async_callback(consumer.stop)
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    got = await read_until(consumer, lambda got: len(got) >= len(keys))
+
+    assert sorted(r.key for r in got if r.key is not None) == sorted(k.encode() for k in keys)
+    placed = {r.key: r.partition for r in got}
+    expected = {
+        key: producer.partition_for(topic, key, partitions) for key in placed if key is not None
+    }
+    assert placed == expected
+    assert len(set(placed.values())) > 1  # the keys really were spread
