@@ -101,6 +101,15 @@ class App:
 
         return StreamsBuilder.of(self).stream(*topics, name=name)
 
+    def table(self, topic: Topic | str, *, name: str | None = None,
+              materialized: str | None = None, persistent: bool = False) -> Any:
+        """A :class:`~aiostreams.topology.dsl.Table` of ``topic``: its latest value per
+        key, in a changelog-backed store (``materialized`` names it)."""
+        from aiostreams.topology.dsl import StreamsBuilder
+
+        return StreamsBuilder.of(self).table(topic, name=name, materialized=materialized,
+                                             persistent=persistent)
+
     def describe(self) -> str:
         return self.topology.describe()
 
@@ -181,6 +190,7 @@ class App:
                 ),
                 self.clock,
                 on_commit=self.commit_log.append,
+                external_sinks=self.topology.external_sinks,
             )
             await self.worker.start()
             if s.gc_tuning:

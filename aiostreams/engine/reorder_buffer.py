@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Hashable
 from typing import Any
 
+from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
 
 
@@ -75,7 +76,7 @@ class Slot:
         self.seq = -1
         self.state = SlotState.WAITING
         self.record: Record[Any, Any] | None = None
-        self.outputs: list[OutgoingRecord] = []
+        self.outputs: list[OutgoingRecord | ExternalRecord] = []
         self.writes: list[tuple[Any, Any, Any]] = []  # (store, key, value|TOMBSTONE)
         self.forward_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
         self.successor: Slot | None = None

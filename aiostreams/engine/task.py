@@ -32,11 +32,17 @@ from typing import Any
 
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.context import NodeContext
+from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.failure import NO_RETRY, OnError, Retry, dead_letter_record
 from aiostreams.engine.partition_queue import PartitionGroup
 from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
 from aiostreams.engine.reservation_station import Ordering, ReservationStation
-from aiostreams.errors import DeserializationError, SerializationError, TaskFailedError
+from aiostreams.errors import (
+    DeserializationError,
+    SerializationError,
+    TaskFailedError,
+    TopologyError,
+)
 from aiostreams.serde import Serde
 from aiostreams.state.base import StateStore, StoreContext
 from aiostreams.state.overlay import CURRENT_SLOT, StoreOverlay, view_for
@@ -97,13 +103,14 @@ class TaskMetrics:
 class NodeExec:
     """A node of the sub-topology instantiated for one task."""
 
-    __slots__ = ("children", "children_by_name", "context", "is_async", "name", "processor",
-                 "retry", "sink", "stores", "subtree_async")
+    __slots__ = ("children", "children_by_name", "context", "external", "is_async", "name",
+                 "processor", "retry", "sink", "stores", "subtree_async")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.processor: Processor[Any, Any] | None = None
         self.sink: SinkNode | None = None
+        self.external: str | None = None  # an external sink's name
         self.is_async = False
         self.children: list[NodeExec] = []
         self.children_by_name: dict[str, NodeExec] = {}
@@ -156,7 +163,7 @@ class StreamTask:
         *,
         topics: Mapping[str, Topic],
         clock: Clock,
-        emit: Callable[[list[OutgoingRecord]], None],
+        emit: Callable[[list[OutgoingRecord | ExternalRecord]], None],
         on_failed: Callable[[StreamTask, TaskFailedError], None],
         on_pause: Callable[[TopicPartition, bool], None] = lambda tp, paused: None,
         request_commit: Callable[[], None] = lambda: None,
@@ -201,7 +208,7 @@ class StreamTask:
         self._changelog_of: dict[StoreOverlay, str] = {}
         self._partition = partitions[0].partition
         self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
-        self._released: list[OutgoingRecord] = []
+        self._released: list[OutgoingRecord | ExternalRecord] = []
         self._inline = Slot(SlotKind.RECORD, None, None, None)
         self._build(node_retry or {})
 
@@ -233,6 +240,10 @@ class StreamTask:
             ne = NodeExec(sink.name)
             ne.sink = sink
             execs[sink.name] = ne
+        for ext in self.sub.external_sinks:
+            ne = NodeExec(ext.name)
+            ne.external = ext.name
+            execs[ext.name] = ne
         for proc in self.sub.processors:
             ne = execs[proc.name]
             ne.children = [execs[c] for c in proc.children]
@@ -534,15 +545,15 @@ class StreamTask:
             self._invoke_sync(child, record, slot)
 
     def _invoke_sync(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
-        if node.sink is not None:
+        processor = node.processor
+        if processor is None:
             slot.node = node.name
-            slot.outputs.append(self._to_sink(node.sink, record))
+            slot.outputs.append(self._to_sink(node, record, slot))
             return
         buffer: list[tuple[str | None, Record[Any, Any]]] = []
         slot.forward_buffer = buffer
         slot.node = node.name
-        assert node.processor is not None
-        result = node.processor.process(record)
+        result = processor.process(record)
         slot.forward_buffer = None
         if result is not None:
             raise TypeError(
@@ -616,7 +627,18 @@ class StreamTask:
         for child in slot.source.children:
             await self._invoke_async(child, record, slot)
 
-    def _to_sink(self, sink: SinkNode, record: Record[Any, Any]) -> OutgoingRecord:
+    def _to_sink(self, node: NodeExec, record: Record[Any, Any],
+                 slot: Slot) -> OutgoingRecord | ExternalRecord:
+        sink = node.sink
+        if sink is None:
+            raw = slot.raw
+            if raw is None or node.external is None:
+                raise TopologyError(
+                    f"sink {node.name!r} received a record from a punctuation; external sinks "
+                    "take only results of input records (they deduplicate by input offset)"
+                )
+            return ExternalRecord(node.external, self._tp_of[raw.topic], raw.offset,
+                                  record.key, record.value, record.timestamp)
         try:
             key = sink.key_serde.serialize(sink.topic, record.key)
             value = sink.value_serde.serialize(sink.topic, record.value)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiostreams.engine.clock import Clock, TimerHandle
+from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
 from aiostreams.engine.failure import Retry
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
@@ -95,6 +96,7 @@ class Worker:
         clock: Clock,
         *,
         on_commit: Callable[[CommitRecord], None] | None = None,
+        external_sinks: Sequence[ExternalSink] = (),
     ) -> None:
         self.subs = list(subs)
         self.topics = dict(topics)
@@ -106,6 +108,7 @@ class Worker:
         self.failure: BaseException | None = None
         self.commits = 0
         self._on_commit = on_commit
+        self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
         self._task_of: dict[TopicPartition, StreamTask] = {}
         self._sub_of_topic = {t: sub for sub in self.subs for t in sub.source_topics}
         self._committed: dict[TopicPartition, int] = {}
@@ -132,6 +135,8 @@ class Worker:
             raise RuntimeError(f"a worker starts once; this one is {self.state.value}")
         self.state = WorkerState.STARTING
         await self._ensure_topics()
+        for sink in self._sinks.values():
+            await sink.start()
         cfg = self.config
         txn_id = None
         if cfg.exactly_once:
@@ -252,6 +257,11 @@ class Worker:
                 await self._consumer.stop()
             if self._producer is not None:
                 await self._producer.stop()
+            for sink in self._sinks.values():
+                try:
+                    await sink.stop()
+                except Exception:
+                    log.exception("worker: stopping sink %r failed", sink.name)
             self.state = WorkerState.FAILED if failed or self.failure else WorkerState.STOPPED
             self._stopped.set()
 
@@ -346,8 +356,22 @@ class Worker:
 
     # -- outputs ------------------------------------------------------------------------
 
-    def _emit(self, records: list[OutgoingRecord]) -> None:
-        self._outbox.extend(records)
+    def _emit(self, records: list[OutgoingRecord | ExternalRecord]) -> None:
+        if self._sinks:
+            kafka: list[OutgoingRecord] = []
+            for r in records:
+                if type(r) is ExternalRecord:
+                    sink = self._sinks[r.sink]
+                    sink.add(r)
+                    if sink.backlogged:
+                        self._commit_requested = True
+                else:
+                    kafka.append(r)  # type: ignore[arg-type]
+            if not kafka:
+                return
+            self._outbox.extend(kafka)
+        else:
+            self._outbox.extend(records)  # type: ignore[arg-type]
         self._outbox_ready.set()
         self._sender_idle.clear()
 
@@ -411,6 +435,8 @@ class Worker:
             task.check_commit_point(candidate)
             offsets.update(candidate)
         await self._flush_outputs()
+        for sink in self._sinks.values():
+            await sink.flush()
         checkpoint_now = not self.config.exactly_once or closing
         marks = (await self._restorer.changelog_marks(chosen, consumer) if checkpoint_now
                  else {})

@@ -46,6 +46,15 @@ class SinkNode:
     partitioner: Callable[[Any, Any, int], int] | None = None
 
 
+@dataclass
+class ExternalSinkNode:
+    """A sink outside Kafka (see :mod:`aiostreams.engine.external_sink`)."""
+
+    name: str
+    sink: Any
+    parents: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class StoreSpec:
     """A state store declared on the topology; ``factory`` makes one instance per task."""
@@ -56,7 +65,7 @@ class StoreSpec:
     changelog_config: tuple[tuple[str, str], ...] = (("cleanup.policy", "compact"),)
 
 
-Node = SourceNode | ProcessorNode | SinkNode
+Node = SourceNode | ProcessorNode | SinkNode | ExternalSinkNode
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,7 @@ class SubTopology:
     processors: tuple[ProcessorNode, ...]  # parents before children
     sinks: tuple[SinkNode, ...]
     stores: tuple[StoreSpec, ...]
+    external_sinks: tuple[ExternalSinkNode, ...] = ()
 
     @property
     def source_topics(self) -> tuple[str, ...]:
@@ -202,6 +212,25 @@ class Topology:
                                      partitioner)
         return self
 
+    def add_external_sink(self, name: str, sink: Any, *parents: str) -> Topology:
+        """A sink outside Kafka (e.g. the Parquet sink), in the commit protocol: its
+        results are handed over at retire and made durable before offsets are committed."""
+        self._claim_name(name)
+        if not parents:
+            raise TopologyError(f"sink {name!r} needs at least one parent")
+        if not hasattr(sink, "add") or not hasattr(sink, "flush"):
+            raise TopologyError(
+                f"sink {name!r}: {type(sink).__name__} is not an ExternalSink (needs add() "
+                "and flush())"
+            )
+        sink.name = name
+        self._nodes[name] = ExternalSinkNode(name, sink, tuple(parents))
+        return self
+
+    @property
+    def external_sinks(self) -> list[Any]:
+        return [n.sink for n in self._nodes.values() if isinstance(n, ExternalSinkNode)]
+
     def add_store(self, spec: StoreSpec, *processors: str) -> Topology:
         if spec.name in self._stores:
             raise TopologyError(f"a store named {spec.name!r} already exists")
@@ -237,7 +266,7 @@ class Topology:
                     raise TopologyError(
                         f"node {node.name!r} names parent {parent!r}, which does not exist"
                     )
-                if isinstance(p, SinkNode):
+                if isinstance(p, SinkNode | ExternalSinkNode):
                     raise TopologyError(
                         f"node {node.name!r} names sink {parent!r} as its parent; a sink "
                         "cannot have children"
@@ -344,6 +373,7 @@ class Topology:
                 processors=procs,
                 sinks=tuple(n for n in nodes if isinstance(n, SinkNode)),
                 stores=tuple(self._stores[s] for s in used),
+                external_sinks=tuple(n for n in nodes if isinstance(n, ExternalSinkNode)),
             ))
         return subs
 
@@ -384,8 +414,11 @@ class Topology:
                     lines.append(f"    Processor: {node.name} (stores: [{', '.join(node.stores)}])")
                     lines.append(f"      --> {', '.join(node.children) or 'none'}")
                     lines.append(f"      <-- {', '.join(parents_of.get(node.name, []))}")
-                else:
+                elif isinstance(node, SinkNode):
                     lines.append(f"    Sink: {node.name} (topic: {node.topic})")
+                    lines.append(f"      <-- {', '.join(parents_of.get(node.name, []))}")
+                else:
+                    lines.append(f"    Sink: {node.name} ({type(node.sink).__name__})")
                     lines.append(f"      <-- {', '.join(parents_of.get(node.name, []))}")
             lines.append("")
         return "\n".join(lines)
@@ -399,9 +432,12 @@ class Topology:
             for node in _iter_nodes(sub):
                 label = node.name
                 if isinstance(node, SourceNode):
-                    lines.append(f"    {_mid(node.name)}[/\"{label}<br/>{', '.join(node.topics)}\"/]")
+                    topics = ", ".join(node.topics)
+                    lines.append(f"    {_mid(node.name)}[/\"{label}<br/>{topics}\"/]")
                 elif isinstance(node, SinkNode):
                     lines.append(f"    {_mid(node.name)}[\\\"{label}<br/>{node.topic}\"\\]")
+                elif isinstance(node, ExternalSinkNode):
+                    lines.append(f"    {_mid(node.name)}[(\"{label}\")]")
                 else:
                     lines.append(f"    {_mid(node.name)}[\"{label}\"]")
             lines.append("  end")
@@ -416,6 +452,7 @@ def _iter_nodes(sub: SubTopology) -> Iterable[Node]:
     yield from sub.sources
     yield from sub.processors
     yield from sub.sinks
+    yield from sub.external_sinks
 
 
 def _mid(name: str) -> str:

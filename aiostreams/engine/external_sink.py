@@ -1,0 +1,70 @@
+"""Sinks outside Kafka (Parquet through Spark, files, databases) in the commit protocol.
+
+An external sink node in the topology turns each record reaching it into an
+:class:`ExternalRecord` buffered in the record's slot, like any output. At retire the worker
+hands it to the sink (:meth:`ExternalSink.add`, in retire order per source partition); at
+every commit, *before* input offsets are committed, it awaits :meth:`ExternalSink.flush`,
+which must make everything added so far durable. So after any crash, the committed offsets
+never pass a record whose result is not durable.
+
+Exactly once: a replay after a crash re-adds records whose results may already be durable
+(flushed, but the offset commit did not happen). The sink remembers, durably and atomically
+with its data, the highest source offset it has written per source partition
+(:meth:`ExternalSink.durable_offset`), and drops anything at or below it — as Spark's file
+sink keeps ``_spark_metadata``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from aiostreams.types import TopicPartition
+
+
+@dataclass(slots=True)
+class ExternalRecord:
+    """A retired result bound for ``sink``; ``source``/``offset`` name the input record."""
+
+    sink: str
+    source: TopicPartition
+    offset: int
+    key: Any
+    value: Any
+    timestamp: float
+
+
+@runtime_checkable
+class ExternalSink(Protocol):
+    name: str
+
+    async def start(self) -> None:
+        """Open resources and read the durable offsets (called once, before any ``add``)."""
+        ...
+
+    def add(self, record: ExternalRecord) -> None:
+        """Take a retired result (must not block). Records at or below the source
+        partition's durable offset are replays and must be dropped."""
+        ...
+
+    async def flush(self) -> None:
+        """Make every record added so far durable; raise if that failed (the commit then
+        fails and nothing is committed)."""
+        ...
+
+    def durable_offset(self, source: TopicPartition) -> int | None:
+        """The highest source offset whose result is durable, or None."""
+        ...
+
+    @property
+    def backlogged(self) -> bool:
+        """True while the sink holds more than it wants buffered (the worker commits
+        early to let it flush)."""
+        ...
+
+    async def stop(self) -> None:
+        """Flush and release resources (a clean shutdown)."""
+        ...
+
+
+__all__ = ["ExternalRecord", "ExternalSink"]

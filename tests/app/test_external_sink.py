@@ -1,0 +1,85 @@
+"""External sinks in the commit protocol: results arrive at retire, in order, and are flushed
+before the offsets that cover them are committed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from appkit import create_topic, produce, unique
+
+from aiostreams import App, Processor, Record
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.testing import Sequencer
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.types import TopicPartition
+
+
+class RecordingSink:
+    """Keeps what it is given; at each flush notes how far the group had committed."""
+
+    def __init__(self, broker: MemoryBroker, group: str, tp: TopicPartition) -> None:
+        self.name = ""
+        self.broker, self.group, self.tp = broker, group, tp
+        self.added: list[ExternalRecord] = []
+        self.durable = 0
+        self.flush_log: list[tuple[int, int | None]] = []
+        self.all_durable = asyncio.Event()
+        self.expected = 0
+
+    async def start(self) -> None:
+        return None
+
+    def add(self, record: ExternalRecord) -> None:
+        self.added.append(record)
+
+    async def flush(self) -> None:
+        self.flush_log.append((len(self.added), self.broker.committed(self.group, self.tp)))
+        self.durable = len(self.added)
+        if self.durable >= self.expected:
+            self.all_durable.set()
+
+    def durable_offset(self, source: TopicPartition) -> int | None:
+        return self.durable - 1 if self.durable else None
+
+    @property
+    def backlogged(self) -> bool:
+        return False
+
+    async def stop(self) -> None:
+        return None
+
+
+class Gated(Processor[str, str]):
+    def __init__(self, seq: Sequencer) -> None:
+        self.seq = seq
+
+    async def process(self, record: Record[str, str]) -> None:
+        if record.offset == 0:
+            await self.seq.wait("first")
+        self.context.forward(record)
+
+
+async def test_external_sink_gets_results_at_retire_and_flushes_before_commit() -> None:
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    src = unique("in")
+    await create_topic(transport, src, 1)
+    await produce(transport, src, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(50)])
+    tp = TopicPartition(src, 0)
+    sink = RecordingSink(broker, "ext", tp)
+    sink.expected = 50
+    seq = Sequencer()
+    app = App("ext", transport=transport, commit_interval_ms=20)
+    app.topic(src, key=str, value=str)
+    app.topology.add_source("src", src).add_processor("gate", lambda: Gated(seq), "src")
+    app.topology.add_external_sink("files", sink, "gate")
+    async with app:
+        await seq.wait_started("first")
+        assert sink.added == []  # 49 records finished, but the head has not: nothing retired
+        seq.release("first")
+        await sink.all_durable.wait()
+    assert [r.offset for r in sink.added] == list(range(50))
+    assert all(r.source == tp for r in sink.added)
+    for added_at_flush, committed_before in sink.flush_log:
+        assert (committed_before or 0) <= added_at_flush
+    assert broker.committed("ext", tp) == 50
