@@ -9,9 +9,10 @@ metadata or buffers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aiostreams.engine.clock import TimerHandle
+from aiostreams.engine.failure import Deferred
 from aiostreams.errors import TopologyError
 from aiostreams.state.overlay import CURRENT_SLOT
 from aiostreams.topology.processor import PunctuationType
@@ -108,6 +109,13 @@ class NodeContext:
 
     def commit(self) -> None:
         self._task.request_commit()
+
+    def defer(self, delay: float) -> NoReturn:
+        """Process the current record again after ``delay`` seconds (KIP-311), without
+        blocking other records; what this attempt buffered is discarded. Does not return."""
+        if delay < 0:
+            raise ValueError(f"defer() needs a delay >= 0 seconds, got {delay}")
+        raise Deferred(delay)
 
     def store(self, name: str) -> Any:
         view = self._node.stores.get(name)

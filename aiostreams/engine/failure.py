@@ -26,6 +26,18 @@ from aiostreams.errors import ConfigError, DeserializationError
 from aiostreams.types import OutgoingRecord, RawRecord
 
 
+class Deferred(Exception):  # noqa: N818 (control flow, not an error)
+    """Raised by ``ctx.defer(delay)``: re-execute this record after ``delay`` seconds.
+
+    Not a failure: it does not count as an attempt, is never dead-lettered, and its slot
+    keeps holding the commit point (and same-key records) while it waits, as a retry does.
+    """
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"deferred for {delay}s")
+        self.delay = delay
+
+
 class OnError(enum.Enum):
     FAIL = "fail"
     SKIP = "skip"

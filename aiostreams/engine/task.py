@@ -33,7 +33,7 @@ from typing import Any
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.context import NodeContext
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.failure import NO_RETRY, OnError, Retry, dead_letter_record
+from aiostreams.engine.failure import NO_RETRY, Deferred, OnError, Retry, dead_letter_record
 from aiostreams.engine.partition_queue import PartitionGroup
 from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
 from aiostreams.engine.reservation_station import Ordering, ReservationStation
@@ -96,6 +96,7 @@ class TaskMetrics:
     skipped: int = 0
     dead_lettered: int = 0
     punctuations: int = 0
+    deferred: int = 0
     max_rob_depth: int = 0
     by_node_errors: dict[str, int] = field(default_factory=dict)
 
@@ -687,6 +688,13 @@ class StreamTask:
         for overlay, key, _ in slot.writes:
             overlay.withdraw(slot, key)
         slot.reset_buffers()
+        if isinstance(error, Deferred) and slot.kind is SlotKind.RECORD:
+            slot.attempts -= 1  # a deferral is not an attempt
+            self.metrics.deferred += 1
+            slot.state = SlotState.BACKOFF
+            self._backoff_timers[slot] = self._clock.call_later(
+                error.delay, lambda: self._retry_now(slot))
+            return
         slot.error = error
         node = self._nodes.get(slot.node)
         retry = (node.retry if node is not None and node.retry is not None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
 
 from aiostreams.types import Headers, Record
 
@@ -99,6 +99,11 @@ class ProcessorContext(Protocol):
 
     def commit(self) -> None:
         """Ask for a commit as soon as possible (after the current record retires)."""
+        ...
+
+    def defer(self, delay: float) -> NoReturn:
+        """Process the current record again after ``delay`` seconds (KIP-311) without
+        blocking other records. Not a failure: no attempt is counted. Does not return."""
         ...
 
     def store(self, name: str) -> Any:

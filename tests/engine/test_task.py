@@ -362,3 +362,33 @@ async def test_drain_finishes_in_flight_work_before_close(make_task: MakeTask) -
     assert await drain is True
     assert h.values() == ["X"]
     await h.task.close()
+
+
+class DeferOnce(Processor[str, str]):
+    def __init__(self) -> None:
+        self.deferred: set[int] = set()
+
+    def process(self, record: Record[str, str]) -> None:
+        if record.value == "later" and record.offset not in self.deferred:
+            self.deferred.add(record.offset)
+            self.context.defer(2.0)
+        self.context.forward(record)
+
+
+async def test_deferred_record_is_reprocessed_after_its_delay_without_blocking_others(
+        make_task: MakeTask) -> None:
+    topo = (Topology().add_source("src", str_topic("in"))
+            .add_processor("defer", DeferOnce, "src").add_sink("sink", str_topic("out"), "defer"))
+    h = make_task(topo)
+    await h.task.initialize()
+    h.task.add_records(IN, [raw("in", 0, 0, "a", "later"), raw("in", 0, 1, "b", "now"),
+                            raw("in", 0, 2, "a", "same-key")])
+    await settle(5)
+    assert h.outputs == []  # 'now' ran, but waits behind the deferred head to retire
+    assert h.task.in_flight == 3
+    h.clock.advance(2.0)
+    await settle(5)
+    assert h.values() == ["later", "now", "same-key"]
+    assert h.task.metrics.deferred == 1
+    assert h.task.metrics.retries == 0
+    assert h.task.committable() == {IN: 3}

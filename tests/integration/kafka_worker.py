@@ -1,0 +1,56 @@
+"""A worker process for integration tests: ``python tests/integration/kafka_worker.py``.
+
+Configured by environment variables so tests can start, SIGTERM and SIGKILL it:
+
+``WORKER_BROKER`` (kafka://…), ``WORKER_APP`` (group id), ``WORKER_SRC``, ``WORKER_DST``,
+``WORKER_GUARANTEE`` (at_least_once | exactly_once), ``WORKER_MAX_DELAY_MS`` (each record
+awaits a random 0..N ms), ``WORKER_INSTANCE`` (group_instance_id / transactional id suffix).
+
+Each output is ``<input value>`` under the input key, so a test can check every input has
+exactly one (or at least one) output and that per-key order holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+
+import aiostreams as ais
+
+
+class RandomDelay(ais.Processor[str, str]):
+    def __init__(self, max_delay: float) -> None:
+        self.max_delay = max_delay
+        self.rng = random.Random()
+
+    async def process(self, record: ais.Record[str, str]) -> None:
+        if self.max_delay > 0:
+            await asyncio.sleep(self.rng.random() * self.max_delay)
+        self.context.forward(record)
+
+
+def build() -> ais.App:
+    env = os.environ
+    instance = env.get("WORKER_INSTANCE")
+    app = ais.App(
+        env["WORKER_APP"],
+        broker=env["WORKER_BROKER"],
+        processing_guarantee=env.get("WORKER_GUARANTEE", "at_least_once"),
+        commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
+        group_instance_id=instance,
+        max_in_flight=int(env.get("WORKER_MAX_IN_FLIGHT", "1000")),
+    )
+    app.topic(env["WORKER_SRC"], key=str, value=str)
+    app.topic(env["WORKER_DST"], key=str, value=str)
+    delay = float(env.get("WORKER_MAX_DELAY_MS", "0")) / 1000.0
+    app.topology.add_source("src", env["WORKER_SRC"]).add_processor(
+        "delay", lambda: RandomDelay(delay), "src").add_sink("sink", env["WORKER_DST"], "delay")
+    return app
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=os.environ.get("WORKER_LOG", "WARNING"),
+                        format="%(asctime)s worker %(levelname)s %(name)s: %(message)s")
+    build().run()
