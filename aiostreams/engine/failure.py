@@ -26,7 +26,7 @@ from aiostreams.errors import ConfigError, DeserializationError
 from aiostreams.types import OutgoingRecord, RawRecord
 
 
-class Deferred(Exception):  # noqa: N818 (control flow, not an error)
+class Deferred(Exception):
     """Raised by ``ctx.defer(delay)``: re-execute this record after ``delay`` seconds.
 
     Not a failure: it does not count as an attempt, is never dead-lettered, and its slot

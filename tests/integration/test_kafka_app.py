@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sys
-from pathlib import Path
 
 import pytest
+from appkit import create_topic, produce, read_exactly
+from kafka_worker import RandomDelay
+from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
-
-from appkit import create_topic, produce, read_exactly  # noqa: E402
-from kafka_worker import RandomDelay  # noqa: E402
-from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker  # noqa: E402
-
-import aiostreams as ais  # noqa: E402
-from aiostreams.transport.kafka import KafkaTransport  # noqa: E402
-from aiostreams.types import TopicPartition  # noqa: E402
+import aiostreams as ais
+from aiostreams.transport.kafka import KafkaTransport
+from aiostreams.types import TopicPartition
 
 pytestmark = pytest.mark.kafka
 

@@ -15,7 +15,8 @@ from aiostreams.types import RawRecord
 WORKER = Path(__file__).with_name("kafka_worker.py")
 
 
-def start_worker(bootstrap: str, app: str, src: str, dst: str, **env: str) -> subprocess.Popen[bytes]:
+def start_worker(bootstrap: str, app: str, src: str, dst: str,
+                 **env: str) -> subprocess.Popen[bytes]:
     environment = dict(os.environ)
     environment.update({
         "WORKER_BROKER": f"kafka://{bootstrap}", "WORKER_APP": app,
