@@ -67,6 +67,11 @@ class NodeContext:
 
     @property
     def stream_time(self) -> float:
+        """Stream time as of the current record's issue (what a serial run would see), not
+        the task's latest: later records may already have been issued."""
+        slot = CURRENT_SLOT.get(None)
+        if slot is not None and slot.record is not None:
+            return slot.stream_time
         return self._task.stream_time
 
     def forward(self, record: Record[Any, Any], child: str | None = None) -> None:

@@ -56,6 +56,7 @@ class Slot:
         "seq",
         "source",
         "state",
+        "stream_time",
         "successor",
         "writes",
     )
@@ -84,6 +85,7 @@ class Slot:
         self.error: BaseException | None = None
         self.handle: Any = None
         self.node = ""  # the node executing now, or the one that failed
+        self.stream_time = float("-inf")  # the task's stream time when this slot was issued
 
     @property
     def tp(self) -> TopicPartition | None:

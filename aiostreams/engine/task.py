@@ -188,6 +188,8 @@ class StreamTask:
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
         self._station = ReservationStation()
         self._ordering = settings.ordering
+        self._attempt_timeout = (settings.processing_timeout if settings.processing_timeout
+                                 is not None else settings.retry.timeout)
         self._unfinished = 0
         self._barrier: Slot | None = None
         self._pump_scheduled = False
@@ -310,8 +312,16 @@ class StreamTask:
         return self._queues.buffered(tp)
 
     def add_records(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
+        self.enqueue(tp, records)
+        self._pump()
+
+    def enqueue(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
+        """Buffer fetched records without issuing; call :meth:`pump` after a whole fetch
+        batch is in, so the choice by timestamp sees every partition's records."""
         self._queues.add(tp, records)
         self.metrics.records_in += len(records)
+
+    def pump(self) -> None:
         self._pump()
 
     def committable(self) -> dict[TopicPartition, int]:
@@ -384,6 +394,7 @@ class StreamTask:
                 if self._punctuations:
                     self._check_stream_time_punctuations()
             if not rob and not source.chain_is_async:
+                self._inline.stream_time = self.stream_time
                 self._run_inline(raw, source)
                 continue
             hazard: Hashable | None
@@ -394,6 +405,7 @@ class StreamTask:
             else:
                 hazard = None
             slot = Slot(SlotKind.RECORD, raw, source, hazard)
+            slot.stream_time = self.stream_time
             rob.issue(slot)
             self._unfinished += 1
             if len(rob) > self.metrics.max_rob_depth:
@@ -443,6 +455,7 @@ class StreamTask:
         elif ordering is Ordering.PARTITION:
             hazard = raw.partition
         slot = Slot(SlotKind.RECORD, raw, source, hazard)
+        slot.stream_time = self._inline.stream_time
         self._rob.issue(slot)
         self._unfinished += 1
         admitted = self._station.admit(slot)
@@ -595,7 +608,7 @@ class StreamTask:
 
     async def _execute_async(self, slot: Slot) -> None:
         CURRENT_SLOT.set(slot)
-        timeout = self.settings.processing_timeout
+        timeout = self._attempt_timeout
         try:
             if timeout is None:
                 if slot.kind is SlotKind.RECORD:
@@ -699,10 +712,10 @@ class StreamTask:
         node = self._nodes.get(slot.node)
         retry = (node.retry if node is not None and node.retry is not None
                  else self.settings.retry)
-        if isinstance(error, TimeoutError) and self.settings.processing_timeout is not None:
+        if isinstance(error, TimeoutError) and self._attempt_timeout is not None:
             error = TimeoutError(
-                f"processing took longer than processing_timeout="
-                f"{self.settings.processing_timeout}s"
+                f"processing took longer than its {self._attempt_timeout}s timeout "
+                "(processing_timeout / Retry.timeout)"
             )
             slot.error = error
         if slot.kind is SlotKind.RECORD and retry.should_retry(error, slot.attempts):
@@ -808,6 +821,7 @@ class StreamTask:
             await self._invoke_children(p.node, buffer, slot)
 
         slot = Slot(SlotKind.PUNCTUATION, None, None, None, run)
+        slot.stream_time = self.stream_time
         self._rob.issue(slot)
         self._unfinished += 1
         self.metrics.punctuations += 1

@@ -331,10 +331,14 @@ class Worker:
             while not self._stop_requested.is_set():
                 batch = await consumer.getmany(self.config.poll_timeout,
                                                self.config.max_poll_records)
+                touched: dict[str, StreamTask] = {}
                 for tp, records in batch.items():
                     task = self._task_of.get(tp)
                     if task is not None and records:
-                        task.add_records(tp, records)
+                        task.enqueue(tp, records)
+                        touched[task.task_id] = task
+                for task in touched.values():
+                    task.pump()
                 if self._send_error is not None:
                     raise self._send_error
                 if self._commit_requested:

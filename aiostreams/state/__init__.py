@@ -1,0 +1,106 @@
+"""State stores: declare them with :func:`kv_store` and :func:`window_store`.
+
+::
+
+    topology.add_store(kv_store("counts", key_serde=str, value_serde=int), "count")
+    topology.add_store(window_store("clicks-1m", retention=3600.0, persistent=True), "win")
+
+In-memory stores (the default) are rebuilt from their changelog on every start; persistent
+ones live in SQLite files under ``state_dir`` and replay only the changelog's tail past the
+task's checkpoint. ``logged=False`` drops the changelog: the state is then lost with the
+process (in memory) or with the disk (persistent), and is not moved when the task is.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+from aiostreams.errors import ConfigError
+from aiostreams.serde import JsonSerde, Serde, serde_for
+from aiostreams.state.base import (
+    TOMBSTONE,
+    KeyValueStore,
+    StateStore,
+    StoreContext,
+    StoreKind,
+    WindowStore,
+    check_store_name,
+)
+from aiostreams.state.memory import InMemoryKeyValueStore
+from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.state.window import InMemoryWindowStore, SQLiteWindowStore, check_retention
+from aiostreams.topology.topology import StoreSpec
+
+__all__ = [
+    "TOMBSTONE",
+    "InMemoryKeyValueStore",
+    "InMemoryWindowStore",
+    "KeyValueStore",
+    "SQLiteKeyValueStore",
+    "SQLiteWindowStore",
+    "StateStore",
+    "StoreContext",
+    "StoreKind",
+    "WindowStore",
+    "kv_store",
+    "window_store",
+]
+
+WINDOW_CHANGELOG_EXTRA_RETENTION: Final = 86_400.0
+"""Seconds a window changelog keeps records past the store's retention (Kafka Streams'
+``windowstore.changelog.additional.retention.ms``, one day), so a restore still finds every
+retained window."""
+
+
+def _store_serde(spec: Any) -> Serde[Any]:
+    # None means JSON here (topics default to raw bytes): a store holds Python values.
+    return JsonSerde() if spec is None else serde_for(spec)
+
+
+def kv_store(
+    name: str,
+    *,
+    persistent: bool = False,
+    key_serde: Any = None,
+    value_serde: Any = None,
+    logged: bool = True,
+) -> StoreSpec:
+    """A key-value store: in memory, or in SQLite under ``state_dir`` (``persistent``).
+
+    ``key_serde``/``value_serde`` take what a topic does (``str``, ``int``, a pydantic
+    model, a serde instance); None is JSON. They encode the changelog and the file, and the
+    key serde's bytes order ``range`` (``str`` keys: pass ``key_serde=str`` for Python's
+    order)."""
+    check_store_name(name)
+    ks, vs = _store_serde(key_serde), _store_serde(value_serde)
+    factory = functools.partial(
+        SQLiteKeyValueStore if persistent else InMemoryKeyValueStore, name, ks, vs)
+    return StoreSpec(name, factory, logged=logged)
+
+
+def window_store(
+    name: str,
+    *,
+    retention: float,
+    persistent: bool = False,
+    key_serde: Any = None,
+    value_serde: Any = None,
+    logged: bool = True,
+) -> StoreSpec:
+    """A window store keeping windows that start within ``retention`` seconds of the latest
+    start written (keep it >= window size + grace). Serdes as for :func:`kv_store`.
+
+    Its changelog is compacted and also deleted by time, after ``retention`` plus a day."""
+    check_store_name(name)
+    retention = check_retention(name, retention)
+    ks, vs = _store_serde(key_serde), _store_serde(value_serde)
+    cls = SQLiteWindowStore if persistent else InMemoryWindowStore
+    factory = functools.partial(cls, name, retention=retention, key_serde=ks, value_serde=vs)
+    changelog_retention_ms = round((retention + WINDOW_CHANGELOG_EXTRA_RETENTION) * 1000)
+    if changelog_retention_ms >= 1 << 63:
+        raise ConfigError(f"window store {name!r}: retention {retention!r}s is too large")
+    return StoreSpec(name, factory, logged=logged, changelog_config=(
+        ("cleanup.policy", "compact,delete"),
+        ("retention.ms", str(changelog_retention_ms)),
+    ))

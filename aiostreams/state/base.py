@@ -186,6 +186,6 @@ class WindowStore(StateStore, Protocol):
 
     def fetch(self, key: Any, time_from: float,
               time_to: float) -> AsyncIterator[tuple[float, Any]]:
-        """``(window_start, value)`` for ``key`` with ``time_from <= start <= time_to``,
-        in start order."""
+        """``(window_start, value)`` for ``key`` with ``time_from <= start <= time_to``
+        (bounds rounded to the millisecond, like starts), in start order."""
         ...

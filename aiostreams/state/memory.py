@@ -1,22 +1,60 @@
-"""An in-memory key-value store (applied state lives in a dict; nothing survives a restart
-except through the changelog)."""
+"""An in-memory key-value store: applied state lives in a dict; nothing survives a restart
+except through the changelog.
+
+The per-record path (``get``, ``apply``) touches only the dict: keys are told apart by Python
+equality, and serdes run only for the changelog (``changelog_record``, ``restore``) and to
+order ``range`` by the serialized key, like the persistent store (see
+:mod:`aiostreams.state.base`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from operator import itemgetter
 from typing import Any
 
-from aiostreams.state.base import TOMBSTONE, StoreContext
+from aiostreams.serde import JsonSerde, Serde
+from aiostreams.state.base import (
+    TOMBSTONE,
+    StoreContext,
+    StoreKind,
+    StoreState,
+    StoreStateError,
+    check_store_name,
+)
 
 
 class InMemoryKeyValueStore:
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._data: dict[Any, Any] = {}
+    """Key-value state in a dict.
+
+    Invariant: ``_data`` holds exactly the applied writes (and restored records) that were
+    not deleted since; it never holds ``TOMBSTONE`` or ``None``.
+    """
+
+    kind: StoreKind = StoreKind.KEY_VALUE
+    persistent = False
+
+    def __init__(
+        self,
+        name: str,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> None:
+        self.name = check_store_name(name)
+        self.key_serde: Serde[Any] = key_serde if key_serde is not None else JsonSerde()
+        self.value_serde: Serde[Any] = value_serde if value_serde is not None else JsonSerde()
+        self.fresh = True
+        self.state = StoreState.CREATED
         self.context: StoreContext | None = None
+        self._data: dict[Any, Any] = {}
 
     async def open(self, context: StoreContext) -> None:
+        if self.state is not StoreState.CREATED:
+            raise StoreStateError(
+                f"store {self.name!r} is {self.state.value}; open() a new instance instead"
+            )
         self.context = context
+        self.state = StoreState.OPEN
 
     async def get(self, key: Any) -> Any | None:
         return self._data.get(key)
@@ -27,10 +65,40 @@ class InMemoryKeyValueStore:
         else:
             self._data[key] = value
 
+    def sort_key(self, key: Any) -> bytes:
+        data = self.key_serde.serialize(self.name, key)
+        if data is None:
+            raise ValueError(f"store {self.name!r}: a key cannot be None")
+        return data
+
+    def changelog_record(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        if value is TOMBSTONE:
+            return self.sort_key(key), None
+        return self.sort_key(key), self.value_serde.serialize(self.name, value)
+
+    def restore(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            raise ValueError(
+                f"store {self.name!r}: a changelog record has a null key; the changelog "
+                "topic holds records this store did not write"
+            )
+        k = self.key_serde.deserialize(self.name, key)
+        if value is None:
+            self._data.pop(k, None)
+        else:
+            self._data[k] = self.value_serde.deserialize(self.name, value)
+
     async def range(self, start: Any | None, end: Any | None) -> AsyncIterator[tuple[Any, Any]]:
-        keys = sorted(k for k in self._data
-                      if (start is None or k >= start) and (end is None or k <= end))
-        for k in keys:
+        lo = None if start is None else self.sort_key(start)
+        hi = None if end is None else self.sort_key(end)
+        entries = []
+        for k in self._data:
+            sk = self.sort_key(k)
+            if (lo is None or sk >= lo) and (hi is None or sk <= hi):
+                entries.append((sk, k))
+        entries.sort(key=itemgetter(0))
+        for _, k in entries:
+            # A write applied while the caller awaited between items may have deleted it.
             if k in self._data:
                 yield k, self._data[k]
 
@@ -40,8 +108,12 @@ class InMemoryKeyValueStore:
     async def flush(self) -> None:
         return None
 
+    async def wipe(self) -> None:
+        self._data.clear()
+        self.fresh = True
+
     async def close(self) -> None:
-        return None
+        self.state = StoreState.CLOSED
 
     def snapshot(self) -> dict[Any, Any]:
         """A copy of the applied state (tests, the test driver)."""

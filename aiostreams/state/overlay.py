@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, cast
 
-from aiostreams.state.base import TOMBSTONE, StateStore
+from aiostreams.state.base import TOMBSTONE, StateStore, StoreKind, WindowStore
+from aiostreams.state.window import bound_ms, normalize_window_start
 
 if TYPE_CHECKING:
     from aiostreams.engine.reorder_buffer import Slot
@@ -27,10 +29,31 @@ CURRENT_SLOT: ContextVar[Slot] = ContextVar("aiostreams_current_slot")
 """The slot whose processor chain is running in this context (task or inline run)."""
 
 
+def store_kind(store: StateStore) -> StoreKind:
+    """The store's ``kind``; for a store without one, ``WINDOW`` when it has the window
+    store's members (``fetch``, ``retention``, ``retained_from``), else ``KEY_VALUE``."""
+    kind = getattr(store, "kind", None)
+    if isinstance(kind, StoreKind):
+        return kind
+    # Not isinstance(store, WindowStore): that would also demand the missing ``kind``.
+    windowed = (callable(getattr(store, "fetch", None)) and hasattr(store, "retention")
+                and hasattr(store, "retained_from"))
+    return StoreKind.WINDOW if windowed else StoreKind.KEY_VALUE
+
+
 class StoreOverlay:
+    """The buffered writes of one store's in-flight records, newest last per key.
+
+    For a window store (keys ``(key, window_start)``) it also indexes the buffered window
+    starts by key, so that a ``fetch`` does not scan every buffered write.
+    """
+
     def __init__(self, store: StateStore) -> None:
         self.store = store
+        self.kind = store_kind(store)
         self._pending: dict[Any, list[tuple[Slot, Any]]] = {}
+        self._windows: dict[Any, set[float]] | None = (
+            {} if self.kind is StoreKind.WINDOW else None)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -43,7 +66,12 @@ class StoreOverlay:
         return False, None
 
     def write(self, slot: Slot, key: Any, value: Any) -> None:
-        self._pending.setdefault(key, []).append((slot, value))
+        entries = self._pending.get(key)
+        if entries is None:
+            entries = self._pending[key] = []
+            if self._windows is not None:
+                self._windows.setdefault(key[0], set()).add(key[1])
+        entries.append((slot, value))
         slot.writes.append((self, key, value))
 
     def retire(self, slot: Slot, key: Any, value: Any) -> None:
@@ -65,14 +93,29 @@ class StoreOverlay:
             raise AssertionError(f"{slot!r} has no buffered write of {key!r}")
         if not entries:
             del self._pending[key]
+            if self._windows is not None:
+                starts = self._windows[key[0]]
+                starts.discard(key[1])
+                if not starts:
+                    del self._windows[key[0]]
 
     def pending_items(self) -> dict[Any, Any]:
         return {k: v[-1][1] for k, v in self._pending.items()}
 
+    def pending_windows(self, key: Any) -> list[tuple[float, Any]]:
+        """A window store's newest buffered ``(window_start, value|TOMBSTONE)`` of ``key``."""
+        assert self._windows is not None, "pending_windows() is for window stores"
+        pending = self._pending
+        return [(start, pending[(key, start)][-1][1])
+                for start in self._windows.get(key, ())]
+
 
 class KeyValueStoreView:
     """What ``ctx.store(name)`` returns for a key-value store: reads see buffered writes of
-    earlier records; writes are buffered in the current record's slot until it retires."""
+    earlier records; writes are buffered in the current record's slot until it retires.
+
+    Values are shared, not copied: write a new value with ``put`` rather than mutating one
+    that ``get`` returned (a mutation would change state that is already applied)."""
 
     def __init__(self, overlay: StoreOverlay) -> None:
         self._overlay = overlay
@@ -92,26 +135,46 @@ class KeyValueStoreView:
             raise ValueError(
                 f"store {self.name!r}: put(key, None) is ambiguous; call delete(key)"
             )
+        if key is None:
+            raise ValueError(f"store {self.name!r}: a key cannot be None")
         self._overlay.write(CURRENT_SLOT.get(), key, value)
 
     def delete(self, key: Any) -> None:
+        if key is None:
+            raise ValueError(f"store {self.name!r}: a key cannot be None")
         self._overlay.write(CURRENT_SLOT.get(), key, TOMBSTONE)
 
     async def range(self, start: Any | None = None,
                     end: Any | None = None) -> AsyncIterator[tuple[Any, Any]]:
-        """Entries with ``start <= key <= end`` in key order, buffered writes included."""
-        pending = {
-            k: v for k, v in self._overlay.pending_items().items()
-            if (start is None or k >= start) and (end is None or k <= end)
-        }
-        merged: dict[Any, Any] = {}
-        async for k, v in self._overlay.store.range(start, end):
-            merged[k] = v
-        merged.update(pending)
-        for k in sorted(merged):
-            v = merged[k]
-            if v is not TOMBSTONE:
-                yield k, v
+        """Entries with ``start <= key <= end``, buffered writes included, in the store's
+        order: serialized-key bytes (``store.sort_key``; Python's order for ``str`` keys
+        under ``StrSerde``)."""
+        store = self._overlay.store
+        lo = None if start is None else store.sort_key(start)
+        hi = None if end is None else store.sort_key(end)
+        buffered = []
+        for k, v in self._overlay.pending_items().items():
+            sk = store.sort_key(k)
+            if (lo is None or sk >= lo) and (hi is None or sk <= hi):
+                buffered.append((sk, k, v))
+        buffered.sort(key=itemgetter(0))
+        i = 0
+        async for k, v in store.range(start, end):
+            sk = store.sort_key(k)
+            while i < len(buffered) and buffered[i][0] < sk:
+                _, bk, bv = buffered[i]
+                i += 1
+                if bv is not TOMBSTONE:
+                    yield bk, bv
+            if i < len(buffered) and buffered[i][0] == sk:
+                _, k, v = buffered[i]
+                i += 1
+                if v is TOMBSTONE:
+                    continue
+            yield k, v
+        for _, bk, bv in buffered[i:]:
+            if bv is not TOMBSTONE:
+                yield bk, bv
 
     async def all(self) -> AsyncIterator[tuple[Any, Any]]:
         async for item in self.range(None, None):
@@ -121,6 +184,79 @@ class KeyValueStoreView:
         return await self._overlay.store.approximate_num_entries()
 
 
-def view_for(overlay: StoreOverlay) -> KeyValueStoreView:
-    """The processor-facing view of a store."""
+class WindowStoreView:
+    """What ``ctx.store(name)`` returns for a window store: the key-value view's rules over
+    the composite keys ``(key, window_start)``.
+
+    Window starts are float seconds kept to the millisecond (normalized on the way in, as
+    the store does). Reads see the buffered writes of earlier records; expired windows
+    (before the store's ``retained_from``) are never returned, buffered or not. Values are
+    shared, not copied (see :class:`KeyValueStoreView`).
+    """
+
+    def __init__(self, overlay: StoreOverlay) -> None:
+        if overlay.kind is not StoreKind.WINDOW:
+            raise TypeError(
+                f"store {overlay.store.name!r} is not a window store; use KeyValueStoreView"
+            )
+        self._overlay = overlay
+        self._store = cast(WindowStore, overlay.store)
+
+    @property
+    def name(self) -> str:
+        return self._store.name
+
+    @property
+    def retention(self) -> float:
+        return self._store.retention
+
+    async def get(self, key: Any, window_start: float) -> Any | None:
+        start = normalize_window_start(window_start)
+        if start < self._store.retained_from:
+            return None
+        found, value = self._overlay.read((key, start))
+        if found:
+            return value
+        return await self._store.get((key, start))
+
+    def put(self, key: Any, window_start: float, value: Any) -> None:
+        if value is None:
+            raise ValueError(
+                f"store {self.name!r}: put(key, window_start, None) is ambiguous; call "
+                "delete(key, window_start)"
+            )
+        self._write(key, window_start, value)
+
+    def delete(self, key: Any, window_start: float) -> None:
+        self._write(key, window_start, TOMBSTONE)
+
+    def _write(self, key: Any, window_start: float, value: Any) -> None:
+        if key is None:
+            raise ValueError(f"store {self.name!r}: a key cannot be None")
+        start = normalize_window_start(window_start)
+        self._overlay.write(CURRENT_SLOT.get(), (key, start), value)
+
+    async def fetch(self, key: Any, time_from: float,
+                    time_to: float) -> list[tuple[float, Any]]:
+        """``(window_start, value)`` of ``key`` with ``time_from <= start <= time_to`` (bounds
+        rounded to the millisecond, like starts), in start order, buffered writes included."""
+        merged: dict[float, Any] = {}
+        async for start, value in self._store.fetch(key, time_from, time_to):
+            merged[start] = value
+        lo = max(bound_ms(time_from) / 1000, self._store.retained_from)
+        hi = bound_ms(time_to) / 1000
+        for start, value in self._overlay.pending_windows(key):
+            if lo <= start <= hi:
+                merged[start] = value
+        return [(start, merged[start]) for start in sorted(merged)
+                if merged[start] is not TOMBSTONE]
+
+    async def approximate_num_entries(self) -> int:
+        return await self._store.approximate_num_entries()
+
+
+def view_for(overlay: StoreOverlay) -> KeyValueStoreView | WindowStoreView:
+    """The view processors get for ``overlay``'s store, chosen by its kind."""
+    if overlay.kind is StoreKind.WINDOW:
+        return WindowStoreView(overlay)
     return KeyValueStoreView(overlay)

@@ -1,0 +1,467 @@
+"""A persistent key-value store on SQLite (through aiosqlite), with a write-back buffer.
+
+One database file per task and store, ``<state_dir>/<task_id>/<store>.sqlite``, in WAL mode
+with ``synchronous=NORMAL``: a commit survives a crash of the process; a power loss may lose
+the last commits (SQLite's trade, taken so that a commit costs no fsync). Keys and values are
+BLOBs, the bytes of the store's serdes.
+
+The per-record path never waits for SQLite:
+
+* ``apply`` serializes the write (so a value the serde refuses fails at retire, naming the
+  store) and records it in the *pending* dict, newest write per key; it also refreshes the
+  read cache (write-through).
+* ``get`` looks in the LRU read cache, then in the pending writes, then queries the file.
+* ``flush`` (the engine's commit) writes everything pending in one transaction with
+  ``executemany``: one commit per flush, never one per record.
+
+Keys are identified by their serialized bytes, in memory as on disk, and ``range`` walks
+them in that byte order (SQLite compares BLOBs with ``memcmp``), merging the pending writes
+in. For ``str`` keys under ``StrSerde`` the order is Python's; see
+:mod:`aiostreams.state.base` for JSON keys.
+
+Invariants:
+
+* a cache entry is the latest applied value of its key (``_ABSENT``: known to be missing);
+* ``_pending`` holds the writes applied since the last flush began, ``_flushing`` the batch
+  being committed; a key's newest write is in ``_pending``, else ``_flushing``, else the
+  file;
+* flushes never overlap (``_flush_lock``), so batches reach the file in apply order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import aiosqlite
+
+from aiostreams.errors import ConfigError
+from aiostreams.serde import JsonSerde, Serde
+from aiostreams.state.base import (
+    TOMBSTONE,
+    StoreContext,
+    StoreKind,
+    StoreState,
+    StoreStateError,
+    check_store_name,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_CACHE_SIZE", "SQLiteKeyValueStore"]
+
+DEFAULT_CACHE_SIZE: Final = 10_000
+"""Entries the read cache of one store keeps (values known present or absent)."""
+
+SCHEMA_VERSION: Final = 1  # PRAGMA user_version of the files this module writes
+_PAGE_ROWS: Final = 512  # rows per query while ``range`` walks the file
+_SQLITE_FILE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+_CORRUPT: Final = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT: Final = _Absent()  # a cached "no such key"
+_MISS: Final = object()  # not in this dict
+
+Pending = dict[bytes, bytes | None]
+"""Serialized key -> serialized value, or None for a delete."""
+
+
+class SQLiteKeyValueStore:
+    """Key-value state in a SQLite file, with a pending write-back dict and a read cache.
+
+    ``cache_size`` bounds the read cache (entries; 0 disables it). Values read back from the
+    file are what the value serde decodes (JSON turns tuples into lists).
+    """
+
+    kind: StoreKind = StoreKind.KEY_VALUE
+    persistent = True
+
+    def __init__(
+        self,
+        name: str,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self.name = check_store_name(name)
+        if not isinstance(cache_size, int) or cache_size < 0:
+            raise ConfigError(
+                f"store {name!r}: cache_size must be an int >= 0 (entries), got {cache_size!r}"
+            )
+        self.key_serde: Serde[Any] = key_serde if key_serde is not None else JsonSerde()
+        self.value_serde: Serde[Any] = value_serde if value_serde is not None else JsonSerde()
+        self.cache_size = cache_size
+        self.state = StoreState.CREATED
+        self.fresh = True
+        self.path: Path | None = None
+        self._db: aiosqlite.Connection | None = None
+        self._pending: Pending = {}
+        self._flushing: Pending = {}
+        self._cache: OrderedDict[bytes, Any] = OrderedDict()
+        self._flushes = 0  # completed flushes and wipes: a DB read older than one is stale
+        self._flush_lock = asyncio.Lock()
+        self._write_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def open(self, context: StoreContext) -> None:
+        """Open (or create) ``<state_dir>/<task_id>/<name>.sqlite``.
+
+        A file SQLite cannot read (not a database, corrupt) is deleted with a warning and
+        replaced by an empty one, and ``fresh`` is set: restore it from the changelog's
+        start. A file of a newer schema is a :class:`ConfigError` (it is left untouched).
+        Cancellation: the store stays CREATED and no connection is left open.
+        """
+        if self.state is not StoreState.CREATED:
+            raise StoreStateError(
+                f"store {self.name!r} is {self.state.value}; open() a new instance instead"
+            )
+        path = context.task_dir(self.name) / f"{self.name}.sqlite"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db, self.fresh = await self._connect(path)
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", "") not in _CORRUPT:
+                exc.add_note(f"store {self.name!r}: opening {path}")
+                raise
+            log.warning("store %r: %s is not a readable SQLite database (%s); deleting it "
+                        "and restoring the store from its changelog", self.name, path, exc)
+            _delete_files(path)
+            self._db, self.fresh = await self._connect(path)
+        self.path = path
+        self.state = StoreState.OPEN
+
+    async def _connect(self, path: Path) -> tuple[aiosqlite.Connection, bool]:
+        """A configured connection to ``path``, and whether its table was just created."""
+        db = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            mode = await _scalar(db, "PRAGMA journal_mode=WAL")
+            if mode != "wal":
+                log.warning("store %r: SQLite refused WAL mode for %s (journal_mode=%s); "
+                            "commits will be slower", self.name, path, mode)
+            await db.execute("PRAGMA synchronous=NORMAL")
+            version = await _scalar(db, "PRAGMA user_version")
+            if version > SCHEMA_VERSION:
+                raise ConfigError(
+                    f"store {self.name!r}: {path} was written by a newer aiostreams (schema "
+                    f"{version}, this one reads {SCHEMA_VERSION}); run that version, or delete "
+                    "the file to restore the store from its changelog"
+                )
+            created = await _scalar(
+                db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='kv'") == 0
+            await db.execute(
+                "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) "
+                "WITHOUT ROWID")
+            await self._create_schema(db)
+            await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            await self._load(db)
+        except BaseException:
+            await db.close()
+            raise
+        return db, created
+
+    async def _create_schema(self, db: aiosqlite.Connection) -> None:
+        """Hook: more schema on top of the ``kv`` table (the window store's index)."""
+
+    async def _load(self, db: aiosqlite.Connection) -> None:
+        """Hook: read what the store keeps in memory from the file (at open and wipe)."""
+
+    async def close(self) -> None:
+        """Close the file. Writes not flushed are discarded (the file keeps the last
+        commit). Idempotent. Cancellation: the connection is closed anyway (in its thread)."""
+        if self.state is StoreState.CLOSED:
+            return
+        self.state = StoreState.CLOSED
+        await self._settle()
+        db, self._db = self._db, None
+        self._pending = {}
+        self._cache.clear()
+        if db is not None:
+            await db.close()
+
+    async def wipe(self) -> None:
+        """Delete the file (and its WAL) and everything buffered; continue on a new empty
+        file, ``fresh``. Cancellation: may leave the store without a file; close it."""
+        async with self._flush_lock:
+            await self._settle()
+            db = self._require_open()
+            assert self.path is not None
+            self._db = None
+            await db.close()
+            _delete_files(self.path)
+            self._pending = {}
+            self._flushing = {}
+            self._cache.clear()
+            self._flushes += 1
+            self._reset()
+            self._db, _ = await self._connect(self.path)
+            self.fresh = True
+
+    def _reset(self) -> None:
+        """Hook: forget in-memory bookkeeping (at wipe)."""
+
+    def _require_open(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StoreStateError(
+                f"store {self.name!r} is {self.state.value}: open() it before use (the task "
+                "opens its stores in initialize())"
+            )
+        return self._db
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def _encode_key(self, key: Any) -> bytes:
+        data = self.key_serde.serialize(self.name, key)
+        if data is None:
+            raise ValueError(f"store {self.name!r}: a key cannot be None")
+        return data
+
+    def _decode_key(self, data: bytes) -> Any:
+        return self.key_serde.deserialize(self.name, data)
+
+    def sort_key(self, key: Any) -> bytes:
+        return self._encode_key(key)
+
+    # -- the per-record path --------------------------------------------------------------
+
+    def apply(self, key: Any, value: Any) -> None:
+        self._write(self._encode_key(key), value)
+
+    def _write(self, kb: bytes, value: Any) -> None:
+        if value is TOMBSTONE:
+            self._pending[kb] = None
+            value = _ABSENT
+        else:
+            vb = self.value_serde.serialize(self.name, value)
+            if vb is None:
+                raise ValueError(
+                    f"store {self.name!r}: the value serde wrote None for {value!r}; delete "
+                    "the key instead of storing None"
+                )
+            self._pending[kb] = vb
+        cache = self._cache
+        cache[kb] = value
+        cache.move_to_end(kb)
+        if len(cache) > self.cache_size:
+            cache.popitem(last=False)
+
+    def changelog_record(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        kb = self._encode_key(key)
+        if value is TOMBSTONE:
+            return kb, None
+        return kb, self.value_serde.serialize(self.name, value)
+
+    def restore(self, key: bytes | None, value: bytes | None) -> None:
+        """Buffer one changelog record as pending (no decoding); ``flush`` after restore."""
+        if key is None:
+            raise ValueError(
+                f"store {self.name!r}: a changelog record has a null key; the changelog "
+                "topic holds records this store did not write"
+            )
+        self._pending[key] = value
+        self._cache.pop(key, None)
+
+    async def get(self, key: Any) -> Any | None:
+        """The applied value of ``key``. Cancellation: returns nothing, changes nothing."""
+        return await self._get_bytes(self._encode_key(key))
+
+    async def _get_bytes(self, kb: bytes) -> Any | None:
+        cache = self._cache
+        cached = cache.get(kb, _MISS)
+        if cached is not _MISS:
+            cache.move_to_end(kb)
+            return None if cached is _ABSENT else cached
+        vb = self._pending.get(kb, _MISS)
+        if vb is _MISS:
+            vb = self._flushing.get(kb, _MISS)
+        if vb is not _MISS:  # written, but evicted from the cache (or restored)
+            assert vb is None or isinstance(vb, bytes)
+            return None if vb is None else self.value_serde.deserialize(self.name, vb)
+        db = self._require_open()
+        flushes = self._flushes
+        rows = await db.execute_fetchall("SELECT v FROM kv WHERE k = ?", (kb,))
+        value = None
+        for (data,) in rows:
+            value = self.value_serde.deserialize(self.name, data)
+        # Cache only what nothing newer has superseded while the query ran.
+        if (flushes == self._flushes and kb not in cache and kb not in self._pending
+                and kb not in self._flushing):
+            cache[kb] = _ABSENT if value is None else value
+            if len(cache) > self.cache_size:
+                cache.popitem(last=False)
+        return value
+
+    # -- range ----------------------------------------------------------------------------
+
+    async def range(self, start: Any | None, end: Any | None) -> AsyncIterator[tuple[Any, Any]]:
+        """Entries with ``start <= key <= end`` in serialized-key byte order, pending writes
+        included. Not a snapshot: writes applied while the caller iterates may or may not
+        be seen."""
+        lo = None if start is None else self._encode_key(start)
+        hi = None if end is None else self._encode_key(end)
+        async for kb, value in self._range_bytes(lo, hi):
+            yield self._decode_key(kb), value
+
+    def _buffered_between(self, lo: bytes | None, hi: bytes | None) -> Pending:
+        """The unflushed writes with ``lo <= key <= hi`` (the newest per key)."""
+        found = {k: v for k, v in self._flushing.items()
+                 if (lo is None or k >= lo) and (hi is None or k <= hi)}
+        found.update((k, v) for k, v in self._pending.items()
+                     if (lo is None or k >= lo) and (hi is None or k <= hi))
+        return found
+
+    async def _range_bytes(self, lo: bytes | None,
+                           hi: bytes | None) -> AsyncIterator[tuple[bytes, Any]]:
+        """``(key bytes, value)`` with ``lo <= key <= hi`` in byte order: the file's rows
+        merged with the buffered writes (which win), deletes left out."""
+        if lo is not None and hi is not None and lo > hi:
+            return
+        buffered = sorted(self._buffered_between(lo, hi).items())
+        decode = self.value_serde.deserialize
+        i = 0
+        async for kb, vb in self._rows_between(lo, hi):
+            while i < len(buffered) and buffered[i][0] < kb:
+                bk, bv = buffered[i]
+                i += 1
+                if bv is not None:
+                    yield bk, decode(self.name, bv)
+            if i < len(buffered) and buffered[i][0] == kb:
+                newer = buffered[i][1]
+                i += 1
+                if newer is None:
+                    continue
+                vb = newer
+            yield kb, decode(self.name, vb)
+        for bk, bv in buffered[i:]:
+            if bv is not None:
+                yield bk, decode(self.name, bv)
+
+    async def _rows_between(self, lo: bytes | None,
+                            hi: bytes | None) -> AsyncIterator[tuple[bytes, bytes]]:
+        # Keyset pagination: each page is a complete statement, so no cursor stays open
+        # across an await while a flush commits on the same connection.
+        db = self._require_open()
+        lower, bound = ("k >= ?", lo) if lo is not None else ("1", None)
+        while True:
+            where = [lower]
+            params: list[Any] = [] if bound is None else [bound]
+            if hi is not None:
+                where.append("k <= ?")
+                params.append(hi)
+            rows = list(await db.execute_fetchall(
+                f"SELECT k, v FROM kv WHERE {' AND '.join(where)} ORDER BY k LIMIT "
+                f"{_PAGE_ROWS}", params))
+            for k, v in rows:
+                yield k, v
+            if len(rows) < _PAGE_ROWS:
+                return
+            lower, bound = "k > ?", rows[-1][0]
+
+    async def approximate_num_entries(self) -> int:
+        """Rows in the file plus pending puts (keys both pending and on file count twice)."""
+        db = self._require_open()
+        on_file = await _scalar(db, "SELECT count(*) FROM kv")
+        return int(on_file) + sum(1 for v in self._pending.values() if v is not None)
+
+    # -- flush ----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Commit every pending write in one transaction.
+
+        Cancellation: the transaction itself is shielded and runs to its end (commit, or
+        rollback on error); the cancelled call puts its batch back in front of newer
+        pending writes, so nothing is lost and a later flush writes it (again, harmlessly).
+        On an error the batch is likewise kept for the next flush, and the error raised.
+        """
+        async with self._flush_lock:
+            db = self._require_open()
+            await self._settle()
+            if not self._pending and not self._needs_housekeeping():
+                return
+            batch, self._pending = self._pending, {}
+            self._flushing = batch
+            task = asyncio.get_running_loop().create_task(self._commit(db, batch))
+            task.add_done_callback(_retrieve_exception)
+            self._write_task = task
+            try:
+                await asyncio.shield(task)
+            except BaseException:
+                batch.update(self._pending)  # writes applied meanwhile are newer
+                self._pending = batch
+                raise
+            finally:
+                self._flushing = {}
+            self._flushes += 1
+            self._flushed(batch)
+
+    async def _commit(self, db: aiosqlite.Connection, batch: Pending) -> None:
+        puts = [(k, v) for k, v in batch.items() if v is not None]
+        deletes = [(k,) for k, v in batch.items() if v is None]
+        await db.execute("BEGIN")
+        try:
+            if puts:
+                await db.executemany(
+                    "INSERT INTO kv (k, v) VALUES (?, ?) "
+                    "ON CONFLICT (k) DO UPDATE SET v = excluded.v", puts)
+            if deletes:
+                await db.executemany("DELETE FROM kv WHERE k = ?", deletes)
+            await self._housekeep(db)
+            await db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await db.execute("ROLLBACK")
+            raise
+
+    def _needs_housekeeping(self) -> bool:
+        """Hook: whether ``flush`` has work besides pending writes (window retention)."""
+        return False
+
+    async def _housekeep(self, db: aiosqlite.Connection) -> None:
+        """Hook: more statements inside the flush transaction."""
+
+    def _flushed(self, batch: Pending) -> None:
+        """Hook: ``batch`` is committed."""
+
+    async def _settle(self) -> None:
+        """Wait for the transaction of a cancelled flush to end (its outcome is known:
+        its batch is back in pending either way)."""
+        task = self._write_task
+        if task is not None and not task.done():
+            await asyncio.wait([task])
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.name!r} {self.state.value} "
+                f"pending={len(self._pending)} path={self.path}>")
+
+
+def _retrieve_exception(task: asyncio.Task[None]) -> None:
+    # The flush that started the task reports its error; this only marks it as seen
+    # when that flush was cancelled and is no longer there to await it.
+    if not task.cancelled():
+        task.exception()
+
+
+async def _scalar(db: aiosqlite.Connection, sql: str) -> Any:
+    rows: Iterable[Any] = await db.execute_fetchall(sql)
+    for row in rows:
+        return row[0]
+    return None
+
+
+def _delete_files(path: Path) -> None:
+    for suffix in _SQLITE_FILE_SUFFIXES:
+        path.with_name(path.name + suffix).unlink(missing_ok=True)

@@ -1,0 +1,324 @@
+"""Joins: stream-stream (windowed), stream-table and table-table.
+
+**Placement.** A join reads both sides' state in one task, so both inputs must be
+co-partitioned: same key bytes (the key serdes must agree; checked at build time when
+both are known), same partition count (checked at build time when both topics declare
+one: :class:`~aiostreams.errors.CoPartitioningError`). A side whose key changed is first
+repartitioned (to as many partitions as the other side declares, when it does). The join
+processors of both sides are connected to the stores of both sides, which puts them in
+one sub-topology.
+
+**Stream-stream.** Each side's records are buffered in a window store
+(``(key, timestamp)`` → the values with that timestamp). A left record at ``t`` joins the
+right records with timestamps in ``[t - before, t + after]`` (a right record at ``t``: the
+left records in ``[t - after, t + before]``); each match emits ``joiner(left, right)``
+with timestamp ``max`` of the two. ``left_join``/``outer_join`` also emit
+``joiner(value, None)`` (``joiner(None, value)``) for a record that found no match *when
+it arrived* (eager, like Kafka before 3.1; a later match is emitted as well). A record
+whose own window has closed — ``t + after + grace <= stream time`` for a left record,
+``t + before + grace`` for a right one — is dropped and counted (it could neither match
+nor be matched correctly any more); buffers keep ``before + after + grace`` seconds.
+
+**Stream-table.** Each stream record looks up the table's current value of its key;
+table updates emit nothing. Inner join drops records without a table value (and with a
+null key); left join emits ``joiner(value, None)`` for them.
+
+**Table-table.** An update of either side looks up the other side's current value and
+emits the new join result for the key: ``joiner(left, right)``, or ``None`` (a delete)
+when the join has no result for the key any more.
+
+Correctness under concurrency comes from the engine's key ordering: records of both
+sides with the same key bytes never execute at once, and reads see earlier records'
+buffered writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiostreams.errors import ConfigError, TopologyError
+from aiostreams.serde import JsonSerde, Serde
+from aiostreams.topology.dsl_processors import Passthrough
+from aiostreams.topology.dsl_stores import ListSerde, fetch_all, window_access, window_store_spec
+from aiostreams.topology.dsl_stream import Stream, _require_sync
+from aiostreams.topology.dsl_table import Table, ValueGetter, require_getter_stores
+from aiostreams.topology.dsl_windows import LateRecords, _duration_ms, stream_time_ms, to_ms
+from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.types import Record
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl import StreamsBuilder
+
+JoinKind = Literal["inner", "left", "outer"]
+AnyRecord = Record[Any, Any]
+
+
+class JoinWindows:
+    """How close in time two records must be to join: a right record joins a left one at
+    ``t`` when its timestamp is in ``[t - before, t + after]`` (seconds; ``after``
+    defaults to ``before``). ``grace`` admits out-of-order records that late."""
+
+    def __init__(self, before: float, after: float | None = None, *,
+                 grace: float = 0.0) -> None:
+        self.before_ms = _duration_ms("join window 'before'", before)
+        self.after_ms = _duration_ms("join window 'after'",
+                                     before if after is None else after)
+        self.grace_ms = _duration_ms("grace", grace)
+
+    @classmethod
+    def of(cls, difference: float, *, grace: float = 0.0) -> JoinWindows:
+        """Records at most ``difference`` seconds apart, either way, join."""
+        return cls(difference, difference, grace=grace)
+
+    @property
+    def retention(self) -> float:
+        return (self.before_ms + self.after_ms + self.grace_ms) / 1000
+
+    def __repr__(self) -> str:
+        return (f"JoinWindows(before={self.before_ms / 1000}, after={self.after_ms / 1000}, "
+                f"grace={self.grace_ms / 1000})")
+
+
+def _swap(joiner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda this, other: joiner(other, this)
+
+
+class StreamStreamJoinProcessor(Processor[Any, Any]):
+    """One side of a windowed stream-stream join (see the module docstring).
+    ``joiner(this_value, other_value)``: the right side gets the user's joiner swapped.
+    Invariant: a record dropped as late is neither buffered nor joined."""
+
+    def __init__(self, this_store: str, other_store: str, before_ms: int, after_ms: int,
+                 grace_ms: int, joiner: Callable[[Any, Any], Any], emit_unmatched: bool,
+                 late: LateRecords) -> None:
+        self.this_store = this_store
+        self.other_store = other_store
+        self.before_ms = before_ms
+        self.after_ms = after_ms
+        self.grace_ms = grace_ms
+        self.joiner = joiner
+        self.emit_unmatched = emit_unmatched
+        self.late = late
+        self.dropped_late = 0
+        self.skipped = 0
+
+    async def process(self, record: AnyRecord) -> None:
+        key, value = record.key, record.value
+        if key is None or value is None:
+            self.skipped += 1
+            return
+        ctx = self.context
+        ts = to_ms(record.timestamp)
+        if ts + self.after_ms + self.grace_ms <= stream_time_ms(ctx):
+            self.dropped_late += 1
+            self.late.record(ctx.node_name, record)
+            return
+        mine = window_access(ctx.store(self.this_store))
+        buffered = await mine.get(key, ts / 1000)
+        mine.put(key, ts / 1000, [*(buffered or ()), value])
+        others = await fetch_all(window_access(ctx.store(self.other_store)), key,
+                                 (ts - self.before_ms) / 1000, (ts + self.after_ms) / 1000)
+        matched = False
+        for other_time, other_values in others:
+            stamp = max(record.timestamp, other_time)
+            for other in other_values:
+                matched = True
+                ctx.forward(_stamped(record.with_value(self.joiner(value, other)), stamp))
+        if not matched and self.emit_unmatched:
+            ctx.forward(record.with_value(self.joiner(value, None)))
+
+
+def _stamped(record: AnyRecord, timestamp: float) -> AnyRecord:
+    if timestamp == record.timestamp:
+        return record
+    return Record(record.key, record.value, record.topic, record.partition, record.offset,
+                  timestamp, record.headers)
+
+
+class StreamTableJoinProcessor(Processor[Any, Any]):
+    """Joins each stream record with the table's current value of its key."""
+
+    def __init__(self, getter: ValueGetter, joiner: Callable[[Any, Any], Any],
+                 left: bool) -> None:
+        self.getter = getter
+        self.joiner = joiner
+        self.left = left
+        self.skipped = 0
+
+    async def process(self, record: AnyRecord) -> None:
+        if record.key is None or record.value is None:
+            self.skipped += 1
+            return
+        other = await self.getter.get(self.context, record.key)
+        if other is None and not self.left:
+            return
+        self.context.forward(record.with_value(self.joiner(record.value, other)))
+
+
+def table_join_result(kind: JoinKind, joiner: Callable[[Any, Any], Any], left: Any,
+                      right: Any) -> Any:
+    """The value of a table-table join for one key, ``None`` when it has none."""
+    if kind == "inner":
+        present = left is not None and right is not None
+    elif kind == "left":
+        present = left is not None
+    else:
+        present = left is not None or right is not None
+    return joiner(left, right) if present else None
+
+
+class TableTableJoinProcessor(Processor[Any, Any]):
+    """One side of a table-table join: on an update, read the other side and emit the
+    key's new join result."""
+
+    def __init__(self, other: ValueGetter, joiner: Callable[[Any, Any], Any],
+                 kind: JoinKind, this_is_left: bool) -> None:
+        self.other = other
+        self.joiner = joiner
+        self.kind = kind
+        self.this_is_left = this_is_left
+
+    async def process(self, record: AnyRecord) -> None:
+        if record.key is None:
+            return
+        other = await self.other.get(self.context, record.key)
+        left, right = ((record.value, other) if self.this_is_left
+                       else (other, record.value))
+        result = table_join_result(self.kind, self.joiner, left, right)
+        self.context.forward(record.with_value(result))
+
+
+class JoinedTableGetter(ValueGetter):
+    def __init__(self, left: ValueGetter, right: ValueGetter,
+                 joiner: Callable[[Any, Any], Any], kind: JoinKind) -> None:
+        self.left = left
+        self.right = right
+        self.joiner = joiner
+        self.kind = kind
+        self.stores = tuple(dict.fromkeys((*left.stores, *right.stores)))
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        left = await self.left.get(ctx, key)
+        right = await self.right.get(ctx, key)
+        return table_join_result(self.kind, self.joiner, left, right)
+
+
+# -- building ---------------------------------------------------------------------------
+
+
+def _check_key_serdes(left: Serde[Any] | None, right: Serde[Any] | None, what: str) -> None:
+    if left is not None and right is not None and left != right:
+        raise TopologyError(
+            f"{what}: the sides' keys are encoded differently ({left!r} and {right!r}), so "
+            "equal keys would land on different partitions and never meet; use one key "
+            "serde on both sides (or re-key one side with select_key, which repartitions)"
+        )
+
+
+def join_streams(this: Stream[Any, Any], other: Stream[Any, Any] | Table[Any, Any],
+                 joiner: Callable[[Any, Any], Any], windows: JoinWindows | None,
+                 kind: JoinKind, *, name: str | None) -> Stream[Any, Any]:
+    _require_sync(joiner, "join")
+    if isinstance(other, Table):
+        if kind == "outer":
+            raise TopologyError("a stream-table join is 'join' or 'left_join'; an outer "
+                                "join needs two streams or two tables")
+        if windows is not None:
+            raise TopologyError("a stream-table join takes no JoinWindows: it joins each "
+                                "record with the table's current value")
+        return _stream_table(this, other, joiner, kind == "left", name=name)
+    if not isinstance(other, Stream):
+        raise TopologyError(f"join() needs a Stream or a Table, got {type(other).__name__}")
+    if not isinstance(windows, JoinWindows):
+        raise ConfigError("a stream-stream join needs windows=JoinWindows(before, after, "
+                          "grace=...): how far apart in time two records may be to join")
+    return _stream_stream(this, other, joiner, windows, kind, name=name)
+
+
+def _co_located(builder: StreamsBuilder, stream: Stream[Any, Any], other_node: str,
+                key_serde: Serde[Any] | None) -> Stream[Any, Any]:
+    if not stream.key_changed:
+        return stream
+    return stream.repartitioned(key_serde=key_serde or stream.key_serde,
+                                partitions=builder.declared_partitions([other_node]))
+
+
+def _stream_table(this: Stream[Any, Any], table: Table[Any, Any],
+                  joiner: Callable[[Any, Any], Any], left: bool, *,
+                  name: str | None) -> Stream[Any, Any]:
+    builder = this.builder
+    stream = _co_located(builder, this, table.node, table.key_serde)
+    what = f"join of stream {stream.node!r} with table {table.node!r}"
+    _check_key_serdes(stream.key_serde, table.key_serde, what)
+    builder.check_copartitioned(stream.node, table.node, what)
+    getter = table.getter
+    node = builder.add_processor(
+        "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
+        lambda: StreamTableJoinProcessor(getter, joiner, left), [stream.node], name=name)
+    require_getter_stores(builder, getter, node, what)
+    return Stream(builder, node, key_serde=stream.key_serde)
+
+
+def _stream_stream(this: Stream[Any, Any], other: Stream[Any, Any],
+                   joiner: Callable[[Any, Any], Any], windows: JoinWindows, kind: JoinKind,
+                   *, name: str | None) -> Stream[Any, Any]:
+    builder = this.builder
+    left = _co_located(builder, this, other.node, other.key_serde)
+    right = _co_located(builder, other, left.node, left.key_serde)
+    what = f"join of streams {left.node!r} and {right.node!r}"
+    _check_key_serdes(left.key_serde, right.key_serde, what)
+    builder.check_copartitioned(left.node, right.node, what)
+    key_serde = left.key_serde or right.key_serde or JsonSerde()
+    this_store = builder.store_name("KSTREAM-JOINTHIS-STORE", None)
+    other_store = builder.store_name("KSTREAM-JOINOTHER-STORE", None)
+    late = builder.late
+    w = windows
+    this_node = builder.add_processor(
+        "KSTREAM-JOINTHIS",
+        lambda: StreamStreamJoinProcessor(this_store, other_store, w.before_ms, w.after_ms,
+                                          w.grace_ms, joiner, kind in ("left", "outer"),
+                                          late),
+        [left.node], name=None if name is None else f"{name}-this")
+    swapped = _swap(joiner)
+    other_node = builder.add_processor(
+        "KSTREAM-JOINOTHER",
+        lambda: StreamStreamJoinProcessor(other_store, this_store, w.after_ms, w.before_ms,
+                                          w.grace_ms, swapped, kind == "outer", late),
+        [right.node], name=None if name is None else f"{name}-other")
+    for store, serde in ((this_store, left.value_serde), (other_store, right.value_serde)):
+        builder.add_store(window_store_spec(
+            store, retention=w.retention, persistent=False, key_serde=key_serde,
+            value_serde=ListSerde(serde or JsonSerde())), this_node, other_node)
+    merged = builder.add_processor("KSTREAM-MERGE", Passthrough, [this_node, other_node],
+                                   name=name)
+    return Stream(builder, merged, key_serde=key_serde)
+
+
+def join_tables(this: Table[Any, Any], other: Table[Any, Any],
+                joiner: Callable[[Any, Any], Any], kind: JoinKind, *,
+                name: str | None) -> Table[Any, Any]:
+    _require_sync(joiner, "join")
+    if not isinstance(other, Table):
+        raise TopologyError(f"a table joins a Table, got {type(other).__name__}; to join a "
+                            "stream with a table, call stream.join(table, ...)")
+    builder = this.builder
+    what = f"join of tables {this.node!r} and {other.node!r}"
+    _check_key_serdes(this.key_serde, other.key_serde, what)
+    builder.check_copartitioned(this.node, other.node, what)
+    left_getter, right_getter = this.getter, other.getter
+    this_node = builder.add_processor(
+        "KTABLE-JOINTHIS",
+        lambda: TableTableJoinProcessor(right_getter, joiner, kind, True), [this.node],
+        name=None if name is None else f"{name}-this")
+    other_node = builder.add_processor(
+        "KTABLE-JOINOTHER",
+        lambda: TableTableJoinProcessor(left_getter, joiner, kind, False), [other.node],
+        name=None if name is None else f"{name}-other")
+    for node in (this_node, other_node):
+        require_getter_stores(builder, left_getter, node, what)
+        require_getter_stores(builder, right_getter, node, what)
+    merged = builder.add_processor("KTABLE-MERGE", Passthrough, [this_node, other_node],
+                                   name=name)
+    return Table(builder, merged, JoinedTableGetter(left_getter, right_getter, joiner, kind),
+                 key_serde=this.key_serde, value_serde=None)

@@ -1,0 +1,449 @@
+"""``Stream``: a record stream of the DSL and its per-record operations.
+
+Function shapes follow Kafka Streams: predicates, key mappers and actions take
+``(key, value)`` (``filter(lambda k, v: ...)``, ``map(lambda k, v: (k2, v2))``); value
+mappers take ``(value)`` (``map_values(lambda v: ...)``, ``flat_map_values``).
+
+Synchronous operations need synchronous functions (they become ``def process``
+processors, which keeps a chain on the engine's inline fast path); passing an ``async
+def`` raises at build time and names the ``*_async`` variant to use.
+
+The ``*_async`` variants await the function for each record while the engine runs many
+records at once. They take ``retry`` (this step's own :class:`~aiostreams.Retry` policy;
+a retry re-executes the record's chain from its source in this sub-topology, so earlier
+steps of the chain run again) and ``concurrency`` (a cap on how many of this step's calls
+run at once, across the app's tasks). They take no ordering parameter on purpose:
+ordering (``key``/``partition``/``unordered``) is decided per record when it is issued,
+for the record's whole chain, by the app's ``ordering`` setting. A step cannot start a
+record earlier than its chain does, and per-key state (aggregations, joins) is only
+correct because same-key records never overlap anywhere in the chain; a per-step setting
+could only pretend to loosen or tighten that.
+
+Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_async``,
+``process``) mark the stream *key-changed*: grouping or joining it then inserts a
+repartition topic first.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from aiostreams.engine.failure import Retry
+from aiostreams.errors import TopologyError
+from aiostreams.serde import Serde, serde_for
+from aiostreams.topic import Topic
+from aiostreams.topology.dsl_processors import (
+    AsyncFilter,
+    AsyncFlatMapValues,
+    AsyncForeach,
+    AsyncMap,
+    AsyncMapValues,
+    BranchProcessor,
+    FilterProcessor,
+    FlatMapProcessor,
+    FlatMapValuesProcessor,
+    MapProcessor,
+    MapValuesProcessor,
+    Passthrough,
+    PeekProcessor,
+    SelectKeyProcessor,
+    StepLimiter,
+)
+from aiostreams.topology.processor import Processor, ProcessorSupplier
+from aiostreams.topology.topology import StoreSpec
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl import StreamsBuilder
+    from aiostreams.topology.dsl_joins import JoinWindows
+    from aiostreams.topology.dsl_table import GroupedStream, Table
+
+K = TypeVar("K")
+V = TypeVar("V")
+KR = TypeVar("KR")
+VR = TypeVar("VR")
+VO = TypeVar("VO")
+
+
+def _require_sync(fn: Callable[..., Any], op: str) -> None:
+    if not callable(fn):
+        raise TopologyError(f"{op}() needs a function, got {type(fn).__name__}")
+    if inspect.iscoroutinefunction(fn):
+        raise TopologyError(
+            f"{op}() got the coroutine function {getattr(fn, '__name__', fn)!r}: use "
+            f"{op}_async() for async functions (or pass a plain def)"
+        )
+
+
+def _require_callable(fn: Callable[..., Any], op: str) -> None:
+    if not callable(fn):
+        raise TopologyError(f"{op}() needs a function, got {type(fn).__name__}")
+
+
+class Stream(Generic[K, V]):
+    """A stream of records: what one DSL node emits. Immutable; each operation adds nodes
+    to the topology and returns a new ``Stream``.
+
+    ``key_serde``/``value_serde`` are the serdes known for its keys and values (``None``
+    once an operation changed them without saying how to encode the result); they are
+    used for repartition topics and as defaults for ``to()``.
+    """
+
+    def __init__(self, builder: StreamsBuilder, node: str, *,
+                 key_serde: Serde[Any] | None = None, value_serde: Serde[Any] | None = None,
+                 key_changed: bool = False) -> None:
+        self.builder = builder
+        self.node = node
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.key_changed = key_changed
+
+    def __repr__(self) -> str:
+        changed = ", key changed" if self.key_changed else ""
+        return f"<Stream {self.node}{changed}>"
+
+    def _then(self, kind: str, supplier: ProcessorSupplier, *, name: str | None,
+              key_changed: bool = False, keep_key_serde: bool = True,
+              keep_value_serde: bool = True) -> Stream[Any, Any]:
+        node = self.builder.add_processor(kind, supplier, [self.node], name=name)
+        return Stream(self.builder, node,
+                      key_serde=self.key_serde if keep_key_serde and not key_changed else None,
+                      value_serde=self.value_serde if keep_value_serde else None,
+                      key_changed=self.key_changed or key_changed)
+
+    # -- stateless, synchronous ----------------------------------------------------------
+
+    def filter(self, predicate: Callable[[K, V], bool], *,
+               name: str | None = None) -> Stream[K, V]:
+        """Keep the records for which ``predicate(key, value)`` is true."""
+        _require_sync(predicate, "filter")
+        return self._then("KSTREAM-FILTER", lambda: FilterProcessor(predicate, True),
+                          name=name)
+
+    def filter_not(self, predicate: Callable[[K, V], bool], *,
+                   name: str | None = None) -> Stream[K, V]:
+        """Drop the records for which ``predicate(key, value)`` is true."""
+        _require_sync(predicate, "filter_not")
+        return self._then("KSTREAM-FILTER", lambda: FilterProcessor(predicate, False),
+                          name=name)
+
+    def map(self, mapper: Callable[[K, V], tuple[KR, VR]], *,
+            name: str | None = None) -> Stream[KR, VR]:
+        """``mapper(key, value) -> (new_key, new_value)``; marks the stream key-changed."""
+        _require_sync(mapper, "map")
+        return self._then("KSTREAM-MAP", lambda: MapProcessor(mapper), name=name,
+                          key_changed=True, keep_value_serde=False)
+
+    def select_key(self, selector: Callable[[K, V], KR], *,
+                   name: str | None = None) -> Stream[KR, V]:
+        """``selector(key, value) -> new_key``; marks the stream key-changed."""
+        _require_sync(selector, "select_key")
+        return self._then("KSTREAM-KEY-SELECT", lambda: SelectKeyProcessor(selector),
+                          name=name, key_changed=True)
+
+    def map_values(self, mapper: Callable[[V], VR], *,
+                   name: str | None = None) -> Stream[K, VR]:
+        """``mapper(value) -> new_value``; the key is kept."""
+        _require_sync(mapper, "map_values")
+        return self._then("KSTREAM-MAPVALUES", lambda: MapValuesProcessor(mapper), name=name,
+                          keep_value_serde=False)
+
+    def flat_map(self, mapper: Callable[[K, V], Iterable[tuple[KR, VR]]], *,
+                 name: str | None = None) -> Stream[KR, VR]:
+        """``mapper(key, value) -> iterable of (key, value)``; marks the stream
+        key-changed."""
+        _require_sync(mapper, "flat_map")
+        return self._then("KSTREAM-FLATMAP", lambda: FlatMapProcessor(mapper), name=name,
+                          key_changed=True, keep_value_serde=False)
+
+    def flat_map_values(self, mapper: Callable[[V], Iterable[VR]], *,
+                        name: str | None = None) -> Stream[K, VR]:
+        """``mapper(value) -> iterable of values``, each forwarded with the record's key."""
+        _require_sync(mapper, "flat_map_values")
+        return self._then("KSTREAM-FLATMAPVALUES", lambda: FlatMapValuesProcessor(mapper),
+                          name=name, keep_value_serde=False)
+
+    def peek(self, action: Callable[[K, V], Any], *, name: str | None = None) -> Stream[K, V]:
+        """Call ``action(key, value)`` and pass the record on unchanged."""
+        _require_sync(action, "peek")
+        return self._then("KSTREAM-PEEK", lambda: PeekProcessor(action, True), name=name)
+
+    def foreach(self, action: Callable[[K, V], Any], *, name: str | None = None) -> None:
+        """Call ``action(key, value)`` for each record (a terminal step)."""
+        _require_sync(action, "foreach")
+        self.builder.add_processor("KSTREAM-FOREACH", lambda: PeekProcessor(action, False),
+                                   [self.node], name=name)
+
+    # -- async steps ------------------------------------------------------------------
+
+    def _then_async(self, kind: str, make: Callable[[StepLimiter, float | None],
+                                                       Processor[Any, Any]],
+                    fn: Callable[..., Any], op: str, *, retry: Retry | None,
+                    concurrency: int | None, name: str | None, key_changed: bool = False,
+                    keep_value_serde: bool = True) -> Stream[Any, Any]:
+        _require_callable(fn, op)
+        limiter = StepLimiter(concurrency)
+        timeout = retry.timeout if retry is not None else None
+        stream = self._then(kind, lambda: make(limiter, timeout), name=name,
+                            key_changed=key_changed, keep_value_serde=keep_value_serde)
+        if retry is not None:
+            self.builder.app.set_node_retry(stream.node, retry)
+        return stream
+
+    def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
+                         retry: Retry | None = None, concurrency: int | None = None,
+                         name: str | None = None) -> Stream[K, VR]:
+        """``await mapper(value) -> new_value`` (see the module docstring for ``retry``
+        and ``concurrency``)."""
+        return self._then_async(
+            "KSTREAM-MAPVALUES-ASYNC", lambda lim, t: AsyncMapValues(mapper, lim, t), mapper,
+            "map_values_async", retry=retry, concurrency=concurrency, name=name,
+            keep_value_serde=False)
+
+    def map_async(self, mapper: Callable[[K, V], Awaitable[tuple[KR, VR]]], *,
+                  retry: Retry | None = None, concurrency: int | None = None,
+                  name: str | None = None) -> Stream[KR, VR]:
+        """``await mapper(key, value) -> (new_key, new_value)``; marks the stream
+        key-changed."""
+        return self._then_async(
+            "KSTREAM-MAP-ASYNC", lambda lim, t: AsyncMap(mapper, lim, t), mapper, "map_async",
+            retry=retry, concurrency=concurrency, name=name, key_changed=True,
+            keep_value_serde=False)
+
+    def filter_async(self, predicate: Callable[[K, V], Awaitable[bool]], *,
+                     retry: Retry | None = None, concurrency: int | None = None,
+                     name: str | None = None) -> Stream[K, V]:
+        """Keep the records for which ``await predicate(key, value)`` is true."""
+        return self._then_async(
+            "KSTREAM-FILTER-ASYNC", lambda lim, t: AsyncFilter(predicate, lim, t), predicate,
+            "filter_async", retry=retry, concurrency=concurrency, name=name)
+
+    def flat_map_values_async(self, mapper: Callable[[V], Awaitable[Iterable[VR]]], *,
+                              retry: Retry | None = None, concurrency: int | None = None,
+                              name: str | None = None) -> Stream[K, VR]:
+        """``await mapper(value) -> iterable of values``."""
+        return self._then_async(
+            "KSTREAM-FLATMAPVALUES-ASYNC", lambda lim, t: AsyncFlatMapValues(mapper, lim, t),
+            mapper, "flat_map_values_async", retry=retry, concurrency=concurrency, name=name,
+            keep_value_serde=False)
+
+    def foreach_async(self, action: Callable[[K, V], Awaitable[Any]], *,
+                      retry: Retry | None = None, concurrency: int | None = None,
+                      name: str | None = None) -> None:
+        """``await action(key, value)`` for each record (a terminal step)."""
+        self._then_async(
+            "KSTREAM-FOREACH-ASYNC", lambda lim, t: AsyncForeach(action, lim, t), action,
+            "foreach_async", retry=retry, concurrency=concurrency, name=name)
+
+    # -- routing ------------------------------------------------------------------------
+
+    def split(self, *, name: str | None = None) -> BranchedStream[K, V]:
+        """Start splitting into named branches: ``split().branch(p, name="a")...
+        .default_branch()`` returns ``{name: Stream}``. A record goes to the first branch
+        whose predicate holds (declaration order)."""
+        return BranchedStream(self, name)
+
+    def branch(self, *predicates: Callable[[K, V], bool],
+               name: str | None = None) -> list[Stream[K, V]]:
+        """One stream per predicate; a record goes to the first whose predicate holds and
+        is dropped when none does."""
+        if not predicates:
+            raise TopologyError("branch() needs at least one predicate")
+        split = self.split(name=name)
+        for i, predicate in enumerate(predicates):
+            split.branch(predicate, name=str(i))
+        return list(split.no_default_branch().values())
+
+    def merge(self, other: Stream[K, V], *, name: str | None = None) -> Stream[K, V]:
+        """The records of both streams, in the order the task processes them. Both inputs
+        become one task's input, so their topics must be co-partitioned."""
+        if other.builder is not self.builder:
+            raise TopologyError("merge(): both streams must belong to the same app")
+        self.builder.check_copartitioned(self.node, other.node, "merge")
+        node = self.builder.add_processor("KSTREAM-MERGE", Passthrough,
+                                          [self.node, other.node], name=name)
+        same_key = self.key_serde == other.key_serde
+        same_value = self.value_serde == other.value_serde
+        return Stream(self.builder, node,
+                      key_serde=self.key_serde if same_key else None,
+                      value_serde=self.value_serde if same_value else None,
+                      key_changed=self.key_changed or other.key_changed)
+
+    def to(self, topic: Topic | str, *, key_serde: Any = None, value_serde: Any = None,
+           partitioner: Callable[[Any, Any, int], int] | None = None,
+           name: str | None = None) -> None:
+        """Write every record to ``topic``. Serdes: the ones given, else the topic's
+        declared ones, else the stream's known ones, else bytes."""
+        topic_name = topic.name if isinstance(topic, Topic) else topic
+        declared = isinstance(topic, Topic) or self.builder.topology.topic(topic_name)
+        key_s = serde_for(key_serde) if key_serde is not None else (
+            None if declared else self.key_serde)
+        value_s = serde_for(value_serde) if value_serde is not None else (
+            None if declared else self.value_serde)
+        self.builder.add_sink("KSTREAM-SINK", topic, [self.node], name=name,
+                              key_serde=key_s, value_serde=value_s, partitioner=partitioner)
+
+    def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:
+        """``to(topic)`` and read it back: the records come back partitioned by their
+        (serialized) key, in a new sub-topology. ``topic`` must be declared (with
+        ``partitions=`` for aiostreams to create it, or it must exist)."""
+        if not isinstance(topic, Topic):
+            raise TopologyError(
+                f"through({topic!r}) needs a declared Topic (app.topic(name, key=..., "
+                "value=..., partitions=N)) so its serdes and partitions are known"
+            )
+        self.to(topic, name=None if name is None else f"{name}-sink")
+        node = self.builder.add_source("KSTREAM-SOURCE", [topic],
+                                       name=None if name is None else f"{name}-source")
+        return Stream(self.builder, node, key_serde=topic.key_serde,
+                      value_serde=topic.value_serde)
+
+    def process(self, supplier: ProcessorSupplier | type[Processor[Any, Any]], *,
+                stores: Sequence[StoreSpec | str] = (),
+                name: str | None = None) -> Stream[Any, Any]:
+        """Add a processor of the processor API; ``stores`` are specs to add (or names of
+        stores already declared) to connect to it. What it forwards is the new stream,
+        marked key-changed (it may re-key)."""
+        node = self.builder.add_processor("KSTREAM-PROCESSOR", supplier, [self.node],
+                                          name=name)
+        for store in stores:
+            if isinstance(store, StoreSpec):
+                self.builder.add_store(store, node)
+            else:
+                self.builder.connect_store(store, node)
+        return Stream(self.builder, node, key_changed=True)
+
+    # -- grouping and joins -------------------------------------------------------------
+
+    def repartitioned(self, *, name: str | None = None, key_serde: Any = None,
+                      value_serde: Any = None,
+                      partitions: int | None = None) -> Stream[K, V]:
+        """This stream through an internal repartition topic (partitioned by key)."""
+        key_s = serde_for(key_serde) if key_serde is not None else self.key_serde
+        value_s = serde_for(value_serde) if value_serde is not None else self.value_serde
+        node, key_s, value_s = self.builder.repartition(
+            self.node, name=name, key_serde=key_s, value_serde=value_s, partitions=partitions)
+        return Stream(self.builder, node, key_serde=key_s, value_serde=value_s)
+
+    def group_by_key(self, *, key_serde: Any = None, value_serde: Any = None,
+                     name: str | None = None) -> GroupedStream[K, V]:
+        """Group by the current key (repartitioning first when the key changed)."""
+        from aiostreams.topology.dsl_table import GroupedStream
+
+        stream: Stream[K, V] = self
+        if self.key_changed:
+            stream = self.repartitioned(name=name, key_serde=key_serde,
+                                        value_serde=value_serde)
+        return GroupedStream(stream, key_serde=key_serde, value_serde=value_serde, name=name)
+
+    def group_by(self, selector: Callable[[K, V], KR], *, key_serde: Any = None,
+                 value_serde: Any = None, name: str | None = None) -> GroupedStream[KR, V]:
+        """Group by ``selector(key, value)``; always repartitions."""
+        rekeyed = self.select_key(selector)
+        return rekeyed.group_by_key(key_serde=key_serde, value_serde=value_serde, name=name)
+
+    @overload
+    def join(self, other: Table[K, VO], joiner: Callable[[V, VO], VR], windows: None = None,
+             *, name: str | None = None) -> Stream[K, VR]: ...
+
+    @overload
+    def join(self, other: Stream[K, VO], joiner: Callable[[V, VO], VR],
+             windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]: ...
+
+    def join(self, other: Stream[K, VO] | Table[K, VO], joiner: Callable[[V, VO], VR],
+             windows: JoinWindows | None = None, *,
+             name: str | None = None) -> Stream[K, VR]:
+        """Inner join. With a :class:`Table`: each record joins the table's current value
+        of its key (records without one are dropped; table updates emit nothing). With a
+        :class:`Stream`: records of both sides whose timestamps are within ``windows`` of
+        each other join. ``joiner(this_value, other_value)``."""
+        from aiostreams.topology.dsl_joins import join_streams
+
+        return join_streams(self, other, joiner, windows, "inner", name=name)
+
+    @overload
+    def left_join(self, other: Table[K, VO], joiner: Callable[[V, VO | None], VR],
+                  windows: None = None, *, name: str | None = None) -> Stream[K, VR]: ...
+
+    @overload
+    def left_join(self, other: Stream[K, VO], joiner: Callable[[V, VO | None], VR],
+                  windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]: ...
+
+    def left_join(self, other: Stream[K, VO] | Table[K, VO],
+                  joiner: Callable[[V, VO | None], VR], windows: JoinWindows | None = None,
+                  *, name: str | None = None) -> Stream[K, VR]:
+        """Like :meth:`join`, but a record of this stream with no match is emitted too,
+        as ``joiner(value, None)``."""
+        from aiostreams.topology.dsl_joins import join_streams
+
+        return join_streams(self, other, joiner, windows, "left", name=name)
+
+    def outer_join(self, other: Stream[K, VO], joiner: Callable[[V | None, VO | None], VR],
+                   windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]:
+        """Stream-stream outer join: unmatched records of either side are emitted too
+        (``joiner(value, None)`` / ``joiner(None, value)``)."""
+        from aiostreams.topology.dsl_joins import join_streams
+
+        return join_streams(self, other, joiner, windows, "outer", name=name)
+
+    def describe(self) -> str:
+        """The app's topology as text (see :meth:`Topology.describe`)."""
+        return self.builder.describe()
+
+
+class BranchedStream(Generic[K, V]):
+    """The branches of a :meth:`Stream.split` being declared. Branch ``name`` is
+    ``<split name><branch name>`` (a counter when none is given), as Kafka's
+    ``Branched.as``."""
+
+    def __init__(self, stream: Stream[K, V], name: str | None) -> None:
+        self._stream = stream
+        self._prefix = name if name is not None else stream.builder.new_name(
+            "KSTREAM-BRANCH") + "-"
+        self._branches: list[tuple[Callable[[Any, Any], Any], str]] = []
+        self._done = False
+
+    def _branch_name(self, name: str | None) -> str:
+        return self._prefix + (name if name is not None else str(len(self._branches) + 1))
+
+    def branch(self, predicate: Callable[[K, V], bool], *,
+               name: str | None = None) -> BranchedStream[K, V]:
+        """Add a branch taking the records for which ``predicate(key, value)`` holds (and
+        no earlier branch's did)."""
+        _require_sync(predicate, "branch")
+        if self._done:
+            raise TopologyError("this split is finished; start another with split()")
+        full = self._branch_name(name)
+        if any(n == full for _, n in self._branches):
+            raise TopologyError(f"split has two branches named {full!r}")
+        self._branches.append((predicate, full))
+        return self
+
+    def default_branch(self, *, name: str | None = None) -> dict[str, Stream[K, V]]:
+        """Finish with a branch for the records no predicate took."""
+        return self._finish(self._prefix + (name if name is not None else "0"))
+
+    def no_default_branch(self) -> dict[str, Stream[K, V]]:
+        """Finish; records no predicate took are dropped."""
+        return self._finish(None)
+
+    def _finish(self, default: str | None) -> dict[str, Stream[K, V]]:
+        if self._done:
+            raise TopologyError("this split is finished already")
+        if not self._branches and default is None:
+            raise TopologyError("split() needs at least one branch")
+        self._done = True
+        builder = self._stream.builder
+        branches = list(self._branches)
+        outlets = [n for _, n in branches] + ([default] if default is not None else [])
+        splitter = builder.add_processor(
+            "KSTREAM-BRANCH", lambda: BranchProcessor(branches, default), [self._stream.node])
+        result: dict[str, Stream[K, V]] = {}
+        for outlet in outlets:
+            node = builder.add_processor("KSTREAM-BRANCHCHILD", Passthrough, [splitter],
+                                         name=outlet)
+            result[outlet] = Stream(builder, node, key_serde=self._stream.key_serde,
+                                    value_serde=self._stream.value_serde,
+                                    key_changed=self._stream.key_changed)
+        return result

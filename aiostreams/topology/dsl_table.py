@@ -1,0 +1,415 @@
+"""Grouping, aggregation and tables.
+
+A :class:`GroupedStream` is a stream whose records of one key all reach one task (the DSL
+repartitioned it if needed); ``count``/``reduce``/``aggregate`` turn it into a
+:class:`Table` kept in a changelog-backed key-value store. Aggregations forward every
+update downstream (Kafka's default, no suppression): ``table.to_stream()`` carries one
+record per input record that changed the aggregate.
+
+A table's updates flow as records ``(key, new value)``; a ``None`` value is a delete
+(a tombstone). Its current values can be *read* by joins through a :class:`ValueGetter`:
+a materialized table reads its store, ``filter``/``map_values`` of a table compute their
+value from their parent's on the fly (like Kafka's value getters), so a derived table
+needs no store of its own unless one is asked for with ``materialized=``.
+
+Per-key correctness: an aggregation reads its store, computes and writes under the
+engine's key ordering, so same-key records never overlap and the read sees the earlier
+record's buffered write (store-to-load forwarding). With ``ordering="unordered"`` that no
+longer holds; aggregations need ``key`` or ``partition`` ordering.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from aiostreams.errors import TopologyError
+from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
+from aiostreams.topic import Topic
+from aiostreams.topology.dsl_stores import kv_store_spec
+from aiostreams.topology.dsl_stream import Stream, _require_sync
+from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.types import Record
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl import StreamsBuilder
+    from aiostreams.topology.dsl_windows import (
+        SessionWindowedStream,
+        SessionWindows,
+        TimeWindowedStream,
+        TimeWindows,
+    )
+
+K = TypeVar("K")
+V = TypeVar("V")
+VA = TypeVar("VA")
+VR = TypeVar("VR")
+VO = TypeVar("VO")
+
+AnyRecord = Record[Any, Any]
+
+
+def initial_value(initializer: Any) -> Any:
+    """What an aggregation starts from: ``initializer()`` when callable, else a deep copy
+    of the value (so a mutable initial value is never shared between keys)."""
+    if callable(initializer):
+        return initializer()
+    return copy.deepcopy(initializer)
+
+
+# -- value getters ----------------------------------------------------------------------
+
+
+class ValueGetter:
+    """Reads a table's current value of a key from a processor connected to ``stores``."""
+
+    stores: tuple[str, ...] = ()
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        raise NotImplementedError
+
+
+class StoreGetter(ValueGetter):
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self.stores = (store,)
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        return await ctx.store(self.store).get(key)
+
+
+class FilterGetter(ValueGetter):
+    def __init__(self, parent: ValueGetter, predicate: Callable[[Any, Any], Any],
+                 keep: bool) -> None:
+        self.parent = parent
+        self.predicate = predicate
+        self.keep = keep
+        self.stores = parent.stores
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        value = await self.parent.get(ctx, key)
+        if value is None or bool(self.predicate(key, value)) is not self.keep:
+            return None
+        return value
+
+
+class MapValuesGetter(ValueGetter):
+    def __init__(self, parent: ValueGetter, mapper: Callable[[Any], Any]) -> None:
+        self.parent = parent
+        self.mapper = mapper
+        self.stores = parent.stores
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        value = await self.parent.get(ctx, key)
+        return None if value is None else self.mapper(value)
+
+
+# -- processors -------------------------------------------------------------------------
+
+
+class TableSourceProcessor(Processor[Any, Any]):
+    """Materializes a topic: put (or delete, for a null value) then forward the update.
+    Records with a null key cannot be stored and are dropped (counted)."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+        self.null_keys_dropped = 0
+
+    def process(self, record: AnyRecord) -> None:
+        if record.key is None:
+            self.null_keys_dropped += 1
+            return
+        store = self.context.store(self.store_name)
+        if record.value is None:
+            store.delete(record.key)
+        else:
+            store.put(record.key, record.value)
+        self.context.forward(record)
+
+
+class TableFilterProcessor(Processor[Any, Any]):
+    """Forwards updates that pass; a failing (or deleting) update becomes a tombstone, so
+    downstream forgets the key. Writes its own store when materialized."""
+
+    def __init__(self, predicate: Callable[[Any, Any], Any], keep: bool,
+                 store: str | None) -> None:
+        self.predicate = predicate
+        self.keep = keep
+        self.store_name = store
+
+    def process(self, record: AnyRecord) -> None:
+        value = record.value
+        if value is not None and bool(self.predicate(record.key, value)) is not self.keep:
+            value = None
+        _materialize(self.context, self.store_name, record.key, value)
+        self.context.forward(record if value is record.value else record.with_value(value))
+
+
+class TableMapValuesProcessor(Processor[Any, Any]):
+    def __init__(self, mapper: Callable[[Any], Any], store: str | None) -> None:
+        self.mapper = mapper
+        self.store_name = store
+
+    def process(self, record: AnyRecord) -> None:
+        value = None if record.value is None else self.mapper(record.value)
+        _materialize(self.context, self.store_name, record.key, value)
+        self.context.forward(record.with_value(value))
+
+
+def _materialize(ctx: ProcessorContext, store_name: str | None, key: Any, value: Any) -> None:
+    if store_name is None or key is None:
+        return
+    store = ctx.store(store_name)
+    if value is None:
+        store.delete(key)
+    else:
+        store.put(key, value)
+
+
+class AggregateProcessor(Processor[Any, Any]):
+    """``new = adder(key, value, old)`` per record, written to the store and forwarded.
+
+    ``old`` is the stored aggregate, or ``start()`` for a new key. Records with a null key
+    or value are skipped (Kafka's rule), counted in ``skipped``. An adder returning
+    ``None`` deletes the key (a tombstone goes downstream)."""
+
+    def __init__(self, store: str, start: Callable[[], Any],
+                 adder: Callable[[Any, Any, Any], Any]) -> None:
+        self.store_name = store
+        self.start = start
+        self.adder = adder
+        self.skipped = 0
+
+    async def process(self, record: AnyRecord) -> None:
+        if record.key is None or record.value is None:
+            self.skipped += 1
+            return
+        store = self.context.store(self.store_name)
+        old = await store.get(record.key)
+        new = self.adder(record.key, record.value, self.start() if old is None else old)
+        if new is None:
+            store.delete(record.key)
+        else:
+            store.put(record.key, new)
+        self.context.forward(record.with_value(new))
+
+
+# -- the user-facing classes ------------------------------------------------------------
+
+
+class Table(Generic[K, V]):
+    """A changelog of per-key values: ``node`` emits ``(key, new value)`` updates
+    (``None`` deletes) and ``getter`` reads the current value of a key."""
+
+    def __init__(self, builder: StreamsBuilder, node: str, getter: ValueGetter, *,
+                 key_serde: Serde[Any] | None, value_serde: Serde[Any] | None,
+                 store: str | None = None) -> None:
+        self.builder = builder
+        self.node = node
+        self.getter = getter
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"<Table {self.node} store={self.store}>"
+
+    @property
+    def store_name(self) -> str | None:
+        """The store holding this table's values (``None`` for an unmaterialized view)."""
+        return self.store
+
+    def to_stream(self) -> Stream[K, V | None]:
+        """The table's updates as a stream (a delete is a record with value ``None``)."""
+        return Stream(self.builder, self.node, key_serde=self.key_serde,
+                      value_serde=self.value_serde)
+
+    def _derived(self, kind: str, make: Callable[[str | None], Processor[Any, Any]],
+                 getter: ValueGetter, *, name: str | None, materialized: str | None,
+                 persistent: bool, value_serde: Serde[Any] | None) -> Table[Any, Any]:
+        store = None
+        if materialized is not None:
+            store = self.builder.store_name("KTABLE-STATE-STORE", materialized)
+        node = self.builder.add_processor(kind, lambda: make(store), [self.node], name=name)
+        if store is not None:
+            self.builder.add_store(kv_store_spec(
+                store, persistent=persistent, key_serde=self.key_serde or JsonSerde(),
+                value_serde=value_serde or JsonSerde()), node)
+            getter = StoreGetter(store)
+        return Table(self.builder, node, getter, key_serde=self.key_serde,
+                     value_serde=value_serde, store=store)
+
+    def filter(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
+               materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
+        """Keep the keys whose value passes ``predicate(key, value)``; an update that
+        fails becomes a delete downstream."""
+        _require_sync(predicate, "filter")
+        return self._derived(
+            "KTABLE-FILTER", lambda store: TableFilterProcessor(predicate, True, store),
+            FilterGetter(self.getter, predicate, True), name=name, materialized=materialized,
+            persistent=persistent, value_serde=self.value_serde)
+
+    def filter_not(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
+                   materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
+        _require_sync(predicate, "filter_not")
+        return self._derived(
+            "KTABLE-FILTER", lambda store: TableFilterProcessor(predicate, False, store),
+            FilterGetter(self.getter, predicate, False), name=name,
+            materialized=materialized, persistent=persistent, value_serde=self.value_serde)
+
+    def map_values(self, mapper: Callable[[V], VR], *, name: str | None = None,
+                   materialized: str | None = None, persistent: bool = False,
+                   value_serde: Any = None) -> Table[K, VR]:
+        """``mapper(value)`` of every value (deletes stay deletes)."""
+        _require_sync(mapper, "map_values")
+        return self._derived(
+            "KTABLE-MAPVALUES", lambda store: TableMapValuesProcessor(mapper, store),
+            MapValuesGetter(self.getter, mapper), name=name, materialized=materialized,
+            persistent=persistent,
+            value_serde=serde_for(value_serde) if value_serde is not None else None)
+
+    def join(self, other: Table[K, VO], joiner: Callable[[V, VO], VR], *,
+             name: str | None = None) -> Table[K, VR]:
+        """Table-table inner join: a key has ``joiner(v, o)`` while both tables have it;
+        an update of either side emits the new result (or a delete)."""
+        from aiostreams.topology.dsl_joins import join_tables
+
+        return join_tables(self, other, joiner, "inner", name=name)
+
+    def left_join(self, other: Table[K, VO], joiner: Callable[[V, VO | None], VR], *,
+                  name: str | None = None) -> Table[K, VR]:
+        from aiostreams.topology.dsl_joins import join_tables
+
+        return join_tables(self, other, joiner, "left", name=name)
+
+    def outer_join(self, other: Table[K, VO], joiner: Callable[[V | None, VO | None], VR],
+                   *, name: str | None = None) -> Table[K, VR]:
+        from aiostreams.topology.dsl_joins import join_tables
+
+        return join_tables(self, other, joiner, "outer", name=name)
+
+    def describe(self) -> str:
+        return self.builder.describe()
+
+
+class GroupedStream(Generic[K, V]):
+    """A stream grouped by key, ready to aggregate. ``key_serde``/``value_serde`` (when
+    given) encode the grouped keys and values; they default to the stream's."""
+
+    def __init__(self, stream: Stream[K, V], *, key_serde: Any = None,
+                 value_serde: Any = None, name: str | None = None) -> None:
+        self.stream = stream
+        self.builder = stream.builder
+        self.key_serde: Serde[Any] = (serde_for(key_serde) if key_serde is not None
+                                      else stream.key_serde or JsonSerde())
+        self.value_serde: Serde[Any] | None = (serde_for(value_serde)
+                                               if value_serde is not None
+                                               else stream.value_serde)
+        self.name = name
+
+    def _aggregate(self, kind: str, start: Callable[[], Any],
+                   adder: Callable[[Any, Any, Any], Any], *, materialized: str | None,
+                   persistent: bool, value_serde: Serde[Any], name: str | None,
+                   ) -> Table[Any, Any]:
+        store = self.builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
+        node = self.builder.add_processor(
+            kind, lambda: AggregateProcessor(store, start, adder), [self.stream.node],
+            name=name)
+        self.builder.add_store(kv_store_spec(store, persistent=persistent,
+                                             key_serde=self.key_serde,
+                                             value_serde=value_serde), node)
+        return Table(self.builder, node, StoreGetter(store), key_serde=self.key_serde,
+                     value_serde=value_serde, store=store)
+
+    def count(self, *, materialized: str | None = None, persistent: bool = False,
+              name: str | None = None) -> Table[K, int]:
+        """The number of records per key (``int``, stored as a 64-bit long)."""
+        return self._aggregate("KSTREAM-AGGREGATE", lambda: 0,
+                               lambda _k, _v, n: n + 1, materialized=materialized,
+                               persistent=persistent, value_serde=LongSerde(), name=name)
+
+    def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
+               persistent: bool = False, value_serde: Any = None,
+               name: str | None = None) -> Table[K, V]:
+        """``reducer(aggregate, value)``; the first value of a key is its aggregate."""
+        _require_sync(reducer, "reduce")
+        first = object()
+
+        def add(_key: Any, value: Any, old: Any) -> Any:
+            return value if old is first else reducer(old, value)
+
+        return self._aggregate(
+            "KSTREAM-REDUCE", lambda: first, add, materialized=materialized,
+            persistent=persistent, name=name,
+            value_serde=self._value_serde(value_serde, self.value_serde))
+
+    def aggregate(self, initializer: Callable[[], VA] | VA,
+                  aggregator: Callable[[K, V, VA], VA], *, materialized: str | None = None,
+                  persistent: bool = False, value_serde: Any = None,
+                  name: str | None = None) -> Table[K, VA]:
+        """``aggregator(key, value, aggregate)`` starting from ``initializer`` (a function
+        of no arguments, or a value, deep-copied per key)."""
+        _require_sync(aggregator, "aggregate")
+        return self._aggregate(
+            "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator,
+            materialized=materialized, persistent=persistent, name=name,
+            value_serde=self._value_serde(value_serde, None))
+
+    @staticmethod
+    def _value_serde(given: Any, known: Serde[Any] | None) -> Serde[Any]:
+        if given is not None:
+            return serde_for(given)
+        return known if known is not None else JsonSerde()
+
+    def windowed_by(self, windows: TimeWindows | SessionWindows,
+                    ) -> TimeWindowedStream[K, V] | SessionWindowedStream[K, V]:
+        """Aggregate per window: tumbling/hopping windows or sessions."""
+        from aiostreams.topology.dsl_windows import (
+            SessionWindowedStream,
+            SessionWindows,
+            TimeWindowedStream,
+        )
+
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedStream(self, windows)
+        return TimeWindowedStream(self, windows)
+
+
+def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str | None,
+                     materialized: str | None, persistent: bool) -> Table[Any, Any]:
+    """``topic`` read into a materialized table (see :meth:`StreamsBuilder.table`)."""
+    topic_name = topic.name if isinstance(topic, Topic) else topic
+    source = builder.add_source("KTABLE-SOURCE", [topic],
+                                name=None if name is None else f"{name}-source")
+    declared = builder.topology.topic(topic_name)
+    key_serde = declared.key_serde if declared is not None else serde_for(None)
+    value_serde = declared.value_serde if declared is not None else serde_for(None)
+    store = builder.store_name(f"{topic_name}-STATE-STORE", materialized)
+    node = builder.add_processor("KTABLE-SOURCE", lambda: TableSourceProcessor(store),
+                                 [source], name=name)
+    builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
+                                    value_serde=value_serde), node)
+    return Table(builder, node, StoreGetter(store), key_serde=key_serde,
+                 value_serde=value_serde, store=store)
+
+
+def require_getter_stores(builder: StreamsBuilder, getter: ValueGetter, node: str,
+                          what: str) -> None:
+    """Connect ``getter``'s stores to ``node`` (which puts ``node`` in their
+    sub-topology); a getter without stores cannot be read."""
+    if not getter.stores:
+        raise TopologyError(f"{what}: the table has no store to read; materialize it")
+    for store in getter.stores:
+        builder.connect_store(store, node)
+
+
+__all__ = [
+    "AggregateProcessor",
+    "GroupedStream",
+    "Table",
+    "TableSourceProcessor",
+    "ValueGetter",
+    "require_getter_stores",
+    "table_from_topic",
+]
