@@ -42,7 +42,7 @@ async def run(bootstrap: str, args: argparse.Namespace) -> float:
         for start in range(0, len(records), args.chunk):
             await producer.send_batch(records[start : start + args.chunk])
         await producer.flush()
-        return args.records / (time.perf_counter() - began)
+        return float(args.records) / (time.perf_counter() - began)
     finally:
         await producer.stop()
         await admin.delete_topics([topic])

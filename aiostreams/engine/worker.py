@@ -28,6 +28,7 @@ from typing import Any
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
 from aiostreams.engine.failure import Retry
+from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
@@ -41,7 +42,6 @@ from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import (
     Consumer,
     IsolationLevel,
-    Producer,
     TopicSpec,
     Transport,
 )
@@ -112,18 +112,14 @@ class Worker:
         self._task_of: dict[TopicPartition, StreamTask] = {}
         self._sub_of_topic = {t: sub for sub in self.subs for t in sub.source_topics}
         self._committed: dict[TopicPartition, int] = {}
-        self._outbox: list[OutgoingRecord] = []
         self._outbox_ready = asyncio.Event()
-        self._sender_idle = asyncio.Event()
-        self._sender_idle.set()
-        self._send_error: BaseException | None = None
-        self._in_transaction = False
+        self._shared: OutputChannel | None = None  # at-least-once: one for all tasks
+        self._channels: dict[str, OutputChannel] = {}  # exactly-once: one per task
         self._commit_requested = False
         self._commit_timer: TimerHandle | None = None
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
-        self._producer: Producer | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._restorer = Restorer(transport, exactly_once=config.exactly_once,
                                   state_dir=config.state_dir)
@@ -138,12 +134,10 @@ class Worker:
         for sink in self._sinks.values():
             await sink.start()
         cfg = self.config
-        txn_id = None
-        if cfg.exactly_once:
-            txn_id = f"{cfg.app_id}-{cfg.group_instance_id or 'worker'}"
-        self._producer = self.transport.producer(client_id=cfg.client_id,
-                                                 transactional_id=txn_id)
-        await self._producer.start()
+        if not cfg.exactly_once:
+            producer = self.transport.producer(client_id=cfg.client_id)
+            await producer.start()
+            self._shared = OutputChannel(producer, transactional=False, name="the producer")
         self._consumer = self.transport.consumer(
             cfg.app_id,
             client_id=cfg.client_id,
@@ -245,7 +239,11 @@ class Worker:
             self._commit_timer.cancel()
         fetch = self._loops[0] if self._loops else None
         if fetch is not None and fetch is not asyncio.current_task():
-            fetch.cancel()
+            # let it finish its iteration (it may be committing): cancelling a commit
+            # half-way would leave a transaction in doubt
+            done, _ = await asyncio.wait([fetch], timeout=self.config.poll_timeout + 30.0)
+            if not done:
+                fetch.cancel()
             await asyncio.gather(fetch, return_exceptions=True)
         try:
             await self._revoke(list(self.tasks.values()))
@@ -255,8 +253,12 @@ class Worker:
             await asyncio.gather(*self._loops[1:], return_exceptions=True)
             if self._consumer is not None:
                 await self._consumer.stop()
-            if self._producer is not None:
-                await self._producer.stop()
+            channels = list(self._channels.values())
+            if self._shared is not None:
+                channels.append(self._shared)
+            for channel in channels:
+                await channel.producer.stop()
+            self._channels.clear()
             for sink in self._sinks.values():
                 try:
                     await sink.stop()
@@ -282,6 +284,15 @@ class Worker:
         for (sub_id, partition), tps in sorted(by_task.items()):
             sub = next(s for s in self.subs if s.id == sub_id)
             task = self._make_task(sub, partition, tps)
+            if self.config.exactly_once:
+                # a transactional producer per task: starting it fences the task's previous
+                # owner, should that zombie still be alive
+                producer = self.transport.producer(
+                    client_id=self.config.client_id,
+                    transactional_id=f"{self.config.app_id}-{task.task_id}")
+                await producer.start()
+                self._channels[task.task_id] = OutputChannel(
+                    producer, transactional=True, name=f"task {task.task_id}'s producer")
             await task.open_stores()
             await self._restorer.restore(task)
             await task.initialize()
@@ -297,9 +308,11 @@ class Worker:
 
     def _make_task(self, sub: SubTopology, partition: int,
                    tps: list[TopicPartition]) -> StreamTask:
+        task_id = task_id_for(sub, partition)
         return StreamTask(
-            task_id_for(sub, partition), sub, tps, self.config.task,
-            topics=self.topics, clock=self.clock, emit=self._emit,
+            task_id, sub, tps, self.config.task,
+            topics=self.topics, clock=self.clock,
+            emit=lambda records: self._emit(task_id, records),
             on_failed=self._on_task_failed, on_pause=self._on_pause,
             request_commit=self.request_commit, node_retry=self.config.node_retry,
             state_dir=self.config.state_dir,
@@ -318,6 +331,9 @@ class Worker:
             for task in tasks:
                 await task.close()
                 self.tasks.pop(task.task_id, None)
+                channel = self._channels.pop(task.task_id, None)
+                if channel is not None:
+                    await channel.producer.stop()
                 for tp in task.partitions:
                     self._task_of.pop(tp, None)
                     self._committed.pop(tp, None)
@@ -339,8 +355,9 @@ class Worker:
                         touched[task.task_id] = task
                 for task in touched.values():
                     task.pump()
-                if self._send_error is not None:
-                    raise self._send_error
+                failed = next((c.error for c in self._all_channels() if c.error), None)
+                if failed is not None:
+                    raise failed
                 if self._commit_requested:
                     await self.commit()
         except asyncio.CancelledError:
@@ -360,7 +377,14 @@ class Worker:
 
     # -- outputs ------------------------------------------------------------------------
 
-    def _emit(self, records: list[OutgoingRecord | ExternalRecord]) -> None:
+    def _channel_of(self, task_id: str) -> OutputChannel:
+        channel = self._shared if self._shared is not None else self._channels[task_id]
+        return channel
+
+    def _all_channels(self) -> list[OutputChannel]:
+        return [self._shared] if self._shared is not None else list(self._channels.values())
+
+    def _emit(self, task_id: str, records: list[OutgoingRecord | ExternalRecord]) -> None:
         if self._sinks:
             kafka: list[OutgoingRecord] = []
             for r in records:
@@ -373,41 +397,23 @@ class Worker:
                     kafka.append(r)  # type: ignore[arg-type]
             if not kafka:
                 return
-            self._outbox.extend(kafka)
+            self._channel_of(task_id).add(kafka)
         else:
-            self._outbox.extend(records)  # type: ignore[arg-type]
+            self._channel_of(task_id).add(records)  # type: ignore[arg-type]
         self._outbox_ready.set()
-        self._sender_idle.clear()
 
     async def _send_loop(self) -> None:
-        producer = self._producer
-        assert producer is not None
         while True:
             await self._outbox_ready.wait()
             self._outbox_ready.clear()
-            while self._outbox:
-                batch, self._outbox = self._outbox, []
-                try:
-                    if self.config.exactly_once and not self._in_transaction:
-                        await producer.begin_transaction()
-                        self._in_transaction = True
-                    await producer.send_batch(batch)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
-                    log.exception("worker: producing %d record(s) failed", len(batch))
-                    self._send_error = e
-                    self._set_failure(e)
-            self._sender_idle.set()
-
-    async def _flush_outputs(self) -> None:
-        while self._outbox or not self._sender_idle.is_set():
-            self._outbox_ready.set()
-            await self._sender_idle.wait()
-        if self._send_error is not None:
-            raise self._send_error
-        assert self._producer is not None
-        await self._producer.flush()
+            for channel in self._all_channels():
+                if channel.pending and channel.error is None:
+                    try:
+                        await channel.send_pending()
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as e:
+                        self._set_failure(e)
 
     # -- committing ---------------------------------------------------------------------
 
@@ -425,49 +431,74 @@ class Worker:
                      closing: bool = False) -> dict[TopicPartition, int]:
         """Commit what the given tasks (default: all) have retired; see the module
         docstring for the steps (``closing``: the tasks are being closed, so under
-        exactly-once their checkpoint is written too). Returns the offsets committed."""
+        exactly-once their checkpoint is written too). Returns the offsets committed.
+
+        Cancellation: do not cancel a commit (``stop`` lets it finish); a cancelled one
+        leaves its transaction to the broker's timeout and commits nothing."""
         self._commit_requested = False
-        consumer, producer = self._consumer, self._producer
-        if consumer is None or producer is None:
+        consumer = self._consumer
+        if consumer is None:
             return {}
         started = self.clock.monotonic()
         chosen = list(self.tasks.values()) if tasks is None else list(tasks)
+        groups: list[tuple[OutputChannel, list[StreamTask]]]
+        if self._shared is not None:
+            groups = [(self._shared, chosen)]
+        else:
+            groups = [(self._channels[t.task_id], [t]) for t in chosen
+                      if t.task_id in self._channels]
+        committed: dict[TopicPartition, int] = {}
+        for channel, group in groups:
+            async with channel.lock:
+                committed.update(await self._commit_group(channel, group, consumer, closing))
+        if committed:
+            self.commits += 1
+            if self._on_commit is not None:
+                self._on_commit(CommitRecord(committed, self.clock.monotonic() - started))
+        return committed
+
+    async def _commit_group(self, channel: OutputChannel, tasks: list[StreamTask],
+                            consumer: Consumer, closing: bool) -> dict[TopicPartition, int]:
+        """One commit of ``tasks`` through ``channel``; hold ``channel.lock``."""
+        # The snapshot of committable offsets and the outputs that go with them are taken
+        # together, with no await in between: everything in the channel now was retired
+        # before the snapshot; what retires later waits for the next commit (transaction).
         offsets: dict[TopicPartition, int] = {}
-        for task in chosen:
+        for task in tasks:
             candidate = {tp: off for tp, off in task.committable().items()
                          if off > self._committed.get(tp, -1)}
             task.check_commit_point(candidate)
             offsets.update(candidate)
-        await self._flush_outputs()
+        await channel.send(channel.take())
+        if channel.error is not None:
+            raise channel.error
+        await channel.producer.flush()
         for sink in self._sinks.values():
             await sink.flush()
         checkpoint_now = not self.config.exactly_once or closing
-        marks = (await self._restorer.changelog_marks(chosen, consumer) if checkpoint_now
+        marks = (await self._restorer.changelog_marks(tasks, consumer) if checkpoint_now
                  else {})
-        for task in chosen:
+        for task in tasks:
             await task.flush_stores()
-        if self.config.exactly_once:
-            if offsets or self._in_transaction:
-                if not self._in_transaction:
-                    await producer.begin_transaction()
-                    self._in_transaction = True
+        if channel.transactional:
+            if offsets or channel.in_transaction:
+                if not channel.in_transaction:
+                    await channel.producer.begin_transaction()
+                    channel.in_transaction = True
                 if offsets:
-                    await producer.send_offsets_to_transaction(offsets, self.config.app_id)
-                await producer.commit_transaction()
-                self._in_transaction = False
+                    await channel.producer.send_offsets_to_transaction(offsets,
+                                                                       self.config.app_id)
+                await channel.producer.commit_transaction()
+                channel.in_transaction = False
         elif offsets:
             await consumer.commit(offsets)
         if marks:
-            self._restorer.write_checkpoints(chosen, marks)
+            self._restorer.write_checkpoints(tasks, marks)
         for tp, off in offsets.items():
             previous = self._committed.get(tp, -1)
             if off < previous:
                 raise AssertionError(f"{tp}: committed offset moved back {previous} -> {off}")
             self._committed[tp] = off
-        if offsets:
-            self.commits += 1
-            if self._on_commit is not None:
-                self._on_commit(CommitRecord(offsets, self.clock.monotonic() - started))
         return offsets
 
     # -- failure ------------------------------------------------------------------------

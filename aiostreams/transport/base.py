@@ -6,13 +6,17 @@ semantics, the embedded default and the unit-test transport) and
 
 Semantics every implementation keeps:
 
-* offsets are per partition, start at 0 and increase by one per appended record;
+* offsets are per partition and increase with every appended record; they are *not* dense
+  on Kafka (transaction markers take offsets), so never treat a difference of offsets as
+  a count of records;
 * a consumer's committed offset is the offset of the *next* record to read;
 * ``getmany`` returns records of assigned, non-paused partitions only, in offset order
   per partition, and never returns a record twice unless the consumer seeks back;
 * rebalance callbacks run inside ``getmany`` (as in Kafka, inside ``poll``): revoked
   partitions are reported before the new ones are assigned, and a partition is handed to a
-  new owner only after its old owner's ``on_revoked`` has returned;
+  new owner only after its old owner's ``on_revoked`` has returned. Callbacks may report the
+  whole old/new assignment (Kafka's eager protocol) or only the change (memory): listeners
+  must handle both;
 * a producer's ``send_batch`` appends in list order; ``flush`` returns once everything sent
   before it is durable (acknowledged with ``acks=all`` on Kafka).
 """

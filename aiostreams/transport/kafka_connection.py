@@ -159,9 +159,10 @@ async def start_or_unavailable(
                 return
             except (KafkaConnectionError, TimeoutError, OSError) as exc:
                 if loop.time() + pause >= deadline:
+                    last_error = str(exc) or type(exc).__name__
                     raise BrokerUnavailableError(
-                        f"no Kafka broker answered the {what} at {bootstrap} within "
-                        f"{options.connect_timeout:g} s ({type(exc).__name__}: {exc}). Check "
+                        f"the {what} reached no Kafka broker at {bootstrap} within "
+                        f"{options.connect_timeout:g} s (last error: {last_error}). Check "
                         "that the broker runs, that host:port is one of its listeners as "
                         "advertised (advertised.listeners), that nothing (firewall, container "
                         "port mapping) blocks the port, and that security_protocol "

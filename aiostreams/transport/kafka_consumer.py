@@ -28,7 +28,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import CommitFailedError as AioCommitFailedError
-from aiokafka.errors import IllegalStateError, KafkaError
+from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
 from aiostreams.errors import CommitFailedError, ConfigError, TransportError, UnknownTopicError
@@ -45,6 +45,7 @@ from aiostreams.types import RawRecord, TopicPartition
 __all__ = ["KafkaConsumer"]
 
 _OFFSET_RESETS = ("earliest", "latest")
+_CLIENT_ERRORS = (KafkaError, TransportError, ConsumerStoppedError)
 _FETCH_GRACE = 0.05
 """Beyond its timeout, how long a fetch may take before ``getmany`` stops waiting for it
 (aiokafka's own ``getmany`` blocks without a timeout while a rebalance is in progress)."""
@@ -149,9 +150,13 @@ class KafkaConsumer:
                 options=self._options, what=f"consumer {self._client_id!r}",
             )
         except BaseException:
-            self._transition(ConsumerState.STOPPING)
-            self._transition(ConsumerState.STOPPED)
+            if self._state is ConsumerState.STARTED:
+                self._transition(ConsumerState.STOPPING)
+                self._transition(ConsumerState.STOPPED)
             raise
+        if self._state is not ConsumerState.STARTED:  # stop() ran while we connected
+            await consumer.stop()
+            return
         self._consumer = consumer
         if self._manual is not None:
             consumer.assign([_aio(tp) for tp in self._manual])
@@ -262,21 +267,37 @@ class KafkaConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
-            while True:
-                await self._apply_subscription(consumer)
-                await self._run_callbacks()
-                if self._state is not ConsumerState.STARTED:
-                    return {}
-                remaining = max(deadline - loop.time(), 0.0)
-                fetched = await self._fetch(consumer, remaining, max_records)
-                await self._run_callbacks()  # those that came with the records go first
-                if self._state is not ConsumerState.STARTED:
-                    return {}
-                records = self._keep_owned(consumer, fetched)
-                if records or loop.time() >= deadline:
-                    return records
+            return await self._poll(consumer, deadline, max_records)
         finally:
             self._polling = False
+
+    async def _poll(
+        self, consumer: AIOKafkaConsumer, deadline: float, max_records: int | None
+    ) -> dict[TopicPartition, list[RawRecord]]:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await self._apply_subscription(consumer)
+            except _CLIENT_ERRORS:
+                if self._state is ConsumerState.STARTED:
+                    raise
+                return {}  # stop() closed the client under this call: as if woken by it
+            await self._run_callbacks()
+            if self._state is not ConsumerState.STARTED:
+                return {}
+            remaining = max(deadline - loop.time(), 0.0)
+            try:
+                fetched = await self._fetch(consumer, remaining, max_records)
+            except _CLIENT_ERRORS:
+                if self._state is ConsumerState.STARTED:
+                    raise
+                return {}
+            await self._run_callbacks()  # those that came with the records go first
+            if self._state is not ConsumerState.STARTED:
+                return {}
+            records = self._keep_owned(consumer, fetched)
+            if records or loop.time() >= deadline:
+                return records
 
     async def _fetch(
         self, consumer: AIOKafkaConsumer, timeout: float, max_records: int | None
@@ -367,20 +388,20 @@ class KafkaConsumer:
                 await listener.on_partitions_assigned(assigned)
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:
-        consumer = self._require_started("pause")
+        consumer = self._require_client("pause")
         for tp in partitions:
             self._require_assigned(tp, "pause")
         consumer.pause(*self._in_aiokafka_assignment(consumer, partitions))
 
     def resume(self, partitions: Collection[TopicPartition]) -> None:
-        consumer = self._require_started("resume")
+        consumer = self._require_client("resume")
         for tp in partitions:
             self._require_assigned(tp, "resume")
         consumer.resume(*self._in_aiokafka_assignment(consumer, partitions))
         self._bridge.wake()
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        consumer = self._require_started("seek")
+        consumer = self._require_client("seek")
         self._require_assigned(tp, "seek")
         if offset < 0:
             raise ValueError(f"cannot seek {tp} to offset {offset}: offsets start at 0")
@@ -392,8 +413,9 @@ class KafkaConsumer:
     async def position(self, tp: TopicPartition) -> int:
         """The offset of the next record ``getmany`` returns for ``tp`` (waits, up to
         ``request_timeout``, for the committed offset when none was read yet)."""
-        consumer = self._require_started("ask the position of")
+        consumer = self._require_client("ask the position of")
         self._require_assigned(tp, "ask the position of")
+        await self._verify_topics(consumer)  # aiokafka would wait request_timeout, then fail
         try:
             position: int = await consumer.position(_aio(tp))
         except (KafkaError, IllegalStateError) as exc:
@@ -408,7 +430,7 @@ class KafkaConsumer:
         Raises :class:`CommitFailedError` for a partition this consumer does not hold now,
         or when the group rebalanced under it.
         """
-        consumer = self._require_started("commit")
+        consumer = self._require_client("commit")
         group_id = self._require_group("commit")
         owned = self.assignment()
         for tp, offset in offsets.items():
@@ -439,7 +461,7 @@ class KafkaConsumer:
     async def committed(self, tp: TopicPartition) -> int | None:
         if self._group_id is None:
             return None
-        consumer = self._require_started("read the committed offset")
+        consumer = self._require_client("read the committed offset")
         try:
             offset: int | None = await consumer.committed(_aio(tp))
         except KafkaError as exc:
@@ -453,7 +475,7 @@ class KafkaConsumer:
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
         """The offset after the last record (the last stable offset for read_committed)."""
-        consumer = self._require_started("read end offsets")
+        consumer = self._require_client("read end offsets")
         await self._check_partitions(consumer, partitions)
         try:
             ends = await consumer.end_offsets([_aio(tp) for tp in partitions])
@@ -466,7 +488,7 @@ class KafkaConsumer:
     async def beginning_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        consumer = self._require_started("read beginning offsets")
+        consumer = self._require_client("read beginning offsets")
         await self._check_partitions(consumer, partitions)
         try:
             starts = await consumer.beginning_offsets([_aio(tp) for tp in partitions])
@@ -524,6 +546,13 @@ class KafkaConsumer:
                 "call start() once, before reading, and stop() when done"
             )
         self._state = new
+
+    def _require_client(self, action: str) -> AIOKafkaConsumer:
+        """The aiokafka consumer, also while ``stop()`` runs ``on_partitions_revoked`` (the
+        callback commits what was processed: that must work)."""
+        if self._state is ConsumerState.STOPPING and self._consumer is not None:
+            return self._consumer
+        return self._require_started(action)
 
     def _require_started(self, action: str) -> AIOKafkaConsumer:
         if self._state is not ConsumerState.STARTED or self._consumer is None:

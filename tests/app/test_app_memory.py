@@ -135,3 +135,22 @@ async def test_a_failing_sink_is_named_in_the_error() -> None:
     await app.start()
     with pytest.raises(TaskFailedError, match=r"processor 'to-bytes' failed .*BytesSerde"):
         await app.wait()
+
+
+async def test_exactly_once_uses_a_transactional_producer_per_task() -> None:
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    src, dst = unique("in"), unique("out")
+    await create_topic(transport, src, 4)
+    await produce(transport, src, inputs(400))
+    first = make_app("eos", transport, src, dst, processing_guarantee="exactly_once")
+    second = make_app("eos", transport, src, dst, processing_guarantee="exactly_once")
+    await first.start()
+    await second.start()  # two workers: distinct per-task transactional ids, no fencing
+    out = await read_exactly(transport, dst, 400, read_committed=True)
+    await second.stop()
+    await first.stop()
+    assert sorted(r.value for r in out) == sorted(v.upper() for _, v in inputs(400))
+    for p in range(4):
+        tp = TopicPartition(src, p)
+        assert broker.committed("eos", tp) == broker.end_offset(tp)

@@ -18,6 +18,9 @@ WORKER = Path(__file__).with_name("kafka_worker.py")
 def start_worker(bootstrap: str, app: str, src: str, dst: str,
                  **env: str) -> subprocess.Popen[bytes]:
     environment = dict(os.environ)
+    repo = str(Path(__file__).resolve().parents[2])
+    environment["PYTHONPATH"] = os.pathsep.join(
+        p for p in (repo, environment.get("PYTHONPATH")) if p)
     environment.update({
         "WORKER_BROKER": f"kafka://{bootstrap}", "WORKER_APP": app,
         "WORKER_SRC": src, "WORKER_DST": dst, **env,

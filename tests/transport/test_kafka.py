@@ -141,6 +141,95 @@ class _IgnoringListener:
         pass
 
 
+# -- rebalance callbacks ----------------------------------------------------------------
+
+
+class _FailingListener:
+    """Records which task ran each callback; ``on_partitions_assigned`` raises."""
+
+    def __init__(self) -> None:
+        self.ran_in: list[asyncio.Task[object] | None] = []
+
+    async def on_partitions_revoked(self, revoked: object) -> None:
+        self.ran_in.append(asyncio.current_task())
+
+    async def on_partitions_assigned(self, assigned: object) -> None:
+        self.ran_in.append(asyncio.current_task())
+        raise RuntimeError("boom in on_partitions_assigned")
+
+
+async def test_rebalance_callbacks_run_inside_getmany_and_their_errors_propagate(
+    transport: KafkaTransport, topic_name: Names, clients: AsyncExitStack
+) -> None:
+    topic = await create_topic(transport, topic_name("t"))
+    consumer = transport.consumer(topic_name("g"))
+    await consumer.start()
+    clients.push_async_callback(consumer.stop)
+    listener = _FailingListener()
+    consumer.subscribe([topic], listener)
+
+    deadline = time.monotonic() + 30
+    with pytest.raises(RuntimeError, match="boom"):  # aiokafka would log and swallow it
+        while True:
+            assert time.monotonic() < deadline, "the group never assigned the partition"
+            await consumer.getmany(0.5)
+
+    assert listener.ran_in == [asyncio.current_task()]
+    assert consumer.assignment() == {TopicPartition(topic, 0)}  # assigned all the same
+
+
+class _CommittingMember:
+    """A group member that commits what it has read when partitions are revoked."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.read: list[RawRecord] = []
+        self.next_offsets: dict[TopicPartition, int] = {}
+
+    async def on_partitions_revoked(self, revoked: frozenset[TopicPartition]) -> None:
+        done = {tp: self.next_offsets.pop(tp) for tp in revoked if tp in self.next_offsets}
+        await self.consumer.commit(done)  # inside getmany, before the group moves them
+
+    async def on_partitions_assigned(self, assigned: frozenset[TopicPartition]) -> None:
+        pass
+
+    async def poll(self) -> None:
+        for tp, records in (await self.consumer.getmany(0.2)).items():
+            self.read.extend(records)
+            self.next_offsets[tp] = records[-1].offset + 1
+
+
+async def test_committing_in_on_partitions_revoked_hands_over_without_duplicates(
+    transport: KafkaTransport, topic_name: Names, clients: AsyncExitStack
+) -> None:
+    topic, group = await create_topic(transport, topic_name("t"), partitions=4), topic_name("g")
+    producer = transport.producer()
+    await producer.start()
+    clients.push_async_callback(producer.stop)
+    await producer.send_batch([OutgoingRecord(topic, b"%d" % i, b"%d" % i) for i in range(400)])
+    await producer.flush()
+    members = []
+    for _ in range(2):
+        consumer = transport.consumer(group, max_poll_records=10)
+        await consumer.start()
+        clients.push_async_callback(consumer.stop)
+        members.append(_CommittingMember(consumer))
+    first, second = members
+
+    first.consumer.subscribe([topic], first)
+    deadline = time.monotonic() + 30
+    while len(first.read) < 100:  # the first member alone reads a part of the topic
+        assert time.monotonic() < deadline
+        await first.poll()
+    second.consumer.subscribe([topic], second)
+    while len(first.read) + len(second.read) < 400 or not second.read:
+        assert time.monotonic() < deadline, (len(first.read), len(second.read))
+        await asyncio.gather(first.poll(), second.poll())
+
+    positions = [(r.partition, r.offset) for r in first.read + second.read]
+    assert len(positions) == len(set(positions)) == 400  # each record read exactly once
+
+
 # -- transactions -----------------------------------------------------------------------
 
 
@@ -154,7 +243,7 @@ async def test_read_committed_skips_aborted_records_that_read_uncommitted_return
     clients.push_async_callback(producer.stop)
 
     await producer.begin_transaction()
-    await producer.send_batch([OutgoingRecord(topic, None, b"a1"), OutgoingRecord(topic, None, b"a2")])
+    await producer.send_batch([OutgoingRecord(topic, None, v) for v in (b"a1", b"a2")])
     await producer.abort_transaction()
     await producer.begin_transaction()
     await producer.send_batch([OutgoingRecord(topic, None, b"c1")])

@@ -1,0 +1,69 @@
+"""Where retired outputs wait for the producer, and the transaction they belong to.
+
+With ``at_least_once`` every task of a worker shares one channel (one idempotent producer).
+With ``exactly_once`` each task has its own channel with a transactional producer whose id
+is ``<app>-<task id>``: aiokafka's transactional offset commit carries no consumer-group
+generation, so zombie fencing rests on transactional ids, and per-task ids make whoever
+takes over a task fence its previous owner (Kafka Streams' EOS-v1 design).
+
+Invariant: under ``exactly_once`` a transaction holds the outputs of exactly the records
+whose offsets it commits. :meth:`take` hands over everything retired so far and is called
+in the same synchronous step as the snapshot of committable offsets; the sender and the
+commit both hold :attr:`lock` while talking to the producer, so no send slips into a
+transaction that is being committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiostreams.transport.base import Producer
+from aiostreams.types import OutgoingRecord
+
+log = logging.getLogger("aiostreams.worker")
+
+
+class OutputChannel:
+    def __init__(self, producer: Producer, *, transactional: bool, name: str) -> None:
+        self.producer = producer
+        self.transactional = transactional
+        self.name = name
+        self.lock = asyncio.Lock()
+        self.in_transaction = False
+        self._outbox: list[OutgoingRecord] = []
+        self.error: BaseException | None = None
+
+    def add(self, records: list[OutgoingRecord]) -> None:
+        self._outbox.extend(records)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._outbox)
+
+    def take(self) -> list[OutgoingRecord]:
+        batch, self._outbox = self._outbox, []
+        return batch
+
+    async def send(self, batch: list[OutgoingRecord]) -> None:
+        """Produce ``batch`` (in the open transaction, begun if needed). Hold :attr:`lock`."""
+        if not batch:
+            return
+        try:
+            if self.transactional and not self.in_transaction:
+                await self.producer.begin_transaction()
+                self.in_transaction = True
+            await self.producer.send_batch(batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("worker: producing %d record(s) through %s failed", len(batch),
+                          self.name)
+            self.error = e
+            raise
+
+    async def send_pending(self) -> None:
+        """Send what has accumulated (the background sender's step)."""
+        async with self.lock:
+            while self._outbox:
+                await self.send(self.take())

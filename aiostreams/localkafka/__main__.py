@@ -1,0 +1,57 @@
+"""``python -m aiostreams.localkafka fetch|run``: download the broker's jars, or run a broker.
+
+``run`` prints the bootstrap address (and an ``AIOSTREAMS_KAFKA=...`` line the test suite
+understands) and keeps the broker up until Ctrl-C or SIGTERM, then stops it and removes its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+
+from aiostreams.localkafka import LocalKafka, LocalKafkaError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiostreams.localkafka")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("fetch", help="download the broker's jars into the cache")
+    run = commands.add_parser("run", help="start a broker on 127.0.0.1 until Ctrl-C/SIGTERM")
+    run.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
+    run.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for start")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(LocalKafka().ensure_jars())
+            return 0
+        return _run(LocalKafka(port=args.port), args.timeout)
+    except LocalKafkaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(kafka: LocalKafka, timeout: float) -> int:
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        kafka.start(timeout)
+        print(kafka.bootstrap)
+        print(f"AIOSTREAMS_KAFKA={kafka.bootstrap}  (Ctrl-C stops the broker)", file=sys.stderr)
+        sys.stdout.flush()
+        done.wait()
+    finally:
+        kafka.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

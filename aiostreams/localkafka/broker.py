@@ -1,0 +1,374 @@
+"""A single-node Apache Kafka broker (KRaft, loopback only) run as a child process.
+
+For integration tests, benchmarks and first runs on a machine without a broker. The jars come
+from Maven Central through :mod:`aiostreams.localkafka.jars`; the broker binds to 127.0.0.1 only,
+on free ports, with its data in a fresh temporary directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import enum
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import weakref
+from pathlib import Path
+from types import TracebackType
+
+from aiostreams.localkafka.jars import LocalKafkaError, cache_dir, ensure_jars
+from aiostreams.localkafka.probe import metadata_answers
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+LOG4J_PROPERTIES = Path(__file__).with_name("log4j.properties")
+TOOLS_LOG4J_PROPERTIES = Path(__file__).with_name("tools-log4j.properties")
+_NODE_ID = 1
+_BROKER_HEAP = ("-Xms512m", "-Xmx1g")
+_TOOL_HEAP = ("-Xmx256m",)
+_PROBE_TIMEOUT = 2.0
+_POLL_INTERVAL = 0.1
+_LOG_TAIL_LINES = 40
+
+
+class BrokerState(enum.Enum):
+    """Lifecycle of a :class:`LocalKafka`.
+
+    ``NEW``/``CLOSED`` → ``RUNNING`` (``start``: fresh ports, fresh data dir);
+    ``RUNNING`` → ``DOWN`` (``kill``; or the first half of ``restart``);
+    ``DOWN`` → ``RUNNING`` (``restart``: same ports, same data);
+    any → ``CLOSED`` (``stop``: the process is ended and the data dir removed).
+    """
+
+    NEW = "new"
+    RUNNING = "running"
+    DOWN = "down"
+    CLOSED = "closed"
+
+
+class LocalKafka:
+    """One Kafka 3.9 broker+controller in a child JVM, reachable at :attr:`bootstrap`.
+
+    Invariants: the process, when there is one, leads its own process group (a terminal's
+    Ctrl-C does not reach it; :meth:`stop` does), and is ended by :meth:`stop`, by the context
+    manager's exit, or at the latest when this interpreter exits. The data dir exists from
+    :meth:`start` until :meth:`stop` and survives :meth:`kill` and :meth:`restart`, which keep
+    the ports too, so clients reconnect to the same address.
+
+    All methods block; call them from a thread (``asyncio.to_thread``) inside an event loop
+    if the loop must keep running meanwhile.
+    """
+
+    def __init__(self, *, port: int | None = None, cache: Path | None = None) -> None:
+        """``port``: the client port to bind (default: a free one). ``cache``: where jars
+        are cached (default: :func:`aiostreams.localkafka.jars.cache_dir`)."""
+        self._requested_port = port
+        self._cache = cache if cache is not None else cache_dir()
+        self._state = BrokerState.NEW
+        self._process: subprocess.Popen[bytes] | None = None
+        self._data_dir: Path | None = None
+        self._port: int | None = None
+        self._controller_port: int | None = None
+        self._reaper: weakref.finalize[[subprocess.Popen[bytes]], LocalKafka] | None = None
+
+    # -- public surface ------------------------------------------------------------------
+
+    @property
+    def state(self) -> BrokerState:
+        return self._state
+
+    @property
+    def bootstrap(self) -> str:
+        """``"127.0.0.1:<port>"``, stable across :meth:`restart` and :meth:`kill`."""
+        if self._port is None:
+            raise LocalKafkaError("the broker has no address yet: call start() first")
+        return f"{HOST}:{self._port}"
+
+    @property
+    def data_dir(self) -> Path:
+        if self._data_dir is None:
+            raise LocalKafkaError("the broker has no data dir: call start() first")
+        return self._data_dir
+
+    def ensure_jars(self) -> Path:
+        """The directory of the broker's jars, downloaded with ``mvn`` on first use."""
+        return ensure_jars(self._cache)
+
+    def tool_command(self, main_class: str, *args: str) -> list[str]:
+        """A ``java`` command line running ``main_class`` (e.g. ``kafka.tools.ConsoleProducer``)
+        from the broker's jars, with warnings on stderr. Needs no running broker."""
+        return [_java(), *_TOOL_HEAP, "-Djava.awt.headless=true",
+                f"-Dlog4j.configuration=file:{TOOLS_LOG4J_PROPERTIES}", "-cp",
+                str(self.ensure_jars() / "*"), main_class, *args]
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Format fresh storage and start the broker; return once it serves metadata requests.
+
+        Raises :class:`LocalKafkaError` with the tail of the broker's log if it exits or is
+        not ready within ``timeout`` seconds; nothing is left running or on disk then.
+        """
+        if self._state not in (BrokerState.NEW, BrokerState.CLOSED):
+            raise LocalKafkaError(
+                f"start() needs a new or stopped broker, this one is {self._state.value}; "
+                "use restart() to bring a running or killed broker back on the same data"
+            )
+        libs = self.ensure_jars()  # not counted in ``timeout``: a cold download takes a while
+        deadline = time.monotonic() + timeout
+        self._port, self._controller_port = _free_ports(self._requested_port)
+        self._data_dir = Path(tempfile.mkdtemp(prefix="aiostreams-kafka-"))
+        try:
+            (self._data_dir / "logs").mkdir()
+            self._write_server_properties()
+            self._format_storage(libs, deadline)
+            self._launch(libs, deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """End the broker gracefully (SIGTERM) if it runs, then start it again on the same
+        ports and data: what a rolling restart or a crash recovery looks like to clients."""
+        if self._state not in (BrokerState.RUNNING, BrokerState.DOWN):
+            raise LocalKafkaError(
+                f"restart() needs a started broker, this one is {self._state.value}; "
+                "call start() first"
+            )
+        self._terminate(timeout=30.0)
+        self._launch(self.ensure_jars(), time.monotonic() + timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the broker, as a crash would; data and ports stay for :meth:`restart`."""
+        if self._process is not None:
+            _signal_group(self._process, signal.SIGKILL)
+            self._process.wait()
+            self._forget_process()
+        if self._state is BrokerState.RUNNING:
+            self._state = BrokerState.DOWN
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """End the broker (SIGTERM; SIGKILL after ``timeout`` seconds) and remove its data.
+        Idempotent."""
+        self._terminate(timeout)
+        if self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+        self._data_dir = None
+        self._port = self._controller_port = None
+        self._state = BrokerState.CLOSED
+
+    def __enter__(self) -> LocalKafka:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = f" at {HOST}:{self._port}" if self._port is not None else ""
+        return f"<LocalKafka {self._state.value}{where}>"
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _write_server_properties(self) -> None:
+        data_dir = self.data_dir
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": str(_NODE_ID),
+            "controller.quorum.voters": f"{_NODE_ID}@{HOST}:{self._controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self._port},CONTROLLER://{HOST}:"
+                         f"{self._controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self._port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(data_dir / "kraft-logs"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # One node: a few partitions for the internal topics make the first group join
+            # and the first transactional producer quick (the default is 50 each).
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.num.partitions": "4",
+            # Let tests and chaos runs use short consumer session timeouts (default 6 s).
+            "group.min.session.timeout.ms": "1000",
+            # After a SIGKILL the restarted broker may register only once the controller has
+            # expired its previous incarnation's session (default 9 s, then backoff: ~14 s).
+            "broker.session.timeout.ms": "2000",
+            "broker.heartbeat.interval.ms": "500",
+        }
+        text = "".join(f"{key}={value}\n" for key, value in properties.items())
+        (data_dir / "server.properties").write_text(text)
+
+    def _format_storage(self, libs: Path, deadline: float) -> None:
+        cluster_id = _random_cluster_id()
+        command = [
+            _java(), *_TOOL_HEAP, *self._jvm_properties(), "-cp", str(libs / "*"),
+            "kafka.tools.StorageTool", "format", "-t", cluster_id,
+            "-c", str(self.data_dir / "server.properties"),
+        ]
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, check=False,
+                timeout=max(deadline - time.monotonic(), 1.0),
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise LocalKafkaError("formatting the broker's storage (kafka.tools.StorageTool) "
+                                  "timed out; raise start(timeout=...)") from exc
+        if result.returncode != 0:
+            raise LocalKafkaError(
+                f"kafka.tools.StorageTool format failed (exit {result.returncode}):\n"
+                + (result.stdout + result.stderr).strip()
+            )
+
+    def _launch(self, libs: Path, deadline: float) -> None:
+        assert self._process is None, "a broker process is already running"
+        data_dir = self.data_dir
+        command = [
+            _java(), *_BROKER_HEAP, *self._jvm_properties(), "-cp", str(libs / "*"),
+            "kafka.Kafka", str(data_dir / "server.properties"),
+        ]
+        began = time.monotonic()
+        with open(data_dir / "logs" / "stdout.log", "ab") as output:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=data_dir,
+            )
+        self._process = process
+        self._reaper = weakref.finalize(self, _kill_at_exit, process)
+        try:
+            self._await_ready(deadline)
+        except BaseException:
+            self.kill()
+            self._state = BrokerState.DOWN
+            raise
+        self._state = BrokerState.RUNNING
+        log.info("Kafka broker ready at %s after %.1f s", self.bootstrap,
+                 time.monotonic() - began)
+
+    def _await_ready(self, deadline: float) -> None:
+        process = self._process
+        assert process is not None and self._port is not None
+        while not metadata_answers(HOST, self._port, timeout=_PROBE_TIMEOUT):
+            if time.monotonic() > deadline:
+                raise LocalKafkaError(
+                    f"the Kafka broker at {self.bootstrap} did not answer a metadata request "
+                    "in time; raise start(timeout=...) on a slow machine.\n"
+                    + self._log_tail()
+                )
+            try:
+                code = process.wait(timeout=_POLL_INTERVAL)  # returns early if it died
+            except subprocess.TimeoutExpired:
+                continue
+            raise LocalKafkaError(
+                f"the Kafka broker exited with code {code} while starting (is port "
+                f"{self._port} or {self._controller_port} taken? is Java too old? 17 is "
+                "what aiostreams tests with).\n"
+                + self._log_tail()
+            )
+
+    def _terminate(self, timeout: float) -> None:
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("Kafka broker ignored SIGTERM for %.0f s; sending SIGKILL", timeout)
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+        self._forget_process()
+        if self._state is BrokerState.RUNNING:
+            self._state = BrokerState.DOWN
+
+    def _forget_process(self) -> None:
+        if self._reaper is not None:
+            self._reaper.detach()
+        self._reaper = None
+        self._process = None
+
+    def _jvm_properties(self) -> list[str]:
+        return [
+            "-Djava.awt.headless=true",
+            f"-Dlog4j.configuration=file:{LOG4J_PROPERTIES}",
+            f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
+        ]
+
+    def _log_tail(self) -> str:
+        parts = []
+        for name in ("server.log", "stdout.log"):
+            path = self.data_dir / "logs" / name
+            try:
+                text = path.read_text(errors="replace")
+            except FileNotFoundError:
+                continue
+            # Stack frames crowd out what matters: the messages and their "Caused by" lines.
+            lines = [line for line in text.splitlines()
+                     if not line.startswith(("\tat ", "\t... "))][-_LOG_TAIL_LINES:]
+            if lines:
+                parts.append(f"--- the broker's {name}, last lines ---\n" + "\n".join(lines))
+        return "\n".join(parts) if parts else "The broker wrote no log."
+
+
+def _java() -> str:
+    java = shutil.which("java", path=_java_path())
+    if java is None:
+        raise LocalKafkaError(
+            "'java' is not on PATH (nor in $JAVA_HOME/bin); the local Kafka broker needs "
+            "Java 17+ (e.g. 'apt-get install openjdk-17-jre-headless'), or point "
+            "AIOSTREAMS_KAFKA at a running broker instead."
+        )
+    return java
+
+
+def _java_path() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    path = os.environ.get("PATH", os.defpath)
+    return f"{java_home}/bin{os.pathsep}{path}" if java_home else path
+
+
+def _free_ports(port: int | None) -> tuple[int, int]:
+    """A client port (``port`` if given) and a controller port, free on 127.0.0.1 now."""
+    with socket.socket() as controller, socket.socket() as broker:
+        controller.bind((HOST, 0))
+        if port:
+            return port, int(controller.getsockname()[1])
+        broker.bind((HOST, 0))
+        return int(broker.getsockname()[1]), int(controller.getsockname()[1])
+
+
+def _random_cluster_id() -> str:
+    """A Kafka ``Uuid`` string (url-safe base64 of 16 random bytes), as ``StorageTool
+    random-uuid`` prints, without starting a JVM for it."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):  # Kafka avoids ids that read like a command-line flag
+            return text
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it exited already
+        os.killpg(process.pid, signum)
+
+
+def _kill_at_exit(process: subprocess.Popen[bytes]) -> None:
+    """Last resort when a LocalKafka is garbage-collected or the interpreter exits running."""
+    if process.poll() is None:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
