@@ -223,6 +223,32 @@ class App:
         if self.worker is not None:
             self.worker.request_stop()
 
+    async def wait_until_caught_up(self, timeout: float | None = None) -> None:
+        """Return once every record in the app's input topics *when this is called* (and
+        whatever they cause in its internal repartition topics) has been processed and its
+        offset committed by the app's group. For examples, tests and batch-like runs.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if it
+        stops. Cancellation: stops waiting, changes nothing."""
+        worker = self.worker
+        if worker is None or self.state is not AppState.RUNNING:
+            raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
+        from aiostreams.engine.caught_up import CaughtUpProbe
+
+        probe = CaughtUpProbe(self.transport, self.name, self.build(),
+                              read_committed=self.settings.processing_guarantee
+                              == "exactly_once")
+        async with asyncio.timeout(timeout):
+            await probe.start()
+            try:
+                while not await probe.caught_up():
+                    if worker.failure is not None:
+                        break
+                    await worker.next_commit()
+            finally:
+                await probe.stop()
+        worker.raise_failure()
+
     async def run_async(self) -> None:
         await self.start()
         loop = asyncio.get_running_loop()

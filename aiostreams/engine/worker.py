@@ -116,6 +116,7 @@ class Worker:
         self._shared: OutputChannel | None = None  # at-least-once: one for all tasks
         self._channels: dict[str, OutputChannel] = {}  # exactly-once: one per task
         self._commit_requested = False
+        self._committed_event = asyncio.Event()
         self._commit_timer: TimerHandle | None = None
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()
@@ -455,7 +456,20 @@ class Worker:
             self.commits += 1
             if self._on_commit is not None:
                 self._on_commit(CommitRecord(committed, self.clock.monotonic() - started))
+        # wake whoever waits for the next commit, even an empty one (nothing left to do)
+        event, self._committed_event = self._committed_event, asyncio.Event()
+        event.set()
         return committed
+
+    async def next_commit(self) -> None:
+        """Wait for the next commit (or for the worker to stop). Cancellation-safe."""
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        committed = asyncio.ensure_future(self._committed_event.wait())
+        try:
+            await asyncio.wait([stopped, committed], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            committed.cancel()
 
     async def _commit_group(self, channel: OutputChannel, tasks: list[StreamTask],
                             consumer: Consumer, closing: bool) -> dict[TopicPartition, int]:

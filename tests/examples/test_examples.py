@@ -1,0 +1,31 @@
+"""Every example runs in the suite, as a user would run it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_example(*args: str, timeout: float = 240.0) -> str:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_enrichment_example_accounts_for_every_order() -> None:
+    out = run_example("examples/enrich_rest.py", "--orders", "600", "--no-parquet")
+    counts = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    produced = int(counts["orders"].split()[2])
+    enriched = int(counts["enriched"].split()[1])
+    dead = int(counts["dead-lettered"].split()[1])
+    filtered = int(counts["filtered"].split()[3])
+    assert produced == 600
+    assert enriched > 0 and dead > 0 and filtered > 0
+    assert enriched + dead + filtered == produced
