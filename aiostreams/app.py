@@ -181,6 +181,7 @@ class App:
                     poll_timeout=s.poll_timeout,
                     max_poll_records=s.max_poll_records,
                     drain_timeout=s.drain_timeout,
+                    broker_timeout=s.broker_timeout,
                     exactly_once=s.processing_guarantee == "exactly_once",
                     default_partitions=s.default_partitions,
                     group_instance_id=s.group_instance_id,

@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     max_poll_records: int = Field(2000, ge=1)
     poll_timeout: float = Field(0.1, gt=0, description="seconds one fetch waits for data")
     drain_timeout: float = Field(30.0, ge=0, description="seconds to let in-flight work finish")
+    broker_timeout: float = Field(
+        120.0, gt=0, description="seconds of continuous broker trouble a running worker "
+        "rides out (retrying) before it stops with the error")
     on_error: Literal["fail", "skip", "dead_letter"] | None = Field(
         None, description="after the last attempt; default: dead_letter when a dead-letter "
         "topic is set, else fail")

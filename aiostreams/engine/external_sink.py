@@ -48,8 +48,9 @@ class ExternalSink(Protocol):
         ...
 
     async def flush(self) -> None:
-        """Make every record added so far durable; raise if that failed (the commit then
-        fails and nothing is committed)."""
+        """Make every record added so far durable; raise if that failed. The commit then
+        fails, nothing is committed, and the worker commits nothing more (not even on
+        shutdown): the records are processed again after a restart."""
         ...
 
     def durable_offset(self, source: TopicPartition) -> int | None:

@@ -33,8 +33,12 @@ from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
     AiostreamsError,
+    BrokerUnavailableError,
+    CommitFailedError,
     CoPartitioningError,
+    ProducerFencedError,
     TaskFailedError,
+    TransportError,
     UnknownTopicError,
 )
 from aiostreams.topic import Topic
@@ -70,6 +74,7 @@ class WorkerConfig:
     poll_timeout: float = 0.1
     max_poll_records: int = 2000
     drain_timeout: float = 30.0
+    broker_timeout: float = 120.0
     exactly_once: bool = False
     default_partitions: int = 1
     group_instance_id: str | None = None
@@ -84,6 +89,23 @@ class CommitRecord:
 
     offsets: dict[TopicPartition, int]
     duration: float
+
+
+_CONNECTION_ERRORS = frozenset({"KafkaConnectionError", "NodeNotReadyError",
+                                "KafkaTimeoutError", "RequestTimedOutError"})
+
+
+class _Outage:
+    """A stretch of continuous broker trouble, with exponential backoff (0.1 s → 5 s)."""
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self._backoff = 0.1
+
+    def next_backoff(self) -> float:
+        delay = self._backoff
+        self._backoff = min(5.0, self._backoff * 2)
+        return delay
 
 
 class Worker:
@@ -109,6 +131,7 @@ class Worker:
         self.commits = 0
         self._on_commit = on_commit
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
+        self._sink_failure: BaseException | None = None
         self._task_of: dict[TopicPartition, StreamTask] = {}
         self._sub_of_topic = {t: sub for sub in self.subs for t in sub.source_topics}
         self._committed: dict[TopicPartition, int] = {}
@@ -342,30 +365,77 @@ class Worker:
     # -- fetching -----------------------------------------------------------------------
 
     async def _fetch_loop(self) -> None:
+        """Fetch, hand records to tasks, commit when due; ride out broker trouble.
+
+        A transient broker error (connection lost, coordinator moving, a request timing out)
+        is retried with backoff for up to ``broker_timeout`` seconds of continuous trouble;
+        the uncommitted work simply waits (nothing is committed past it). Anything else, or
+        an outage longer than that, stops the worker with the error."""
+        outage: _Outage | None = None
+        while not self._stop_requested.is_set():
+            try:
+                await self._fetch_once()
+                if outage is not None:
+                    log.warning("worker: the broker is back after %.1fs",
+                                self.clock.monotonic() - outage.since)
+                    outage = None
+            except asyncio.CancelledError:
+                raise
+            except TransportError as e:
+                if not self._transient(e):
+                    log.error("worker: stopping: %s", e)
+                    self._set_failure(e)
+                    return
+                now = self.clock.monotonic()
+                if outage is None:
+                    outage = _Outage(now)
+                    log.warning("worker: broker trouble, retrying for up to %.0fs: %s",
+                                self.config.broker_timeout, e)
+                if now - outage.since > self.config.broker_timeout:
+                    log.error("worker: the broker has been unreachable for %.0fs; stopping: "
+                              "%s", now - outage.since, e)
+                    self._set_failure(e)
+                    return
+                self._commit_requested = True  # the interrupted commit is redone
+                await asyncio.sleep(outage.next_backoff())
+            except Exception as e:  # a bug, or a failure we cannot ride out: stop cleanly
+                log.exception("worker: fetch loop failed")
+                self._set_failure(e)
+                return
+
+    async def _fetch_once(self) -> None:
         consumer = self._consumer
         assert consumer is not None
-        try:
-            while not self._stop_requested.is_set():
-                batch = await consumer.getmany(self.config.poll_timeout,
-                                               self.config.max_poll_records)
-                touched: dict[str, StreamTask] = {}
-                for tp, records in batch.items():
-                    task = self._task_of.get(tp)
-                    if task is not None and records:
-                        task.enqueue(tp, records)
-                        touched[task.task_id] = task
-                for task in touched.values():
-                    task.pump()
-                failed = next((c.error for c in self._all_channels() if c.error), None)
-                if failed is not None:
-                    raise failed
-                if self._commit_requested:
-                    await self.commit()
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # the broker gave up on us, or a bug: stop cleanly
-            log.exception("worker: fetch loop failed")
-            self._set_failure(e)
+        batch = await consumer.getmany(self.config.poll_timeout, self.config.max_poll_records)
+        touched: dict[str, StreamTask] = {}
+        for tp, records in batch.items():
+            task = self._task_of.get(tp)
+            if task is not None and records:
+                task.enqueue(tp, records)
+                touched[task.task_id] = task
+        for task in touched.values():
+            task.pump()
+        failed = next((c.error for c in self._all_channels() if c.error), None)
+        if failed is not None:
+            raise failed
+        if self._commit_requested:
+            await self.commit()
+
+    def _transient(self, error: TransportError) -> bool:
+        """Worth retrying: the broker is restarting, a coordinator moves, a request timed
+        out. Not: fencing, a missing topic, or a transactional commit (its outcome is in
+        doubt, so the worker stops and a restart resumes from the last committed
+        transaction)."""
+        if isinstance(error, ProducerFencedError | UnknownTopicError | CommitFailedError):
+            return False
+        if self.config.exactly_once:
+            return False
+        cause = error.__cause__ or error.__context__
+        retriable = getattr(cause, "retriable", None)  # aiokafka's errors say so themselves
+        if isinstance(retriable, bool):
+            return retriable or type(cause).__name__ in _CONNECTION_ERRORS
+        return isinstance(error, BrokerUnavailableError) or isinstance(
+            cause, ConnectionError | TimeoutError)
 
     def _on_pause(self, tp: TopicPartition, paused: bool) -> None:
         consumer = self._consumer
@@ -461,6 +531,20 @@ class Worker:
         event.set()
         return committed
 
+    async def _flush_sinks(self) -> None:
+        """Make external sinks durable. A sink whose flush failed once blocks every later
+        commit (even on shutdown): what it failed to write must never be committed past."""
+        if self._sink_failure is not None:
+            raise self._sink_failure
+        for sink in self._sinks.values():
+            try:
+                await sink.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self._sink_failure = e
+                raise
+
     async def next_commit(self) -> None:
         """Wait for the next commit (or for the worker to stop). Cancellation-safe."""
         stopped = asyncio.ensure_future(self._stopped.wait())
@@ -487,8 +571,7 @@ class Worker:
         if channel.error is not None:
             raise channel.error
         await channel.producer.flush()
-        for sink in self._sinks.values():
-            await sink.flush()
+        await self._flush_sinks()
         checkpoint_now = not self.config.exactly_once or closing
         marks = (await self._restorer.changelog_marks(tasks, consumer) if checkpoint_now
                  else {})

@@ -1,0 +1,43 @@
+"""The PySpark bridge: results to Parquet, durable before commit, exactly once.
+
+* :class:`ParquetSink` + :func:`add_parquet_sink`: a Parquet dataset as an external sink of an
+  app (Spark or pyarrow writes, a commit log beside the data, replays dropped).
+* :class:`RowSchema`: the Arrow schema of a pydantic model, and batches as Arrow tables.
+* :class:`SparkConfig`, :func:`get_session`, :func:`stop_session`: the process's one
+  SparkSession.
+* :func:`committed_files`: the files a dataset's commit log lists.
+* :mod:`aiostreams.spark.structured`: the scale-out path, a Spark Structured Streaming job
+  reading Kafka directly (imported on demand).
+
+Requires the ``spark`` extra (``pyspark``, ``pyarrow``).
+"""
+
+from aiostreams.spark.attach import ParquetValidator, add_parquet_sink
+from aiostreams.spark.commit_log import DatasetLockedError, committed_files
+from aiostreams.spark.parquet_sink import (
+    FlushStep,
+    ParquetSink,
+    SinkFailedError,
+    SinkMetrics,
+    SinkState,
+)
+from aiostreams.spark.schema import RowSchema, SchemaMismatch, to_spark_schema
+from aiostreams.spark.session import SparkConfig, get_session, stop_session
+
+__all__ = [
+    "DatasetLockedError",
+    "FlushStep",
+    "ParquetSink",
+    "ParquetValidator",
+    "RowSchema",
+    "SchemaMismatch",
+    "SinkFailedError",
+    "SinkMetrics",
+    "SinkState",
+    "SparkConfig",
+    "add_parquet_sink",
+    "committed_files",
+    "get_session",
+    "stop_session",
+    "to_spark_schema",
+]

@@ -284,6 +284,26 @@ class Stream(Generic[K, V]):
         self.builder.add_sink("KSTREAM-SINK", topic, [self.node], name=name,
                               key_serde=key_s, value_serde=value_s, partitioner=partitioner)
 
+    def to_parquet(self, path: Any, model: Any, *, name: str | None = None,
+                   **options: Any) -> Any:
+        """Write this stream's values (instances of the pydantic ``model``) to a Parquet
+        dataset at ``path`` through the Spark bridge, exactly once: files are durable
+        before offsets are committed, and replays are dropped. ``options`` go to
+        :class:`aiostreams.spark.ParquetSink` (``partition_by``, ``compression``,
+        ``engine``, ``include``, ``spark``, ...). Values that do not fit the schema fail
+        in a validation step before the sink, so they follow the dead-letter path.
+        Returns the sink (its ``metrics`` say what it wrote)."""
+        try:
+            from aiostreams.spark import ParquetSink, add_parquet_sink
+        except ImportError as e:  # pragma: no cover - the spark extra is missing
+            raise TopologyError(
+                f"to_parquet needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
+            ) from e
+        sink = ParquetSink(path, model, **options)
+        node = self.builder.new_name("KSTREAM-PARQUET", name)
+        add_parquet_sink(self.builder.topology, node, self.node, sink)
+        return sink
+
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:
         """``to(topic)`` and read it back: the records come back partitioned by their
         (serialized) key, in a new sub-topology. ``topic`` must be declared (with

@@ -72,7 +72,7 @@ class Waiter:
         if not self._future.done():
             self._future.set_result(None)
 
-    async def wait(self, timeout: float) -> None:  # noqa: ASYNC109 (a deadline helper)
+    async def wait(self, timeout: float) -> None:
         """Return when woken or after ``timeout`` seconds; cancelling it just stops waiting."""
         try:
             await asyncio.wait({self._future}, timeout=timeout)

@@ -184,7 +184,7 @@ class MemoryConsumer:
     # -- reading ------------------------------------------------------------------------
 
     async def getmany(
-        self, timeout: float, max_records: int | None = None  # noqa: ASYNC109 (the Protocol's)
+        self, timeout: float, max_records: int | None = None
     ) -> dict[TopicPartition, list[RawRecord]]:
         """Return records ready now, else wait up to ``timeout`` seconds for an append.
 

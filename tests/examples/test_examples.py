@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -20,8 +22,9 @@ def run_example(*args: str, timeout: float = 240.0) -> str:
     return done.stdout
 
 
-def test_enrichment_example_accounts_for_every_order() -> None:
-    out = run_example("examples/enrich_rest.py", "--orders", "600", "--no-parquet")
+@pytest.mark.spark
+def test_enrichment_example_accounts_for_every_order_and_spark_reads_the_dataset() -> None:
+    out = run_example("examples/enrich_rest.py", "--orders", "600")
     def count(label: str) -> int:
         match = re.search(rf"^  {re.escape(label)}\s+(\d+)", out, re.M)
         assert match, f"no {label!r} line in:\n{out}"
@@ -32,3 +35,4 @@ def test_enrichment_example_accounts_for_every_order() -> None:
     assert produced == 600
     assert enriched > 0 and dead > 0 and filtered > 0
     assert enriched + dead + filtered == produced
+    assert count("Parquet dataset (Spark)") == enriched

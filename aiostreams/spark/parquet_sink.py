@@ -1,0 +1,412 @@
+"""A Parquet dataset as an external sink: results durable before offsets are committed, and
+each input written exactly once.
+
+::
+
+    sink = ParquetSink("/data/orders", Order, partition_by=("region",))
+    add_parquet_sink(app.topology, "orders-parquet", "enrich", sink)
+
+The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
+
+* :meth:`ParquetSink.add` (event loop, at retire) appends the record to an in-memory buffer
+  and nothing else; records at or below their source partition's durable offset are replays
+  and are dropped.
+* :meth:`ParquetSink.flush` (event loop, at each commit, before offsets are committed) takes
+  the buffer and, on the Spark thread, converts it to one Arrow table, writes it to a staging
+  directory, renames the complete files into the dataset, and appends an entry to the commit
+  log naming the files and, per source partition, the offset range written
+  (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it returns after.
+* :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
+  (the durable offsets) and deletes staging leftovers and data files no entry lists.
+
+So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
+whose batch has no log entry: the dataset holds each input's results once.
+
+Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease,
+and the durable offset never decreases and never passes a record that was not written.
+
+Back-pressure: :attr:`ParquetSink.backlogged` turns true once ``batch_rows`` rows are
+buffered, or the oldest has waited ``batch_interval`` seconds; the worker then commits early.
+A slow write makes the commit wait; retired records pile up in the reorder buffer until it is
+full, and fetching pauses. Files are as large as what arrives between two commits: raise the
+app's ``commit_interval_ms`` for larger files.
+
+Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once, but its write runs
+to completion on the Spark thread; the commit that awaited it fails, so nothing is committed.
+The next flush queues behind that write (one thread, FIFO). If the abandoned write failed,
+the sink is FAILED.
+
+Failure: any error during a write leaves the sink FAILED (its buffer and the dataset's last
+batch are in doubt): later flushes raise :class:`SinkFailedError`, and ``stop`` only
+releases the lock. Restart the app; the new sink recovers from the commit log.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import secrets
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.errors import AiostreamsError, ConfigError, SerializationError
+from aiostreams.spark.commit_log import (
+    STAGING_DIR,
+    CommitLog,
+    LogEntry,
+    OffsetRange,
+    Recovery,
+)
+from aiostreams.spark.parquet_writer import (
+    COMPRESSIONS,
+    Engine,
+    move_into_dataset,
+    write_staged,
+)
+from aiostreams.spark.schema import RowSchema, SchemaMismatch
+from aiostreams.spark.session import SparkConfig, get_session
+from aiostreams.spark.spark_thread import run_on_spark_thread
+from aiostreams.types import TopicPartition
+
+__all__ = ["FlushStep", "ParquetSink", "SinkFailedError", "SinkMetrics", "SinkState"]
+
+log = logging.getLogger("aiostreams.spark")
+
+_PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
+
+
+class SinkState(enum.Enum):
+    """``CREATED → RUNNING → STOPPED``; ``RUNNING → FAILED → STOPPED`` when a write fails."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+_TRANSITIONS: dict[SinkState, frozenset[SinkState]] = {
+    SinkState.CREATED: frozenset({SinkState.RUNNING, SinkState.FAILED, SinkState.STOPPED}),
+    SinkState.RUNNING: frozenset({SinkState.FAILED, SinkState.STOPPED}),
+    SinkState.FAILED: frozenset({SinkState.STOPPED}),
+    SinkState.STOPPED: frozenset(),
+}
+
+
+class FlushStep(enum.Enum):
+    """The points of a write after which a crash leaves a distinct dataset state."""
+
+    STAGED = "staged"  # complete files in _staging; dataset unchanged
+    MOVED = "moved"  # files in the dataset, no log entry: deleted by the next start
+    LOGGED = "logged"  # the log entry is durable: the batch is committed
+
+
+class SinkFailedError(AiostreamsError):
+    """A write of the Parquet sink failed earlier; the sink accepts no more flushes."""
+
+
+@dataclass
+class SinkMetrics:
+    rows_added: int = 0
+    rows_replayed: int = 0  # dropped by add() or flush(): already durable
+    rows_written: int = 0
+    files_written: int = 0
+    batches: int = 0
+    flush_seconds: float = 0.0  # total time on the Spark thread
+    last_flush_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Written:
+    entry: LogEntry | None
+    replayed: int
+    seconds: float
+
+
+class ParquetSink:
+    """Writes the values reaching it (instances of ``model``) to the Parquet dataset at
+    ``path`` (a local or mounted filesystem directory). See the module docstring.
+
+    ``partition_by``: columns (model fields or included metadata columns of type str, int,
+    bool or date) to partition the directories by. ``include``: metadata columns to add,
+    from ``("key", "topic", "partition", "offset", "timestamp")`` (``key_type`` types the
+    key column; ``metadata_prefix`` renames them all). ``engine``: ``"spark"`` (the process's
+    SparkSession, started with ``spark`` or defaults) or ``"pyarrow"``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        model: type[BaseModel],
+        *,
+        partition_by: Sequence[str] = (),
+        compression: str = "snappy",
+        batch_rows: int = 50_000,
+        batch_interval: float = 5.0,
+        include: Sequence[str] = (),
+        key_type: Any = str,
+        metadata_prefix: str = "",
+        engine: Engine = "spark",
+        spark: SparkConfig | None = None,
+    ) -> None:
+        text = str(path)
+        if "://" in text and not text.startswith("file://"):
+            raise ConfigError(
+                f"ParquetSink writes to a local or mounted filesystem (it renames files "
+                f"atomically); got {text!r}. For object stores, run the Structured Streaming "
+                "job (aiostreams.spark.structured) instead")
+        self.path = Path(text.removeprefix("file://")).absolute()
+        if engine not in ("spark", "pyarrow"):
+            raise ConfigError(f"engine must be 'spark' or 'pyarrow', got {engine!r}")
+        if compression not in COMPRESSIONS:
+            raise ConfigError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+        if batch_rows < 1:
+            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
+        if batch_interval <= 0:
+            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
+        self.schema = RowSchema(model, include=include, key_type=key_type,
+                                metadata_prefix=metadata_prefix)
+        self.partition_by = tuple(partition_by)
+        self._check_partition_columns()
+        self.name = ""
+        self.model = model
+        self.compression = compression
+        self.batch_rows = batch_rows
+        self.batch_interval = batch_interval
+        self.engine: Engine = engine
+        self.spark = spark
+        self.validated_upstream = False  # set by add_parquet_sink: values were checked
+        self.state = SinkState.CREATED
+        self.metrics = SinkMetrics()
+        self.recovery: Recovery | None = None
+        self._buffer: list[ExternalRecord] = []
+        self._oldest = 0.0
+        self._durable: dict[TopicPartition, int] = {}
+        self._last_added: dict[TopicPartition, int] = {}
+        # owned by the Spark thread once started:
+        self._log = CommitLog(self.path)
+        self._failure: BaseException | None = None
+
+    def _check_partition_columns(self) -> None:
+        schema = self.schema.arrow_schema
+        for column in self.partition_by:
+            if column not in schema.names:
+                raise ConfigError(f"partition_by: {column!r} is not a column; columns: "
+                                  f"{schema.names}")
+            kind = str(schema.field(column).type)
+            if kind not in _PARTITION_TYPES:
+                raise ConfigError(f"partition_by: {column!r} is {kind}; partition by a "
+                                  "str, int, bool or date column")
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise ConfigError(f"partition_by names a column twice: {self.partition_by}")
+        if len(self.partition_by) >= len(schema.names):
+            raise ConfigError("partition_by cannot take every column: no data would be left "
+                              "in the files")
+
+    def _move_to(self, state: SinkState) -> None:
+        if state not in _TRANSITIONS[self.state]:
+            raise RuntimeError(f"sink {self.name!r}: {self.state.value} -> {state.value} is not "
+                               "a lifecycle transition")
+        self.state = state
+
+    def __repr__(self) -> str:
+        return (f"ParquetSink({str(self.path)!r}, {self.model.__name__}, "
+                f"engine={self.engine!r}, state={self.state.value})")
+
+    # -- validation (a processor before the sink calls it) ----------------------------------
+
+    def validate(self, value: Any, key: Any = None) -> None:
+        """Raise :class:`SchemaMismatch` unless ``value`` (and ``key``, when the key is a
+        column) fits the dataset's schema exactly. Pure and cheap (a few µs): safe on the
+        event loop, per record."""
+        self.schema.check(value, key)
+
+    # -- ExternalSink ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Take the writer lock, recover from the commit log (see the module docstring) and,
+        for ``engine="spark"``, start the SparkSession. Cancellation: the recovery runs to
+        completion on the Spark thread; the sink stays CREATED and holds the lock until
+        :meth:`stop`."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r} starts once; it is {self.state.value}")
+        self.recovery = await run_on_spark_thread(self._recover)
+        self._durable = dict(self._log.durable)
+        self._move_to(SinkState.RUNNING)
+        if self.recovery.entries:
+            log.info("%r: %d batch(es) committed already; durable offsets %s", self,
+                     self.recovery.entries,
+                     {str(tp): off for tp, off in sorted(self._durable.items())})
+
+    def _recover(self) -> Recovery:
+        self._log.acquire()
+        try:
+            report = self._log.recover()
+            if self.engine == "spark":
+                get_session(self.spark)
+        except BaseException:
+            self._log.release()
+            raise
+        return report
+
+    def add(self, record: ExternalRecord) -> None:
+        """Buffer a retired result; never blocks. Replays (at or below the durable offset)
+        are dropped. After a failure, records are dropped: they are replayed on restart."""
+        source = record.source
+        offset = record.offset
+        durable = self._durable.get(source)
+        if durable is not None and offset <= durable:
+            self.metrics.rows_replayed += 1
+            return
+        last = self._last_added.get(source)
+        if last is not None and offset < last:
+            raise AssertionError(f"{self!r}: {source} went back from offset {last} to {offset}")
+        self._last_added[source] = offset
+        if self.state is not SinkState.RUNNING:
+            return
+        if not self._buffer:
+            self._oldest = time.monotonic()
+        self._buffer.append(record)
+        self.metrics.rows_added += 1
+
+    @property
+    def backlogged(self) -> bool:
+        """True once ``batch_rows`` rows are buffered or the oldest waited
+        ``batch_interval`` seconds (the worker then commits early)."""
+        buffered = len(self._buffer)
+        return buffered >= self.batch_rows or (
+            buffered > 0 and time.monotonic() - self._oldest >= self.batch_interval)
+
+    def durable_offset(self, source: TopicPartition) -> int | None:
+        return self._durable.get(source)
+
+    async def flush(self) -> None:
+        """Write everything added so far and commit it to the log; returns once durable.
+        Raises :class:`SinkFailedError` (or the write's error) if it is not. Cancellation:
+        see the module docstring (the write completes; nothing is committed)."""
+        if self.state is SinkState.FAILED:
+            raise SinkFailedError(f"{self!r} failed earlier ({self._failure!r}); restart the "
+                                  "app so a new sink recovers from the commit log")
+        if self.state is not SinkState.RUNNING:
+            raise RuntimeError(f"{self!r}: flush() needs a started sink")
+        batch, self._buffer = self._buffer, []
+        try:
+            written = await run_on_spark_thread(self._write, batch)
+        except BaseException as e:
+            if self._failure is not None and self.state is SinkState.RUNNING:
+                self._move_to(SinkState.FAILED)
+            if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
+                raise SinkFailedError(f"{self!r}: writing {len(batch)} row(s) failed: "
+                                      f"{type(e).__name__}: {e}") from e
+            raise
+        m = self.metrics
+        m.rows_replayed += written.replayed
+        m.flush_seconds += written.seconds
+        m.last_flush_seconds = written.seconds
+        entry = written.entry
+        if entry is not None:
+            for o in entry.offsets:
+                previous = self._durable.get(o.source, -1)
+                assert o.last > previous, f"{o.source}: durable offset {previous} -> {o.last}"
+                self._durable[o.source] = o.last
+            m.rows_written += entry.rows
+            m.files_written += len(entry.files)
+            m.batches += 1
+
+    async def stop(self) -> None:
+        """Flush (when running) and release the writer lock. Idempotent. The SparkSession
+        stays up (one per process; see :mod:`aiostreams.spark.session`). Cancellation: the
+        flush behaves as in :meth:`flush`; the lock is released in any case."""
+        if self.state is SinkState.STOPPED:
+            return
+        try:
+            if self.state is SinkState.RUNNING:
+                await self.flush()
+        finally:
+            await run_on_spark_thread(self._log.release)
+            self._move_to(SinkState.STOPPED)
+
+    # -- the write, on the Spark thread ---------------------------------------------------
+
+    def _write(self, batch: list[ExternalRecord]) -> _Written:
+        if self._failure is not None:
+            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
+        started = time.perf_counter()
+        try:
+            entry, replayed = self._write_batch(batch)
+        except BaseException as e:
+            self._failure = e
+            raise
+        return _Written(entry, replayed, time.perf_counter() - started)
+
+    def _write_batch(self, batch: list[ExternalRecord]) -> tuple[LogEntry | None, int]:
+        durable = self._log.durable
+        rows = [r for r in batch if r.offset > durable.get(r.source, -1)]
+        if not rows:
+            return None, len(batch)
+        if not self.validated_upstream:
+            self._check_rows(rows)
+        table = self.schema.to_table([r.value for r in rows], self._metadata(rows))
+        batch_id = self._log.next_batch
+        token = secrets.token_hex(4)
+        staging = self.path / STAGING_DIR / f"{batch_id}-{token}"
+        files = write_staged(table, staging, engine=self.engine, partition_by=self.partition_by,
+                             compression=self.compression, spark=self.spark)
+        self._after(FlushStep.STAGED)
+        moved = move_into_dataset(files, staging, self.path, batch=batch_id, token=token,
+                                  compression=self.compression)
+        self._after(FlushStep.MOVED)
+        entry = LogEntry(batch_id, tuple(moved), _offset_ranges(rows), len(rows), self.engine)
+        self._log.append(entry)
+        self._after(FlushStep.LOGGED)
+        shutil.rmtree(staging, ignore_errors=True)
+        return entry, len(batch) - len(rows)
+
+    def _after(self, step: FlushStep) -> None:
+        """Called on the Spark thread after each step of a write; a no-op. Fault-injection
+        tests override it to raise, as a crash at that point would."""
+
+    def _check_rows(self, rows: list[ExternalRecord]) -> None:
+        check = self.schema.check
+        for r in rows:
+            try:
+                check(r.value, r.key)
+            except SchemaMismatch as e:
+                raise SerializationError(
+                    f"sink {self.name!r}: the result of {r.source}@{r.offset} does not fit "
+                    f"the Parquet schema: {e}. Nothing was written; attach the sink with "
+                    "aiostreams.spark.add_parquet_sink(...) so such values are checked before "
+                    "it and take the dead-letter path", topic=r.source.topic) from None
+
+    def _metadata(self, rows: list[ExternalRecord]) -> dict[str, list[Any]]:
+        columns: dict[str, list[Any]] = {}
+        for column in self.schema.include:
+            if column == "key":
+                columns[column] = [r.key for r in rows]
+            elif column == "topic":
+                columns[column] = [r.source.topic for r in rows]
+            elif column == "partition":
+                columns[column] = [r.source.partition for r in rows]
+            elif column == "offset":
+                columns[column] = [r.offset for r in rows]
+            else:
+                columns[column] = [r.timestamp for r in rows]
+        return columns
+
+
+def _offset_ranges(rows: list[ExternalRecord]) -> tuple[OffsetRange, ...]:
+    ranges: dict[TopicPartition, list[int]] = {}
+    for r in rows:
+        span = ranges.get(r.source)
+        if span is None:
+            ranges[r.source] = [r.offset, r.offset]
+        else:
+            span[1] = r.offset  # offsets per source never decrease (asserted in add)
+    return tuple(OffsetRange(tp.topic, tp.partition, first, last)
+                 for tp, (first, last) in sorted(ranges.items()))

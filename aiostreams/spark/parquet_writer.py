@@ -1,0 +1,113 @@
+"""Writing one batch of rows as Parquet files: complete in a staging directory first, then
+renamed into the dataset. Blocking; runs on the Spark thread.
+
+Both engines produce the same layout: Hive-style partition directories (``col=value``, a
+null value as ``__HIVE_DEFAULT_PARTITION__``), the partition columns stored in the path and
+not in the files, one file per partition value per batch.
+
+* ``engine="spark"``: ``spark.createDataFrame(arrow_table)`` (the Arrow path, no pandas),
+  ``coalesce(1)``, ``write.partitionBy(...).option("compression", ...).parquet(staging)``;
+* ``engine="pyarrow"``: ``pyarrow.parquet.write_table`` (or ``pyarrow.dataset.write_dataset``
+  when partitioned), for when a JVM is not wanted.
+
+Each staged file is fsynced before it is renamed; the directories that gained entries are
+fsynced after. A rename within one filesystem is atomic, so a reader lists either no file or
+a complete one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+
+from aiostreams.spark.commit_log import DataFile, fsync_dir
+from aiostreams.spark.session import SparkConfig, get_session
+
+__all__ = ["COMPRESSIONS", "Engine", "move_into_dataset", "write_staged"]
+
+Engine = Literal["spark", "pyarrow"]
+COMPRESSIONS = ("snappy", "zstd", "gzip", "none")
+"""Codecs Spark and pyarrow both write and read back (Spark's ``lz4`` is not pyarrow's)."""
+
+_EXTENSION = {"snappy": ".snappy", "zstd": ".zstd", "gzip": ".gz", "none": ""}
+
+
+def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
+                 partition_by: Sequence[str], compression: str,
+                 spark: SparkConfig | None = None) -> list[Path]:
+    """Write ``table`` under ``staging`` (which must not exist) and return the data files,
+    fsynced. Raises what the engine raised; ``staging`` may then hold partial files."""
+    if engine == "spark":
+        _write_with_spark(table, staging, partition_by, compression, spark)
+    else:
+        _write_with_pyarrow(table, staging, partition_by, compression)
+    files = sorted(p for p in staging.rglob("*.parquet")
+                   if not p.name.startswith((".", "_")))
+    for path in files:
+        _fsync_file(path)
+    return files
+
+
+def _write_with_spark(table: pa.Table, staging: Path, partition_by: Sequence[str],
+                      compression: str, config: SparkConfig | None) -> None:
+    spark = get_session(config)
+    writer = spark.createDataFrame(table).coalesce(1).write.mode("errorifexists")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.option("compression", compression).parquet(staging.as_uri())
+
+
+def _write_with_pyarrow(table: pa.Table, staging: Path, partition_by: Sequence[str],
+                        compression: str) -> None:
+    codec = None if compression == "none" else compression
+    if not partition_by:
+        staging.mkdir(parents=True)
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, staging / "part-00000.parquet", compression=codec or "none")
+        return
+    import pyarrow.dataset as ds
+
+    ds.write_dataset(
+        table, staging, format="parquet", partitioning=list(partition_by),
+        partitioning_flavor="hive", basename_template="part-{i}.parquet",
+        file_options=ds.ParquetFileFormat().make_write_options(compression=codec),
+        existing_data_behavior="error", preserve_order=True, use_threads=False,
+        max_partitions=1_000_000)
+
+
+def move_into_dataset(files: Sequence[Path], staging: Path, dataset: Path, *, batch: int,
+                      token: str, compression: str) -> list[DataFile]:
+    """Rename the staged ``files`` into ``dataset`` (same relative directories) under names
+    no other batch uses, then fsync the directories that changed."""
+    moved: list[DataFile] = []
+    touched: set[Path] = set()
+    for n, path in enumerate(files):
+        rel_dir = path.parent.relative_to(staging)
+        target_dir = dataset / rel_dir
+        if not target_dir.exists():
+            target_dir.mkdir(parents=True, exist_ok=True)
+            parent = target_dir
+            while parent != dataset:  # new directories are entries of their parents
+                parent = parent.parent
+                touched.add(parent)
+        name = f"part-{batch:08d}-{token}-{n:05d}{_EXTENSION[compression]}.parquet"
+        size = path.stat().st_size
+        os.rename(path, target_dir / name)
+        touched.add(target_dir)
+        moved.append(DataFile((rel_dir / name).as_posix(), size))
+    for directory in sorted(touched, key=lambda p: len(p.parts), reverse=True):
+        fsync_dir(directory)
+    return moved
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,219 @@
+"""Parquet sink throughput and latency, against ``pyarrow.parquet.write_table``.
+
+    python benchmarks/parquet.py [--rows 200000] [--engines pyarrow spark] [--rate 20000]
+
+(a) baseline: the same rows (pydantic models) converted with the fastest path this package
+    has (:meth:`RowSchema.to_table`) and written with one ``pq.write_table``: rows/s.
+(b) the sink: every row handed to ``add()`` in retire-sized chunks, ``flush()`` awaited
+    whenever the sink says it is backlogged (as the worker commits early) and at the end:
+    rows/s from the first ``add`` to the last durable log entry.
+(c) latency from retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunks, the
+    worker's commit every ``--commit-interval`` seconds (or earlier when backlogged) awaits the
+    flush; per row, the time from its ``add()`` to the end of the flush that made it durable.
+
+Targets: (b) >= 0.5 x (a); p99 of (c) <= batch_interval + 1 s. Prints a table and one JSON line.
+The Spark session's start (seconds) is excluded: it happens once per process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import enum
+import json
+import statistics
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pydantic import BaseModel, Field
+
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.spark import ParquetSink, RowSchema, SparkConfig, get_session
+from aiostreams.types import TopicPartition
+
+
+class Tier(enum.Enum):
+    BRONZE = "bronze"
+    SILVER = "silver"
+    GOLD = "gold"
+
+
+class Address(BaseModel):
+    city: str
+    zip: int | None = None
+
+
+class Order(BaseModel):
+    id: int
+    region: str
+    amount: Decimal = Field(max_digits=12, decimal_places=2)
+    placed_at: dt.datetime
+    tier: Tier
+    shipping: Address
+    items: list[str]
+    note: str | None = None
+
+
+BASE = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+TP = TopicPartition("orders", 0)
+
+
+def make_rows(n: int) -> list[Order]:
+    tiers = list(Tier)
+    return [Order(id=i, region=("eu", "us", "apac")[i % 3], amount=Decimal(i % 100_000) / 100,
+                  placed_at=BASE + dt.timedelta(seconds=i), tier=tiers[i % 3],
+                  shipping=Address(city=f"city-{i % 17}", zip=None if i % 4 == 0 else i % 900),
+                  items=[f"sku-{j}" for j in range(i % 4)], note=None if i % 5 else "note")
+            for i in range(n)]
+
+
+def records(rows: list[Order], first_offset: int = 0) -> list[ExternalRecord]:
+    return [ExternalRecord("parquet", TP, first_offset + i, str(r.id), r, 1.7e9 + i)
+            for i, r in enumerate(rows)]
+
+
+def baseline(rows: list[Order], directory: Path) -> float:
+    schema = RowSchema(Order)
+    began = time.perf_counter()
+    table = schema.to_table(rows)
+    pq.write_table(table, directory / "baseline.parquet", compression="snappy")
+    return len(rows) / (time.perf_counter() - began)
+
+
+async def throughput(rows: list[Order], directory: Path, engine: str, batch_rows: int,
+                     chunk: int = 1000) -> tuple[float, ParquetSink]:
+    sink = ParquetSink(directory / f"throughput-{engine}", Order,
+                       engine=engine,  # type: ignore[arg-type]
+                       batch_rows=batch_rows, partition_by=("region",))
+    sink.validated_upstream = True  # as add_parquet_sink wires it: values checked upstream
+    await sink.start()
+    recs = records(rows)
+    began = time.perf_counter()
+    for start in range(0, len(recs), chunk):
+        for r in recs[start:start + chunk]:
+            sink.add(r)
+        if sink.backlogged:
+            await sink.flush()
+    await sink.flush()
+    rate = len(rows) / (time.perf_counter() - began)
+    await sink.stop()
+    assert sink.metrics.rows_written == len(rows)
+    return rate, sink
+
+
+async def latency(rows: list[Order], directory: Path, engine: str, rate: float,
+                  commit_interval: float, batch_rows: int, batch_interval: float
+                  ) -> list[float]:
+    sink = ParquetSink(directory / f"latency-{engine}", Order,
+                       engine=engine,  # type: ignore[arg-type]
+                       batch_rows=batch_rows, batch_interval=batch_interval,
+                       partition_by=("region",))
+    sink.validated_upstream = True
+    await sink.start()
+    recs = records(rows)
+    added_at: list[float] = []
+    durable_at: list[float] = []
+    commit_due = asyncio.Event()
+    done = False
+
+    async def retire() -> None:
+        nonlocal done
+        chunk = max(1, int(rate * 0.01))
+        began = time.perf_counter()
+        for start in range(0, len(recs), chunk):
+            target = began + start / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            now = time.perf_counter()
+            for r in recs[start:start + chunk]:
+                sink.add(r)
+                added_at.append(now)
+            if sink.backlogged:
+                commit_due.set()
+        done = True
+        commit_due.set()
+
+    async def commit() -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):  # the commit interval elapsed
+                await asyncio.wait_for(commit_due.wait(), commit_interval)
+            commit_due.clear()
+            finished = done
+            pending = len(added_at) - len(durable_at)
+            await sink.flush()
+            now = time.perf_counter()
+            durable_at.extend([now] * pending)
+            if finished and len(durable_at) == len(added_at):
+                return
+
+    await asyncio.gather(retire(), commit())
+    await sink.stop()
+    return [d - a for a, d in zip(added_at, durable_at, strict=True)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    rows = make_rows(args.rows)
+    out: dict[str, Any] = {"rows": args.rows, "batch_rows": args.batch_rows,
+                           "batch_interval": args.batch_interval,
+                           "commit_interval": args.commit_interval, "rate": args.rate}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        out["pyarrow_write_table_rows_per_s"] = baseline(rows, directory)
+        if "spark" in args.engines:
+            get_session(SparkConfig(master="local[*]", driver_memory="2g"))
+        for engine in args.engines:
+            # one full run first: the JVM's JIT (engine="spark") and caches warm up
+            await throughput(rows, directory / "warmup", engine, args.batch_rows)
+            rate, sink = await throughput(rows, directory, engine, args.batch_rows)
+            out[f"{engine}_sink_rows_per_s"] = rate
+            out[f"{engine}_sink_batches"] = sink.metrics.batches
+            out[f"{engine}_ratio"] = rate / out["pyarrow_write_table_rows_per_s"]
+            lat_rows = rows[: int(args.rate * args.latency_seconds)]
+            lat = await latency(lat_rows, directory, engine, args.rate, args.commit_interval,
+                                args.batch_rows, args.batch_interval)
+            out[f"{engine}_latency_p50_s"] = statistics.median(lat)
+            out[f"{engine}_latency_p99_s"] = percentile(lat, 0.99)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--engines", nargs="+", default=["pyarrow", "spark"],
+                        choices=["pyarrow", "spark"])
+    parser.add_argument("--batch-rows", type=int, default=50_000)
+    parser.add_argument("--batch-interval", type=float, default=5.0)
+    parser.add_argument("--commit-interval", type=float, default=1.0)
+    parser.add_argument("--rate", type=float, default=20_000.0, help="rows/s for (c)")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    out = asyncio.run(main_async(args))
+    target_p99 = args.batch_interval + 1.0
+    print(f"{'case':<44}{'value':>14}  target")
+    print(f"{'(a) pq.write_table (incl. conversion) rows/s':<44}"
+          f"{out['pyarrow_write_table_rows_per_s']:>14,.0f}")
+    for engine in args.engines:
+        ratio = out[f"{engine}_ratio"]
+        p99 = out[f"{engine}_latency_p99_s"]
+        print(f"{f'(b) sink engine={engine} rows/s':<44}{out[f'{engine}_sink_rows_per_s']:>14,.0f}"
+              f"  {ratio:.2f} x (a) {'met' if ratio >= 0.5 else 'NOT met'} (>= 0.5 x)")
+        print(f"{f'(c) {engine} retire->durable p50 s':<44}{out[f'{engine}_latency_p50_s']:>14.3f}")
+        print(f"{f'(c) {engine} retire->durable p99 s':<44}{p99:>14.3f}"
+              f"  {'met' if p99 <= target_p99 else 'NOT met'} (<= {target_p99:.1f} s)")
+    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The sink's blocking work happens on the one Spark thread: the event loop keeps running
+during a write, a cancelled flush still completes its write, and a full buffer asks the
+worker for an early commit."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from sparkkit import (
+    Order,
+    WatchedSink,
+    create_topic,
+    make_app,
+    make_order,
+    order_records,
+    produce,
+    read_with_pyarrow,
+    unique,
+)
+
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.spark import FlushStep, ParquetSink, SinkState, committed_files
+from aiostreams.spark.spark_thread import THREAD_NAME_PREFIX
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.types import TopicPartition
+
+pytestmark = pytest.mark.spark
+
+TP = TopicPartition("orders", 0)
+
+
+class GatedSink(ParquetSink):
+    """Holds each write after staging until the test opens the gate (from the loop)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+        self.threads: list[str] = []
+
+    def _after(self, step: FlushStep) -> None:
+        self.threads.append(threading.current_thread().name)
+        if step is FlushStep.STAGED:
+            self.waiting.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+
+
+def add_orders(sink: ParquetSink, offsets: range) -> None:
+    for i in offsets:
+        sink.add(ExternalRecord("parquet", TP, i, str(i), make_order(i), 0.0))
+
+
+async def test_a_write_runs_on_the_spark_thread_while_the_loop_keeps_running(
+        tmp_path: Path) -> None:
+    sink = GatedSink(tmp_path / "d", Order, engine="pyarrow")
+    await sink.start()
+    add_orders(sink, range(10))
+    flush = asyncio.ensure_future(sink.flush())
+    # the loop is free while the write waits: this coroutine runs and opens the gate
+    await asyncio.to_thread(sink.waiting.wait, 30)
+    assert not flush.done()
+    sink.gate.set()
+    await flush
+    assert set(sink.threads) == {f"{THREAD_NAME_PREFIX}_0"}
+    assert sink.durable_offset(TP) == 9
+    await sink.stop()
+
+
+async def test_a_cancelled_flush_completes_its_write_and_the_next_flush_waits_for_it(
+        tmp_path: Path) -> None:
+    sink = GatedSink(tmp_path / "d", Order, engine="pyarrow")
+    await sink.start()
+    add_orders(sink, range(10))
+    first = asyncio.ensure_future(sink.flush())
+    await asyncio.to_thread(sink.waiting.wait, 30)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert committed_files(tmp_path / "d") == []  # the write is still held at the gate
+    add_orders(sink, range(10, 20))
+    sink.waiting.clear()
+    second = asyncio.ensure_future(sink.flush())
+    sink.gate.set()  # releases the first write, then the second
+    await second
+    assert sink.state is SinkState.RUNNING
+    assert sink.durable_offset(TP) == 19
+    await sink.stop()
+    ids = read_with_pyarrow(tmp_path / "d", sink).column("id").to_pylist()
+    assert sorted(ids) == list(range(20))
+    assert len(committed_files(tmp_path / "d")) == 2
+
+
+async def test_a_full_buffer_makes_the_worker_commit_before_its_interval(
+        tmp_path: Path) -> None:
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    topic = unique("orders")
+    await create_topic(transport, topic, 1)
+    await produce(transport, topic, order_records(range(2000)))
+    sink = WatchedSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=100)
+    app = make_app(unique("early"), transport, topic, sink, commit_interval_ms=600_000)
+    async with app:
+        await sink.durable_through({TopicPartition(topic, 0): 999}).wait()
+        assert sink.metrics.batches >= 1
+    assert sink.metrics.rows_written == 2000  # the rest on the stop's commit
+
+
+def test_backlogged_turns_true_at_batch_rows(tmp_path: Path) -> None:
+    sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=3,
+                       batch_interval=3600.0)
+    sink.state = SinkState.RUNNING  # add() buffers only in a running sink
+    add_orders(sink, range(2))
+    assert not sink.backlogged
+    add_orders(sink, range(2, 3))
+    assert sink.backlogged

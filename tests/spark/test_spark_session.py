@@ -1,0 +1,58 @@
+"""One SparkSession per process, configured for local use; the bridge's public names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import aiostreams.spark
+from aiostreams import ConfigError
+from aiostreams.spark import SparkConfig, get_session
+from aiostreams.spark.structured import kafka_connector, kafka_connector_config
+
+pytestmark = pytest.mark.spark
+
+
+def test_the_running_session_is_shared_and_another_config_is_refused(spark: Any) -> None:
+    assert get_session() is spark
+    with pytest.raises(ConfigError, match="one session per process"):
+        get_session(SparkConfig(master="local[1]", app_name="other"))
+
+
+def test_local_sessions_bind_to_loopback_without_ui_and_write_utc_micros(spark: Any) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.ui.enabled") == "false"
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_cluster_masters_pass_through_and_unknown_ones_are_refused() -> None:
+    conf = SparkConfig(master="spark://10.0.0.5:7077", conf={"spark.executor.cores": "4"})
+    settings = conf.spark_conf()
+    assert settings["spark.master"] == "spark://10.0.0.5:7077"
+    assert "spark.driver.bindAddress" not in settings
+    assert settings["spark.executor.cores"] == "4"
+    with pytest.raises(ValueError, match="local\\[N\\]"):
+        SparkConfig(master="locl[2]")
+
+
+def test_the_kafka_connector_matches_pyspark_unless_told_otherwise() -> None:
+    import pyspark
+
+    assert kafka_connector() == (
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
+    config = kafka_connector_config(connector_version="4.2.0", exclude=["g:a"])
+    assert config.packages == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",)
+    assert config.spark_conf()["spark.jars.excludes"] == "g:a"
+    with pytest.raises(ConfigError, match="do not exist"):
+        kafka_connector_config(jars=["/nonexistent.jar"])
+
+
+def test_the_public_names_are_what_we_mean_to_export() -> None:
+    assert sorted(aiostreams.spark.__all__) == [
+        "DatasetLockedError", "FlushStep", "ParquetSink", "ParquetValidator", "RowSchema",
+        "SchemaMismatch", "SinkFailedError", "SinkMetrics", "SinkState", "SparkConfig",
+        "add_parquet_sink", "committed_files", "get_session", "stop_session",
+        "to_spark_schema"]
