@@ -157,6 +157,7 @@ class App:
             on_error=on_error,
             dead_letter_topic=s.dead_letter_topic,
             processing_timeout=s.processing_timeout,
+            max_record_bytes=s.max_record_bytes,
         )
 
     def build(self) -> list[SubTopology]:

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     retry_max_backoff: float = Field(30.0, ge=0)
     processing_timeout: float | None = Field(None, gt=0)
     default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
+    max_record_bytes: int = Field(
+        1_000_000, ge=1, description="largest key + value a sink may produce; a bigger "
+        "result fails its record (retry / dead-letter path) instead of the producer")
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")

@@ -85,6 +85,7 @@ class TaskSettings:
     on_error: OnError = OnError.FAIL
     dead_letter_topic: str | None = None
     processing_timeout: float | None = None
+    max_record_bytes: int = 1_000_000
 
 
 @dataclass
@@ -188,6 +189,7 @@ class StreamTask:
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
         self._station = ReservationStation()
         self._ordering = settings.ordering
+        self._max_record_bytes = settings.max_record_bytes
         self._attempt_timeout = (settings.processing_timeout if settings.processing_timeout
                                  is not None else settings.retry.timeout)
         self._unfinished = 0
@@ -663,6 +665,14 @@ class StreamTask:
                 f"sink {sink.name!r} cannot serialize a record for topic {sink.topic!r}: {e}",
                 topic=sink.topic,
             ) from e
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if size > self._max_record_bytes:
+            raise SerializationError(
+                f"sink {sink.name!r}: the record for topic {sink.topic!r} is {size} bytes, "
+                f"over max_record_bytes={self._max_record_bytes} (Kafka would refuse it); "
+                "shrink it, or raise both max_record_bytes and the topic's max.message.bytes",
+                topic=sink.topic,
+            )
         partition = None
         if sink.partitioner is not None:
             partition = sink.partitioner(record.key, record.value, -1)

@@ -37,6 +37,49 @@ async def produce(transport: Transport, topic: str,
         await producer.stop()
 
 
+async def read_until_all_seen(transport: Transport, topic: str, values: set[bytes], *,
+                              timeout: float = 60.0,
+                              read_committed: bool = False) -> list[RawRecord]:
+    """Read ``topic`` until every value in ``values`` has appeared (duplicates allowed, as
+    at-least-once delivers them), then for a moment more; return everything read."""
+    from aiostreams.transport.base import IsolationLevel
+
+    admin = transport.admin()
+    await admin.start()
+    try:
+        partitions = await admin.partitions_for(topic)
+    finally:
+        await admin.stop()
+    assert partitions is not None, f"topic {topic} does not exist"
+    consumer = transport.consumer(
+        None, isolation_level=(IsolationLevel.READ_COMMITTED if read_committed
+                               else IsolationLevel.READ_UNCOMMITTED))
+    await consumer.start()
+    got: list[RawRecord] = []
+    missing = set(values)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        try:
+            async with asyncio.timeout(timeout):
+                while missing:
+                    batch = await consumer.getmany(0.5)
+                    for records in batch.values():
+                        got.extend(records)
+                        missing.difference_update(r.value for r in records)
+        except TimeoutError:
+            raise AssertionError(
+                f"{len(missing)} value(s) never arrived in {topic} within {timeout}s, "
+                f"e.g. {sorted(missing)[:5]}") from None
+        extra = await consumer.getmany(0.2)
+        got.extend(r for records in extra.values() for r in records)
+    finally:
+        await consumer.stop()
+    return got
+
+
 async def read_exactly(transport: Transport, topic: str, count: int, *,
                        timeout: float = 60.0, read_committed: bool = False) -> list[RawRecord]:
     """Read ``count`` records from every partition of ``topic`` (waiting for them to arrive),
