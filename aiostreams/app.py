@@ -17,7 +17,7 @@ import enum
 import gc
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -75,6 +75,7 @@ class App:
         self._node_retry: dict[str, Retry] = {}
         self.worker: Worker | None = None
         self.commit_log: list[CommitRecord] = []
+        self._commit_listeners: list[Callable[[CommitRecord], None]] = []
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -91,6 +92,16 @@ class App:
         return self.topology.add_topic(
             Topic.of(name, key, value, partitions=partitions, config=config)
         )
+
+    def on_commit(self, listener: Callable[[CommitRecord], None]) -> None:
+        """Call ``listener`` after every commit with what it committed (metrics, tests).
+        It runs on the event loop, inside the commit: keep it quick."""
+        self._commit_listeners.append(listener)
+
+    def _committed(self, entry: CommitRecord) -> None:
+        self.commit_log.append(entry)
+        for listener in self._commit_listeners:
+            listener(entry)
 
     def set_node_retry(self, node: str, retry: Retry) -> None:
         self._node_retry[node] = retry
@@ -191,7 +202,7 @@ class App:
                     node_retry=self._node_retry,
                 ),
                 self.clock,
-                on_commit=self.commit_log.append,
+                on_commit=self._committed,
                 external_sinks=self.topology.external_sinks,
             )
             await self.worker.start()

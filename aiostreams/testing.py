@@ -4,6 +4,11 @@
 * :class:`Sequencer`: lets a test decide when each awaited step of a processor completes,
   so out-of-order completion is tested deterministically.
 * :func:`settle`: wait until the callbacks already scheduled on the loop have run.
+* :class:`~aiostreams.test_driver.TopologyTestDriver` (re-exported): runs an app's topology
+  on a private memory broker with a manual clock; pipe input, read output, inspect stores.
+
+The pytest fixtures (``memory_broker``, ``make_app``, ``topology_driver``) come with the
+package as the pytest plugin :mod:`aiostreams.pytest_plugin`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import asyncio
 from collections.abc import Hashable
 
 from aiostreams.engine.clock import ManualClock
+from aiostreams.test_driver import TopologyTestDriver
 
 
 class Sequencer:
@@ -55,4 +61,4 @@ async def settle(rounds: int = 3) -> None:
         await done
 
 
-__all__ = ["ManualClock", "Sequencer", "settle"]
+__all__ = ["ManualClock", "Sequencer", "TopologyTestDriver", "settle"]

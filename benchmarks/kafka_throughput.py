@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -32,6 +29,7 @@ from aiostreams.app import run_event_loop, tune_gc
 from aiostreams.transport.base import TopicSpec
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import OutgoingRecord, TopicPartition
+from benchmarks._broker import kafka_broker
 
 
 def transform(value: dict[str, Any]) -> dict[str, Any]:
@@ -42,22 +40,6 @@ def transform(value: dict[str, Any]) -> dict[str, Any]:
 class Enrich(Processor[str, dict[str, Any]]):
     def process(self, record: Record[str, dict[str, Any]]) -> None:
         self.context.forward(record.with_value(transform(record.value)))
-
-
-@asynccontextmanager
-async def broker() -> AsyncIterator[str]:
-    configured = os.environ.get("AIOSTREAMS_KAFKA")
-    if configured:
-        yield configured
-        return
-    from aiostreams.localkafka import LocalKafka
-
-    kafka = LocalKafka()
-    await asyncio.get_running_loop().run_in_executor(None, kafka.start)
-    try:
-        yield kafka.bootstrap
-    finally:
-        await asyncio.get_running_loop().run_in_executor(None, kafka.stop)
 
 
 async def create(transport: KafkaTransport, *specs: TopicSpec) -> None:
@@ -195,7 +177,7 @@ async def run_aiostreams(bootstrap: str, src: str, dst: str, n: int, partitions:
 
 async def main_async(n: int, partitions: int) -> dict[str, Any]:
     tune_gc()
-    async with broker() as bootstrap:
+    async with kafka_broker() as bootstrap:
         transport = KafkaTransport(bootstrap)
         stamp = int(time.time())
         runs: dict[str, float] = {}

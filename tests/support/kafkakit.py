@@ -13,9 +13,10 @@ from pathlib import Path
 from aiostreams.types import RawRecord
 
 WORKER = Path(__file__).with_name("kafka_worker.py")
+COUNT_WORKER = Path(__file__).with_name("count_worker.py")
 
 
-def start_worker(bootstrap: str, app: str, src: str, dst: str,
+def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
                  **env: str) -> subprocess.Popen[bytes]:
     environment = dict(os.environ)
     repo = str(Path(__file__).resolve().parents[2])
@@ -25,7 +26,7 @@ def start_worker(bootstrap: str, app: str, src: str, dst: str,
         "WORKER_BROKER": f"kafka://{bootstrap}", "WORKER_APP": app,
         "WORKER_SRC": src, "WORKER_DST": dst, **env,
     })
-    return subprocess.Popen([sys.executable, str(WORKER)], env=environment)
+    return subprocess.Popen([sys.executable, str(script)], env=environment)
 
 
 async def stop_worker(proc: subprocess.Popen[bytes], *, kill: bool = False,

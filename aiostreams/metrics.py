@@ -1,0 +1,434 @@
+"""Metrics of a running app: a Prometheus endpoint and a ``/health`` check, read at scrape time.
+
+::
+
+    async with MetricsServer(app, port=9108) as server:   # 127.0.0.1 unless host= says so
+        print(server.url)                                  # http://127.0.0.1:9108/metrics
+        await app.run_async()
+
+Nothing here is on the record path. The engine keeps plain integer counters per task
+(:class:`~aiostreams.engine.task.TaskMetrics`, ``in_flight``, ``enforced_processing_total``)
+and the app keeps its commit log; a scrape reads them (:class:`AppCollector`) on the event
+loop thread that updates them, so there are no per-record locks and no torn reads.
+
+Per-task series carry the labels ``app`` and ``task`` and exist while the task does: a
+rebalance that closes a task ends its series, and one that re-creates it starts its counters
+again from zero (Prometheus' ``rate()`` treats that as a counter reset). :class:`TaskTracker`
+keeps app-wide totals that survive rebalances, for the progress line and the final summary.
+
+Consumer lag (end offset minus the retired position, per partition) needs the log end
+offsets; the server reads them with a consumer of its own (no group) before each scrape,
+bounded by :data:`LAG_TIMEOUT`, and leaves the series out when the broker does not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from aiostreams.app import App, AppState
+from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.transport.base import Consumer
+from aiostreams.types import TopicPartition
+
+if TYPE_CHECKING:
+    from aiostreams.engine.worker import CommitRecord
+
+log = logging.getLogger("aiostreams.metrics")
+
+DEFAULT_HOST = "127.0.0.1"
+COMMIT_LATENCY_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Seconds; a commit flushes the producer and the stores, so milliseconds to seconds."""
+LAG_TIMEOUT = 2.0
+"""Seconds a scrape waits for the broker's end offsets before leaving the lag out."""
+
+# TaskMetrics field -> (metric name without the aiostreams_task_ prefix, help). Counters
+# end in "_total" in the exposition; fields not listed here are exported as counters
+# named after the field, so a counter added to the engine shows up without a change here.
+_COUNTERS: dict[str, tuple[str, str]] = {
+    "records_in": ("records_in", "Records fetched into the task."),
+    "records_out": ("records_out",
+                    "Records the task released at retire (outputs, sends, changelog, DLQ)."),
+    "retries": ("retries", "Failed attempts that were retried after a backoff."),
+    "skipped": ("skipped", "Records that failed for good and were skipped (on_error=skip)."),
+    "dead_lettered": ("dead_letters",
+                      "Records that failed for good and went to the dead-letter topic."),
+    "punctuations": ("punctuations", "Punctuations issued."),
+}
+_UNMAINTAINED = frozenset({"retired"})
+"""TaskMetrics fields the engine does not update (yet): a series stuck at 0 would mislead."""
+_GAUGES: dict[str, tuple[str, str]] = {
+    "max_rob_depth": ("reorder_buffer_max_depth",
+                      "The most slots the reorder buffer has held at once."),
+}
+_LABELS = ("app", "task")
+
+
+# -- reading the engine ---------------------------------------------------------------
+
+
+def retire_lag(task: StreamTask, now: float) -> float:
+    """Seconds between ``now`` (wall clock) and the timestamp of the oldest record the task
+    has not retired (0 when nothing is in flight): how far retirement trails event time.
+    A head stuck in retries or a slow call makes it grow while records behind it finish."""
+    head = task._rob.head  # read-only peek; the engine exposes no public accessor
+    if head is None or head.raw is None:
+        return 0.0
+    return max(0.0, now - head.raw.timestamp)
+
+
+def _counter_fields() -> list[str]:
+    return [f.name for f in dataclasses.fields(TaskMetrics)
+            if f.type in (int, "int") and f.name not in _GAUGES
+            and f.name not in _UNMAINTAINED]
+
+
+@dataclass(frozen=True)
+class AppTotals:
+    """App-wide numbers at one instant (see :meth:`TaskTracker.totals`)."""
+
+    records_in: int = 0
+    records_out: int = 0
+    retries: int = 0
+    dead_lettered: int = 0
+    skipped: int = 0
+    in_flight: int = 0
+    buffered: int = 0
+    retire_lag: float = 0.0
+    commits: int = 0
+    tasks: int = 0
+
+
+class TaskTracker:
+    """Totals over every task an app has run, including tasks a rebalance closed since.
+
+    ``observe(app)`` remembers the :class:`TaskMetrics` object of each live task (the
+    object outlives its task, with its final counts); call it regularly (every scrape and
+    progress tick does) and at each commit (:meth:`watch_commits`, so the final commit of
+    a stop sees every task before it is closed). A task that opened and closed between two
+    observations is missed; with commit watching that needs a task that committed nothing.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, TaskMetrics] = {}
+
+    def observe(self, app: App) -> None:
+        for task in app.tasks.values():
+            self._seen.setdefault(id(task.metrics), task.metrics)
+
+    def watch_commits(self, app: App) -> None:
+        """Observe ``app`` at every commit. Call before ``app.start()`` (the worker binds
+        the commit log then). ``app.commit_log`` becomes a list that also appends each
+        entry to the list it replaces, so whoever watched that one still sees them."""
+        tracker = self
+        previous = app.commit_log
+
+        class _ObservedLog(list[Any]):
+            def append(self, item: Any) -> None:
+                super().append(item)
+                previous.append(item)
+                tracker.observe(app)
+
+        app.commit_log = _ObservedLog(previous)
+
+    def totals(self, app: App) -> AppTotals:
+        self.observe(app)
+        metrics = list(self._seen.values())
+        tasks = list(app.tasks.values())
+        now = app.clock.wall_time()
+        return AppTotals(
+            records_in=sum(m.records_in for m in metrics),
+            records_out=sum(m.records_out for m in metrics),
+            retries=sum(m.retries for m in metrics),
+            dead_lettered=sum(m.dead_lettered for m in metrics),
+            skipped=sum(m.skipped for m in metrics),
+            in_flight=sum(t.in_flight for t in tasks),
+            buffered=sum(t.buffered() for t in tasks),
+            retire_lag=max((retire_lag(t, now) for t in tasks), default=0.0),
+            commits=app.worker.commits if app.worker is not None else 0,
+            tasks=len(tasks),
+        )
+
+
+# -- the Prometheus collector -----------------------------------------------------------
+
+
+class _CommitLatency:
+    """A cumulative histogram of commit durations, fed from ``app.commit_log`` at scrape
+    time (only the entries appended since the last scrape are read)."""
+
+    def __init__(self, buckets: Sequence[float]) -> None:
+        self.bounds = sorted(buckets)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
+        self.total = 0.0
+        self._log: list[CommitRecord] | None = None
+        self._read = 0
+
+    def update(self, commit_log: list[CommitRecord]) -> None:
+        if commit_log is not self._log or len(commit_log) < self._read:
+            self._log, self._read = commit_log, 0  # a new log: its entries are all new
+        for record in commit_log[self._read:]:
+            self.total += record.duration
+            i = 0
+            while i < len(self.bounds) and record.duration > self.bounds[i]:
+                i += 1
+            self.counts[i] += 1
+        self._read = len(commit_log)
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip([*map(str, self.bounds), "+Inf"], self.counts, strict=True):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+class AppCollector:
+    """A prometheus-client collector reading one :class:`App` at scrape time.
+
+    Register it in a registry of its own (``CollectorRegistry()``): the default registry is
+    process-wide and would mix apps. ``end_offsets`` (set by :class:`MetricsServer` before
+    each scrape) feeds the consumer-lag gauge; without it the gauge is left out.
+    """
+
+    def __init__(self, app: App, buckets: Sequence[float] = COMMIT_LATENCY_BUCKETS) -> None:
+        self.app = app
+        self.end_offsets: Mapping[TopicPartition, int] = {}
+        self._latency = _CommitLatency(buckets)
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # no describe-time work: metrics exist only while the app runs
+
+    def collect(self) -> Iterable[Metric]:
+        app = self.app
+        name = app.name
+        state = GaugeMetricFamily("aiostreams_app_state",
+                                  "1 for the app's current lifecycle state, else 0.",
+                                  labels=["app", "state"])
+        for s in AppState:
+            state.add_metric([name, s.value], 1.0 if app.state is s else 0.0)
+        yield state
+        tasks = sorted(app.tasks.values(), key=lambda t: t.task_id)
+        yield _gauge("aiostreams_tasks", "Tasks this worker runs.", ["app"],
+                     [([name], len(tasks))])
+        yield from self._task_metrics(name, tasks)
+        commits = app.worker.commits if app.worker is not None else 0
+        yield _counter("aiostreams_commits", "Commits that committed offsets.", ["app"],
+                       [([name], commits)])
+        self._latency.update(app.commit_log)
+        latency = HistogramMetricFamily(
+            "aiostreams_commit_latency_seconds",
+            "Duration of a commit: flush outputs and stores, commit offsets, checkpoint.",
+            labels=["app"])
+        latency.add_metric([name], self._latency.buckets(), self._latency.total)
+        yield latency
+        yield from self._lag(name, tasks)
+
+    def _task_metrics(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
+        now = self.app.clock.wall_time()
+        for field in _counter_fields():
+            metric, doc = _COUNTERS.get(field, (field, f"TaskMetrics.{field}."))
+            yield _counter(f"aiostreams_task_{metric}", doc, _LABELS,
+                           [([name, t.task_id], getattr(t.metrics, field)) for t in tasks])
+        for field, (metric, doc) in _GAUGES.items():
+            yield _gauge(f"aiostreams_task_{metric}", doc, _LABELS,
+                         [([name, t.task_id], getattr(t.metrics, field)) for t in tasks])
+        yield _counter("aiostreams_task_enforced_processing",
+                       "Records processed while a partition of the task had no data, after "
+                       "waiting max_task_idle_ms (KIP-353's enforced-processing-total).",
+                       _LABELS, [([name, t.task_id], t.enforced_processing_total)
+                                 for t in tasks])
+        yield _gauge("aiostreams_task_in_flight",
+                     "Slots in the reorder buffer now (issued, not yet retired).", _LABELS,
+                     [([name, t.task_id], t.in_flight) for t in tasks])
+        yield _gauge("aiostreams_task_reorder_buffer_capacity",
+                     "Reorder-buffer slots (max_in_flight).", _LABELS,
+                     [([name, t.task_id], t.settings.max_in_flight) for t in tasks])
+        yield _gauge("aiostreams_task_buffered_records",
+                     "Records fetched and waiting in the partition queues (not issued).",
+                     _LABELS, [([name, t.task_id], t.buffered()) for t in tasks])
+        yield _gauge("aiostreams_task_retire_lag_seconds",
+                     "Wall-clock time minus the timestamp of the oldest record not retired "
+                     "(0 when nothing is in flight).", _LABELS,
+                     [([name, t.task_id], retire_lag(t, now)) for t in tasks])
+        errors = CounterMetricFamily("aiostreams_processor_errors",
+                                     "Records that failed for good, by the node that failed.",
+                                     labels=["app", "task", "node"])
+        for t in tasks:
+            for node, count in sorted(t.metrics.by_node_errors.items()):
+                errors.add_metric([name, t.task_id, node], count)
+        yield errors
+
+    def _lag(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
+        if not self.end_offsets:
+            return
+        lag = GaugeMetricFamily(
+            "aiostreams_consumer_lag_records",
+            "Records of a partition not yet retired: log end offset minus retired position.",
+            labels=["app", "topic", "partition"])
+        for task in tasks:
+            retired = task.committable()
+            for tp in task.partitions:
+                end = self.end_offsets.get(tp)
+                position = retired.get(tp, self._committed(tp))
+                if end is not None and position is not None:
+                    lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
+        yield lag
+
+    def _committed(self, tp: TopicPartition) -> int | None:
+        worker = self.app.worker
+        # the position the task started from, until it retires something of its own
+        return worker._committed.get(tp) if worker is not None else None
+
+
+def _counter(name: str, doc: str, labels: Sequence[str],
+             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
+
+
+def _gauge(name: str, doc: str, labels: Sequence[str],
+           samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
+
+
+def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
+    """A registry of its own holding an :class:`AppCollector` of ``app``."""
+    registry = CollectorRegistry(auto_describe=False)
+    collector = AppCollector(app)
+    registry.register(collector)
+    return registry, collector
+
+
+def health(app: App) -> tuple[int, dict[str, Any]]:
+    """``(200, body)`` when the app is RUNNING, else ``(503, body)``; the body names the
+    state, the task count and, when the app failed, the failure."""
+    body: dict[str, Any] = {"app": app.name, "state": app.state.value,
+                            "tasks": len(app.tasks)}
+    worker = app.worker
+    if worker is not None and worker.failure is not None:
+        body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
+    return (200 if app.state is AppState.RUNNING else 503), body
+
+
+# -- the HTTP server --------------------------------------------------------------------
+
+
+class MetricsServer:
+    """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
+    app's event loop (aiohttp).
+
+    Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
+    exposing them on other interfaces is a decision to make explicitly) on ``port``
+    (0: a free port; read :attr:`port` after :meth:`start`). Start it before the app to
+    see ``/health`` answer 503 while the app starts.
+    """
+
+    def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0) -> None:
+        if not 0 <= port < 65536:
+            raise ValueError(f"metrics port must be within 0..65535, got {port}")
+        self.app = app
+        self.host = host
+        self.registry, self.collector = metrics_registry(app)
+        self._requested_port = port
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._lag_consumer: Consumer | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the metrics server is not started: `await server.start()`")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The metrics URL, e.g. ``http://127.0.0.1:9108/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    async def start(self) -> None:
+        """Bind and serve. Raises ``OSError`` when the port is taken."""
+        web_app = web.Application()
+        web_app.router.add_get("/metrics", self._metrics)
+        web_app.router.add_get("/health", self._health)
+        runner = web.AppRunner(web_app, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._requested_port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        address = runner.addresses[0]
+        self._port = int(address[1])
+
+    async def stop(self) -> None:
+        """Stop serving and close the lag consumer. Idempotent."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        consumer, self._lag_consumer = self._lag_consumer, None
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+    async def __aenter__(self) -> MetricsServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        await self._refresh_end_offsets()
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        status, body = health(self.app)
+        return web.Response(status=status, text=json.dumps(body),
+                            content_type="application/json")
+
+    async def _refresh_end_offsets(self) -> None:
+        tps = [tp for task in self.app.tasks.values() for tp in task.partitions]
+        if not tps:
+            self.collector.end_offsets = {}
+            return
+        try:
+            async with asyncio.timeout(LAG_TIMEOUT):
+                if self._lag_consumer is None:
+                    consumer = self.app.transport.consumer(None, client_id="aiostreams-metrics")
+                    await consumer.start()
+                    self._lag_consumer = consumer
+                self.collector.end_offsets = await self._lag_consumer.end_offsets(tps)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # lag is optional: a slow or failing broker must not fail a scrape
+            log.debug("metrics: no consumer lag this scrape: %s: %s", type(e).__name__, e)
+            self.collector.end_offsets = {}

@@ -1,0 +1,522 @@
+"""A test driver for topologies (Kafka Streams' ``TopologyTestDriver``), without sleeps.
+
+::
+
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_input("orders", "c1", Order(id="o1", amount=5.0), timestamp=10.0)
+        await driver.process_all()
+        assert [r.value for r in driver.read_output("totals")] == [5.0]
+        assert driver.store("totals-store") == {"c1": 5.0}
+        await driver.advance_wall_clock(60.0)      # wall-clock punctuations, retries
+
+The driver runs the app's real tasks (:class:`~aiostreams.engine.task.StreamTask`: reorder
+buffer, ordering, retries, dead letters, punctuations, stores) on a private
+:class:`~aiostreams.transport.memory.MemoryBroker` and a :class:`ManualClock`. Topics get the
+partition counts the app would create them with (declared, else ``default_partitions``;
+repartition topics as wide as the widest input), keys are placed by Kafka's partitioner, and
+there is one task per sub-topology and partition, as a worker owning everything would run.
+
+What it does not do: no consumer group, no fetch loop, no producer. The driver is the
+consumer and the producer: :meth:`process_all` hands every record appended to a source topic
+(piped, or produced by a task, as for repartition topics) to its task, lets the tasks run, and
+repeats until nothing is left to do. So processing is deterministic and awaited, and time
+moves only when the test moves it:
+
+* **stream time** follows the timestamps of the records piped (default: the clock's wall
+  time), so stream-time punctuations fire as those records are processed;
+* **wall-clock time** moves with :meth:`advance_wall_clock`, which fires every timer that
+  falls due (wall-clock punctuations, retry backoffs, task idling, the commit interval) in
+  due order, processing what each one causes before the next.
+
+Invariants: :meth:`process_all` returns only when every record appended to a source topic
+has been handed to its task and no task has work it can do now (what is left in flight waits
+for the clock: a retry backoff, an idle deadline); outputs are appended to the broker in
+retire order; offsets are committed only by :meth:`commit` (or a ``ctx.commit()`` request,
+or the commit interval), never past an unretired record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiostreams.app import App
+from aiostreams.config import Settings
+from aiostreams.engine.clock import ManualClock, TimerHandle
+from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
+from aiostreams.engine.reorder_buffer import SlotState
+from aiostreams.engine.task import StreamTask, task_id_for
+from aiostreams.engine.worker import CommitRecord
+from aiostreams.errors import CoPartitioningError, TaskFailedError, TopologyError
+from aiostreams.serde import BytesSerde, Serde
+from aiostreams.topology.topology import SubTopology, Topology
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.transport.partitioner import default_partition
+from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition
+
+DEFAULT_START = 1_700_000_000.0
+"""Where the driver's clock starts (seconds since the epoch), unless told otherwise."""
+PROCESS_TIMEOUT = 10.0
+"""Real seconds :meth:`TopologyTestDriver.process_all` waits for processors that await
+something outside the driver (a Sequencer gate, real I/O) before it gives up."""
+_SPIN_ROUNDS = 1000
+
+
+class DriverClock(ManualClock):
+    """A :class:`ManualClock` that can say when its next timer falls due."""
+
+    def next_due(self) -> float | None:
+        pending = [due for due, _, timer in self._timers if not timer.cancelled]
+        return min(pending, default=None)
+
+
+class DriverState(enum.Enum):
+    """``CREATED → RUNNING → CLOSED``; ``FAILED`` (from RUNNING) once a task failed."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class TopologyTestDriver:
+    """Runs an app's topology on a private broker with a manual clock; see the module
+    docstring. Use it as ``async with TopologyTestDriver(app) as driver`` (or ``await
+    driver.start()`` … ``await driver.close()``).
+
+    ``source`` is an :class:`App` (its settings, topics, retries) or a :class:`Topology`
+    with ``settings`` (a mapping of setting names, or :class:`Settings`) and ``app_id``
+    (the group id, used in changelog topic names). The app itself is not started, and its
+    own clock and broker are not used.
+    """
+
+    def __init__(
+        self,
+        source: App | Topology,
+        settings: Mapping[str, Any] | Settings | None = None,
+        *,
+        app_id: str = "test-driver",
+        start_time: float = DEFAULT_START,
+        state_dir: str | Path | None = None,
+    ) -> None:
+        if isinstance(source, App):
+            if settings is not None:
+                raise ValueError(
+                    "settings go to App(...) when the driver is built from an App; pass "
+                    "settings only with a Topology")
+            self.app = source
+        elif isinstance(source, Topology):
+            if isinstance(settings, Settings):
+                settings = {k: getattr(settings, k) for k in settings.model_fields_set}
+            self.app = App(app_id, transport=MemoryTransport(MemoryBroker()),
+                           **dict(settings or {}))
+            self.app.topology = source
+        else:
+            raise TypeError(f"TopologyTestDriver takes an App or a Topology, not "
+                            f"{type(source).__name__}")
+        self.clock = DriverClock(start_time)
+        self.broker = MemoryBroker()
+        self.state = DriverState.CREATED
+        self.failure: TaskFailedError | None = None
+        self.emit_error: Exception | None = None
+        """Why producing a task's output failed (e.g. an undeclared topic), if it did."""
+        self.tasks: dict[str, StreamTask] = {}
+        self._state_dir = Path(state_dir) if state_dir is not None else None
+        self._temp_dir: Path | None = None
+        self._task_of: dict[TopicPartition, StreamTask] = {}
+        self._fed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._source_serdes: dict[str, tuple[Serde[Any], Serde[Any]]] = {}
+        self._sink_serdes: dict[str, tuple[Serde[Any], Serde[Any]]] = {}
+        self._emitted: dict[str, list[tuple[int, int]]] = {}
+        self._read: dict[str, int] = {}
+        self._null_keys = itertools.count()
+        self._sinks: dict[str, ExternalSink] = {}
+        self._commit_requested = False
+        self._commit_timer: TimerHandle | None = None
+        self._snapshots: dict[str, dict[Any, Any]] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Validate the topology, create its topics on the private broker, open the stores
+        and ``init`` the processors of every task."""
+        if self.state is not DriverState.CREATED:
+            raise RuntimeError(f"a driver starts once; this one is {self.state.value}")
+        app = self.app
+        subs = app.build()
+        task_settings = app.task_settings()
+        widths = self._create_topics(subs)
+        state_dir = self._state_dir or app.settings.state_dir
+        if state_dir is None and any(sub.stores for sub in subs):
+            self._temp_dir = Path(tempfile.mkdtemp(prefix="aiostreams-driver-"))
+            state_dir = self._temp_dir
+        self._sinks = {s.name: s for s in app.topology.external_sinks}
+        for sink in self._sinks.values():
+            await sink.start()
+        self.state = DriverState.RUNNING
+        node_retry = app._node_retry  # the App keeps per-node retries; no public getter
+        for sub in subs:
+            for source in sub.sources:
+                for topic in source.topics:
+                    self._source_serdes[topic] = (source.key_serde, source.value_serde)
+            for sink_node in sub.sinks:
+                self._sink_serdes.setdefault(sink_node.topic,
+                                             (sink_node.key_serde, sink_node.value_serde))
+            for partition in range(widths[sub.id]):
+                tps = [TopicPartition(t, partition) for t in sub.source_topics]
+                task = StreamTask(
+                    task_id_for(sub, partition), sub, tps, task_settings,
+                    topics=app.topology.topics, clock=self.clock, emit=self._emit,
+                    on_failed=self._on_failed, request_commit=self._request_commit,
+                    node_retry=node_retry, state_dir=state_dir,
+                    changelog_topics={s.name: self.changelog_topic(s.name)
+                                      for s in sub.stores if s.logged})
+                await task.initialize()
+                self.tasks[task.task_id] = task
+                for tp in tps:
+                    self._task_of[tp] = task
+                    self._fed[tp] = 0
+        self._arm_commit_timer()
+        await self.process_all()
+
+    async def close(self) -> None:
+        """Close every task (processors, then stores) and external sink. Records still in
+        flight are abandoned (nothing is committed). Idempotent."""
+        if self.state is DriverState.CLOSED:
+            return
+        self.state = DriverState.CLOSED
+        if self._commit_timer is not None:
+            self._commit_timer.cancel()
+        try:
+            for task in self.tasks.values():
+                await task.close()
+            for sink in self._sinks.values():
+                await sink.stop()
+        finally:
+            if self._temp_dir is not None:
+                shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    async def __aenter__(self) -> TopologyTestDriver:
+        await self.start()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    def changelog_topic(self, store: str) -> str:
+        """The changelog topic of ``store`` (as the worker names it)."""
+        return f"{self.app.name}-{store}-changelog"
+
+    # -- input --------------------------------------------------------------------------
+
+    def pipe_input(self, topic: str, key: Any, value: Any, timestamp: float | None = None,
+                   *, headers: Headers = (), partition: int | None = None) -> None:
+        """Append one record to the source topic ``topic``, serialized with the serdes its
+        source reads it with. ``timestamp`` (seconds) defaults to the clock's wall time;
+        ``partition`` to Kafka's partitioner on the key bytes. Processed by the next
+        :meth:`process_all`."""
+        key_serde, value_serde = self._serdes_of(topic)
+        self.pipe_raw_input(topic, key_serde.serialize(topic, key),
+                            value_serde.serialize(topic, value), timestamp,
+                            headers=headers, partition=partition)
+
+    def pipe_inputs(self, topic: str, records: Iterable[Sequence[Any]]) -> None:
+        """Append ``(key, value)`` or ``(key, value, timestamp)`` tuples to ``topic``."""
+        for item in records:
+            if len(item) not in (2, 3):
+                raise ValueError(
+                    f"pipe_inputs takes (key, value) or (key, value, timestamp) tuples; got "
+                    f"{item!r}")
+            self.pipe_input(topic, *item)
+
+    def pipe_raw_input(self, topic: str, key: bytes | None, value: bytes | None,
+                       timestamp: float | None = None, *, headers: Headers = (),
+                       partition: int | None = None) -> None:
+        """Append a record of raw bytes (e.g. bytes its serde cannot decode)."""
+        self._require_running("pipe input")
+        self._serdes_of(topic)
+        when = self.clock.wall_time() if timestamp is None else timestamp
+        self._append([OutgoingRecord(topic, key, value, when, headers, partition)])
+
+    def _serdes_of(self, topic: str) -> tuple[Serde[Any], Serde[Any]]:
+        serdes = self._source_serdes.get(topic)
+        if serdes is None:
+            raise TopologyError(
+                f"topic {topic!r} is not read by the topology; its sources read "
+                f"{sorted(self._source_serdes)}")
+        return serdes
+
+    # -- processing ---------------------------------------------------------------------
+
+    async def process_all(self, timeout: float = PROCESS_TIMEOUT) -> None:
+        """Process until nothing is left to do now (see the module docstring). Raises the
+        :class:`TaskFailedError` of a task that failed, and ``TimeoutError`` when a
+        processor is still awaiting something outside the driver after ``timeout`` real
+        seconds. Cancellation: stops waiting; the tasks keep what they have."""
+        await self._process(timeout)
+        await self._snapshot_stores()
+
+    async def _process(self, timeout: float = PROCESS_TIMEOUT) -> None:
+        self._require_running("process", allow_failed=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        rounds = 0
+        while True:
+            self._feed()
+            if self.emit_error is not None:
+                error, self.emit_error = self.emit_error, None
+                raise error
+            if self.failure is not None or (self._quiescent() and not self._unfed()):
+                break
+            rounds += 1
+            if loop.time() > deadline:
+                raise TimeoutError(
+                    f"after {timeout:g}s, {self._executing()} record(s) are still executing: "
+                    "a processor awaits something the driver does not control (release "
+                    "your Sequencer gates, or complete the I/O it waits for)")
+            # Not a wait for time to pass: one loop turn lets executing processors and
+            # scheduled pumps run. After many turns the work is real I/O, so stop spinning.
+            await asyncio.sleep(0 if rounds < _SPIN_ROUNDS else 0.001)
+        if self.failure is not None:
+            self.state = DriverState.FAILED
+            raise self.failure
+        if self._commit_requested:
+            await self.commit()
+
+    async def advance_wall_clock(self, seconds: float) -> None:
+        """Move wall-clock time forward by ``seconds``, firing each timer that falls due on
+        the way at its due time, and processing what it causes before the next fires."""
+        if seconds < 0:
+            raise ValueError(f"the wall clock only moves forward; got {seconds}")
+        self._require_running("advance the clock")
+        target = self.clock.monotonic() + seconds
+        while True:
+            due = self.clock.next_due()
+            if due is None or due > target:
+                break
+            self.clock.advance(max(0.0, due - self.clock.monotonic()))
+            await self._process()
+        self.clock.advance(max(0.0, target - self.clock.monotonic()))
+        await self.process_all()
+
+    async def commit(self) -> dict[TopicPartition, int]:
+        """Flush the stores and external sinks and commit what every task has retired
+        (offsets for the app's group on the private broker). Returns what was committed."""
+        self._require_running("commit")
+        self._commit_requested = False
+        offsets: dict[TopicPartition, int] = {}
+        for task in self.tasks.values():
+            candidate = {tp: off for tp, off in task.committable().items()
+                         if off > self._committed.get(tp, -1)}
+            task.check_commit_point(candidate)
+            offsets.update(candidate)
+        for sink in self._sinks.values():
+            await sink.flush()
+        for task in self.tasks.values():
+            await task.flush_stores()
+        if offsets:
+            self.broker.commit_offsets(self.app.name, offsets)
+            self._committed.update(offsets)
+            self.app.commit_log.append(CommitRecord(dict(offsets), 0.0))
+        return offsets
+
+    def committed(self, topic: str, partition: int = 0) -> int | None:
+        """The app's committed offset of a partition (the next offset to read), or None."""
+        return self.broker.committed(self.app.name, TopicPartition(topic, partition))
+
+    # -- output and state ---------------------------------------------------------------
+
+    def read_output(self, topic: str) -> list[Record[Any, Any]]:
+        """The records tasks produced to ``topic`` since the last ``read_output`` of it, in
+        the order they were produced, deserialized with the app's serdes for the topic
+        (those of the sink writing it when the topic is not declared; else bytes). Raises
+        when piped input is still unprocessed: await :meth:`process_all` first."""
+        if self.state is DriverState.RUNNING and self._unfed():
+            raise RuntimeError(
+                f"read_output({topic!r}): {self._unfed()} piped record(s) are not processed "
+                "yet; `await driver.process_all()` first")
+        emitted = self._emitted.get(topic, [])
+        start = self._read.get(topic, 0)
+        self._read[topic] = len(emitted)
+        return [self._decode(self.broker.records(topic, p)[offset])
+                for p, offset in emitted[start:]]
+
+    def read_raw_output(self, topic: str) -> list[RawRecord]:
+        """Like :meth:`read_output`, as bytes with offsets and headers (dead letters)."""
+        emitted = self._emitted.get(topic, [])
+        start = self._read.get(topic, 0)
+        self._read[topic] = len(emitted)
+        return [self.broker.records(topic, p)[offset] for p, offset in emitted[start:]]
+
+    def store(self, name: str) -> dict[Any, Any]:
+        """A snapshot of store ``name``'s applied (retired) state over every task, as of the
+        last :meth:`process_all` (window stores: keys are ``(key, window_start)``)."""
+        if name not in self._snapshots:
+            known = sorted({s for t in self.tasks.values() for s in t.stores})
+            raise KeyError(f"no store named {name!r}; the topology's stores: {known}")
+        return dict(self._snapshots[name])
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _require_running(self, action: str, *, allow_failed: bool = False) -> None:
+        if self.state is DriverState.RUNNING:
+            return
+        if self.state is DriverState.FAILED:
+            if allow_failed:
+                return
+            raise RuntimeError(f"cannot {action}: the driver failed ({self.failure})")
+        raise RuntimeError(
+            f"cannot {action}: the driver is {self.state.value}; use `async with "
+            "TopologyTestDriver(app) as driver:` (or await driver.start())")
+
+    def _create_topics(self, subs: Sequence[SubTopology]) -> dict[int, int]:
+        """Create every topic the tasks read or write; returns each sub-topology's width."""
+        app = self.app
+        declared = app.topology.topics
+        default = app.settings.default_partitions
+        wanted = {t for sub in subs for t in (*sub.source_topics, *sub.sink_topics)}
+        wanted.update(declared)  # also those only ctx.send() writes to
+        dlq = app.settings.dead_letter_topic
+        if dlq:
+            wanted.add(dlq)
+
+        def external_width(name: str) -> int:
+            topic = declared.get(name)
+            return topic.partitions if topic is not None and topic.partitions else default
+
+        external = [external_width(n) for n in wanted
+                    if not (declared.get(n) is not None and declared[n].internal)]
+        internal = max(external, default=default)
+        counts: dict[str, int] = {}
+        for name in sorted(wanted):
+            topic = declared.get(name)
+            if topic is not None and topic.internal and not topic.partitions:
+                counts[name] = internal
+            else:
+                counts[name] = external_width(name)
+            self.broker.create_topic(name, counts[name],
+                                     dict(topic.config) if topic is not None else None)
+        widths: dict[int, int] = {}
+        for sub in subs:
+            sizes = {t: counts[t] for t in sub.source_topics}
+            if len(set(sizes.values())) > 1:
+                raise CoPartitioningError(
+                    f"sub-topology {sub.id} reads {sorted(sizes)} together, but their "
+                    f"partition counts differ: {sizes}; repartition one of them so they match")
+            widths[sub.id] = max(sizes.values())
+            for store in sub.stores:
+                if store.logged:
+                    self.broker.create_topic(self.changelog_topic(store.name), widths[sub.id],
+                                             dict(store.changelog_config))
+        return widths
+
+    def _append(self, records: Sequence[OutgoingRecord]) -> list[tuple[str, int, int]]:
+        """Append in order; returns each record's (topic, partition, offset)."""
+        def choose(topic: str, key: bytes | None, partitions: int) -> int:
+            return default_partition(key, partitions, counter=self._null_keys)
+
+        placed: list[tuple[str, int, int]] = []
+        for record, partition in self.broker.resolve_partitions(records, choose):
+            offset = self.broker.end_offset(TopicPartition(record.topic, partition))
+            self.broker.append([(record, partition)])
+            placed.append((record.topic, partition, offset))
+        return placed
+
+    def _emit(self, records: list[OutgoingRecord | ExternalRecord]) -> None:
+        # Called from a task's pump (a loop callback): an error here must reach the test.
+        try:
+            self._release(records)
+        except Exception as e:
+            if self.emit_error is None:
+                self.emit_error = e
+
+    def _release(self, records: list[OutgoingRecord | ExternalRecord]) -> None:
+        outgoing: list[OutgoingRecord] = []
+        for record in records:
+            if isinstance(record, ExternalRecord):
+                sink = self._sinks[record.sink]
+                sink.add(record)
+                if sink.backlogged:
+                    self._commit_requested = True
+            else:
+                outgoing.append(record)
+        for topic, partition, offset in self._append(outgoing):
+            self._emitted.setdefault(topic, []).append((partition, offset))
+
+    def _feed(self) -> None:
+        """Hand every record appended to a source partition since the last feed to its
+        task (which may process it at once and produce more)."""
+        progressed = True
+        while progressed and self.failure is None:
+            progressed = False
+            for tp, task in self._task_of.items():
+                end = self.broker.end_offset(tp)
+                fed = self._fed[tp]
+                if fed < end:
+                    self._fed[tp] = end
+                    task.add_records(tp, self.broker.records(tp.topic, tp.partition)[fed:end])
+                    progressed = True
+
+    def _unfed(self) -> int:
+        return sum(self.broker.end_offset(tp) - fed for tp, fed in self._fed.items())
+
+    def _executing(self) -> int:
+        return sum(1 for task in self.tasks.values() for slot in task._rob.slots()
+                   if slot.state is SlotState.EXECUTING)
+
+    def _quiescent(self) -> bool:
+        """No task can make progress without the clock: nothing executes (what is in
+        flight waits for a backoff, an idle deadline, or an earlier record that does) and
+        no pump is scheduled."""
+        return not any(task._pump_scheduled for task in self.tasks.values()) and \
+            self._executing() == 0
+
+    def _on_failed(self, task: StreamTask, error: TaskFailedError) -> None:
+        if self.failure is None:
+            self.failure = error
+
+    def _request_commit(self) -> None:
+        self._commit_requested = True
+
+    def _arm_commit_timer(self) -> None:
+        def due() -> None:
+            self._commit_requested = True
+            if self.state is DriverState.RUNNING:
+                self._arm_commit_timer()
+        self._commit_timer = self.clock.call_later(
+            self.app.settings.commit_interval_ms / 1000.0, due)
+
+    def _decode(self, raw: RawRecord) -> Record[Any, Any]:
+        """With the topic's declared serdes, else its sink's (or source's), else bytes."""
+        topic = self.app.topology.topic(raw.topic)
+        key_serde: Serde[Any]
+        value_serde: Serde[Any]
+        if topic is not None:
+            key_serde, value_serde = topic.key_serde, topic.value_serde
+        else:
+            key_serde, value_serde = self._sink_serdes.get(raw.topic) or \
+                self._source_serdes.get(raw.topic) or (BytesSerde(), BytesSerde())
+        return Record(key_serde.deserialize(raw.topic, raw.key),
+                      value_serde.deserialize(raw.topic, raw.value), raw.topic,
+                      raw.partition, raw.offset, raw.timestamp, raw.headers)
+
+    async def _snapshot_stores(self) -> None:
+        snapshots: dict[str, dict[Any, Any]] = {}
+        for task in self.tasks.values():
+            for name, store in task.stores.items():
+                contents = snapshots.setdefault(name, {})
+                async for key, value in store.range(None, None):
+                    contents[key] = value
+        self._snapshots = snapshots
+
+
+__all__ = ["DriverClock", "DriverState", "TopologyTestDriver"]

@@ -1,0 +1,157 @@
+"""A flaky dependency slows one record, never the stream (issue: failure handling).
+
+    python -m benchmarks.retry [--records 50000] [--partitions 4]
+
+On the real broker (``AIOSTREAMS_KAFKA`` or one started here), an async processor awaits
+2 ms per record (an I/O call). Run twice on identical input, in one run:
+
+(a) no failures;
+(b) 1% of records (chosen by a hash of their id) fail their first 3 attempts and succeed
+    on the 4th, with ``Retry(attempts=5, backoff=0.05, jitter=0.5)``.
+
+Prints both throughputs (target: (b) >= 0.9 x (a)), and checks, during (b), that every
+commit passed a failing record only after it had succeeded, and afterwards that each
+key's outputs are in input order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import zlib
+from typing import Any
+
+from aiostreams import App, Processor, Record, Retry
+from aiostreams.app import run_event_loop, tune_gc
+from aiostreams.engine.worker import CommitRecord
+from aiostreams.transport.base import TopicSpec
+from aiostreams.transport.kafka import KafkaTransport
+from aiostreams.types import OutgoingRecord, TopicPartition
+from benchmarks._broker import kafka_broker
+
+
+def flaky(value: str) -> bool:
+    return zlib.crc32(value.encode()) % 100 == 0
+
+
+class Flaky(Processor[str, str]):
+    def __init__(self, fail: bool, succeeded: dict[tuple[int, int], float]) -> None:
+        self.fail = fail
+        self.attempts: dict[str, int] = {}
+        self.succeeded = succeeded
+
+    async def process(self, record: Record[str, str]) -> None:
+        await asyncio.sleep(0.002)
+        if self.fail and flaky(record.value):
+            n = self.attempts.get(record.value, 0) + 1
+            self.attempts[record.value] = n
+            if n <= 3:
+                raise ConnectionError(f"flaky dependency (attempt {n})")
+            self.succeeded[(record.partition, record.offset)] = time.monotonic()
+        self.context.forward(record)
+
+
+async def run(bootstrap: str, n: int, partitions: int, fail: bool) -> dict[str, Any]:
+    transport = KafkaTransport(bootstrap)
+    stamp = f"{int(time.time() * 1000)}-{int(fail)}"
+    src, dst = f"retry-in-{stamp}", f"retry-out-{stamp}"
+    admin = transport.admin()
+    await admin.start()
+    await admin.create_topics([TopicSpec(src, partitions), TopicSpec(dst, partitions)])
+    await admin.stop()
+    producer = transport.producer()
+    await producer.start()
+    values = [f"k{i % 500}:{i // 500}" for i in range(n)]
+    await producer.send_batch([OutgoingRecord(src, v.split(":")[0].encode(), v.encode())
+                               for v in values])
+    await producer.flush()
+    await producer.stop()
+
+    succeeded: dict[tuple[int, int], float] = {}
+    failing_positions: set[tuple[int, int]] = set()
+    violations: list[str] = []
+    app = App(f"retry-{stamp}", broker=f"kafka://{bootstrap}", max_in_flight=1000,
+              commit_interval_ms=200, retry=Retry(attempts=5, backoff=0.05, jitter=0.5))
+    app.topic(src, key=str, value=str)
+    app.topic(dst, key=str, value=str)
+    app.topology.add_source("src", src).add_processor(
+        "flaky", lambda: Flaky(fail, succeeded), "src").add_sink("sink", dst, "flaky")
+
+    def on_commit(entry: CommitRecord) -> None:
+        for tp, offset in entry.offsets.items():
+            for p, o in failing_positions:
+                if p == tp.partition and o < offset and (p, o) not in succeeded:
+                    violations.append(f"{tp} committed at {offset} before {o} succeeded")
+
+    app.on_commit(on_commit)  # observe every commit as it happens
+    started = time.perf_counter()
+    await app.start()
+    consumer = transport.consumer(None)
+    await consumer.start()
+    tps = [TopicPartition(src, p) for p in range(partitions)]
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, 0)
+    while len(failing_positions) < sum(1 for v in values if flaky(v)) and fail:
+        batch = await consumer.getmany(0.5)
+        for records in batch.values():
+            failing_positions.update((r.partition, r.offset) for r in records
+                                     if r.value and flaky(r.value.decode()))
+    await consumer.stop()
+    await app.wait_until_caught_up(timeout=600)
+    elapsed = time.perf_counter() - started
+    await app.stop()
+
+    out = transport.consumer(None)
+    await out.start()
+    out_tps = [TopicPartition(dst, p) for p in range(partitions)]
+    out.assign(out_tps)
+    for tp in out_tps:
+        out.seek(tp, 0)
+    got: list[Any] = []
+    while len(got) < n:
+        batch = await out.getmany(1.0)
+        for records in batch.values():
+            got.extend(records)
+    await out.stop()
+    last: dict[bytes | None, int] = {}
+    order_ok = True
+    for r in sorted(got, key=lambda r: (r.partition, r.offset)):
+        seq = int(r.value.split(b":")[1])
+        order_ok &= seq > last.get(r.key, -1)
+        last[r.key] = seq
+    return {"rate": n / elapsed, "flaky_records": sum(1 for v in values if flaky(v)),
+            "order_ok": order_ok, "commit_violations": len(violations), "outputs": len(got)}
+
+
+async def main_async(n: int, partitions: int) -> dict[str, Any]:
+    tune_gc()
+    async with kafka_broker() as bootstrap:
+        clean = await run(bootstrap, n, partitions, fail=False)
+        failing = await run(bootstrap, n, partitions, fail=True)
+    return {"records": n, "clean": clean, "failing": failing}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    args = parser.parse_args()
+    r = run_event_loop(main_async(args.records, args.partitions))
+    clean, failing = r["clean"], r["failing"]
+    ratio = failing["rate"] / clean["rate"]
+    print(f"{'case':44} {'records/s':>10}")
+    print(f"{'(a) no failures':44} {clean['rate']:10,.0f}")
+    print(f"{'(b) 1% fail 3 attempts, retried with backoff':44} {failing['rate']:10,.0f}")
+    print(f"flaky records: {failing['flaky_records']}, outputs: {failing['outputs']}, "
+          f"key order kept: {failing['order_ok']}, "
+          f"commits past an unfinished retry: {failing['commit_violations']}")
+    print(f"target (b) >= 0.9 x (a): {ratio:.2f} x  {'MET' if ratio >= 0.9 else 'NOT MET'}")
+    print(json.dumps({"benchmark": "retry", **r, "ratio": ratio}))
+
+
+if __name__ == "__main__":
+    main()
