@@ -33,7 +33,17 @@ from aiostreams.serde import (
     StrSerde,
     serde_for,
 )
+from aiostreams.state import kv_store, window_store
 from aiostreams.topic import Topic
+from aiostreams.topology.dsl import (
+    HoppingWindows,
+    JoinWindows,
+    SessionWindows,
+    Stream,
+    Table,
+    TumblingWindows,
+    Windowed,
+)
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition
@@ -51,7 +61,9 @@ __all__ = [
     "DeserializationError",
     "FloatSerde",
     "Headers",
+    "HoppingWindows",
     "IntSerde",
+    "JoinWindows",
     "JsonSerde",
     "LongSerde",
     "OnError",
@@ -65,17 +77,24 @@ __all__ = [
     "Retry",
     "Serde",
     "SerializationError",
+    "SessionWindows",
     "Settings",
     "StoreSpec",
     "StrSerde",
+    "Stream",
+    "Table",
     "TaskFailedError",
     "Topic",
     "TopicPartition",
     "Topology",
     "TopologyError",
     "TransportError",
+    "TumblingWindows",
     "UnknownTopicError",
+    "Windowed",
     "__version__",
+    "kv_store",
     "load_settings",
     "serde_for",
+    "window_store",
 ]

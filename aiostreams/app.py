@@ -17,6 +17,7 @@ import enum
 import gc
 import logging
 import signal
+import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -134,6 +135,8 @@ class App:
         return self._transport
 
     def _transport_options(self) -> dict[str, Any]:
+        """Kafka client options from the settings: security protocol, SASL (PLAIN or
+        SCRAM), and TLS files turned into one ``ssl.SSLContext``."""
         s = self.settings
         if not s.broker.startswith("kafka://"):
             return {}
@@ -144,13 +147,27 @@ class App:
             opts["sasl_plain_username"] = s.sasl_username
         if s.sasl_password is not None:
             opts["sasl_plain_password"] = s.sasl_password.get_secret_value()
-        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-            value = getattr(s, key)
-            if value is not None:
-                opts[key] = str(value)
-        if s.ssl_key_password is not None:
-            opts["ssl_password"] = s.ssl_key_password.get_secret_value()
+        if s.security_protocol in ("SSL", "SASL_SSL") or s.ssl_cafile or s.ssl_certfile:
+            opts["ssl_context"] = self._ssl_context()
         return opts
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        s = self.settings
+        try:
+            context = ssl.create_default_context(
+                cafile=str(s.ssl_cafile) if s.ssl_cafile else None)
+            if s.ssl_certfile:
+                password = (s.ssl_key_password.get_secret_value()
+                            if s.ssl_key_password is not None else None)
+                context.load_cert_chain(str(s.ssl_certfile),
+                                        str(s.ssl_keyfile) if s.ssl_keyfile else None,
+                                        password)
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(
+                f"cannot load the TLS files (ssl_cafile={s.ssl_cafile}, "
+                f"ssl_certfile={s.ssl_certfile}, ssl_keyfile={s.ssl_keyfile}): {e}"
+            ) from None
+        return context
 
     def task_settings(self) -> TaskSettings:
         s = self.settings

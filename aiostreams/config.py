@@ -8,6 +8,7 @@ will search for under Kafka Streams' names keep them (``commit_interval_ms``,
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -83,6 +84,7 @@ def load_settings(
     """Settings from a TOML file (optional, table ``[aiostreams]`` or top level), then the
     environment, then ``overrides``; raises :class:`ConfigError` naming the bad key."""
     values: dict[str, Any] = {}
+    file_values: dict[str, Any] = {}
     if toml_file is not None:
         path = Path(toml_file)
         try:
@@ -91,7 +93,11 @@ def load_settings(
             raise ConfigError(f"config file {path} does not exist") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
-        values.update(data.get("aiostreams", data))
+        file_values = dict(data.get("aiostreams", data))
+    # precedence: code > environment > file. Settings(**values) lets keyword values beat
+    # the environment, so a file value is passed only when the environment is silent.
+    in_env = {key for key in Settings.model_fields if f"AIOSTREAMS_{key.upper()}" in os.environ}
+    values.update({k: v for k, v in file_values.items() if k not in in_env})
     values.update(overrides or {})
     try:
         return Settings(**values)

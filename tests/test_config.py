@@ -66,9 +66,6 @@ def test_code_overrides_win_over_environment_and_file(
     assert App("code-wins", config_file=path, max_in_flight=2).settings.max_in_flight == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "config.py documents 'code, env, TOML' precedence, but load_settings passes TOML values "
-    "as init arguments, which pydantic-settings ranks above the environment"))
 def test_environment_wins_over_the_file(tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIOSTREAMS_MAX_IN_FLIGHT", "7")
@@ -209,3 +206,23 @@ def test_secret_never_appears_in_cli_output_describe_or_errors() -> None:
     assert bad_key.returncode == 2
     for done in (described, unreachable, bad_key):
         assert SECRET not in done.stdout + done.stderr
+
+
+def test_tls_and_sasl_settings_become_kafka_client_options() -> None:
+    app = App("secure", broker="kafka://127.0.0.1:9093", security_protocol="SASL_SSL",
+              sasl_mechanism="SCRAM-SHA-512", sasl_username="svc",
+              sasl_password="s3cret-value")
+    options = app.transport.options  # type: ignore[attr-defined]
+    assert options.security_protocol == "SASL_SSL"
+    assert options.sasl_mechanism == "SCRAM-SHA-512"
+    assert options.sasl_plain_username == "svc"
+    assert options.sasl_plain_password == "s3cret-value"
+    assert options.ssl_context is not None
+
+
+def test_unreadable_tls_files_are_a_config_error_naming_them(tmp_path: Path) -> None:
+    missing = tmp_path / "nope-ca.pem"
+    app = App("tls", broker="kafka://127.0.0.1:9093", security_protocol="SSL",
+              ssl_cafile=missing)
+    with pytest.raises(ConfigError, match="cannot load the TLS files .*nope-ca.pem"):
+        _ = app.transport

@@ -21,6 +21,7 @@ starts and written only after the final commit of a clean close.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -67,7 +68,11 @@ class Restorer:
         try:
             for name, tp in sorted(changelogs.items()):
                 store = task.stores[name]
-                start = saved.get(tp) if getattr(store, "persistent", False) else None
+                # a checkpoint speaks only for files it saw: not for a store whose file was
+                # missing or unreadable and has just been made anew ("fresh")
+                usable = getattr(store, "persistent", False) and not getattr(store, "fresh",
+                                                                               False)
+                start = saved.get(tp) if usable else None
                 if start is None:
                     wipe = getattr(store, "wipe", None)
                     if wipe is not None and getattr(store, "persistent", False):
@@ -96,6 +101,7 @@ class Restorer:
                     break
                 store.restore(record.key, record.value)
                 count += 1
+            await store.flush()  # bounded memory: a persistent store writes each batch out
             position = await consumer.position(tp)
             now = time.monotonic()
             if now - last_log >= 5.0:
@@ -124,11 +130,11 @@ class Restorer:
                 marks[task.task_id] = await consumer.end_offsets(tps)
         return marks
 
-    def write_checkpoints(self, tasks: Sequence[StreamTask],
-                          marks: dict[str, dict[TopicPartition, int]]) -> None:
+    async def write_checkpoints(self, tasks: Sequence[StreamTask],
+                                marks: dict[str, dict[TopicPartition, int]]) -> None:
         """Write the marks taken by :meth:`changelog_marks`, after stores were flushed and
-        the input offsets committed."""
+        the input offsets committed (on a thread: a checkpoint write fsyncs)."""
         for task in tasks:
             checkpoint = self._checkpoint(task)
             if checkpoint is not None and task.task_id in marks:
-                checkpoint.write(marks[task.task_id])
+                await asyncio.to_thread(checkpoint.write, marks[task.task_id])

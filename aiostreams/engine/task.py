@@ -34,7 +34,7 @@ from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.context import NodeContext
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.failure import NO_RETRY, Deferred, OnError, Retry, dead_letter_record
-from aiostreams.engine.partition_queue import PartitionGroup
+from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
 from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
 from aiostreams.engine.reservation_station import Ordering, ReservationStation
 from aiostreams.errors import (
@@ -92,7 +92,6 @@ class TaskSettings:
 class TaskMetrics:
     records_in: int = 0
     records_out: int = 0
-    retired: int = 0
     retries: int = 0
     skipped: int = 0
     dead_lettered: int = 0
@@ -172,6 +171,7 @@ class StreamTask:
         node_retry: Mapping[str, Retry] | None = None,
         state_dir: Any = None,
         changelog_topics: Mapping[str, str] | None = None,
+        has_unfetched: HasUnfetched | None = None,
     ) -> None:
         self.task_id = task_id
         self.sub = sub
@@ -185,7 +185,7 @@ class StreamTask:
         self._on_pause = on_pause
         self._request_commit = request_commit
         self._topics = dict(topics)
-        self._queues = PartitionGroup(partitions, settings.max_task_idle)
+        self._queues = PartitionGroup(partitions, settings.max_task_idle, has_unfetched)
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
         self._station = ReservationStation()
         self._ordering = settings.ordering
@@ -325,6 +325,11 @@ class StreamTask:
 
     def pump(self) -> None:
         self._pump()
+
+    def seed_position(self, tp: TopicPartition, offset: int) -> None:
+        """Where fetching ``tp`` starts; lets the task tell an empty partition that is
+        caught up from one whose records are still on their way."""
+        self._queues.seed_position(tp, offset)
 
     def committable(self) -> dict[TopicPartition, int]:
         return dict(self._rob.committable)

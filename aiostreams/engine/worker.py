@@ -317,14 +317,23 @@ class Worker:
                 await producer.start()
                 self._channels[task.task_id] = OutputChannel(
                     producer, transactional=True, name=f"task {task.task_id}'s producer")
-            await task.open_stores()
-            await self._restorer.restore(task)
-            await task.initialize()
+            try:
+                await task.open_stores()
+                await self._restorer.restore(task)
+                await task.initialize()
+            except BaseException:
+                await task.close()  # stores hold threads and files: never leave them open
+                channel = self._channels.pop(task.task_id, None)
+                if channel is not None:
+                    await channel.producer.stop()
+                raise
             self.tasks[task.task_id] = task
             for tp in tps:
                 self._task_of[tp] = task
                 if self._consumer is not None:
-                    self._committed[tp] = await self._consumer.position(tp)
+                    position = await self._consumer.position(tp)
+                    self._committed[tp] = position
+                    task.seed_position(tp, position)
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
 
     def changelog_topic(self, store: str) -> str:
@@ -342,7 +351,15 @@ class Worker:
             state_dir=self.config.state_dir,
             changelog_topics={s.name: self.changelog_topic(s.name) for s in sub.stores
                               if s.logged},
+            has_unfetched=self._has_unfetched,
         )
+
+    def _has_unfetched(self, tp: TopicPartition, next_offset: int) -> bool:
+        consumer = self._consumer
+        if consumer is None:
+            return False
+        highwater = consumer.highwater(tp)
+        return highwater is not None and highwater > next_offset
 
     async def _revoke(self, tasks: list[StreamTask]) -> None:
         if not tasks:
@@ -590,7 +607,7 @@ class Worker:
         elif offsets:
             await consumer.commit(offsets)
         if marks:
-            self._restorer.write_checkpoints(tasks, marks)
+            await self._restorer.write_checkpoints(tasks, marks)
         for tp, off in offsets.items():
             previous = self._committed.get(tp, -1)
             if off < previous:

@@ -1,9 +1,9 @@
 """A persistent key-value store on SQLite (through aiosqlite), with a write-back buffer.
 
 One database file per task and store, ``<state_dir>/<task_id>/<store>.sqlite``, in WAL mode
-with ``synchronous=NORMAL``: a commit survives a crash of the process; a power loss may lose
-the last commits (SQLite's trade, taken so that a commit costs no fsync). Keys and values are
-BLOBs, the bytes of the store's serdes.
+with ``synchronous=FULL``: a flush (one transaction per commit, never one per record) is
+durable even across a power loss, so the checkpoint written after it never claims more than
+the file holds. Keys and values are BLOBs, the bytes of the store's serdes.
 
 The per-record path never waits for SQLite:
 
@@ -153,7 +153,7 @@ class SQLiteKeyValueStore:
             if mode != "wal":
                 log.warning("store %r: SQLite refused WAL mode for %s (journal_mode=%s); "
                             "commits will be slower", self.name, path, mode)
-            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA synchronous=FULL")
             version = await _scalar(db, "PRAGMA user_version")
             if version > SCHEMA_VERSION:
                 raise ConfigError(

@@ -410,6 +410,17 @@ class KafkaConsumer:
         self._next_offsets[tp] = offset
         self._bridge.wake()
 
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high watermark from the last fetch response for ``tp`` (no I/O), or None."""
+        consumer = self._consumer
+        if consumer is None or tp not in self.assignment():
+            return None
+        try:
+            value = consumer.highwater(_aio(tp))
+        except (KafkaError, IllegalStateError, AssertionError):
+            return None
+        return value if isinstance(value, int) else None
+
     async def position(self, tp: TopicPartition) -> int:
         """The offset of the next record ``getmany`` returns for ``tp`` (waits, up to
         ``request_timeout``, for the committed offset when none was read yet)."""

@@ -257,6 +257,12 @@ class MemoryConsumer:
         self._positions[tp] = offset
         self._wake()
 
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The partition's current end offset (the broker is in-process: always known)."""
+        if tp not in self._positions:
+            return None
+        return self._broker.end_offset(tp)
+
     async def position(self, tp: TopicPartition) -> int:
         self._require_assigned(tp, "ask the position of")
         return self._positions[tp]

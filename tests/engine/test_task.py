@@ -392,3 +392,32 @@ async def test_deferred_record_is_reprocessed_after_its_delay_without_blocking_o
     assert h.task.metrics.deferred == 1
     assert h.task.metrics.retries == 0
     assert h.task.committable() == {IN: 3}
+
+
+async def test_empty_partition_with_unfetched_records_is_waited_for_without_idling(
+        make_task: MakeTask) -> None:
+    topo = (Topology().add_source("src", str_topic("left"), str_topic("right"))
+            .add_processor("upper", Upper, "src").add_sink("sink", str_topic("out"), "upper"))
+    left, right = TopicPartition("left", 0), TopicPartition("right", 0)
+    on_broker = {left: 1, right: 1}  # each partition's end offset, as the fetcher saw it
+    h = make_task(topo, [left, right], max_task_idle=0.0,
+                  has_unfetched=lambda tp, nxt: on_broker[tp] > nxt)
+    await h.task.initialize()
+    h.task.add_records(left, [raw("left", 0, 0, "k", "l@2", 2.0)])
+    await settle()
+    assert h.outputs == []  # 'right' has a record on the broker: wait for it
+    h.task.add_records(right, [raw("right", 0, 0, "k", "r@1", 1.0)])
+    await settle()
+    assert h.values() == ["R@1", "L@2"]
+    assert h.task.enforced_processing_total == 0
+
+
+async def test_caught_up_empty_partition_does_not_hold_the_other_back(
+        make_task: MakeTask) -> None:
+    topo = (Topology().add_source("src", str_topic("left"), str_topic("right"))
+            .add_processor("upper", Upper, "src").add_sink("sink", str_topic("out"), "upper"))
+    left, right = TopicPartition("left", 0), TopicPartition("right", 0)
+    h = make_task(topo, [left, right], max_task_idle=0.0, has_unfetched=lambda tp, nxt: False)
+    await h.task.initialize()
+    h.task.add_records(left, [raw("left", 0, 0, "k", "l@2", 2.0)])
+    assert h.values() == ["L@2"]

@@ -40,11 +40,12 @@ async def test_missing_state_dir_is_a_config_error_saying_to_set_it() -> None:
         await store.open(StoreContext("1_0", None, 0))
 
 
-async def test_file_uses_wal_and_synchronous_normal(open_store: MakeStore) -> None:
+async def test_file_uses_wal_and_synchronous_full(open_store: MakeStore) -> None:
     store = await open_store(SQLiteKeyValueStore, "s")
     db = store._db
     assert (await db.execute_fetchall("PRAGMA journal_mode"))[0][0] == "wal"
-    assert (await db.execute_fetchall("PRAGMA synchronous"))[0][0] == 1  # NORMAL
+    # FULL: a flushed commit survives power loss, so a checkpoint never overstates the file
+    assert (await db.execute_fetchall("PRAGMA synchronous"))[0][0] == 2
 
 
 async def test_write_is_visible_at_once_and_on_disk_only_after_flush(

@@ -55,6 +55,7 @@ def make_task() -> MakeTask:
         ordering: str = "key",
         max_task_idle: float = 0.0,
         max_buffered: int = 1000,
+        has_unfetched: Any = None,
         **settings: Any,
     ) -> TaskHarness:
         sub = topology.build()[0]
@@ -70,6 +71,7 @@ def make_task() -> MakeTask:
             emit=lambda recs: harness.outputs.extend(recs),
             on_failed=lambda t, e: harness.failures.append(e),
             on_pause=lambda tp, p: harness.pauses.append((tp, p)),
+            has_unfetched=has_unfetched,
         )
         harness = TaskHarness(task, clock)
         return harness

@@ -1,0 +1,33 @@
+"""The public surface is what we mean to export: no more, no less."""
+
+from __future__ import annotations
+
+import aiostreams
+
+EXPECTED = {
+    # the app and its building blocks
+    "App", "AppState", "Settings", "load_settings", "Topic", "Topology", "StoreSpec",
+    "Processor", "ProcessorContext", "PunctuationType", "Record", "TopicPartition", "Headers",
+    # the DSL
+    "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
+    "Windowed", "kv_store", "window_store",
+    # execution policy
+    "Ordering", "Retry", "OnError",
+    # serdes
+    "Serde", "serde_for", "BytesSerde", "StrSerde", "IntSerde", "LongSerde", "FloatSerde",
+    "JsonSerde", "PydanticSerde",
+    # errors
+    "AiostreamsError", "ConfigError", "TopologyError", "CoPartitioningError",
+    "TransportError", "BrokerUnavailableError", "UnknownTopicError", "SerializationError",
+    "DeserializationError", "ProcessingError", "TaskFailedError",
+    "__version__",
+}
+
+
+def test_all_lists_exactly_the_public_api() -> None:
+    assert set(aiostreams.__all__) == EXPECTED
+
+
+def test_every_exported_name_exists() -> None:
+    for name in aiostreams.__all__:
+        assert hasattr(aiostreams, name), name
