@@ -224,5 +224,5 @@ def test_unreadable_tls_files_are_a_config_error_naming_them(tmp_path: Path) -> 
     missing = tmp_path / "nope-ca.pem"
     app = App("tls", broker="kafka://127.0.0.1:9093", security_protocol="SSL",
               ssl_cafile=missing)
-    with pytest.raises(ConfigError, match="cannot load the TLS files .*nope-ca.pem"):
+    with pytest.raises(ConfigError, match=r"cannot load the TLS files .*nope-ca\.pem"):
         _ = app.transport
