@@ -36,3 +36,25 @@ def test_enrichment_example_accounts_for_every_order_and_spark_reads_the_dataset
     assert enriched > 0 and dead > 0 and filtered > 0
     assert enriched + dead + filtered == produced
     assert count("Parquet dataset (Spark)") == enriched
+
+
+def test_word_count_example_counts_every_word() -> None:
+    out = run_example("examples/word_count.py")
+    counts = {w: int(n) for w, n in (line.split() for line in out.splitlines() if line.strip())}
+    assert counts["the"] == 3 and counts["dog"] == 3 and counts["fox"] == 2
+    assert sum(counts.values()) == 9 + 3 + 9
+
+
+def test_windowed_totals_example_drops_the_late_sale_only() -> None:
+    out = run_example("examples/windowed_totals.py")
+    assert " north minute 0:   15.00" in out  # the late 99.00 did not change it
+    assert " south minute 0:    7.00" in out  # the out-of-order 3.00 (within grace) did
+    assert "late records dropped: 1" in out
+
+
+def test_dead_letter_walkthrough_replays_after_the_fix() -> None:
+    out = run_example("examples/dead_letters.py")
+    assert "converted: 2, dead-lettered: 3" in out
+    assert "exception  __main__.UnknownCurrency: no exchange rate for GBP" in out
+    assert "replayed 3 dead letter(s)" in out
+    assert "converted: 4, dead-letter topic now holds: 4" in out
