@@ -378,7 +378,6 @@ class StreamTask:
         queues = self._queues
         single = queues.single_queue
         sources = self._sources
-        ordering = self._ordering
         while self.state is TaskState.RUNNING and self._barrier is None and not rob.full:
             if self._due_punctuations:
                 self._issue_punctuation(self._due_punctuations.pop(0))
@@ -404,14 +403,7 @@ class StreamTask:
                 self._inline.stream_time = self.stream_time
                 self._run_inline(raw, source)
                 continue
-            hazard: Hashable | None
-            if ordering is Ordering.KEY:
-                hazard = raw.key if raw.key is not None else _NULL_KEY
-            elif ordering is Ordering.PARTITION:
-                hazard = raw.partition
-            else:
-                hazard = None
-            slot = Slot(SlotKind.RECORD, raw, source, hazard)
+            slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
             slot.stream_time = self.stream_time
             rob.issue(slot)
             self._unfinished += 1
@@ -455,13 +447,7 @@ class StreamTask:
 
     def _fail_over(self, raw: RawRecord, source: SourceExec, node: str,
                    error: Exception) -> None:
-        ordering = self._ordering
-        hazard: Hashable | None = None
-        if ordering is Ordering.KEY:
-            hazard = raw.key if raw.key is not None else _NULL_KEY
-        elif ordering is Ordering.PARTITION:
-            hazard = raw.partition
-        slot = Slot(SlotKind.RECORD, raw, source, hazard)
+        slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
         slot.stream_time = self._inline.stream_time
         self._rob.issue(slot)
         self._unfinished += 1
@@ -471,6 +457,16 @@ class StreamTask:
         slot.attempts = 1
         slot.node = node
         self._on_error(slot, error)
+
+    def _hazard_of(self, raw: RawRecord) -> Hashable | None:
+        """What a record must wait for, by ordering: its key's bytes, its partition, or
+        nothing."""
+        ordering = self._ordering
+        if ordering is Ordering.KEY:
+            return raw.key if raw.key is not None else _NULL_KEY
+        if ordering is Ordering.PARTITION:
+            return raw.partition
+        return None
 
     def _apply_writes(self, slot: Slot) -> None:
         released = self._released
