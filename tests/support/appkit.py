@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from aiostreams.transport.base import TopicSpec, Transport
+from aiostreams.transport.base import Consumer, IsolationLevel, TopicSpec, Transport
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 _names = itertools.count()
@@ -37,13 +37,9 @@ async def produce(transport: Transport, topic: str,
         await producer.stop()
 
 
-async def read_until_all_seen(transport: Transport, topic: str, values: set[bytes], *,
-                              timeout: float = 60.0,
-                              read_committed: bool = False) -> list[RawRecord]:
-    """Read ``topic`` until every value in ``values`` has appeared (duplicates allowed, as
-    at-least-once delivers them), then for a moment more; return everything read."""
-    from aiostreams.transport.base import IsolationLevel
-
+async def _reader_from_start(transport: Transport, topic: str,
+                             read_committed: bool) -> Consumer:
+    """A started consumer (no group) assigned to every partition of ``topic``, at offset 0."""
     admin = transport.admin()
     await admin.start()
     try:
@@ -55,13 +51,22 @@ async def read_until_all_seen(transport: Transport, topic: str, values: set[byte
         None, isolation_level=(IsolationLevel.READ_COMMITTED if read_committed
                                else IsolationLevel.READ_UNCOMMITTED))
     await consumer.start()
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, 0)
+    return consumer
+
+
+async def read_until_all_seen(transport: Transport, topic: str, values: set[bytes], *,
+                              timeout: float = 60.0,
+                              read_committed: bool = False) -> list[RawRecord]:
+    """Read ``topic`` until every value in ``values`` has appeared (duplicates allowed, as
+    at-least-once delivers them), then for a moment more; return everything read."""
+    consumer = await _reader_from_start(transport, topic, read_committed)
     got: list[RawRecord] = []
     missing = set(values)
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
         try:
             async with asyncio.timeout(timeout):
                 while missing:
@@ -84,25 +89,9 @@ async def read_exactly(transport: Transport, topic: str, count: int, *,
                        timeout: float = 60.0, read_committed: bool = False) -> list[RawRecord]:
     """Read ``count`` records from every partition of ``topic`` (waiting for them to arrive),
     then check briefly that no more than ``count`` are there."""
-    from aiostreams.transport.base import IsolationLevel
-
-    admin = transport.admin()
-    await admin.start()
-    try:
-        partitions = await admin.partitions_for(topic)
-    finally:
-        await admin.stop()
-    assert partitions is not None, f"topic {topic} does not exist"
-    consumer = transport.consumer(
-        None, isolation_level=(IsolationLevel.READ_COMMITTED if read_committed
-                               else IsolationLevel.READ_UNCOMMITTED))
-    await consumer.start()
+    consumer = await _reader_from_start(transport, topic, read_committed)
     got: list[RawRecord] = []
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
         async with asyncio.timeout(timeout):
             while len(got) < count:
                 batch = await consumer.getmany(0.5)
