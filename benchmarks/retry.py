@@ -1,6 +1,6 @@
 """A flaky dependency slows one record, never the stream (issue: failure handling).
 
-    python -m benchmarks.retry [--records 50000] [--partitions 4]
+    python -m benchmarks.retry [--records 200000] [--keys 10000] [--in-flight 10000]
 
 On the real broker (``AIOSTREAMS_KAFKA`` or one started here), an async processor awaits
 2 ms per record (an I/O call). Run twice on identical input, in one run:
@@ -59,7 +59,7 @@ class Flaky(Processor[str, str]):
 
 
 async def run(bootstrap: str, n: int, partitions: int, fail: bool,
-              in_flight: int = 1000) -> dict[str, Any]:
+              in_flight: int = 1000, keys: int = 10_000) -> dict[str, Any]:
     transport = KafkaTransport(bootstrap)
     stamp = f"{int(time.time() * 1000)}-{int(fail)}"
     src, dst = f"retry-in-{stamp}", f"retry-out-{stamp}"
@@ -69,7 +69,7 @@ async def run(bootstrap: str, n: int, partitions: int, fail: bool,
     await admin.stop()
     producer = transport.producer()
     await producer.start()
-    values = [f"k{i % 500}:{i // 500}" for i in range(n)]
+    values = [f"k{i % keys}:{i // keys}" for i in range(n)]
     await producer.send_batch([OutgoingRecord(src, v.split(":")[0].encode(), v.encode())
                                for v in values])
     await producer.flush()
@@ -126,30 +126,34 @@ async def run(bootstrap: str, n: int, partitions: int, fail: bool,
     last: dict[bytes | None, int] = {}
     order_ok = True
     for r in sorted(got, key=lambda r: (r.partition, r.offset)):
-        seq = int(r.value.split(b":")[1])
+        seq = int(r.value.split(b":")[1])  # each key's sequence number
         order_ok &= seq > last.get(r.key, -1)
         last[r.key] = seq
     return {"rate": n / elapsed, "flaky_records": sum(1 for v in values if flaky(v)),
             "order_ok": order_ok, "commit_violations": len(violations), "outputs": len(got)}
 
 
-async def main_async(n: int, partitions: int, in_flight: int) -> dict[str, Any]:
+async def main_async(n: int, partitions: int, in_flight: int, keys: int) -> dict[str, Any]:
     tune_gc()
     async with kafka_broker() as bootstrap:
-        clean = await run(bootstrap, n, partitions, fail=False, in_flight=in_flight)
-        failing = await run(bootstrap, n, partitions, fail=True, in_flight=in_flight)
-    return {"records": n, "max_in_flight": in_flight, "clean": clean, "failing": failing}
+        clean = await run(bootstrap, n, partitions, fail=False, in_flight=in_flight, keys=keys)
+        failing = await run(bootstrap, n, partitions, fail=True, in_flight=in_flight, keys=keys)
+    return {"records": n, "keys": keys, "max_in_flight": in_flight, "clean": clean,
+            "failing": failing}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--in-flight", type=int, default=10_000,
                         help="max_in_flight: the window that absorbs retry delays")
+    parser.add_argument("--keys", type=int, default=10_000,
+                        help="distinct keys: a retried record holds back its key's later "
+                        "records (ordering='key'), so few keys mean much of the stream waits")
     args = parser.parse_args()
-    r = run_event_loop(main_async(args.records, args.partitions, args.in_flight))
+    r = run_event_loop(main_async(args.records, args.partitions, args.in_flight, args.keys))
     clean, failing = r["clean"], r["failing"]
     ratio = failing["rate"] / clean["rate"]
     print(f"{'case':44} {'records/s':>10}")
