@@ -22,7 +22,6 @@ owned and ``on_partitions_assigned`` its whole new assignment, even partitions i
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -40,6 +39,8 @@ from aiostreams.transport.kafka_connection import (
     to_ms,
 )
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
+from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
+from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.types import RawRecord, TopicPartition
 
 __all__ = ["KafkaConsumer"]
@@ -49,24 +50,6 @@ _CLIENT_ERRORS = (KafkaError, TransportError, ConsumerStoppedError)
 _FETCH_GRACE = 0.05
 """Beyond its timeout, how long a fetch may take before ``getmany`` stops waiting for it
 (aiokafka's own ``getmany`` blocks without a timeout while a rebalance is in progress)."""
-
-
-class ConsumerState(enum.Enum):
-    """``CREATED → STARTED → STOPPING → STOPPED``; stopping an unstarted consumer skips
-    ``STARTED``. ``STOPPING`` lasts while ``on_partitions_revoked`` runs in ``stop()``."""
-
-    CREATED = "created"
-    STARTED = "started"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-
-
-_TRANSITIONS = {
-    ConsumerState.CREATED: {ConsumerState.STARTED, ConsumerState.STOPPING},
-    ConsumerState.STARTED: {ConsumerState.STOPPING},
-    ConsumerState.STOPPING: {ConsumerState.STOPPED},
-    ConsumerState.STOPPED: set(),
-}
 
 
 class KafkaConsumer:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,6 +41,8 @@ from aiostreams.transport.kafka_connection import (
     start_or_unavailable,
     to_ms,
 )
+from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
+from aiostreams.transport.lifecycle import ProducerState
 from aiostreams.transport.partitioner import default_partition
 from aiostreams.types import OutgoingRecord, TopicPartition
 
@@ -50,27 +51,6 @@ __all__ = ["KafkaProducer"]
 BATCHED_SHARE = 32
 """From this many records for one partition in one ``send_batch`` call, they are packed into
 batches; below it they are appended one by one to the partition's open batch."""
-
-
-class ProducerState(enum.Enum):
-    CREATED = "created"
-    READY = "ready"
-    IN_TRANSACTION = "in a transaction"
-    FENCED = "fenced"
-    STOPPED = "stopped"
-
-
-_TRANSITIONS = {
-    ProducerState.CREATED: {ProducerState.READY, ProducerState.STOPPED},
-    ProducerState.READY: {
-        ProducerState.IN_TRANSACTION, ProducerState.FENCED, ProducerState.STOPPED,
-    },
-    ProducerState.IN_TRANSACTION: {
-        ProducerState.READY, ProducerState.FENCED, ProducerState.STOPPED,
-    },
-    ProducerState.FENCED: {ProducerState.STOPPED},
-    ProducerState.STOPPED: set(),
-}
 
 
 class KafkaProducer:

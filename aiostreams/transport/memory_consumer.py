@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Collection, Mapping
 
 from aiostreams.errors import CommitFailedError, ConfigError, TransportError
 from aiostreams.transport.base import IsolationLevel, RebalanceListener
+from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
+from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
 from aiostreams.transport.memory_group import GroupCoordinator
 from aiostreams.types import RawRecord, TopicPartition
@@ -15,24 +16,6 @@ from aiostreams.types import RawRecord, TopicPartition
 __all__ = ["MemoryConsumer"]
 
 _OFFSET_RESETS = ("earliest", "latest")
-
-
-class ConsumerState(enum.Enum):
-    """``CREATED → STARTED → STOPPING → STOPPED``; stopping an unstarted consumer skips
-    ``STARTED``. ``STOPPING`` lasts while ``on_partitions_revoked`` runs in ``stop()``."""
-
-    CREATED = "created"
-    STARTED = "started"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-
-
-_TRANSITIONS = {
-    ConsumerState.CREATED: {ConsumerState.STARTED, ConsumerState.STOPPING},
-    ConsumerState.STARTED: {ConsumerState.STOPPING},
-    ConsumerState.STOPPING: {ConsumerState.STOPPED},
-    ConsumerState.STOPPED: set(),
-}
 
 
 class MemoryConsumer:

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections.abc import Mapping, Sequence
 
 from aiostreams.errors import ProducerFencedError, TransportError
+from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
+from aiostreams.transport.lifecycle import ProducerState
 from aiostreams.transport.memory_broker import MemoryBroker
 from aiostreams.transport.partitioner import default_partition
 from aiostreams.types import OutgoingRecord, TopicPartition
 
 __all__ = ["MemoryProducer"]
-
-
-class ProducerState(enum.Enum):
-    CREATED = "created"
-    READY = "ready"
-    IN_TRANSACTION = "in a transaction"
-    FENCED = "fenced"
-    STOPPED = "stopped"
-
-
-_TRANSITIONS = {
-    ProducerState.CREATED: {ProducerState.READY, ProducerState.STOPPED},
-    ProducerState.READY: {
-        ProducerState.IN_TRANSACTION, ProducerState.FENCED, ProducerState.STOPPED,
-    },
-    ProducerState.IN_TRANSACTION: {
-        ProducerState.READY, ProducerState.FENCED, ProducerState.STOPPED,
-    },
-    ProducerState.FENCED: {ProducerState.STOPPED},
-    ProducerState.STOPPED: set(),
-}
 
 
 class MemoryProducer:

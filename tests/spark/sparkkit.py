@@ -67,6 +67,9 @@ def make_order(i: int) -> Order:
     )
 
 
+# create_topic/produce repeat tests/support/appkit.py on purpose: subprocesses (the
+# Structured Streaming job, the SIGKILL worker) import this module with only tests/spark on
+# their path, so it must not depend on the support kit.
 async def create_topic(transport: Transport, name: str, partitions: int) -> None:
     admin = transport.admin()
     await admin.start()
