@@ -40,12 +40,11 @@ from aiostreams.transport.kafka_connection import (
 )
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ConsumerState
+from aiostreams.transport.lifecycle import ConsumerState, check_consumer_options
 from aiostreams.types import RawRecord, TopicPartition
 
 __all__ = ["KafkaConsumer"]
 
-_OFFSET_RESETS = ("earliest", "latest")
 _CLIENT_ERRORS = (KafkaError, TransportError, ConsumerStoppedError)
 _FETCH_GRACE = 0.05
 """Beyond its timeout, how long a fetch may take before ``getmany`` stops waiting for it
@@ -72,16 +71,8 @@ class KafkaConsumer:
         max_poll_records: int = 2000,
         auto_offset_reset: str = "earliest",
     ) -> None:
-        if max_poll_records < 1:
-            raise ConfigError(f"max_poll_records must be at least 1, got {max_poll_records}")
-        if auto_offset_reset not in _OFFSET_RESETS:
-            raise ConfigError(
-                f"auto_offset_reset must be one of {_OFFSET_RESETS}, got {auto_offset_reset!r}"
-            )
-        if group_id == "":
-            raise ConfigError("group_id must be a non-empty string, or None for no group")
-        if group_instance_id is not None and group_id is None:
-            raise ConfigError("group_instance_id (static membership) needs a group_id")
+        check_consumer_options(group_id, group_instance_id, max_poll_records,
+                               auto_offset_reset)
         self._bootstrap = bootstrap
         self._options = options
         self._group_id = group_id

@@ -1,8 +1,28 @@
-"""The lifecycles every transport's clients share (memory and Kafka alike)."""
+"""What every transport's clients share (memory and Kafka alike): their lifecycles and
+the checks of their arguments."""
 
 from __future__ import annotations
 
 import enum
+
+from aiostreams.errors import ConfigError
+
+OFFSET_RESETS = ("earliest", "latest")
+
+
+def check_consumer_options(group_id: str | None, group_instance_id: str | None,
+                           max_poll_records: int, auto_offset_reset: str) -> None:
+    """Raise :class:`ConfigError` naming the first bad consumer argument."""
+    if max_poll_records < 1:
+        raise ConfigError(f"max_poll_records must be at least 1, got {max_poll_records}")
+    if auto_offset_reset not in OFFSET_RESETS:
+        raise ConfigError(
+            f"auto_offset_reset must be one of {OFFSET_RESETS}, got {auto_offset_reset!r}"
+        )
+    if group_id == "":
+        raise ConfigError("group_id must be a non-empty string, or None for no group")
+    if group_instance_id is not None and group_id is None:
+        raise ConfigError("group_instance_id (static membership) needs a group_id")
 
 
 class ConsumerState(enum.Enum):

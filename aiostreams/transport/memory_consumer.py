@@ -8,14 +8,13 @@ from collections.abc import Collection, Mapping
 from aiostreams.errors import CommitFailedError, ConfigError, TransportError
 from aiostreams.transport.base import IsolationLevel, RebalanceListener
 from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ConsumerState
+from aiostreams.transport.lifecycle import ConsumerState, check_consumer_options
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
 from aiostreams.transport.memory_group import GroupCoordinator
 from aiostreams.types import RawRecord, TopicPartition
 
 __all__ = ["MemoryConsumer"]
 
-_OFFSET_RESETS = ("earliest", "latest")
 
 
 class MemoryConsumer:
@@ -50,14 +49,8 @@ class MemoryConsumer:
         max_poll_records: int = 2000,
         auto_offset_reset: str = "earliest",
     ) -> None:
-        if max_poll_records < 1:
-            raise ConfigError(f"max_poll_records must be at least 1, got {max_poll_records}")
-        if auto_offset_reset not in _OFFSET_RESETS:
-            raise ConfigError(
-                f"auto_offset_reset must be one of {_OFFSET_RESETS}, got {auto_offset_reset!r}"
-            )
-        if group_id == "":
-            raise ConfigError("group_id must be a non-empty string, or None for no group")
+        check_consumer_options(group_id, group_instance_id, max_poll_records,
+                               auto_offset_reset)
         self._broker = broker
         self._group_id = group_id
         self._client_id = client_id

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from aiostreams.errors import ProducerFencedError
+from aiostreams.errors import ConfigError, ProducerFencedError
 from aiostreams.transport.base import (
     Consumer,
     IsolationLevel,
@@ -509,3 +509,15 @@ async def test_a_newer_transactional_producer_fences_the_older_one(
     await new.begin_transaction()
     await new.send_batch([OutgoingRecord(topic, None, b"fresh")])
     await new.commit_transaction()
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"group_instance_id": "w1"}, "group_instance_id"),
+    ({"max_poll_records": 0}, "max_poll_records"),
+    ({"auto_offset_reset": "middle"}, "auto_offset_reset"),
+])
+def test_bad_consumer_options_are_rejected_naming_them(transport: Transport,
+                                                       options: dict[str, Any],
+                                                       named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        transport.consumer(None, **options)
