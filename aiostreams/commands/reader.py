@@ -26,7 +26,8 @@ class TopicReader:
     ``async for record in reader.records(...)``.
 
     Invariant: ``positions`` holds, per partition, the offset after the last record
-    yielded (or the start), so a caller can commit exactly what it has handled."""
+    yielded (or the start) and any transaction markers or aborted records right after it,
+    so a caller can commit exactly what it has handled, and a read to the end ends."""
 
     def __init__(self, transport: Transport, topic: str, *, group_id: str | None = None,
                  client_id: str = "aiostreams-cli") -> None:
@@ -91,15 +92,22 @@ class TopicReader:
             if not follow and _reached(self.positions, ends):
                 return
             batch = await consumer.getmany(POLL)
+            cut: set[TopicPartition] = set()
             for tp in sorted(batch):
                 for record in batch[tp]:
                     if not follow and record.offset >= ends[tp]:
+                        cut.add(tp)
                         break
                     self.positions[tp] = record.offset + 1
                     yield record
                     count += 1
                     if limit is not None and count >= limit:
                         return
+            # Offsets are not dense (transaction markers, aborted records): where every
+            # fetched record was yielded, the consumer's position may be past the last one.
+            for tp in self.partitions:
+                if tp not in cut:
+                    self.positions[tp] = max(self.positions[tp], await consumer.position(tp))
 
     async def commit(self) -> None:
         """Commit :attr:`positions` for the reader's group."""

@@ -3,7 +3,8 @@
 Compares the group's committed offsets with the end offsets of every source topic
 (repartition topics included: what the inputs cause there must be processed too). Offsets
 are not dense on Kafka (transaction markers take offsets), so a partition whose committed
-offset is short of its end counts as caught up when nothing readable follows it.
+offset is short of its end counts as caught up when reading from there reaches the end
+without returning a record. The answer never depends on how fast the broker replies.
 """
 
 from __future__ import annotations
@@ -61,9 +62,23 @@ class CaughtUpProbe:
                 behind[tp] = committed
         if not behind:
             return True
-        # short of the end: caught up only if nothing readable follows (markers only)
-        self._reader.assign(list(behind))
+        return await self._only_markers_follow(behind, ends)
+
+    async def _only_markers_follow(self, behind: dict[TopicPartition, int],
+                                   ends: dict[TopicPartition, int]) -> bool:
+        """Read from each committed offset until a record comes back (not caught up) or
+        the reader's position has passed ``ends`` with none (only transaction markers or
+        aborted records followed). An empty fetch proves nothing by itself: on a busy
+        machine the broker's answer can take longer than one ``getmany`` waits."""
+        reader = self._reader
+        assert reader is not None
+        reader.assign(list(behind))
         for tp, offset in behind.items():
-            self._reader.seek(tp, offset)
-        batch = await self._reader.getmany(0.2)
-        return not any(batch.get(tp) for tp in behind)
+            reader.seek(tp, offset)
+        pending = set(behind)
+        while pending:
+            batch = await reader.getmany(0.2)
+            if any(batch.get(tp) for tp in behind):
+                return False
+            pending = {tp for tp in pending if await reader.position(tp) < ends[tp]}
+        return True

@@ -159,3 +159,30 @@ def test_run_workers_share_the_partitions_of_one_consumer_group(
     tps = [TopicPartition(orders, p) for p in (0, 1)]
     offsets = asyncio.run(committed(url, f"cli-{prefix}", tps))  # the group committed all
     assert sum(offset or 0 for offset in offsets.values()) == 40
+
+
+async def test_reading_a_transactional_topic_to_its_end_ends(
+        kafka_bootstrap: str, topic_name: Callable[[str], str]) -> None:
+    """The last readable record is followed by a commit marker (and an aborted transaction):
+    a read without ``follow`` must still stop at the end, with positions past the markers."""
+    url = f"kafka://{kafka_bootstrap}"
+    topic = topic_name("tx-topic")
+    await create(url, topic, 1)
+    producer = transport_for_url(url).producer(transactional_id=topic_name("tx"))
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_batch([OutgoingRecord(topic, None, b"r%d" % i) for i in range(3)])
+        await producer.commit_transaction()
+        await producer.begin_transaction()
+        await producer.send_batch([OutgoingRecord(topic, None, b"aborted")])
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    async with asyncio.timeout(60):
+        async with TopicReader(transport_for_url(url), topic) as reader:
+            await reader.seek(Start.BEGINNING)
+            values = [r.value async for r in reader.records(follow=False)]
+            ends = await reader.end_offsets()
+    assert values == [b"r0", b"r1", b"r2", b"aborted"]  # the CLI reads uncommitted
+    assert reader.positions == ends

@@ -12,7 +12,7 @@ from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
 
 import aiostreams as ais
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.types import TopicPartition
+from aiostreams.types import OutgoingRecord, TopicPartition
 
 pytestmark = pytest.mark.kafka
 
@@ -134,3 +134,34 @@ async def test_exactly_once_survives_sigkill(kafka_bootstrap: str,
     finally:
         await stop_worker(worker)
     check_outputs(outputs, inputs, exactly_once=True)
+
+
+async def test_caught_up_sees_past_transaction_markers_and_aborted_records(
+        kafka_bootstrap: str, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """Input written in transactions: the group's committed offset stops short of the end
+    (a commit marker, then an aborted transaction and its marker follow the last readable
+    record); ``wait_until_caught_up`` still returns, because reading on from there reaches
+    the end without a record."""
+    transport = KafkaTransport(kafka_bootstrap)
+    src, dst, group = topic_name("in"), topic_name("out"), topic_name("app")
+    await create_topic(transport, src, 1)
+    await create_topic(transport, dst, 1)
+    producer = transport.producer(transactional_id=topic_name("tx"))
+    await producer.start()
+    try:
+        await producer.begin_transaction()
+        await producer.send_batch([OutgoingRecord(src, b"k", b"v%d" % i) for i in range(5)])
+        await producer.commit_transaction()
+        await producer.begin_transaction()
+        await producer.send_batch([OutgoingRecord(src, b"k", b"aborted")])
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    app = delay_app(group, kafka_bootstrap, src, dst, max_delay=0.0,
+                    processing_guarantee="exactly_once")
+    async with app:
+        await app.wait_until_caught_up(timeout=60)
+        outputs = await read_exactly(transport, dst, 5)
+    assert [r.value for r in outputs] == [b"v%d" % i for i in range(5)]
+    committed = (await committed_offsets(transport, group, src, 1))[0]
+    assert committed is not None and committed < (await end_offsets(transport, src, 1))[0]
