@@ -178,6 +178,7 @@ class App:
             raise ConfigError("on_error='dead_letter' needs dead_letter_topic to be set")
         return TaskSettings(
             max_in_flight=s.max_in_flight,
+            max_concurrency=s.max_concurrency,
             ordering=Ordering.parse(s.ordering),
             max_task_idle=s.max_task_idle_ms / 1000.0,
             max_buffered_per_partition=s.max_buffered_per_partition,

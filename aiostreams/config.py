@@ -27,6 +27,11 @@ class Settings(BaseSettings):
     broker: str = Field("memory://", description="memory://[name] or kafka://host:port[,...]")
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
     max_in_flight: int = Field(1000, ge=1, description="reorder-buffer slots per task")
+    max_concurrency: int | None = Field(
+        None, ge=1, description="async records executing at once per task (default: "
+        "max_in_flight); below it, the rest of the window holds finished records waiting to "
+        "retire, and the oldest waiting record runs first, so a retried record is not queued "
+        "behind newer work")
     ordering: Literal["key", "partition", "unordered"] = "key"
     max_task_idle_ms: float = Field(0.0, ge=0, description="wait for empty partitions (KIP-353)")
     commit_interval_ms: float = Field(1000.0, gt=0)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import heapq
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +86,7 @@ class TaskSettings:
     dead_letter_topic: str | None = None
     processing_timeout: float | None = None
     max_record_bytes: int = 1_000_000
+    max_concurrency: int | None = None  # None: max_in_flight
 
 
 @dataclass
@@ -203,7 +204,11 @@ class StreamTask:
         # (a task per record would cost a Task, its registration and a context copy each)
         self._executors: set[asyncio.Task[None]] = set()
         self._idle_executors: list[asyncio.Future[Slot]] = []
-        self._ready: deque[Slot] = deque()
+        # slots waiting for an executor, oldest first (by reorder-buffer sequence): a
+        # retried or long-blocked record holds the commit point, so it goes before newer ones
+        self._ready: list[tuple[int, Slot]] = []
+        self._max_concurrency = min(settings.max_concurrency or settings.max_in_flight,
+                                    settings.max_in_flight)
         self._backoff_timers: dict[Slot, TimerHandle] = {}
         self._drained: asyncio.Event | None = None
         self._stores: dict[str, StateStore] = {}
@@ -508,20 +513,21 @@ class StreamTask:
         self._dispatch(slot)
 
     def _dispatch(self, slot: Slot) -> None:
-        """Hand an async slot to an idle executor, or start one (at most one executor per
-        slot in flight, so at most ``max_in_flight``)."""
+        """Hand an async slot to an idle executor, or start one (at most
+        ``max_concurrency`` executors); with all of them busy the slot waits in the ready
+        heap, where the oldest slot is served first."""
         idle = self._idle_executors
         while idle:
             waiter = idle.pop()
             if not waiter.done():
                 waiter.set_result(slot)
                 return
-        if len(self._executors) < self._rob.capacity:
+        if len(self._executors) < self._max_concurrency:
             executor = asyncio.get_running_loop().create_task(self._executor(slot))
             self._executors.add(executor)
             executor.add_done_callback(self._executors.discard)
         else:
-            self._ready.append(slot)
+            heapq.heappush(self._ready, (slot.seq, slot))
 
     async def _executor(self, slot: Slot) -> None:
         """Run slots until the task closes (cancellation ends it; per-slot errors do not).
@@ -532,7 +538,7 @@ class StreamTask:
         while True:
             await self._execute_async(slot)
             if self._ready:
-                slot = self._ready.popleft()
+                slot = heapq.heappop(self._ready)[1]
                 continue
             waiter: asyncio.Future[Slot] = loop.create_future()
             self._idle_executors.append(waiter)

@@ -8,8 +8,10 @@ store is buffered with its record and released only when that record retires, in
 ``process`` may be a plain ``def`` or an ``async def``. When every processor reachable from
 a source is synchronous, the engine runs that chain inline with no asyncio task per record
 (the fast path); an ``async def`` anywhere in the chain makes each record run on one of the
-task's *executors*: a pool of at most ``max_in_flight`` long-lived coroutines, reused from
-record to record (a task per record costs about twice as much).
+task's *executors*: a pool of at most ``max_concurrency`` (default ``max_in_flight``)
+long-lived coroutines, reused from record to record (a task per record costs about twice as
+much). When all of them are busy, the oldest waiting record runs next — a retried record
+holds the commit point, so it goes before records issued after it.
 
 Context variables: because executors are reused, a ``contextvars.ContextVar`` that
 ``process`` sets stays set for the next record that executor runs. Set and reset it in a

@@ -319,6 +319,45 @@ async def test_retry_reexecutes_after_backoff_while_later_records_run(
     assert h.failures == []
 
 
+class GatedOnceFlaky(Processor[str, str]):
+    """Logs each attempt's start; fails 'flaky' once; waits for the gate of 'b'."""
+
+    def __init__(self, seq: Sequencer, started: list[str]) -> None:
+        self.seq = seq
+        self.started = started
+        self.failed = False
+
+    async def process(self, record: Record[str, str]) -> None:
+        self.started.append(record.value)
+        if record.value == "flaky" and not self.failed:
+            self.failed = True
+            raise RuntimeError("flaky once")
+        if record.value == "b":
+            await self.seq.wait("b")
+        self.context.forward(record)
+
+
+async def test_a_retried_record_runs_before_newer_records_waiting_for_an_executor(
+        make_task: MakeTask) -> None:
+    seq = Sequencer()
+    started: list[str] = []
+    topo = (Topology().add_source("src", str_topic("in"))
+            .add_processor("p", lambda: GatedOnceFlaky(seq, started), "src")
+            .add_sink("sink", str_topic("out"), "p"))
+    h = make_task(topo, max_concurrency=1, ordering="unordered",
+                  retry=Retry(attempts=2, backoff=1.0, jitter=0.0))
+    await h.task.initialize()
+    h.task.add_records(IN, [raw("in", 0, i, f"k{i}", v)
+                            for i, v in enumerate(["flaky", "b", "c", "d"])])
+    await seq.wait_started("b")  # the one executor holds 'b'; 'c' and 'd' wait
+    h.clock.advance(1.0)  # the retry of 'flaky' is due and waits too
+    await settle(10)
+    seq.release("b")
+    await settle(10)
+    assert started == ["flaky", "b", "flaky", "c", "d"]
+    assert h.values() == ["flaky", "b", "c", "d"]
+
+
 async def test_dead_letter_keeps_original_bytes_and_says_why(make_task: MakeTask) -> None:
     h = make_task(failing_topology("poison"), on_error=OnError.DEAD_LETTER,
                   dead_letter_topic="dlq")
