@@ -78,7 +78,9 @@ class Slot:
         self.state = SlotState.WAITING
         self.record: Record[Any, Any] | None = None
         self.outputs: list[OutgoingRecord | ExternalRecord] = []
-        self.writes: list[tuple[Any, Any, Any]] = []  # (store, key, value|TOMBSTONE)
+        # (store, key, value|TOMBSTONE); a shared empty tuple until the first write, so the
+        # many slots of a stateless pipeline waiting to retire carry no list each
+        self.writes: list[tuple[Any, Any, Any]] | tuple[()] = ()
         self.forward_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
         self.successor: Slot | None = None
         self.attempts = 0
@@ -95,7 +97,7 @@ class Slot:
     def reset_buffers(self) -> None:
         """Forget what an attempt buffered (before a retry, or when the record is set aside)."""
         self.outputs = []
-        self.writes = []
+        self.writes = ()
         self.forward_buffer = None
 
     def __repr__(self) -> str:

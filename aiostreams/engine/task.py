@@ -435,7 +435,7 @@ class StreamTask:
         except Exception as error:
             for overlay, key, _ in slot.writes:
                 overlay.withdraw(slot, key)
-            slot.writes.clear()
+            slot.writes = ()
             outputs.clear()
             slot.forward_buffer = None
             self._fail_over(raw, source, slot.node, error)
@@ -444,7 +444,7 @@ class StreamTask:
             slot.record = None
         if slot.writes:
             self._apply_writes(slot)
-            slot.writes.clear()
+            slot.writes = ()
         if outputs:
             self._released.extend(outputs)
             outputs.clear()
@@ -701,6 +701,7 @@ class StreamTask:
 
     def _finish(self, slot: Slot) -> None:
         slot.state = SlotState.DONE
+        slot.record = None  # only its outputs and writes wait for retirement
         self._unfinished -= 1
         if slot is self._barrier:
             self._barrier = None

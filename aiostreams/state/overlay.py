@@ -72,7 +72,10 @@ class StoreOverlay:
             if self._windows is not None:
                 self._windows.setdefault(key[0], set()).add(key[1])
         entries.append((slot, value))
-        slot.writes.append((self, key, value))
+        writes = slot.writes
+        if not writes:
+            writes = slot.writes = []
+        writes.append((self, key, value))
 
     def retire(self, slot: Slot, key: Any, value: Any) -> None:
         """Apply ``slot``'s write to the store and drop it from the overlay."""
