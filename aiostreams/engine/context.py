@@ -26,6 +26,9 @@ class NodeContext:
     def __init__(self, task: StreamTask, node: NodeExec) -> None:
         self._task = task
         self._node = node
+        # Set only while this node's synchronous ``process`` runs (no other record can run
+        # it meanwhile: it does not await), so ``forward`` skips the context-variable lookup.
+        self.sync_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
 
     def _record(self) -> Record[Any, Any]:
         record = CURRENT_SLOT.get().record
@@ -75,8 +78,10 @@ class NodeContext:
         return self._task.stream_time
 
     def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
-        slot = CURRENT_SLOT.get(None)
-        buffer = slot.forward_buffer if slot is not None else None
+        buffer = self.sync_buffer
+        if buffer is None:
+            slot = CURRENT_SLOT.get(None)
+            buffer = slot.forward_buffer if slot is not None else None
         if buffer is None:
             raise RuntimeError(
                 f"processor {self._node.name!r} called forward() outside process() or a "

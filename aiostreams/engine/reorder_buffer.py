@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
 from aiostreams.engine.external_sink import ExternalRecord
@@ -130,6 +130,11 @@ class ReorderBuffer:
 
     def slots(self) -> list[Slot]:
         return list(self._slots)
+
+    @property
+    def slots_view(self) -> Sequence[Slot]:
+        """The buffer itself, oldest first (read only: for the issue loop's length checks)."""
+        return self._slots
 
     def issue(self, slot: Slot) -> None:
         if len(self._slots) >= self.capacity:

@@ -26,6 +26,7 @@ import asyncio
 import enum
 import heapq
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,11 +38,10 @@ from aiostreams.engine.failure import NO_RETRY, Deferred, OnError, Retry, dead_l
 from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
 from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
 from aiostreams.engine.reservation_station import Ordering, ReservationStation
+from aiostreams.engine.sync_chain import Runner, compile_decoder, compile_node
 from aiostreams.errors import (
-    DeserializationError,
     SerializationError,
     TaskFailedError,
-    TopologyError,
 )
 from aiostreams.serde import Serde
 from aiostreams.state.base import StateStore, StoreContext
@@ -106,7 +106,7 @@ class NodeExec:
     """A node of the sub-topology instantiated for one task."""
 
     __slots__ = ("children", "children_by_name", "context", "external", "is_async", "name",
-                 "processor", "retry", "sink", "stores", "subtree_async")
+                 "processor", "retry", "run_sync", "sink", "stores", "subtree_async")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -120,15 +120,21 @@ class NodeExec:
         self.context: NodeContext | None = None
         self.retry: Retry | None = None
         self.subtree_async = False  # this node or one below it must be awaited
+        self.run_sync: Runner = _not_compiled  # runs it synchronously (see sync_chain)
+
+
+def _not_compiled(record: Record[Any, Any], slot: Slot) -> None:
+    raise AssertionError("a node ran before the task compiled its runners")
 
 
 class SourceExec:
-    __slots__ = ("chain_is_async", "children", "key_serde", "name", "value_serde")
+    __slots__ = ("chain_is_async", "children", "decode", "key_serde", "name", "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec], chain_is_async: bool) -> None:
         self.name = node.name
         self.key_serde: Serde[Any] = node.key_serde
         self.value_serde: Serde[Any] = node.value_serde
+        self.decode = compile_decoder(node.key_serde, node.value_serde)
         self.children = children
         self.chain_is_async = chain_is_async
 
@@ -262,6 +268,16 @@ class StreamTask:
         self._nodes = execs
         for ne in execs.values():
             ne.subtree_async = _reaches_async(ne)
+
+        def runner_of(ne: NodeExec) -> Runner:
+            if ne.run_sync is _not_compiled:
+                ne.run_sync = compile_node(ne, runner_of,
+                                           max_record_bytes=self._max_record_bytes,
+                                           tp_of=self._tp_of)
+            return ne.run_sync
+
+        for ne in execs.values():
+            runner_of(ne)
         self._sources: dict[str, SourceExec] = {}
         for src in self.sub.sources:
             children = [execs[c] for c in src.children]
@@ -380,10 +396,13 @@ class StreamTask:
 
     def _issue_records(self) -> None:
         rob = self._rob
+        in_rob = rob.slots_view  # the buffer's deque, read here without method calls
+        capacity = rob.capacity
         queues = self._queues
         single = queues.single_queue
         sources = self._sources
-        while self.state is TaskState.RUNNING and self._barrier is None and not rob.full:
+        while (self.state is TaskState.RUNNING and self._barrier is None
+               and len(in_rob) < capacity):
             if self._due_punctuations:
                 self._issue_punctuation(self._due_punctuations.pop(0))
                 continue
@@ -404,51 +423,106 @@ class StreamTask:
                 self.stream_time = raw.timestamp
                 if self._punctuations:
                     self._check_stream_time_punctuations()
-            if not rob and not source.chain_is_async:
-                self._inline.stream_time = self.stream_time
-                self._run_inline(raw, source)
+            if not in_rob and not source.chain_is_async:
+                if self._run_inline(raw, source) and single is not None:
+                    self._drain_inline(single, source)
                 continue
             slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
             slot.stream_time = self.stream_time
             rob.issue(slot)
             self._unfinished += 1
-            if len(rob) > self.metrics.max_rob_depth:
-                self.metrics.max_rob_depth = len(rob)
+            if len(in_rob) > self.metrics.max_rob_depth:
+                self.metrics.max_rob_depth = len(in_rob)
             if self._station.admit(slot):
                 self._start(slot)
             if rob.head is slot and slot.state is SlotState.DONE:
                 self._retire()
 
-    def _run_inline(self, raw: RawRecord, source: SourceExec) -> None:
+    def _run_inline(self, raw: RawRecord, source: SourceExec) -> bool:
         """The fast path: nothing is in flight and the chain is synchronous, so the record
         executes and retires at once, with no slot in the buffer and no hazard to check.
-        On failure a real slot takes over, exactly as if it had been issued normally."""
+        Its outputs go straight onto the released list (cut back if it fails). On failure
+        a real slot takes over, exactly as if it had been issued normally, and this
+        returns False."""
         slot = self._inline
+        slot.stream_time = self.stream_time
         slot.raw = raw
         slot.source = source
-        outputs = slot.outputs
+        released = slot.outputs = self._released
+        mark = len(released)
         try:
             slot.node = source.name
-            record = self._deserialize(slot)
+            record = slot.record = source.decode(raw)
             for child in source.children:
-                self._invoke_sync(child, record, slot)
+                child.run_sync(record, slot)
         except Exception as error:
-            for overlay, key, _ in slot.writes:
-                overlay.withdraw(slot, key)
-            slot.writes = ()
-            outputs.clear()
-            slot.forward_buffer = None
-            self._fail_over(raw, source, slot.node, error)
-            return
-        finally:
             slot.record = None
+            self._inline_failed(raw, source, mark, error)
+            return False
+        slot.record = None
         if slot.writes:
+            # changelog records follow the record's outputs, as at retirement
             self._apply_writes(slot)
             slot.writes = ()
-        if outputs:
-            self._released.extend(outputs)
-            outputs.clear()
         self._rob.advance(self._tp_of[raw.topic], raw.offset)
+        return True
+
+    def _drain_inline(self, queue: deque[RawRecord], source: SourceExec) -> None:
+        """:meth:`_run_inline` over a single queue (one topic, so one source) for as long
+        as nothing changes what the issue loop would decide: the task keeps running, no
+        punctuation is scheduled, no record fails. The per-record checks of the issue
+        loop are hoisted out, and the committable offset moves once, at the end."""
+        if self._punctuations or self._due_punctuations or self._barrier is not None:
+            return
+        slot = self._inline
+        runners = [child.run_sync for child in source.children]
+        decode = source.decode
+        name = source.name
+        released = slot.outputs = self._released
+        running = TaskState.RUNNING
+        last = -1
+        raw: RawRecord | None = None
+        try:
+            while queue and self.state is running and not self._punctuations:
+                raw = queue.popleft()
+                if raw.timestamp > self.stream_time:
+                    self.stream_time = raw.timestamp
+                slot.stream_time = self.stream_time
+                slot.raw = raw
+                mark = len(released)
+                try:
+                    slot.node = name
+                    record = slot.record = decode(raw)
+                    for run in runners:
+                        run(record, slot)
+                except Exception as error:
+                    slot.record = None
+                    self._advance_inline(raw.topic, last)
+                    last = -1
+                    self._inline_failed(raw, source, mark, error)
+                    return
+                slot.record = None
+                if slot.writes:
+                    self._apply_writes(slot)
+                    slot.writes = ()
+                last = raw.offset
+        finally:
+            if raw is not None:
+                self._advance_inline(raw.topic, last)
+
+    def _advance_inline(self, topic: str, last: int) -> None:
+        if last >= 0:
+            self._rob.advance(self._tp_of[topic], last)
+
+    def _inline_failed(self, raw: RawRecord, source: SourceExec, mark: int,
+                       error: Exception) -> None:
+        slot = self._inline
+        for overlay, key, _ in slot.writes:
+            overlay.withdraw(slot, key)
+        slot.writes = ()
+        del self._released[mark:]
+        slot.forward_buffer = None
+        self._fail_over(raw, source, slot.node, error)
 
     def _fail_over(self, raw: RawRecord, source: SourceExec, node: str,
                    error: Exception) -> None:
@@ -547,17 +621,7 @@ class StreamTask:
     def _deserialize(self, slot: Slot) -> Record[Any, Any]:
         raw = slot.raw
         assert raw is not None
-        source: SourceExec = slot.source
-        try:
-            key = source.key_serde.deserialize(raw.topic, raw.key)
-        except DeserializationError as e:
-            raise e.at(raw.partition, raw.offset, "key") from e.__cause__
-        try:
-            value = source.value_serde.deserialize(raw.topic, raw.value)
-        except DeserializationError as e:
-            raise e.at(raw.partition, raw.offset, "value") from e.__cause__
-        record: Record[Any, Any] = Record(key, value, raw.topic, raw.partition, raw.offset,
-                                          raw.timestamp, raw.headers)
+        record: Record[Any, Any] = slot.source.decode(raw)
         slot.record = record
         return record
 
@@ -565,34 +629,11 @@ class StreamTask:
         slot.node = slot.source.name
         record = self._deserialize(slot)
         for child in slot.source.children:
-            self._invoke_sync(child, record, slot)
-
-    def _invoke_sync(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
-        processor = node.processor
-        if processor is None:
-            slot.node = node.name
-            slot.outputs.append(self._to_sink(node, record, slot))
-            return
-        buffer: list[tuple[str | None, Record[Any, Any]]] = []
-        slot.forward_buffer = buffer
-        slot.node = node.name
-        result = processor.process(record)
-        slot.forward_buffer = None
-        if result is not None:
-            raise TypeError(
-                f"processor {node.name!r}: process() returned {type(result).__name__}; "
-                "declare it 'async def' if it awaits"
-            )
-        for child, forwarded in buffer:
-            if child is None:
-                for c in node.children:
-                    self._invoke_sync(c, forwarded, slot)
-            else:
-                self._invoke_sync(node.children_by_name[child], forwarded, slot)
+            child.run_sync(record, slot)
 
     async def _invoke_async(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
         if not node.subtree_async:
-            self._invoke_sync(node, record, slot)
+            node.run_sync(record, slot)
             return
         buffer: list[tuple[str | None, Record[Any, Any]]] = []
         slot.forward_buffer = buffer
@@ -613,7 +654,7 @@ class StreamTask:
                 if c.subtree_async:
                     await self._invoke_async(c, forwarded, slot)
                 else:
-                    self._invoke_sync(c, forwarded, slot)
+                    c.run_sync(forwarded, slot)
 
     async def _execute_async(self, slot: Slot) -> None:
         CURRENT_SLOT.set(slot)
@@ -627,7 +668,7 @@ class StreamTask:
                         if child.subtree_async:
                             await self._invoke_async(child, record, slot)
                         else:
-                            self._invoke_sync(child, record, slot)
+                            child.run_sync(record, slot)
                 else:
                     await self._run_slot_async(slot)
             else:
@@ -649,42 +690,6 @@ class StreamTask:
         record = self._deserialize(slot)
         for child in slot.source.children:
             await self._invoke_async(child, record, slot)
-
-    def _to_sink(self, node: NodeExec, record: Record[Any, Any],
-                 slot: Slot) -> OutgoingRecord | ExternalRecord:
-        sink = node.sink
-        if sink is None:
-            raw = slot.raw
-            if raw is None or node.external is None:
-                raise TopologyError(
-                    f"sink {node.name!r} received a record from a punctuation; external sinks "
-                    "take only results of input records (they deduplicate by input offset)"
-                )
-            return ExternalRecord(node.external, self._tp_of[raw.topic], raw.offset,
-                                  record.key, record.value, record.timestamp)
-        try:
-            key = sink.key_serde.serialize(sink.topic, record.key)
-            value = sink.value_serde.serialize(sink.topic, record.value)
-        except SerializationError:
-            raise
-        except Exception as e:
-            raise SerializationError(
-                f"sink {sink.name!r} cannot serialize a record for topic {sink.topic!r}: {e}",
-                topic=sink.topic,
-            ) from e
-        size = (len(key) if key else 0) + (len(value) if value else 0)
-        if size > self._max_record_bytes:
-            raise SerializationError(
-                f"sink {sink.name!r}: the record for topic {sink.topic!r} is {size} bytes, "
-                f"over max_record_bytes={self._max_record_bytes} (Kafka would refuse it); "
-                "shrink it, or raise both max_record_bytes and the topic's max.message.bytes",
-                topic=sink.topic,
-            )
-        partition = None
-        if sink.partitioner is not None:
-            partition = sink.partitioner(record.key, record.value, -1)
-        return OutgoingRecord(sink.topic, key, value, record.timestamp, record.headers,
-                              partition)
 
     def serialize_for(self, topic: str, key: Any, value: Any) -> tuple[bytes | None,
                                                                         bytes | None]:

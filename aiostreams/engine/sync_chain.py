@@ -1,0 +1,168 @@
+"""Synchronous steps compiled into closures, once per task.
+
+A record's trip through the synchronous part of a sub-topology is the engine's hottest
+path: for a sync pipeline it is all the engine does per record. Interpreting the node
+graph per record (look up the node's processor, its children, its sink's serdes) costs
+more than the work itself, so each node gets a *runner* built once when the task is
+built: ``runner(record, slot)`` runs the node and, depth first, every node the record is
+forwarded to, with everything it needs bound as closure variables.
+
+Semantics are those of the node graph, exactly:
+
+- a processor's forwards are buffered while ``process`` runs and handed to its children
+  afterwards, in forward order (the node context's ``sync_buffer`` is what
+  ``ctx.forward`` appends to, so it is set while ``process`` runs and only then);
+- ``slot.node`` names the node running, so a failure names the node that raised;
+- a sink serializes with its topic's serdes and appends one output to ``slot.outputs``;
+  a value over ``max_record_bytes`` is a :class:`SerializationError` (Kafka would refuse
+  it), as is a serde's own failure;
+- an external sink keys its output by the input record's partition and offset, so only
+  records of input records reach it (not punctuation output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from aiostreams.engine.context import NodeContext
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.engine.reorder_buffer import Slot
+from aiostreams.errors import DeserializationError, SerializationError, TopologyError
+from aiostreams.serde import Serde
+from aiostreams.topology.processor import Processor
+from aiostreams.topology.topology import SinkNode
+from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
+
+Runner = Callable[[Record[Any, Any], Slot], None]
+"""Runs one node (and what it forwards to) for ``record`` on behalf of ``slot``."""
+
+Decoder = Callable[[RawRecord], Record[Any, Any]]
+"""A source's deserializer: raw bytes in, a :class:`Record` out, or a
+:class:`DeserializationError` that names the partition, offset and which part failed."""
+
+
+def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
+    deserialize_key = key_serde.deserialize
+    deserialize_value = value_serde.deserialize
+
+    def decode(raw: RawRecord) -> Record[Any, Any]:
+        try:
+            key = deserialize_key(raw.topic, raw.key)
+        except DeserializationError as e:
+            raise e.at(raw.partition, raw.offset, "key") from e.__cause__
+        try:
+            value = deserialize_value(raw.topic, raw.value)
+        except DeserializationError as e:
+            raise e.at(raw.partition, raw.offset, "value") from e.__cause__
+        return Record(key, value, raw.topic, raw.partition, raw.offset, raw.timestamp,
+                      raw.headers)
+
+    return decode
+
+
+class CompilableNode(Protocol):
+    """What the compiler reads of a task's node (``NodeExec``)."""
+
+    name: str
+    processor: Processor[Any, Any] | None
+    sink: SinkNode | None
+    external: str | None
+    context: NodeContext | None
+
+    @property
+    def children(self) -> list[Any]: ...
+
+
+def compile_node(node: CompilableNode, runner_of: Callable[[Any], Runner], *,
+                 max_record_bytes: int, tp_of: Mapping[str, TopicPartition]) -> Runner:
+    """The runner of ``node``; ``runner_of(child)`` gives each child's (compile children
+    first: the graph is acyclic)."""
+    if node.sink is not None:
+        return _sink_runner(node.name, node.sink, max_record_bytes)
+    if node.processor is None:
+        assert node.external is not None, f"node {node.name!r} is neither processor nor sink"
+        return _external_runner(node.name, node.external, tp_of)
+    assert node.context is not None, f"node {node.name!r} has no context yet"
+    children = {child.name: runner_of(child) for child in node.children}
+    return _processor_runner(node.name, node.processor, node.context, children)
+
+
+def _processor_runner(name: str, processor: Processor[Any, Any], context: NodeContext,
+                      children: dict[str, Runner]) -> Runner:
+    process = processor.process
+    every = list(children.values())
+    only = every[0] if len(every) == 1 else None
+
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        context.sync_buffer = buffer
+        slot.node = name
+        try:
+            result = process(record)
+        finally:
+            context.sync_buffer = None
+        if result is not None:
+            raise TypeError(
+                f"processor {name!r}: process() returned {type(result).__name__}; "
+                "declare it 'async def' if it awaits"
+            )
+        for child, forwarded in buffer:
+            if child is not None:
+                children[child](forwarded, slot)
+            elif only is not None:
+                only(forwarded, slot)
+            else:
+                for each in every:
+                    each(forwarded, slot)
+
+    return run
+
+
+def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
+    topic = sink.topic
+    serialize_key = sink.key_serde.serialize
+    serialize_value = sink.value_serde.serialize
+    partitioner = sink.partitioner
+
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        slot.node = name
+        try:
+            key = serialize_key(topic, record.key)
+            value = serialize_value(topic, record.value)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(
+                f"sink {name!r} cannot serialize a record for topic {topic!r}: {e}",
+                topic=topic,
+            ) from e
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if size > max_record_bytes:
+            raise SerializationError(
+                f"sink {name!r}: the record for topic {topic!r} is {size} bytes, "
+                f"over max_record_bytes={max_record_bytes} (Kafka would refuse it); "
+                "shrink it, or raise both max_record_bytes and the topic's max.message.bytes",
+                topic=topic,
+            )
+        partition = (partitioner(record.key, record.value, -1) if partitioner is not None
+                     else None)
+        slot.outputs.append(OutgoingRecord(topic, key, value, record.timestamp,
+                                           record.headers, partition))
+
+    return run
+
+
+def _external_runner(name: str, external: str, tp_of: Mapping[str, TopicPartition]) -> Runner:
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        slot.node = name
+        raw = slot.raw
+        if raw is None:
+            raise TopologyError(
+                f"sink {name!r} received a record from a punctuation; external sinks "
+                "take only results of input records (they deduplicate by input offset)"
+            )
+        slot.outputs.append(ExternalRecord(external, tp_of[raw.topic], raw.offset,
+                                           record.key, record.value, record.timestamp))
+
+    return run
