@@ -107,6 +107,11 @@ class App:
     def set_node_retry(self, node: str, retry: Retry) -> None:
         self._node_retry[node] = retry
 
+    @property
+    def node_retries(self) -> dict[str, Retry]:
+        """Retry policies set per node (a copy); nodes not listed use the app's default."""
+        return dict(self._node_retry)
+
     def stream(self, *topics: Topic | str, name: str | None = None) -> Any:
         """A :class:`~aiostreams.topology.dsl.Stream` reading ``topics``."""
         from aiostreams.topology.dsl import StreamsBuilder
@@ -246,7 +251,7 @@ class App:
         """Run until a stop is requested (``request_stop``, a signal) or a task fails; then
         stop gracefully. Raises the failure, if any."""
         assert self.worker is not None
-        await self.worker._stop_requested.wait()
+        await self.worker.stop_requested()
         await self.stop()
         self.worker.raise_failure()
 

@@ -46,6 +46,7 @@ from aiostreams.commands.target import (
 )
 from aiostreams.commands.topics import create_topic, describe_topic, list_topics
 from aiostreams.config import Settings
+from aiostreams.engine.task import TASK_FAILURE_LOG_MARK
 from aiostreams.errors import (
     AiostreamsError,
     BrokerUnavailableError,
@@ -262,6 +263,8 @@ def _configure_logging(args: argparse.Namespace) -> None:
     handler = logging.StreamHandler(CurrentStderr())
     handler.setFormatter(logging.Formatter(
         f"%(asctime)s {who} %(levelname)s %(name)s: %(message)s"))
+    # a task failure ends the command with its own error line; logging it too says it twice
+    handler.addFilter(lambda record: not getattr(record, TASK_FAILURE_LOG_MARK, False))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if args.debug else logging.WARNING)

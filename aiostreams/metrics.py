@@ -88,10 +88,10 @@ def retire_lag(task: StreamTask, now: float) -> float:
     """Seconds between ``now`` (wall clock) and the timestamp of the oldest record the task
     has not retired (0 when nothing is in flight): how far retirement trails event time.
     A head stuck in retries or a slow call makes it grow while records behind it finish."""
-    head = task._rob.head  # read-only peek; the engine exposes no public accessor
-    if head is None or head.raw is None:
+    oldest = task.oldest_unretired
+    if oldest is None:
         return 0.0
-    return max(0.0, now - head.raw.timestamp)
+    return max(0.0, now - oldest.timestamp)
 
 
 def _counter_fields() -> list[str]:
@@ -296,7 +296,7 @@ class AppCollector:
     def _committed(self, tp: TopicPartition) -> int | None:
         worker = self.app.worker
         # the position the task started from, until it retires something of its own
-        return worker._committed.get(tp) if worker is not None else None
+        return worker.committed_offset(tp) if worker is not None else None
 
 
 def _counter(name: str, doc: str, labels: Sequence[str],

@@ -51,7 +51,6 @@ from aiostreams.app import App
 from aiostreams.config import Settings
 from aiostreams.engine.clock import ManualClock, TimerHandle
 from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
-from aiostreams.engine.reorder_buffer import SlotState
 from aiostreams.engine.task import StreamTask, task_id_for
 from aiostreams.engine.worker import CommitRecord
 from aiostreams.errors import CoPartitioningError, TaskFailedError, TopologyError
@@ -162,7 +161,7 @@ class TopologyTestDriver:
         for sink in self._sinks.values():
             await sink.start()
         self.state = DriverState.RUNNING
-        node_retry = app._node_retry  # the App keeps per-node retries; no public getter
+        node_retry = app.node_retries
         for sub in subs:
             for source in sub.sources:
                 for topic in source.topics:
@@ -470,14 +469,13 @@ class TopologyTestDriver:
         return sum(self.broker.end_offset(tp) - fed for tp, fed in self._fed.items())
 
     def _executing(self) -> int:
-        return sum(1 for task in self.tasks.values() for slot in task._rob.slots()
-                   if slot.state is SlotState.EXECUTING)
+        return sum(task.executing for task in self.tasks.values())
 
     def _quiescent(self) -> bool:
         """No task can make progress without the clock: nothing executes (what is in
         flight waits for a backoff, an idle deadline, or an earlier record that does) and
         no pump is scheduled."""
-        return not any(task._pump_scheduled for task in self.tasks.values()) and \
+        return not any(task.pump_pending for task in self.tasks.values()) and \
             self._executing() == 0
 
     def _on_failed(self, task: StreamTask, error: TaskFailedError) -> None:

@@ -53,6 +53,9 @@ from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
 
 log = logging.getLogger("aiostreams.task")
 
+TASK_FAILURE_LOG_MARK = "aiostreams_task_failure"
+"""Attribute set on the log record of a task failure (see ``_fail``)."""
+
 
 class TaskState(enum.Enum):
     """``CREATED → RUNNING → SUSPENDED → CLOSED``; ``FAILED`` from RUNNING/SUSPENDED."""
@@ -320,6 +323,23 @@ class StreamTask:
     @property
     def partitions(self) -> list[TopicPartition]:
         return self._queues.partitions
+
+    @property
+    def oldest_unretired(self) -> RawRecord | None:
+        """The input record at the head of the reorder buffer (None when nothing is in
+        flight, or the head is a punctuation): what retirement, and the commit, wait for."""
+        head = self._rob.head
+        return head.raw if head is not None else None
+
+    @property
+    def executing(self) -> int:
+        """Slots whose processors are running now (not waiting, backing off, or done)."""
+        return sum(1 for slot in self._rob.slots_view if slot.state is SlotState.EXECUTING)
+
+    @property
+    def pump_pending(self) -> bool:
+        """A pump (retire, then issue) is scheduled on the loop and has not run yet."""
+        return self._pump_scheduled
 
     @property
     def in_flight(self) -> int:
@@ -789,7 +809,9 @@ class StreamTask:
             "'dead_letter') and restart."
         )
         failure.__cause__ = error
-        log.error("%s", failure)
+        # marked, so a caller that reports the failure itself (the CLI's last line) can
+        # leave this one out and the user reads it once
+        log.error("%s", failure, extra={TASK_FAILURE_LOG_MARK: True})
         if self.state in (TaskState.RUNNING, TaskState.SUSPENDED):
             self._transition(TaskState.FAILED)
         if self._drained is not None:

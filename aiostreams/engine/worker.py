@@ -562,6 +562,15 @@ class Worker:
                 self._sink_failure = e
                 raise
 
+    async def stop_requested(self) -> None:
+        """Return once a stop has been asked for (a signal, ``request_stop``, a failure)."""
+        await self._stop_requested.wait()
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        """The group's committed offset for ``tp`` as this worker last committed or read it
+        at assignment (None when it holds no position for ``tp``)."""
+        return self._committed.get(tp)
+
     async def next_commit(self) -> None:
         """Wait for the next commit (or for the worker to stop). Cancellation-safe."""
         stopped = asyncio.ensure_future(self._stopped.wait())

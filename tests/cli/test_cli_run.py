@@ -57,6 +57,7 @@ def test_a_task_failure_exits_1_with_one_error_line() -> None:
                            "demo-orders[1]@3 after 1 attempt(s): ValueError: order o7 is poison")
     assert "Traceback" not in done.stderr
     assert "app 'cli-demo' failed:" in done.stderr
+    assert done.stderr.count("failed on demo-orders[1]@3") == 1  # said once, at the end
 
 
 def test_debug_adds_the_traceback() -> None:

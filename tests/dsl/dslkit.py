@@ -106,7 +106,7 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
     await app.start()
     try:
         assert app.worker is not None
-        stopping = asyncio.ensure_future(app.worker._stop_requested.wait())
+        stopping = asyncio.ensure_future(app.worker.stop_requested())
         try:
             async with asyncio.timeout(timeout):
                 while not _done(app):
