@@ -496,37 +496,41 @@ class StreamTask:
             return
         slot = self._inline
         runners = [child.run_sync for child in source.children]
+        only = runners[0] if len(runners) == 1 else None
         decode = source.decode
         name = source.name
         released = slot.outputs = self._released
         running = TaskState.RUNNING
+        stream_time = slot.stream_time = self.stream_time
         last = -1
         raw: RawRecord | None = None
         try:
             while queue and self.state is running and not self._punctuations:
                 raw = queue.popleft()
-                if raw.timestamp > self.stream_time:
-                    self.stream_time = raw.timestamp
-                slot.stream_time = self.stream_time
+                if raw.timestamp > stream_time:
+                    stream_time = self.stream_time = slot.stream_time = raw.timestamp
                 slot.raw = raw
                 mark = len(released)
                 try:
                     slot.node = name
                     record = slot.record = decode(raw)
-                    for run in runners:
-                        run(record, slot)
+                    if only is not None:
+                        only(record, slot)
+                    else:
+                        for run in runners:
+                            run(record, slot)
                 except Exception as error:
                     slot.record = None
                     self._advance_inline(raw.topic, last)
                     last = -1
                     self._inline_failed(raw, source, mark, error)
                     return
-                slot.record = None
                 if slot.writes:
                     self._apply_writes(slot)
                     slot.writes = ()
                 last = raw.offset
         finally:
+            slot.record = None
             if raw is not None:
                 self._advance_inline(raw.topic, last)
 
