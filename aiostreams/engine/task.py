@@ -630,8 +630,8 @@ class StreamTask:
     async def _executor(self, slot: Slot) -> None:
         """Run slots until the task closes (cancellation ends it; per-slot errors do not).
 
-        Each slot runs in its own copy of the context, so ``CURRENT_SLOT`` and anything
-        user code sets in a contextvar stay with that record."""
+        The executor's context is reused from slot to slot (``CURRENT_SLOT`` is set for
+        each); see :mod:`aiostreams.topology.processor` on user context variables."""
         loop = asyncio.get_running_loop()
         while True:
             await self._execute_async(slot)
