@@ -95,15 +95,31 @@ def baseline(rows: list[Order], directory: Path) -> float:
     return len(rows) / (time.perf_counter() - began)
 
 
-def spark_floor(rows: list[Order], directory: Path, batch_rows: int) -> float:
+FLOOR_STEPS = ("to_table", "sort", "createDataFrame", "spark write job")
+
+
+def spark_floor(rows: list[Order], directory: Path, batch_rows: int,
+                steps: dict[str, float]) -> float:
+    """(c); adds each step's seconds per batch to ``steps``."""
     schema = RowSchema(Order)
     spark = get_session()
+    batches = range(0, len(rows), batch_rows)
 
     def write_all() -> None:
-        for n, start in enumerate(range(0, len(rows), batch_rows)):
-            table = schema.to_table(rows[start:start + batch_rows]).sort_by("region")
-            (spark.createDataFrame(table).coalesce(1).write.partitionBy("region")
-             .option("compression", "snappy").parquet((directory / f"batch-{n}").as_uri()))
+        for n, start in enumerate(batches):
+            t0 = time.perf_counter()
+            table = schema.to_table(rows[start:start + batch_rows])
+            t1 = time.perf_counter()
+            table = table.sort_by("region")
+            t2 = time.perf_counter()
+            df = spark.createDataFrame(table)
+            t3 = time.perf_counter()
+            (df.coalesce(1).write.partitionBy("region").option("compression", "snappy")
+             .parquet((directory / f"batch-{n}").as_uri()))
+            t4 = time.perf_counter()
+            for step, seconds in zip(FLOOR_STEPS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3),
+                                     strict=True):
+                steps[step] = steps.get(step, 0.0) + seconds / len(batches)
 
     began = time.perf_counter()
     call_on_spark_thread(write_all)
@@ -207,8 +223,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 figures[f"{engine}_sink_rows_per_s"] = rate
                 out[f"{engine}_sink_batches"] = sink.metrics.batches
             if "spark" in args.engines:
+                steps: dict[str, float] = {}
                 figures["spark_floor_rows_per_s"] = spark_floor(rows, here / "floor",
-                                                                args.batch_rows)
+                                                                args.batch_rows, steps)
+                for step, seconds in steps.items():
+                    figures[f"spark_floor_ms_per_batch_{step.replace(' ', '_')}"] = (
+                        seconds * 1000)
             if round_:
                 for key, value in figures.items():
                     samples.setdefault(key, []).append(value)
@@ -251,6 +271,9 @@ def main() -> None:
     if "spark" in args.engines:
         print(f"{'(c) bare Spark write (the floor) rows/s':<44}"
               f"{out['spark_floor_rows_per_s']:>14,.0f}  {out['spark_floor_ratio']:.2f} x (a)")
+        for step in FLOOR_STEPS:
+            ms = out[f"spark_floor_ms_per_batch_{step.replace(' ', '_')}"]
+            print(f"{f'    (c) ms per batch: {step}':<44}{ms:>14.1f}")
     for engine in args.engines:
         ratio = out[f"{engine}_ratio"]
         p99 = out[f"{engine}_latency_p99_s"]
