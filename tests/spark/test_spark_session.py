@@ -26,6 +26,8 @@ def test_local_sessions_bind_to_loopback_without_ui_and_write_utc_micros(spark: 
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    # createDataFrame(arrow_table) builds an RDD, never a driver-side LocalRelation
+    assert spark.conf.get("spark.sql.execution.arrow.localRelationThreshold") == "0"
 
 
 def test_cluster_masters_pass_through_and_unknown_ones_are_refused() -> None:
@@ -65,7 +67,9 @@ def test_the_pinned_pyspark_is_the_one_installed() -> None:
 
     extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())[
         "project"]["optional-dependencies"]["spark"]
-    assert f"pyspark=={pyspark.__version__}" in extras
+    assert f"pyspark=={pyspark.__version__}" in extras, (
+        f"pyspark {pyspark.__version__} is installed, the spark extra wants {extras}: "
+        "pip install -e '.[spark]'")
 
 
 def test_the_public_names_are_what_we_mean_to_export() -> None:
