@@ -268,6 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # Spark did not start, or the query failed: Spark's log is above
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(json.dumps({"batches": run.batches, "input_rows": run.input_rows,
                       "seconds": round(run.seconds, 3)}))
     return 0
