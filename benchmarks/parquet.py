@@ -1,18 +1,25 @@
 """Parquet sink throughput and latency, against ``pyarrow.parquet.write_table``.
 
-    python benchmarks/parquet.py [--rows 200000] [--engines pyarrow spark] [--rate 20000]
+    python -m benchmarks.parquet [--rows 200000] [--engines pyarrow spark] [--rounds 3]
 
 (a) baseline: the same rows (pydantic models) converted with the fastest path this package
     has (:meth:`RowSchema.to_table`) and written with one ``pq.write_table``: rows/s.
 (b) the sink: every row handed to ``add()`` in retire-sized chunks, ``flush()`` awaited
     whenever the sink says it is backlogged (as the worker commits early) and at the end:
     rows/s from the first ``add`` to the last durable log entry.
-(c) latency from retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunks, the
-    worker's commit every ``--commit-interval`` seconds (or earlier when backlogged) awaits the
-    flush; per row, the time from its ``add()`` to the end of the flush that made it durable.
+(c) with ``spark``: the floor of any Spark-engine sink: per ``--batch-rows`` rows, the same
+    conversion as (a) and the same Spark calls as the sink (sort by the partition column,
+    ``createDataFrame(arrow_table).coalesce(1).write.partitionBy(...).parquet(...)``), without
+    the sink's staging, fsync, rename and commit log.
+latency, retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunks, the
+    worker's commit every ``--commit-interval`` seconds (or earlier when backlogged) awaits
+    the flush; per row, the time from its ``add()`` to the end of the flush that made it
+    durable.
 
-Targets: (b) >= 0.5 x (a); p99 of (c) <= batch_interval + 1 s. Prints a table and one JSON line.
-The Spark session's start (seconds) is excluded: it happens once per process.
+Targets: (b) >= 0.5 x (a); latency p99 <= batch_interval + 1 s. Every case runs once as a
+warm-up first (untimed: the JVM's JIT, pyarrow's and Python's caches), then ``--rounds``
+times, interleaved; each figure is the median of its rounds. The Spark session's start
+(seconds) is excluded: it happens once per process. Prints a table and one JSON line.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pydantic import BaseModel, Field
 
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.spark import ParquetSink, RowSchema, SparkConfig, get_session
+from aiostreams.spark.spark_thread import call_on_spark_thread
 from aiostreams.types import TopicPartition
 
 
@@ -80,9 +88,41 @@ def records(rows: list[Order], first_offset: int = 0) -> list[ExternalRecord]:
 
 def baseline(rows: list[Order], directory: Path) -> float:
     schema = RowSchema(Order)
+    directory.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     table = schema.to_table(rows)
     pq.write_table(table, directory / "baseline.parquet", compression="snappy")
+    return len(rows) / (time.perf_counter() - began)
+
+
+FLOOR_STEPS = ("to_table", "sort", "createDataFrame", "spark write job")
+
+
+def spark_floor(rows: list[Order], directory: Path, batch_rows: int,
+                steps: dict[str, float]) -> float:
+    """(c); adds each step's seconds per batch to ``steps``."""
+    schema = RowSchema(Order)
+    spark = get_session()
+    batches = range(0, len(rows), batch_rows)
+
+    def write_all() -> None:
+        for n, start in enumerate(batches):
+            t0 = time.perf_counter()
+            table = schema.to_table(rows[start:start + batch_rows])
+            t1 = time.perf_counter()
+            table = table.sort_by("region")
+            t2 = time.perf_counter()
+            df = spark.createDataFrame(table)
+            t3 = time.perf_counter()
+            (df.coalesce(1).write.partitionBy("region").option("compression", "snappy")
+             .parquet((directory / f"batch-{n}").as_uri()))
+            t4 = time.perf_counter()
+            for step, seconds in zip(FLOOR_STEPS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3),
+                                     strict=True):
+                steps[step] = steps.get(step, 0.0) + seconds / len(batches)
+
+    began = time.perf_counter()
+    call_on_spark_thread(write_all)
     return len(rows) / (time.perf_counter() - began)
 
 
@@ -167,19 +207,39 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rows = make_rows(args.rows)
     out: dict[str, Any] = {"rows": args.rows, "batch_rows": args.batch_rows,
                            "batch_interval": args.batch_interval,
-                           "commit_interval": args.commit_interval, "rate": args.rate}
+                           "commit_interval": args.commit_interval, "rate": args.rate,
+                           "rounds": args.rounds}
+    samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        out["pyarrow_write_table_rows_per_s"] = baseline(rows, directory)
         if "spark" in args.engines:
-            get_session(SparkConfig(master="local[*]", driver_memory="2g"))
+            conf = dict(item.split("=", 1) for item in args.spark_conf)
+            get_session(SparkConfig(master="local[*]", driver_memory="2g", conf=conf))
+        for round_ in range(args.rounds + 1):  # round 0 is the warm-up, not counted
+            here = directory / f"round-{round_}"
+            figures = {"pyarrow_write_table_rows_per_s": baseline(rows, here / "baseline")}
+            for engine in args.engines:
+                rate, sink = await throughput(rows, here, engine, args.batch_rows)
+                figures[f"{engine}_sink_rows_per_s"] = rate
+                out[f"{engine}_sink_batches"] = sink.metrics.batches
+            if "spark" in args.engines:
+                steps: dict[str, float] = {}
+                figures["spark_floor_rows_per_s"] = spark_floor(rows, here / "floor",
+                                                                args.batch_rows, steps)
+                for step, seconds in steps.items():
+                    figures[f"spark_floor_ms_per_batch_{step.replace(' ', '_')}"] = (
+                        seconds * 1000)
+            if round_:
+                for key, value in figures.items():
+                    samples.setdefault(key, []).append(value)
+        for key, values in samples.items():
+            out[key] = statistics.median(values)
+        base = out["pyarrow_write_table_rows_per_s"]
         for engine in args.engines:
-            # one full run first: the JVM's JIT (engine="spark") and caches warm up
-            await throughput(rows, directory / "warmup", engine, args.batch_rows)
-            rate, sink = await throughput(rows, directory, engine, args.batch_rows)
-            out[f"{engine}_sink_rows_per_s"] = rate
-            out[f"{engine}_sink_batches"] = sink.metrics.batches
-            out[f"{engine}_ratio"] = rate / out["pyarrow_write_table_rows_per_s"]
+            out[f"{engine}_ratio"] = out[f"{engine}_sink_rows_per_s"] / base
+        if "spark" in args.engines:
+            out["spark_floor_ratio"] = out["spark_floor_rows_per_s"] / base
+        for engine in args.engines:
             lat_rows = rows[: int(args.rate * args.latency_seconds)]
             lat = await latency(lat_rows, directory, engine, args.rate, args.commit_interval,
                                 args.batch_rows, args.batch_interval)
@@ -196,21 +256,32 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=50_000)
     parser.add_argument("--batch-interval", type=float, default=5.0)
     parser.add_argument("--commit-interval", type=float, default=1.0)
-    parser.add_argument("--rate", type=float, default=20_000.0, help="rows/s for (c)")
+    parser.add_argument("--rate", type=float, default=20_000.0, help="rows/s for the latency run")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--spark-conf", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra Spark settings (to compare a setting within one run)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timed rounds after the warm-up; figures are their medians")
     args = parser.parse_args()
     out = asyncio.run(main_async(args))
     target_p99 = args.batch_interval + 1.0
     print(f"{'case':<44}{'value':>14}  target")
     print(f"{'(a) pq.write_table (incl. conversion) rows/s':<44}"
           f"{out['pyarrow_write_table_rows_per_s']:>14,.0f}")
+    if "spark" in args.engines:
+        print(f"{'(c) bare Spark write (the floor) rows/s':<44}"
+              f"{out['spark_floor_rows_per_s']:>14,.0f}  {out['spark_floor_ratio']:.2f} x (a)")
+        for step in FLOOR_STEPS:
+            ms = out[f"spark_floor_ms_per_batch_{step.replace(' ', '_')}"]
+            print(f"{f'    (c) ms per batch: {step}':<44}{ms:>14.1f}")
     for engine in args.engines:
         ratio = out[f"{engine}_ratio"]
         p99 = out[f"{engine}_latency_p99_s"]
         print(f"{f'(b) sink engine={engine} rows/s':<44}{out[f'{engine}_sink_rows_per_s']:>14,.0f}"
               f"  {ratio:.2f} x (a) {'met' if ratio >= 0.5 else 'NOT met'} (>= 0.5 x)")
-        print(f"{f'(c) {engine} retire->durable p50 s':<44}{out[f'{engine}_latency_p50_s']:>14.3f}")
-        print(f"{f'(c) {engine} retire->durable p99 s':<44}{p99:>14.3f}"
+        p50 = out[f"{engine}_latency_p50_s"]
+        print(f"{f'latency {engine} retire->durable p50 s':<44}{p50:>14.3f}")
+        print(f"{f'latency {engine} retire->durable p99 s':<44}{p99:>14.3f}"
               f"  {'met' if p99 <= target_p99 else 'NOT met'} (<= {target_p99:.1f} s)")
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}))
 

@@ -12,6 +12,12 @@ does anything in :attr:`SparkConfig.conf`. Timestamps are written as Parquet
 ``TIMESTAMP_MICROS`` in UTC (not Spark's legacy INT96), so pyarrow reads back exactly the
 ``timestamp[us, tz=UTC]`` the sink wrote.
 
+``createDataFrame(arrow_table)`` always builds an RDD of the Arrow batches
+(``spark.sql.execution.arrow.localRelationThreshold=0``): below Spark's default threshold
+(48 MB) it copies every row into a driver-side ``LocalRelation`` instead, and every planner
+rule then walks those rows; for a 50k-row batch that tripled ``createDataFrame`` and added
+about 40% to the write (measured: ``benchmarks/RESULTS.md``).
+
 Invariant: at most one session is started per process; asking for one with a different
 :class:`SparkConfig` while it runs is a :class:`~aiostreams.errors.ConfigError`.
 """
@@ -77,6 +83,7 @@ class SparkConfig(BaseModel):
             "spark.sql.session.timeZone": "UTC",
             "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
             "spark.sql.shuffle.partitions": "4" if self.is_local else "200",
+            "spark.sql.execution.arrow.localRelationThreshold": "0",
         }
         if self.is_local:
             settings["spark.driver.host"] = "127.0.0.1"

@@ -14,10 +14,15 @@ committed batch), which Spark's readers honour.
     python -m aiostreams.spark.structured --bootstrap 127.0.0.1:9092 --topic orders \\
         --path /data/orders --model shop.models:Order --checkpoint /data/orders.ckpt
 
-The connector is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark's version>``, resolved
-at session start through ``spark.jars.packages`` (``~/.m2`` first, then Maven Central). If that
-version is not published, pass ``connector_version`` (``--connector-version``); see
-:func:`kafka_connector_config`.
+The connector is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark's version>``, always:
+it is built against Spark's internal APIs, so it must be exactly the version of the Spark it
+runs in (:func:`kafka_connector` derives it from ``pyspark.__version__``). It is resolved at
+session start through ``spark.jars.packages`` (``~/.m2`` first, then Maven Central), with its
+dependencies (``spark-token-provider-kafka-0-10``, ``kafka-clients``, ``commons-pool2``).
+That is why the ``spark`` extra pins pyspark: when this was written, Maven Central had
+``spark-sql-kafka-0-10`` up to 4.2.0 but ``spark-token-provider-kafka-0-10`` for 4.0.0 only,
+so 4.0.0 is the newest Spark whose connector resolves completely. A pyspark without a
+resolvable connector fails at session start with an error naming the coordinates.
 
 Values are parsed with ``mode=FAILFAST``: a value that is not JSON of the model stops the
 query with Spark's error (nothing of that micro-batch is committed), never a half-null row.
@@ -33,11 +38,11 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -54,34 +59,39 @@ log = logging.getLogger("aiostreams.spark")
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
 
-def kafka_connector(version: str | None = None) -> str:
-    """Maven coordinates of Spark's Kafka source; ``version`` defaults to pyspark's (the
-    connector must match the Spark it runs in)."""
-    if version is None:
-        import pyspark
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
-        version = pyspark.__version__
+
+def kafka_connector() -> str:
+    """Maven coordinates of Spark's Kafka source for the installed pyspark (the connector
+    must be exactly the version of the Spark it runs in). Raises :class:`ConfigError` if
+    pyspark's version is not a release (a dev or local build has no connector on Maven
+    Central)."""
+    import pyspark
+
+    version = pyspark.__version__
+    if not _RELEASE.match(version):
+        raise ConfigError(
+            f"pyspark {version} is not a release, so {CONNECTOR}:{version} is not on Maven "
+            "Central; install a released pyspark (the spark extra pins the version whose "
+            "connector resolves), or put the connector built with your Spark in ~/.m2")
     return f"{CONNECTOR}:{version}"
 
 
-def kafka_connector_config(base: SparkConfig | None = None, *,
-                           connector_version: str | None = None,
-                           exclude: Sequence[str] = (),
-                           jars: Sequence[str] = ()) -> SparkConfig:
-    """``base`` (default :class:`SparkConfig`) plus the Kafka connector in
-    ``spark.jars.packages``. ``exclude`` (``group:artifact``) and ``jars`` (local jar paths)
-    work around a connector whose transitive dependencies are not published."""
+def kafka_connector_config(base: SparkConfig | None = None) -> SparkConfig:
+    """``base`` (default :class:`SparkConfig`) with the Kafka connector of pyspark's version
+    (:func:`kafka_connector`) in ``spark.jars.packages``. Raises :class:`ConfigError` if
+    ``base`` already lists a connector of another version."""
     base = base or SparkConfig()
-    missing = [jar for jar in jars if not Path(jar).is_file()]
-    if missing:
-        raise ConfigError(f"jar(s) {missing} do not exist (Spark would skip them silently)")
-    conf = dict(base.conf)
-    if exclude:
-        conf["spark.jars.excludes"] = ",".join(exclude)
-    if jars:
-        conf["spark.jars"] = ",".join(jars)
-    return base.model_copy(update={
-        "packages": (*base.packages, kafka_connector(connector_version)), "conf": conf})
+    connector = kafka_connector()
+    listed = [p for p in base.packages if p.startswith(CONNECTOR + ":")]
+    if any(p != connector for p in listed):
+        raise ConfigError(
+            f"SparkConfig.packages lists {listed}, but this Spark needs exactly {connector} "
+            "(the connector must match pyspark's version); leave it out and it is added")
+    if listed:
+        return base
+    return base.model_copy(update={"packages": (*base.packages, connector)})
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,6 @@ def run_structured_job(
     include: Sequence[str] = (),
     starting_offsets: str = "earliest",
     spark: SparkConfig | None = None,
-    connector_version: str | None = None,
     kafka_options: dict[str, str] | None = None,
 ) -> StructuredRun:
     """Read ``topic`` from the Kafka cluster at ``bootstrap`` and append its values (JSON of
@@ -115,10 +124,9 @@ def run_structured_job(
     ``checkpoint``. ``trigger_once``: process what is in the topic now, then return
     (Spark's ``availableNow``); else ``processing_time`` seconds per micro-batch, until
     ``timeout`` seconds have passed (forever if None). Blocks. ``spark``: the session config;
-    the connector (``connector_version``, default pyspark's) is added unless ``spark``
-    already lists it (see :func:`kafka_connector_config`). Raises :class:`ConfigError` for
-    bad arguments and if another session already runs in this process without the
-    connector."""
+    the connector of pyspark's version is added to it (:func:`kafka_connector_config`).
+    Raises :class:`ConfigError` for bad arguments and if another session already runs in
+    this process without the connector."""
     if trigger_once == (processing_time is not None):
         raise ConfigError("choose trigger_once=True or processing_time=<seconds> (and "
                           "trigger_once=False)")
@@ -128,9 +136,7 @@ def run_structured_job(
     for column in partition_by:
         if column not in schema.column_names:
             raise ConfigError(f"partition_by: {column!r} is not a column of {schema.column_names}")
-    config = spark or SparkConfig()
-    if not any(p.startswith(CONNECTOR + ":") for p in config.packages):
-        config = kafka_connector_config(config, connector_version=connector_version)
+    config = kafka_connector_config(spark)
     session = _start(config)
     query = _start_query(session, bootstrap, topic, path, schema, checkpoint,
                          trigger_once=trigger_once, processing_time=processing_time,
@@ -159,11 +165,15 @@ def _start(config: SparkConfig) -> Any:
     try:
         return get_session(config)
     except RuntimeError as e:
+        connector = kafka_connector()
         raise RuntimeError(
-            f"{e}\nIf Spark's log above says 'unresolved dependency', the Kafka connector "
-            f"({', '.join(config.packages)}) or one of its dependencies is neither in ~/.m2 nor "
-            "on Maven Central: pass connector_version= (--connector-version) of a published "
-            "connector of your Spark line") from e
+            f"{e}\nIf Spark's log above says 'unresolved dependency', {connector} (which must "
+            "match pyspark's version) or one of its dependencies is neither in ~/.m2 nor on "
+            "Maven Central. Install the pyspark version that aiostreams' spark extra pins "
+            "(pyproject.toml): its connector resolves. If it lists FAILED DOWNLOADS of jars "
+            "under ~/.m2, those directories hold a pom without its jar (Spark does not fall "
+            "back to Maven Central then): fetch each with mvn dependency:get "
+            "-Dartifact=group:artifact:version, or delete the directory") from e
 
 
 def _start_query(spark: Any, bootstrap: str, topic: str, path: str, schema: RowSchema,
@@ -243,19 +253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="1g")
-    parser.add_argument("--connector-version", default=None,
-                        help="spark-sql-kafka version (default: pyspark's)")
-    parser.add_argument("--exclude-package", action="append", default=[],
-                        help="group:artifact to leave out of the connector's dependencies")
-    parser.add_argument("--jar", action="append", default=[], help="an extra local jar")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         model = _load_model(args.model)
         base = SparkConfig(master=args.master, driver_memory=args.driver_memory,
                            app_name=f"aiostreams-structured-{args.topic}")
-        config = kafka_connector_config(base, connector_version=args.connector_version,
-                                        exclude=args.exclude_package, jars=args.jar)
+        config = kafka_connector_config(base)
         run = run_structured_job(
             args.bootstrap, args.topic, args.path, model, args.checkpoint,
             trigger_once=args.processing_time is None, processing_time=args.processing_time,
@@ -264,6 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # Spark did not start, or the query failed: Spark's log is above
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(json.dumps({"batches": run.batches, "input_rows": run.input_rows,
                       "seconds": round(run.seconds, 3)}))
     return 0

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import enum
+import gc
 import itertools
+import warnings
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -162,6 +164,21 @@ def read_with_pyarrow(path: Path, sink: ParquetSink) -> pa.Table:
     dataset = ds.dataset(path, format="parquet",
                          partitioning=ds.partitioning(part, flavor="hive") if part else None)
     return dataset.to_table()
+
+
+def read_with_spark(spark: Any, path: Path, sink: ParquetSink) -> pa.Table:
+    """The dataset read by Spark with the sink's schema, as Arrow. pyspark 4.0.0's collect
+    path (``_load_from_socket``) leaves its local socket to the garbage collector, which warns
+    (``ResourceWarning``; fixed in later pyspark); that one warning is ignored here, while the
+    socket is collected, and nowhere else."""
+    from aiostreams.spark import to_spark_schema
+
+    df = spark.read.schema(to_spark_schema(sink.schema.arrow_schema)).parquet(str(path))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "unclosed <socket.socket", ResourceWarning)
+        table: pa.Table = df.toArrow()
+        gc.collect()
+    return table
 
 
 def loosen(t: pa.DataType) -> pa.DataType:

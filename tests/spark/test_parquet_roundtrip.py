@@ -21,10 +21,11 @@ from sparkkit import (
     order_records,
     produce,
     read_with_pyarrow,
+    read_with_spark,
     unique,
 )
 
-from aiostreams.spark import committed_files, to_spark_schema
+from aiostreams.spark import committed_files
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 
@@ -72,8 +73,7 @@ async def test_100k_nested_orders_read_back_identical_with_spark_and_pyarrow(
     assert len(pairs) == N  # each input record once
 
     # Spark: the same, read with the dataset's schema
-    df = spark.read.schema(to_spark_schema(sink.schema.arrow_schema)).parquet(str(path))
-    from_spark = df.toArrow()
+    from_spark = read_with_spark(spark, path, sink)
     assert from_spark.num_rows == N
     assert loose_schema(from_spark.schema, model_columns) == want.schema
     assert normalized(from_spark, model_columns).equals(want)

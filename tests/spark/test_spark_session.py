@@ -26,6 +26,8 @@ def test_local_sessions_bind_to_loopback_without_ui_and_write_utc_micros(spark: 
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    # createDataFrame(arrow_table) builds an RDD, never a driver-side LocalRelation
+    assert spark.conf.get("spark.sql.execution.arrow.localRelationThreshold") == "0"
 
 
 def test_cluster_masters_pass_through_and_unknown_ones_are_refused() -> None:
@@ -38,16 +40,36 @@ def test_cluster_masters_pass_through_and_unknown_ones_are_refused() -> None:
         SparkConfig(master="locl[2]")
 
 
-def test_the_kafka_connector_matches_pyspark_unless_told_otherwise() -> None:
+def test_the_kafka_connector_is_exactly_pysparks_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import pyspark
 
-    assert kafka_connector() == (
-        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
-    config = kafka_connector_config(connector_version="4.2.0", exclude=["g:a"])
-    assert config.packages == ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",)
-    assert config.spark_conf()["spark.jars.excludes"] == "g:a"
-    with pytest.raises(ConfigError, match="do not exist"):
-        kafka_connector_config(jars=["/nonexistent.jar"])
+    connector = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+    assert kafka_connector() == connector
+    base = SparkConfig(packages=("io.delta:delta-spark_2.13:4.0.0",))
+    assert kafka_connector_config(base).packages == (*base.packages, connector)
+    assert kafka_connector_config(SparkConfig(packages=(connector,))).packages == (connector,)
+    with pytest.raises(ConfigError, match="must match pyspark's version"):
+        kafka_connector_config(SparkConfig(
+            packages=("org.apache.spark:spark-sql-kafka-0-10_2.13:3.5.0",)))
+    monkeypatch.setattr(pyspark, "__version__", "4.1.0.dev0")
+    with pytest.raises(ConfigError, match="not a release"):
+        kafka_connector()
+
+
+def test_the_pinned_pyspark_is_the_one_installed() -> None:
+    """The connector resolves for the version pyproject.toml pins; a different pyspark would
+    fail the Structured Streaming job at session start."""
+    import tomllib
+    from pathlib import Path
+
+    import pyspark
+
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]["spark"]
+    assert f"pyspark=={pyspark.__version__}" in extras, (
+        f"pyspark {pyspark.__version__} is installed, the spark extra wants {extras}: "
+        "pip install -e '.[spark]'")
 
 
 def test_the_public_names_are_what_we_mean_to_export() -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from sparkkit import create_topic, make_order, order_records, produce
 
-from aiostreams.spark.structured import CONNECTOR, kafka_connector
 from aiostreams.transport.kafka import KafkaTransport
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -20,36 +19,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.timeout(600)]
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 
-# Maven Central (as reachable here) has no spark-sql-kafka for pyspark 4.3.0; its newest is
-# 4.2.0, whose dependency spark-token-provider-kafka is published only up to 4.0.0. The
-# fallback runs the newest connector with that token provider from ~/.m2 (fetched with mvn).
-FALLBACK_CONNECTOR = "4.2.0"
-TOKEN_PROVIDER = "org.apache.spark:spark-token-provider-kafka-0-10_2.13"
-TOKEN_PROVIDER_VERSION = "4.0.0"
-
 
 def run_job(args: list[str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])}
     return subprocess.run([sys.executable, "-m", "aiostreams.spark.structured", *args],
                           capture_output=True, text=True, env=env, timeout=400, check=False)
-
-
-def fallback_args() -> list[str]:
-    group, artifact = TOKEN_PROVIDER.split(":")
-    jar = (Path.home() / ".m2" / "repository" / group.replace(".", "/") / artifact
-           / TOKEN_PROVIDER_VERSION / f"{artifact}-{TOKEN_PROVIDER_VERSION}.jar")
-    if not jar.exists():
-        subprocess.run(["mvn", "-q", "dependency:get", "-Dtransitive=false",
-                        f"-Dartifact={TOKEN_PROVIDER}:{TOKEN_PROVIDER_VERSION}"],
-                       check=True, timeout=300)
-    assert jar.exists(), jar
-    return ["--connector-version", FALLBACK_CONNECTOR, "--exclude-package", TOKEN_PROVIDER,
-            "--jar", str(jar)]
-
-
-def unresolved(result: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln.strip() for ln in result.stderr.splitlines() if "unresolved dependency" in ln]
-    return lines[0] if lines else ""
 
 
 async def test_structured_job_writes_each_kafka_record_once_across_runs(
@@ -65,18 +39,15 @@ async def test_structured_job_writes_each_kafka_record_once_across_runs(
             "--master", "local[2]"]
 
     first = run_job(args)
-    extra: list[str] = []
-    if first.returncode != 0 and unresolved(first):
-        # what failed with pyspark's own version, kept in the test's report
-        print(f"{kafka_connector()}: {unresolved(first)}; retrying with "
-              f"{CONNECTOR}:{FALLBACK_CONNECTOR}")
-        extra = fallback_args()
-        first = run_job(args + extra)
     assert first.returncode == 0, first.stderr[-4000:]
+    import pyspark
+
+    # Spark's dependency resolution ran with the connector of pyspark's own version
+    assert f"spark-sql-kafka-0-10_2.13;{pyspark.__version__} in" in first.stderr
     assert json.loads(first.stdout.splitlines()[-1])["input_rows"] == 2000
 
     await produce(transport, topic, order_records(range(2000, 2500)))
-    second = run_job(args + extra)
+    second = run_job(args)
     assert second.returncode == 0, second.stderr[-4000:]
     assert json.loads(second.stdout.splitlines()[-1])["input_rows"] == 500
 
