@@ -12,7 +12,7 @@ On the real broker (``AIOSTREAMS_KAFKA`` or one started here), an async processo
 A retried record keeps its slot (it holds the commit point) while later records execute, so
 the window must cover ``rate x retry delay`` records (up to about 19k records/s per task x
 0.5 s of backoff here) for the stream not to stall: ``--in-flight`` sets it (default
-10,000). ``--concurrency`` bounds how many of them execute at once (``max_concurrency``,
+20,000). ``--concurrency`` bounds how many of them execute at once (``max_concurrency``,
 default 1,000): the rest of the window holds finished records waiting to retire, and a
 retried record runs before newer records waiting for an executor.
 
@@ -174,7 +174,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--in-flight", type=int, default=10_000,
+    parser.add_argument("--in-flight", type=int, default=20_000,
                         help="max_in_flight: the window that absorbs retry delays")
     parser.add_argument("--keys", type=int, default=10_000,
                         help="distinct keys: a retried record holds back its key's later "
