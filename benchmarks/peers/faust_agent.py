@@ -1,0 +1,50 @@
+"""Contender: a Faust (faust-streaming) agent, ``concurrency`` actors on one stream.
+
+Each event: await the record's I/O, then ``await dst.send(...)`` of the enriched value.
+Faust acks an event when its actor takes the next one and commits acked offsets every
+``broker_commit_every`` (default 2.8 s); with ``concurrency > 1`` events of one key may run
+(and be produced) out of order, which the harness counts. Run in the peers venv:
+
+    <peers venv>/bin/python -m benchmarks.peers.faust_agent      (options in $BENCH_OPTIONS)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from benchmarks.peers.options import ContenderOptions
+from benchmarks.peers.record_io import RecordIO
+from benchmarks.peers.workload import enrich_bytes
+
+
+def build(options: ContenderOptions) -> Any:
+    import faust
+
+    app = faust.App(options.group, broker=f"kafka://{options.bootstrap}", store="memory://",
+                    web_enabled=False, consumer_auto_offset_reset="earliest",
+                    topic_partitions=options.partitions, topic_allow_declare=False,
+                    key_serializer="raw", value_serializer="raw")
+    src = app.topic(options.src, key_type=bytes, value_type=bytes,
+                    partitions=options.partitions)
+    dst = app.topic(options.dst, key_type=bytes, value_type=bytes,
+                    partitions=options.partitions)
+    io = RecordIO(options)
+
+    @app.agent(src, concurrency=options.concurrency)
+    async def process(stream: Any) -> None:
+        async for event in stream.events():
+            await io.wait()
+            await dst.send(key=event.key, value=enrich_bytes(event.value))
+
+    return app
+
+
+def main() -> None:
+    app = build(ContenderOptions.from_env())
+    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn", "--without-web"]
+    app.main()
+
+
+if __name__ == "__main__":
+    main()
