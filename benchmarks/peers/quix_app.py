@@ -9,6 +9,7 @@ Run in the peers venv:
 
 from __future__ import annotations
 
+from benchmarks.peers.contenders import REPO
 from benchmarks.peers.options import ContenderOptions
 from benchmarks.peers.record_io import blocking_wait
 from benchmarks.peers.workload import enrich_bytes
@@ -20,7 +21,8 @@ def main() -> None:
     options = ContenderOptions.from_env()
     app = Application(broker_address=options.bootstrap, consumer_group=options.group,
                       auto_offset_reset="earliest", loglevel="WARNING",
-                      use_changelog_topics=False)
+                      use_changelog_topics=False,
+                      state_dir=str(REPO / ".cache" / "quix-state" / options.group))
     src = app.topic(options.src, key_deserializer="bytes", value_deserializer="bytes")
     dst = app.topic(options.dst, key_serializer="bytes", value_serializer="bytes")
     wait = blocking_wait(options)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmarks.peers.contenders import REPO
 from benchmarks.peers.scenarios import Row, Sizes
-from benchmarks.peers.targets import MB, Target
+from benchmarks.peers.targets import MB, Target, X
 
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 CHART = REPO / "docs" / "img" / "peers.png"
@@ -65,16 +65,17 @@ def _measured(target: Target) -> str:
         return "—"
     if target.unit == "MB":
         return f"{target.measured:,.1f} MB"
-    return f"{target.measured:,.2f} ×"
+    return f"{target.measured:,.2f} {X}"
 
 
 def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
     lines = ["| scenario | contender | records/s | output (count) | per-key order "
-             "| commits ahead of output | max RSS MB |",
-             "| --- | --- | ---: | --- | --- | ---: | ---: |"]
+             "| commits ahead of output | CPU (cores) | max RSS MB |",
+             "| --- | --- | ---: | --- | --- | ---: | ---: | ---: |"]
     for row in rows:
         lines.append(f"| {row.scenario} | {row.contender.label} | {row.result.rate:,.0f} "
-                     f"| {_count(row)} | {_order(row)} | {_commits(row)} | {_rss(row)} |")
+                     f"| {_count(row)} | {_order(row)} | {_commits(row)} "
+                     f"| {row.result.cpu_share:.2f} | {_rss(row)} |")
     lines += ["", "| scenario | target | measured | status |", "| --- | --- | ---: | --- |"]
     for t in found:
         lines.append(f"| {t.scenario} | {t.claim} | {_measured(t)} | {_met(t)} |")
@@ -84,11 +85,11 @@ def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
 def table(rows: Sequence[Row], found: Sequence[Target]) -> str:
     """The plain-text table printed at the end of a run."""
     out = [f"{'scenario':10} {'contender':32} {'records/s':>11} {'count':>24} "
-           f"{'key order':>28} {'commits ahead':>13} {'RSS MB':>7}"]
+           f"{'key order':>28} {'commits ahead':>13} {'CPU':>5} {'RSS MB':>7}"]
     for row in rows:
         out.append(f"{row.scenario:10} {row.contender.label:32} {row.result.rate:11,.0f} "
                    f"{_count(row)[:24]:>24} {_order(row)[:28]:>28} {_commits(row):>13} "
-                   f"{_rss(row):>7}")
+                   f"{row.result.cpu_share:5.2f} {_rss(row):>7}")
     out.append("")
     for t in found:
         out.append(f"{t.scenario:10} {t.claim:70} {_measured(t):>12} {_met(t)}")
@@ -123,7 +124,7 @@ def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: S
         markdown_tables(rows, found),
         "",
         "![peer benchmark](../docs/img/peers.png)",
-        *([""] + [notes] if notes else []),
+        *(["", notes] if notes else []),
         END,
     ])
 

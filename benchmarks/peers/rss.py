@@ -1,8 +1,11 @@
-"""Resident memory of a process and its descendants, from ``/proc`` (Linux)."""
+"""Resident memory and CPU time of a process and its descendants, from ``/proc`` (Linux)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def descendants(pid: int) -> list[int]:
@@ -36,3 +39,17 @@ def rss_bytes(pid: int) -> int:
 def tree_rss_bytes(pid: int) -> int:
     """Summed VmRSS of ``pid`` and its descendants (a supervisor and its workers)."""
     return sum(rss_bytes(p) for p in [pid, *descendants(pid)])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (0 once it has exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """Summed CPU time of ``pid`` and its live descendants."""
+    return sum(cpu_seconds(p) for p in [pid, *descendants(pid)])

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.peers.contenders import REPO, Contender
 from benchmarks.peers.options import ContenderOptions
-from benchmarks.peers.rss import tree_rss_bytes
+from benchmarks.peers.rss import tree_cpu_seconds, tree_rss_bytes
 from benchmarks.peers.topics import OffsetReader
 from benchmarks.peers.verify import CommitSample
 
@@ -63,8 +63,15 @@ class RunResult:
     outputs_at: list[tuple[float, int]] = field(default_factory=list)
     """(seconds since start, output records) at each RSS sample."""
     commits: list[CommitSample] = field(default_factory=list)
+    cpu: float = 0.0
+    """CPU seconds the process tree used while timed (from the first output on)."""
     error: str | None = None
     log: Path | None = None
+
+    @property
+    def cpu_share(self) -> float:
+        """CPU seconds per second while timed (2.0: both cores of this machine busy)."""
+        return self.cpu / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def rate(self) -> float:
@@ -81,18 +88,19 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
     ends = {p: 0 for p in range(options.partitions)}
     with log.open("wb") as sink:
         started = time.monotonic()
-        proc = subprocess.Popen(contender.command(peers_python), cwd=REPO,
-                                env=contender.environment(options), stdout=sink,
-                                stderr=subprocess.STDOUT)
+        proc = await asyncio.create_subprocess_exec(
+            *contender.command(peers_python), cwd=REPO, env=contender.environment(options),
+            stdout=sink, stderr=subprocess.STDOUT)
         result = RunResult(contender.label, options, 0, 0.0, 0, 0.0, log=log)
         first: tuple[float, int] | None = None
         last_progress = started
         last_commit_sample = last_rss_sample = 0.0
         total = 0
+        cpu_at_first = 0.0
         try:
             while True:
                 now = time.monotonic()
-                if proc.poll() is not None:
+                if proc.returncode is not None:
                     result.error = f"exited with code {proc.returncode}; see {log}"
                     break
                 ends = await reader.end_offsets(options.dst, options.partitions)
@@ -103,6 +111,7 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
                 if first is None and total > 0:
                     first = (now, total)
                     result.startup = now - started
+                    cpu_at_first = tree_cpu_seconds(proc.pid)
                 if now - last_rss_sample >= RSS_SAMPLE_EVERY:
                     last_rss_sample = now
                     result.rss.append((now - started, tree_rss_bytes(proc.pid)))
@@ -123,6 +132,8 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
                 await asyncio.sleep(POLL)
         finally:
             end = time.monotonic()
+            if first is not None:
+                result.cpu = tree_cpu_seconds(proc.pid) - cpu_at_first
             result.records = total
             if first is not None:
                 first_at, first_count = first
@@ -133,32 +144,32 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
     return result
 
 
-async def stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
+async def stop(proc: asyncio.subprocess.Process, timeout: float) -> None:
     """SIGTERM (a graceful stop) and, if still running after ``timeout``, SIGKILL."""
-    if proc.poll() is None:
+    if proc.returncode is None:
         proc.send_signal(signal.SIGTERM)
-    loop = asyncio.get_running_loop()
     try:
-        await asyncio.wait_for(loop.run_in_executor(None, proc.wait), timeout)
+        await asyncio.wait_for(proc.wait(), timeout)
     except TimeoutError:
         proc.kill()
-        await loop.run_in_executor(None, proc.wait)
+        await proc.wait()
 
 
 @contextlib.asynccontextmanager
 async def io_server(seconds: float) -> AsyncIterator[str]:
     """P1's local HTTP dependency (:mod:`benchmarks.peers.io_server`) in its own process;
     yields its URL, stops it on exit."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.peers.io_server", "--port", "0",
-                             "--seconds", repr(seconds)], cwd=REPO, stdout=subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.peers.io_server", "--port", "0",
+        "--seconds", repr(seconds), cwd=REPO, stdout=subprocess.PIPE)
     try:
-        assert proc.stdout is not None  # stdout=PIPE
-        loop = asyncio.get_running_loop()
-        line = (await loop.run_in_executor(None, proc.stdout.readline)).decode().strip()
+        line = ""
+        if proc.stdout is not None:  # always, with stdout=PIPE
+            line = (await proc.stdout.readline()).decode().strip()
         if not line.startswith("listening "):
             raise RuntimeError(f"the I/O server did not start (said {line!r}, exit code "
-                               f"{proc.poll()}); run 'python -m benchmarks.peers.io_server' "
-                               f"to see why")
+                               f"{proc.returncode}); run 'python -m "
+                               f"benchmarks.peers.io_server' to see why")
         yield line.removeprefix("listening ")
     finally:
         await stop(proc, 10.0)

@@ -73,6 +73,7 @@ class Row:
             "scenario": self.scenario, "contender": self.contender.label,
             "records": r.records, "records_per_s": round(r.rate, 1),
             "seconds": round(r.seconds, 3), "startup_s": round(r.startup, 2),
+            "cpu_cores": round(r.cpu_share, 2),
             "io": r.options.io, "concurrency": r.options.concurrency,
             "claims_key_order": self.contender.claims_key_order, "ok": self.ok,
             "max_rss_mb": round(max((b for _, b in r.rss), default=0) / 2**20, 1),

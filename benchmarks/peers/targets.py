@@ -18,6 +18,7 @@ from benchmarks.peers.runner import RunResult
 from benchmarks.peers.scenarios import IN_FLIGHT, IO_SECONDS, Row
 
 MB = 2**20
+X = "\N{MULTIPLICATION SIGN}"
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Target:
     """None: a contender it needs did not run (or failed)."""
     threshold: float
     at_most: bool = False
-    unit: str = "×"
+    unit: str = X
 
     @property
     def met(self) -> bool | None:
@@ -90,22 +91,22 @@ def targets(rows: Sequence[Row]) -> list[Target]:
                       if ais_p2 is not None else f"{IN_FLIGHT} / {IO_SECONDS * 1000:g} ms "
                       f"(P2 not run)")
         found += [
-            Target(scenario, f"aiostreams ≥ 0.8 × {bound_text} = {bound:,.0f}/s",
+            Target(scenario, f"aiostreams ≥ 0.8 {X} {bound_text} = {bound:,.0f}/s",
                    _ratio(ais, bound), 0.8),
-            Target(scenario, f"aiostreams ≥ 1.5 × {faust_n}",
+            Target(scenario, f"aiostreams ≥ 1.5 {X} {faust_n}",
                    _ratio(ais, _rate(rows, scenario, faust_n)), 1.5),
-            Target(scenario, "aiostreams ≥ 100 × quixstreams",
+            Target(scenario, f"aiostreams ≥ 100 {X} quixstreams",
                    _ratio(ais, _rate(rows, scenario, "quixstreams")), 100.0),
         ]
     if any(r.scenario == "P2" for r in rows):
         raws = [r for r in (_rate(rows, "P2", "raw aiokafka"),
                             _rate(rows, "P2", "raw aiokafka (batch API)")) if r is not None]
         found += [
-            Target("P2", "aiostreams ≥ 0.8 × raw aiokafka (the better variant)",
+            Target("P2", f"aiostreams ≥ 0.8 {X} raw aiokafka (the better variant)",
                    _ratio(ais_p2, max(raws) if raws else None), 0.8),
-            Target("P2", "aiostreams ≥ 1.5 × faust agent",
+            Target("P2", f"aiostreams ≥ 1.5 {X} faust agent",
                    _ratio(ais_p2, _rate(rows, "P2", "faust agent")), 1.5),
-            Target("P2", "aiostreams ≥ 1.0 × quixstreams",
+            Target("P2", f"aiostreams ≥ 1.0 {X} quixstreams",
                    _ratio(ais_p2, _rate(rows, "P2", "quixstreams")), 1.0),
         ]
     p5 = _result(rows, "P5", "aiostreams")
@@ -123,7 +124,7 @@ def targets(rows: Sequence[Row]) -> list[Target]:
                             None if growth is None else growth / MB, 50.0, at_most=True,
                             unit="MB"))
     if any(r.scenario == "P6" for r in rows):
-        found.append(Target("P6", "aiostreams --workers 2 ≥ 1.7 × --workers 1",
+        found.append(Target("P6", f"aiostreams --workers 2 ≥ 1.7 {X} --workers 1",
                             _ratio(_rate(rows, "P6", "aiostreams --workers 2"),
                                    _rate(rows, "P6", "aiostreams")), 1.7))
     return found
