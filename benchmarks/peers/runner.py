@@ -67,6 +67,8 @@ class RunResult:
     """CPU seconds the process tree used while timed (from the first output on)."""
     error: str | None = None
     log: Path | None = None
+    startup_included: bool = False
+    """The run was too short to time without its start-up (tiny sizes only)."""
 
     @property
     def cpu_share(self) -> float:
@@ -137,9 +139,15 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
             result.records = total
             if first is not None:
                 first_at, first_count = first
-                # the records seen at the first poll were produced before it: count from there
-                result.timed = total - first_count
-                result.seconds = end - first_at
+                if first_count < total:
+                    # the records seen at the first poll were produced before it: time from
+                    # there, and count the records produced since
+                    result.timed = total - first_count
+                    result.seconds = end - first_at
+                else:  # all output came within one poll: time it from the process start
+                    result.timed = total
+                    result.seconds = end - started
+                    result.startup_included = True
             await stop(proc, watch.stop_timeout)
     return result
 
