@@ -14,6 +14,7 @@ from benchmarks.peers.scenarios import Row, Sizes
 from benchmarks.peers.targets import MB, Target, X
 
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
+DOCS_PAGE = REPO / "docs" / "benchmarks.md"
 CHART = REPO / "docs" / "img" / "peers.png"
 BEGIN = "<!-- peers:begin (written by python -m benchmarks; edits inside are lost) -->"
 END = "<!-- peers:end -->"
@@ -76,6 +77,11 @@ def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
         lines.append(f"| {row.scenario} | {row.contender.label} | {row.result.rate:,.0f} "
                      f"| {_count(row)} | {_order(row)} | {_commits(row)} "
                      f"| {row.result.cpu_share:.2f} | {_rss(row)} |")
+    noted = [row for row in rows if row.notes]
+    if noted:
+        lines.append("")
+    lines += [f"- {row.scenario}, {row.contender.label}: {'; '.join(row.notes)}."
+              for row in noted]
     lines += ["", "| scenario | target | measured | status |", "| --- | --- | ---: | --- |"]
     for t in found:
         lines.append(f"| {t.scenario} | {t.claim} | {_measured(t)} | {_met(t)} |")
@@ -109,7 +115,7 @@ def machine() -> str:
 
 
 def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes,
-            notes: str = "") -> str:
+            chart_link: str, notes: str = "") -> str:
     return "\n".join([
         BEGIN,
         "## Peers (real broker) — `python -m benchmarks all`",
@@ -123,23 +129,25 @@ def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: S
         "",
         markdown_tables(rows, found),
         "",
-        "![peer benchmark](../docs/img/peers.png)",
+        f"![aiostreams against its peers, records/s, log scale]({chart_link})",
         *(["", notes] if notes else []),
         END,
     ])
 
 
 def write(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes) -> None:
-    """Rewrite RESULTS.md's peer section (appended the first time) and the chart."""
-    text = RESULTS.read_text()
-    new = section(rows, found, command, sizes, notes=_kept_notes(text))
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + new + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + new + "\n"
-    RESULTS.write_text(text)
+    """Rewrite the peer section of RESULTS.md and of the docs' benchmarks page (appended
+    the first time), and the chart."""
+    for page, link in ((RESULTS, "../docs/img/peers.png"), (DOCS_PAGE, "img/peers.png")):
+        text = page.read_text()
+        new = section(rows, found, command, sizes, link, notes=_kept_notes(text))
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            _, tail = rest.split(END, 1)
+            text = head + new + tail
+        else:
+            text = text.rstrip("\n") + "\n\n" + new + "\n"
+        page.write_text(text)
     chart(rows, CHART)
 
 
@@ -154,19 +162,25 @@ def _kept_notes(text: str) -> str:
 
 
 def chart(rows: Sequence[Row], path: Path) -> None:
-    """Records/s per contender, one panel per throughput scenario, log scale."""
+    """Records/s per contender, one panel per throughput scenario (one log scale for all),
+    then P5's RSS over time (with and without a stuck record)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scenarios = [s for s in ("P1 sleep", "P1 http", "P2", "P6")
-                 if any(r.scenario == s for r in rows)]
-    if not scenarios:
+    rates = [s for s in ("P1 sleep", "P1 http", "P2", "P6") if any(r.scenario == s for r in rows)]
+    memory = [r for r in rows if r.scenario.startswith("P5") and r.result.rss]
+    panels = len(rates) + (1 if memory else 0)
+    if not panels:
         return
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.2 * len(scenarios), 4.2),
+    columns = min(3, panels)
+    lines = -(-panels // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 4.4 * lines),
                              squeeze=False)
-    for ax, scenario in zip(axes[0], scenarios, strict=True):
+    flat = list(axes.flat)
+    top = max((r.result.rate for r in rows if r.scenario in rates), default=1.0)
+    for ax, scenario in zip(flat, rates, strict=False):
         chosen = [r for r in rows if r.scenario == scenario and r.result.error is None]
         labels = [r.contender.label.replace(" concurrency=", "\nc=").replace(" (", "\n(")
                   for r in chosen]
@@ -174,12 +188,25 @@ def chart(rows: Sequence[Row], path: Path) -> None:
                    for r in chosen]
         bars = ax.bar(range(len(chosen)), [r.result.rate for r in chosen], color=colours)
         ax.bar_label(bars, labels=[f"{r.result.rate:,.0f}" for r in chosen], fontsize=7)
-        ax.set_xticks(range(len(chosen)), labels, rotation=45, ha="right", fontsize=7)
+        ax.set_xticks(range(len(chosen)), labels, rotation=40, ha="right", fontsize=7)
         ax.set_yscale("log")
+        ax.set_ylim(50, top * 3)
         ax.set_title(scenario)
-        ax.set_ylabel("records/s (log)")
-    fig.suptitle("aiostreams vs peers, one run, same broker and input")
+        ax.set_ylabel("records/s (log scale)")
+    if memory:
+        ax = flat[len(rates)]
+        for row in memory:
+            ax.plot([t for t, _ in row.result.rss], [b / MB for _, b in row.result.rss],
+                    label=row.scenario)
+        ax.set_title("P5: aiostreams RSS")
+        ax.set_xlabel("seconds since start")
+        ax.set_ylabel("RSS (MB)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    for ax in flat[panels:]:
+        ax.set_visible(False)
+    fig.suptitle("aiostreams and its peers: one run, one broker, the same input")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -140,6 +140,9 @@ class Bench:
             outputs = await read_all(self.bootstrap, options.dst, partitions)
             verdict = verify(outputs, n, result.commits if track_commits else None)
         row = Row(scenario, contender, result, verdict)
+        if result.startup_included:
+            row.notes.append("all output came within one 50 ms poll: timed from process "
+                             "start, start-up included")
         self.rows.append(row)
         self.say(f"  {result.rate:,.0f} records/s"
                  + (f", error: {result.error}" if result.error else "")
@@ -182,6 +185,15 @@ class Bench:
                                 stuck_id=stuck_id, run_for=self.sizes.stuck_seconds)
         stuck.notes.append(f"record id {stuck_id} (key {stuck_key.decode()}) never "
                            f"completes; window max_in_flight={IN_FLIGHT}")
+        src, options = await self.input_topic(n, 8), stuck.result.options
+        inputs = await self.reader.end_offsets(src, 8)
+        outputs = await self.reader.end_offsets(options.dst, 8)
+        committed = await self.reader.committed(options.group, src)
+        for p in sorted(inputs):
+            if outputs[p] < inputs[p] and committed.get(p, 0) < inputs[p] // 2:
+                stuck.notes.append(
+                    f"partition {p}: {inputs[p]:,} input records, {outputs[p]:,} outputs, "
+                    f"committed offset {committed.get(p)} when stopped")
 
     async def p6(self) -> None:
         """Scale: ``--workers 2`` against 1 on P2's input (8 partitions)."""
