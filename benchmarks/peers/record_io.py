@@ -8,6 +8,7 @@ aiohttp and the standard library only (imported by contenders in the peers venv)
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import urllib.request
 from collections.abc import Callable
@@ -35,6 +36,8 @@ class RecordIO:
     async def wait(self) -> None:
         if self.options.io == "sleep":
             await asyncio.sleep(self.options.io_seconds)
+        elif self.options.io == "jitter":
+            await asyncio.sleep(self.options.io_seconds * random.uniform(0.2, 1.8))
         elif self.options.io == "http":
             if self._session is None:
                 await self.start()
@@ -53,6 +56,9 @@ def blocking_wait(options: ContenderOptions) -> Callable[[], None]:
     if options.io == "sleep":
         seconds = options.io_seconds
         return lambda: time.sleep(seconds)
+    if options.io == "jitter":
+        mean = options.io_seconds
+        return lambda: time.sleep(mean * random.uniform(0.2, 1.8))
     if options.io == "http":
         url = options.io_url
 

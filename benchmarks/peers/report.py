@@ -169,7 +169,8 @@ def chart(rows: Sequence[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rates = [s for s in ("P1 sleep", "P1 http", "P2", "P6") if any(r.scenario == s for r in rows)]
+    rates = [s for s in ("P1 sleep", "P1 jitter", "P1 http", "P2", "P6")
+             if any(r.scenario == s for r in rows)]
     memory = [r for r in rows if r.scenario.startswith("P5") and r.result.rss]
     panels = len(rates) + (1 if memory else 0)
     if not panels:

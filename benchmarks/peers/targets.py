@@ -98,6 +98,10 @@ def targets(rows: Sequence[Row]) -> list[Target]:
             Target(scenario, f"aiostreams ≥ 100 {X} quixstreams",
                    _ratio(ais, _rate(rows, scenario, "quixstreams")), 100.0),
         ]
+    if any(r.scenario == "P1 jitter" for r in rows):
+        found.append(Target("P1 jitter", f"aiostreams ≥ 1.5 {X} {faust_n}",
+                            _ratio(_rate(rows, "P1 jitter", "aiostreams"),
+                                   _rate(rows, "P1 jitter", faust_n)), 1.5))
     if any(r.scenario == "P2" for r in rows):
         raws = [r for r in (_rate(rows, "P2", "raw aiokafka"),
                             _rate(rows, "P2", "raw aiokafka (batch API)")) if r is not None]
