@@ -16,7 +16,8 @@ from benchmarks.peers.targets import MB, Target, X
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 DOCS_PAGE = REPO / "docs" / "benchmarks.md"
 CHART = REPO / "docs" / "img" / "peers.png"
-BEGIN = "<!-- peers:begin (written by python -m benchmarks; edits inside are lost) -->"
+BEGIN = ("<!-- peers:begin (rewritten by python -m benchmarks; only notes after peers:notes "
+         "are kept) -->")
 END = "<!-- peers:end -->"
 
 
