@@ -1,6 +1,8 @@
 """The peers venv: Faust and Quix Streams at pinned versions, apart from aiostreams' own
-dependencies (their pins would otherwise fight ours: faust-streaming and quixstreams bring
-their own aiokafka, confluent-kafka, rocksdict, pydantic ranges).
+dependencies. Their pins would otherwise move ours: quixstreams 3.28 caps pydantic (< 2.14),
+pydantic-settings (< 2.16) and rich (< 16), which aiostreams depends on too, and needs
+orjson >= 3.9 (this machine's interpreter has 3.8.3); faust-streaming pins venusian and caps
+click. Installing the peers must never change what aiostreams is measured with.
 
 Created once at ``.cache/peers-venv`` with ``python -m venv`` and pip; a stamp file named
 after a hash of :data:`PINS` makes it idempotent (a change of pins rebuilds it).
