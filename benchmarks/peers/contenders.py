@@ -62,7 +62,8 @@ def aiostreams(workers: int = 1) -> Contender:
 
 
 def raw_aiokafka(variant: str = "send") -> Contender:
-    label = "raw aiokafka" + (" (batch API)" if variant == "batch" else "")
+    label = "raw aiokafka" + {"batch": " (batch API)", "autocommit": " (auto-commit)"}.get(
+        variant, "")
     return Contender(label, "benchmarks.peers.raw_aiokafka", claims_key_order=True,
                      overrides={"variant": variant})
 

@@ -7,8 +7,11 @@ the input's partition (input and output are co-partitioned), await delivery, com
 past the batch. A batch is committed only after all its outputs are delivered, and outputs
 keep input order: per-key order holds, at the price of head-of-line blocking per batch.
 
-``variant``: ``"send"`` (``await producer.send()`` per record) or ``"batch"`` (aiokafka's
-batch API, ``create_batch``/``send_batch`` per partition). Runs until SIGTERM.
+``variant``: ``"send"`` (``await producer.send()`` per record), ``"batch"`` (aiokafka's
+batch API, ``create_batch``/``send_batch`` per partition) or ``"autocommit"`` (like "send",
+but with aiokafka's auto-commit every 100 ms instead of a commit after delivery: the common
+mistake that commits records still being processed; it shows that the harness's
+commits-ahead check catches it). Runs until SIGTERM.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ async def run(options: ContenderOptions, stop: asyncio.Event) -> None:
 
     consumer = AIOKafkaConsumer(
         options.src, bootstrap_servers=options.bootstrap, group_id=options.group,
-        enable_auto_commit=False, auto_offset_reset="earliest",
+        enable_auto_commit=options.variant == "autocommit", auto_commit_interval_ms=100,
+        auto_offset_reset="earliest",
         max_poll_records=options.concurrency if options.io != "none" else 2000)
     producer = AIOKafkaProducer(bootstrap_servers=options.bootstrap, acks="all",
                                 enable_idempotence=True, linger_ms=5,
@@ -65,7 +69,7 @@ async def run(options: ContenderOptions, stop: asyncio.Event) -> None:
                 offsets[tp] = records[-1].offset + 1
             if futures:
                 await asyncio.gather(*futures)
-            if offsets:
+            if offsets and options.variant != "autocommit":
                 await consumer.commit(offsets)
     finally:
         await io.close()

@@ -4,6 +4,7 @@ a PNG chart for the docs' benchmarks page (matplotlib, from the ``bench`` extra)
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Sequence
@@ -104,7 +105,7 @@ def table(rows: Sequence[Row], found: Sequence[Target]) -> str:
 
 
 def machine() -> str:
-    cores = len(__import__("os").sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
     mem = ""
     try:
         kb = int(Path("/proc/meminfo").read_text().split()[1])

@@ -121,8 +121,9 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
                 if watch.track_commits and now - last_commit_sample >= COMMIT_SAMPLE_EVERY:
                     last_commit_sample = now
                     committed = await reader.committed(options.group, options.src)
-                    after = await reader.end_offsets(options.dst, options.partitions)
-                    result.commits.append(CommitSample(time.monotonic(), committed, after))
+                    if committed is not None:
+                        after = await reader.end_offsets(options.dst, options.partitions)
+                        result.commits.append(CommitSample(time.monotonic(), committed, after))
                 if watch.n is not None and total >= watch.n:
                     break
                 if watch.run_for is not None and now - started >= watch.run_for:

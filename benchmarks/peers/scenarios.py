@@ -155,7 +155,9 @@ class Bench:
     async def p1(self) -> None:
         """I/O-bound: 1 partition, each record awaits 5 ms (sleep, then HTTP)."""
         s = self.sizes
+        # the auto-commit loop is the control of the commits-ahead check (it must find some)
         for contender, n in [(c.aiostreams(), s.p1), (c.raw_aiokafka(), s.p1),
+                             (c.raw_aiokafka("autocommit"), s.p1_http),
                              *[(x, s.p1) for x in self.peers(c.faust(IN_FLIGHT))],
                              *[(x, s.serial) for x in self.peers(c.faust(1), c.quix())]]:
             await self.case("P1 sleep", contender, n, 1, io="sleep", track_commits=True)
@@ -195,7 +197,7 @@ class Bench:
         p = default_partition(stuck_key, 8, counter=iter(()))
         inputs = await self.reader.end_offsets(src, 8)
         outputs = await self.reader.end_offsets(options.dst, 8)
-        committed = await self.reader.committed(options.group, src)
+        committed = await self.reader.committed(options.group, src) or {}
         others = sum(v for q, v in outputs.items() if q != p)
         stuck.notes.append(
             f"its partition {p}: {inputs[p]:,} input records, {outputs[p]:,} outputs, "

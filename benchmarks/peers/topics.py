@@ -94,9 +94,17 @@ class OffsetReader:
             [TopicPartition(topic, p) for p in range(partitions)])
         return {tp.partition: offset for tp, offset in ends.items()}
 
-    async def committed(self, group: str, topic: str) -> dict[int, int]:
-        """The group's committed offsets of ``topic`` by partition (none yet: empty)."""
-        offsets = await self._admin.list_consumer_group_offsets(group)
+    async def committed(self, group: str, topic: str) -> dict[int, int] | None:
+        """The group's committed offsets of ``topic`` by partition (none yet: empty); None
+        when the broker cannot answer yet (e.g. its group coordinator is still starting)."""
+        from aiokafka.errors import KafkaError
+
+        try:
+            offsets = await self._admin.list_consumer_group_offsets(group)
+        except KafkaError as e:
+            if getattr(e, "retriable", False):
+                return None
+            raise
         return {tp.partition: meta.offset for tp, meta in offsets.items()
                 if tp.topic == topic and meta.offset >= 0}
 
