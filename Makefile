@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark,docs]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark,docs,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

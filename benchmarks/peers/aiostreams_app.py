@@ -1,0 +1,65 @@
+"""Contender: an aiostreams app, run by aiostreams' own command line:
+
+    python -m aiostreams run benchmarks.peers.aiostreams_app:app --workers N
+                                                                (options in $BENCH_OPTIONS)
+
+A one-processor topology (source → enrich → sink, ``ordering="key"``, at-least-once) with
+``max_in_flight = concurrency``. With ``io="none"`` the processor is synchronous (the
+engine's inline path); otherwise it awaits the record's I/O first. The record whose id is
+``stuck_id`` awaits an event that is never set (P5): it holds its task's commit point and
+reorder buffer forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiostreams import App, Processor, ProcessorContext, Record
+from benchmarks.peers.options import ContenderOptions
+from benchmarks.peers.record_io import RecordIO
+from benchmarks.peers.workload import enrich
+
+
+class Enrich(Processor[bytes, dict[str, Any]]):
+    def process(self, record: Record[bytes, dict[str, Any]]) -> None:
+        self.context.forward(record.with_value(enrich(record.value)))
+
+
+class AwaitThenEnrich(Processor[bytes, dict[str, Any]]):
+    def __init__(self, options: ContenderOptions) -> None:
+        self.io = RecordIO(options)
+        self.stuck_id = options.stuck_id
+        self.never = asyncio.Event()
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        await self.io.start()
+
+    async def process(self, record: Record[bytes, dict[str, Any]]) -> None:
+        if record.value["id"] == self.stuck_id:
+            await self.never.wait()
+        await self.io.wait()
+        self.context.forward(record.with_value(enrich(record.value)))
+
+    async def close(self) -> None:
+        await self.io.close()
+
+
+def build(options: ContenderOptions) -> App:
+    app = App(options.group, broker=f"kafka://{options.bootstrap}",
+              max_in_flight=options.concurrency, ordering="key",
+              max_buffered_per_partition=max(2000, options.concurrency))
+    app.topic(options.src, key=bytes, value=dict)
+    app.topic(options.dst, key=bytes, value=dict)
+    if options.io == "none" and options.stuck_id is None:
+        app.topology.add_source("src", options.src).add_processor(
+            "enrich", Enrich, "src").add_sink("sink", options.dst, "enrich")
+    else:
+        app.topology.add_source("src", options.src).add_processor(
+            "enrich", lambda: AwaitThenEnrich(options), "src").add_sink(
+            "sink", options.dst, "enrich")
+    return app
+
+
+app = build(ContenderOptions.from_env())

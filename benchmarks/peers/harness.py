@@ -1,0 +1,51 @@
+"""One run of the peer benchmark: broker up, peers venv ready, scenarios, results out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+from benchmarks._broker import kafka_broker
+from benchmarks.peers import report
+from benchmarks.peers.scenarios import Bench, Sizes
+from benchmarks.peers.targets import targets
+from benchmarks.peers.topics import offset_reader
+from benchmarks.peers.venv import ensure_peers_venv
+
+SCENARIOS = ("p1", "p2", "p5", "p6")
+# P2 runs first: P1's target is relative to aiostreams' own P2 rate
+RUN_ORDER = ("p2", "p1", "p5", "p6")
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def run_async(chosen: Sequence[str], sizes: Sizes, peers: bool) -> Bench:
+    peers_python = ensure_peers_venv(say) if peers else None
+    async with kafka_broker() as bootstrap, offset_reader(bootstrap) as reader:
+        say(f"broker at {bootstrap}")
+        bench = Bench(bootstrap, reader, sizes, peers_python, say)
+        for name in RUN_ORDER:
+            if name in chosen:
+                await getattr(bench, name)()
+        return bench
+
+
+def run(chosen: Sequence[str], sizes: Sizes, *, peers: bool, write: bool,
+        command: str) -> int:
+    """Run ``chosen`` scenarios; print the table and JSON lines; unless ``write`` is
+    False, rewrite RESULTS.md's section and the chart. Exit code 1 if any contender that
+    claims an output property broke it, or did not finish."""
+    bench = asyncio.run(run_async(chosen, sizes, peers))
+    found = targets(bench.rows)
+    print(report.table(bench.rows, found))
+    for row in bench.rows:
+        print(json.dumps({"benchmark": "peers", **row.to_json()}))
+    for target in found:
+        print(json.dumps({"benchmark": "peers-target", **target.to_json()}))
+    if write:
+        report.write(bench.rows, found, command, sizes)
+    return 0 if all(row.ok for row in bench.rows) else 1

@@ -1,0 +1,215 @@
+"""The peer benchmark's outputs: a text table, ``benchmarks/RESULTS.md``'s peer section
+(only the part between :data:`BEGIN` and :data:`END` is rewritten; other sections stay) and
+a PNG chart for the docs' benchmarks page (matplotlib, from the ``bench`` extra)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.peers.contenders import REPO
+from benchmarks.peers.scenarios import Row, Sizes
+from benchmarks.peers.targets import MB, Target, X
+
+RESULTS = REPO / "benchmarks" / "RESULTS.md"
+DOCS_PAGE = REPO / "docs" / "benchmarks.md"
+CHART = REPO / "docs" / "img" / "peers.png"
+BEGIN = ("<!-- peers:begin (rewritten by python -m benchmarks; only notes after peers:notes "
+         "are kept) -->")
+END = "<!-- peers:end -->"
+
+
+def _order(row: Row) -> str:
+    v = row.verdict
+    if v is None:
+        return "—"
+    text = "in order" if v.in_key_order else f"{v.key_order_violations:,} violations"
+    if v.split_keys:
+        text += f", {v.split_keys} split keys"
+    return text + ("" if row.contender.claims_key_order else " (not claimed)")
+
+
+def _count(row: Row) -> str:
+    v = row.verdict
+    if row.result.error is not None:
+        return f"**failed**: {row.result.error}"
+    if v is None:
+        return f"{row.result.records:,} (end offsets)"
+    text = f"{v.received:,} of {v.expected:,}"
+    if v.missing:
+        text += f", **{v.missing:,} missing**"
+    if v.duplicates:
+        text += f", {v.duplicates:,} duplicates"
+    return text
+
+
+def _commits(row: Row) -> str:
+    if row.verdict is None or row.verdict.commits_ahead is None:
+        return "—"
+    return f"{row.verdict.commits_ahead:,}"
+
+
+def _rss(row: Row) -> str:
+    rss = [b for _, b in row.result.rss]
+    return f"{max(rss) / MB:,.0f}" if rss else "—"
+
+
+def _met(target: Target) -> str:
+    if target.met is None:
+        return "not measured"
+    return "met" if target.met else "**not met**"
+
+
+def _measured(target: Target) -> str:
+    if target.measured is None:
+        return "—"
+    if target.unit == "MB":
+        return f"{target.measured:,.1f} MB"
+    return f"{target.measured:,.2f} {X}"
+
+
+def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
+    lines = ["| scenario | contender | records/s | output (count) | per-key order "
+             "| commits ahead of output | CPU (cores) | max RSS MB |",
+             "| --- | --- | ---: | --- | --- | ---: | ---: | ---: |"]
+    for row in rows:
+        lines.append(f"| {row.scenario} | {row.contender.label} | {row.result.rate:,.0f} "
+                     f"| {_count(row)} | {_order(row)} | {_commits(row)} "
+                     f"| {row.result.cpu_share:.2f} | {_rss(row)} |")
+    noted = [row for row in rows if row.notes]
+    if noted:
+        lines.append("")
+    lines += [f"- {row.scenario}, {row.contender.label}: {'; '.join(row.notes)}."
+              for row in noted]
+    lines += ["", "| scenario | target | measured | status |", "| --- | --- | ---: | --- |"]
+    for t in found:
+        lines.append(f"| {t.scenario} | {t.claim} | {_measured(t)} | {_met(t)} |")
+    return "\n".join(lines)
+
+
+def table(rows: Sequence[Row], found: Sequence[Target]) -> str:
+    """The plain-text table printed at the end of a run."""
+    out = [f"{'scenario':10} {'contender':32} {'records/s':>11} {'count':>24} "
+           f"{'key order':>28} {'commits ahead':>13} {'CPU':>5} {'RSS MB':>7}"]
+    for row in rows:
+        out.append(f"{row.scenario:10} {row.contender.label:32} {row.result.rate:11,.0f} "
+                   f"{_count(row)[:24]:>24} {_order(row)[:28]:>28} {_commits(row):>13} "
+                   f"{row.result.cpu_share:5.2f} {_rss(row):>7}")
+    out.append("")
+    for t in found:
+        out.append(f"{t.scenario:10} {t.claim:70} {_measured(t):>12} {_met(t)}")
+    return "\n".join(out)
+
+
+def machine() -> str:
+    cores = len(os.sched_getaffinity(0))
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (f"{cores} cores{mem}, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes,
+            chart_link: str, notes: str = "") -> str:
+    return "\n".join([
+        BEGIN,
+        "## Peers (real broker) — `python -m benchmarks all`",
+        "",
+        f"Run `{command}` on {time.strftime('%Y-%m-%d')}; machine: {machine()}, shared with "
+        "other engineers' benchmarks and test runs (absolute rates are noisy; compare ratios "
+        "within the run). Kafka 3.9.1 single node from `aiostreams.localkafka`. Every "
+        "contender is its own process on the same preloaded input (fixed seed, "
+        f"{sizes.keys:,} keys); rates are harness-measured from the first output to the "
+        "last. Peers from the pinned venv (`benchmarks/peers/venv.py`).",
+        "",
+        markdown_tables(rows, found),
+        "",
+        f"![aiostreams against its peers, records/s, log scale]({chart_link})",
+        *(["", notes] if notes else []),
+        END,
+    ])
+
+
+def write(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes) -> None:
+    """Rewrite the peer section of RESULTS.md and of the docs' benchmarks page (appended
+    the first time), and the chart."""
+    for page, link in ((RESULTS, "../docs/img/peers.png"), (DOCS_PAGE, "img/peers.png")):
+        text = page.read_text()
+        new = section(rows, found, command, sizes, link, notes=_kept_notes(text))
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            _, tail = rest.split(END, 1)
+            text = head + new + tail
+        else:
+            text = text.rstrip("\n") + "\n\n" + new + "\n"
+        page.write_text(text)
+    chart(rows, CHART)
+
+
+NOTES_BEGIN = "<!-- peers:notes -->"
+
+
+def _kept_notes(text: str) -> str:
+    """Hand-written notes inside the section, after :data:`NOTES_BEGIN`, survive a rewrite."""
+    if NOTES_BEGIN not in text or END not in text:
+        return ""
+    return NOTES_BEGIN + text.split(NOTES_BEGIN, 1)[1].split(END, 1)[0].rstrip("\n")
+
+
+def chart(rows: Sequence[Row], path: Path) -> None:
+    """Records/s per contender, one panel per throughput scenario (one log scale for all),
+    then P5's RSS over time (with and without a stuck record)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [s for s in ("P1 sleep", "P1 jitter", "P1 http", "P2", "P6")
+             if any(r.scenario == s for r in rows)]
+    memory = [r for r in rows if r.scenario.startswith("P5") and r.result.rss]
+    panels = len(rates) + (1 if memory else 0)
+    if not panels:
+        return
+    columns = min(3, panels)
+    lines = -(-panels // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 4.4 * lines),
+                             squeeze=False)
+    flat = list(axes.flat)
+    top = max((r.result.rate for r in rows if r.scenario in rates), default=1.0)
+    for ax, scenario in zip(flat, rates, strict=False):
+        chosen = [r for r in rows if r.scenario == scenario and r.result.error is None]
+        labels = [r.contender.label.replace(" concurrency=", "\nc=").replace(" (", "\n(")
+                  for r in chosen]
+        colours = ["#1f77b4" if r.contender.module == "aiostreams" else "#999999"
+                   for r in chosen]
+        bars = ax.bar(range(len(chosen)), [r.result.rate for r in chosen], color=colours)
+        ax.bar_label(bars, labels=[f"{r.result.rate:,.0f}" for r in chosen], fontsize=7)
+        ax.set_xticks(range(len(chosen)), labels, rotation=40, ha="right", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylim(50, top * 3)
+        ax.set_title(scenario)
+        ax.set_ylabel("records/s (log scale)")
+    if memory:
+        ax = flat[len(rates)]
+        for row in memory:
+            ax.plot([t for t, _ in row.result.rss], [b / MB for _, b in row.result.rss],
+                    label=row.scenario)
+        ax.set_title("P5: aiostreams RSS")
+        ax.set_xlabel("seconds since start")
+        ax.set_ylabel("RSS (MB)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    for ax in flat[panels:]:
+        ax.set_visible(False)
+    fig.suptitle("aiostreams and its peers: one run, one broker, the same input")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

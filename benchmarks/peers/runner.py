@@ -1,0 +1,184 @@
+"""Runs one contender process on one input and watches it from outside.
+
+The harness never looks inside a contender: it starts the process, polls the output
+topic's end offsets (every 50 ms, a coarse poll off the contender's hot path), samples the
+process tree's RSS and, when asked, the group's committed offsets, and stops the process
+(SIGTERM, then SIGKILL after ``stop_timeout``) once the output holds ``n`` records, a fixed
+duration has passed, or nothing moved for ``stall_timeout``.
+
+Throughput is harness-measured, from the first poll that saw output to the poll that saw
+``n`` records: start-up (imports, group join) is excluded, and so are output timestamps,
+which frameworks copy from their input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.peers.contenders import REPO, Contender
+from benchmarks.peers.options import ContenderOptions
+from benchmarks.peers.rss import tree_cpu_seconds, tree_rss_bytes
+from benchmarks.peers.topics import OffsetReader
+from benchmarks.peers.verify import CommitSample
+
+POLL = 0.05
+COMMIT_SAMPLE_EVERY = 0.2
+RSS_SAMPLE_EVERY = 0.25
+LOGS = REPO / ".cache" / "bench-logs"
+
+
+@dataclass
+class Watch:
+    """What to watch for and when to stop: ``n`` output records, or ``run_for`` seconds."""
+
+    n: int | None
+    run_for: float | None = None
+    track_commits: bool = False
+    stall_timeout: float = 90.0
+    stop_timeout: float = 20.0
+
+
+@dataclass
+class RunResult:
+    label: str
+    options: ContenderOptions
+    records: int
+    """Output records when the run stopped."""
+    seconds: float
+    """From the first output seen to the stop condition."""
+    timed: int
+    """Output records produced within ``seconds`` (those after the first poll that saw any)."""
+    startup: float
+    """From process start to the first output seen."""
+    rss: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since start, bytes) of the process tree."""
+    outputs_at: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since start, output records) at each RSS sample."""
+    commits: list[CommitSample] = field(default_factory=list)
+    cpu: float = 0.0
+    """CPU seconds the process tree used while timed (from the first output on)."""
+    error: str | None = None
+    log: Path | None = None
+    startup_included: bool = False
+    """The run was too short to time without its start-up (tiny sizes only)."""
+
+    @property
+    def cpu_share(self) -> float:
+        """CPU seconds per second while timed (2.0: both cores of this machine busy)."""
+        return self.cpu / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.timed / self.seconds if self.seconds > 0 else 0.0
+
+
+async def run_contender(contender: Contender, options: ContenderOptions, watch: Watch,
+                        reader: OffsetReader, peers_python: Path | None,
+                        log_name: str) -> RunResult:
+    """Run ``contender`` until ``watch`` says stop; never raises for a contender's failure
+    (the result's ``error`` says what happened and where its log is)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{log_name}.log"
+    ends = {p: 0 for p in range(options.partitions)}
+    with log.open("wb") as sink:
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *contender.command(peers_python), cwd=REPO, env=contender.environment(options),
+            stdout=sink, stderr=subprocess.STDOUT)
+        result = RunResult(contender.label, options, 0, 0.0, 0, 0.0, log=log)
+        first: tuple[float, int] | None = None
+        last_progress = started
+        last_commit_sample = last_rss_sample = 0.0
+        total = 0
+        cpu_at_first = 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                if proc.returncode is not None:
+                    result.error = f"exited with code {proc.returncode}; see {log}"
+                    break
+                ends = await reader.end_offsets(options.dst, options.partitions)
+                now = time.monotonic()
+                if sum(ends.values()) > total:
+                    total = sum(ends.values())
+                    last_progress = now
+                if first is None and total > 0:
+                    first = (now, total)
+                    result.startup = now - started
+                    cpu_at_first = tree_cpu_seconds(proc.pid)
+                if now - last_rss_sample >= RSS_SAMPLE_EVERY:
+                    last_rss_sample = now
+                    result.rss.append((now - started, tree_rss_bytes(proc.pid)))
+                    result.outputs_at.append((now - started, total))
+                if watch.track_commits and now - last_commit_sample >= COMMIT_SAMPLE_EVERY:
+                    last_commit_sample = now
+                    committed = await reader.committed(options.group, options.src)
+                    if committed is not None:
+                        after = await reader.end_offsets(options.dst, options.partitions)
+                        result.commits.append(CommitSample(time.monotonic(), committed, after))
+                if watch.n is not None and total >= watch.n:
+                    break
+                if watch.run_for is not None and now - started >= watch.run_for:
+                    break
+                if now - last_progress > watch.stall_timeout:
+                    result.error = (f"no output progress for {watch.stall_timeout:.0f} s at "
+                                    f"{total} records; see {log}")
+                    break
+                await asyncio.sleep(POLL)
+        finally:
+            end = time.monotonic()
+            if first is not None:
+                result.cpu = tree_cpu_seconds(proc.pid) - cpu_at_first
+            result.records = total
+            if first is not None:
+                first_at, first_count = first
+                if first_count < total:
+                    # the records seen at the first poll were produced before it: time from
+                    # there, and count the records produced since
+                    result.timed = total - first_count
+                    result.seconds = end - first_at
+                else:  # all output came within one poll: time it from the process start
+                    result.timed = total
+                    result.seconds = end - started
+                    result.startup_included = True
+            await stop(proc, watch.stop_timeout)
+    return result
+
+
+async def stop(proc: asyncio.subprocess.Process, timeout: float) -> None:
+    """SIGTERM (a graceful stop) and, if still running after ``timeout``, SIGKILL."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def io_server(seconds: float) -> AsyncIterator[str]:
+    """P1's local HTTP dependency (:mod:`benchmarks.peers.io_server`) in its own process;
+    yields its URL, stops it on exit."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.peers.io_server", "--port", "0",
+        "--seconds", repr(seconds), cwd=REPO, stdout=subprocess.PIPE)
+    try:
+        line = ""
+        if proc.stdout is not None:  # always, with stdout=PIPE
+            line = (await proc.stdout.readline()).decode().strip()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"the I/O server did not start (said {line!r}, exit code "
+                               f"{proc.returncode}); run 'python -m "
+                               f"benchmarks.peers.io_server' to see why")
+        yield line.removeprefix("listening ")
+    finally:
+        await stop(proc, 10.0)

@@ -1,0 +1,210 @@
+"""The scenarios of issue 8 (P1, P2, P5, P6): which contenders run on which input.
+
+Every scenario preloads its input once (a fixed seed; several contenders read the same
+input topic, each with its own group and output topic), runs the contenders one after the
+other, and checks each one's output (:mod:`benchmarks.peers.verify`). P1's serial
+contenders (Faust without concurrency, Quix Streams: about 200 records/s at 5 ms each) run
+on a shorter input of their own, ``Sizes.serial`` records, so a run takes minutes, not an
+hour; their rate is what is compared.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiostreams.transport.partitioner import default_partition
+from benchmarks.peers import contenders as c
+from benchmarks.peers.contenders import Contender
+from benchmarks.peers.options import ContenderOptions
+from benchmarks.peers.runner import RunResult, Watch, io_server, run_contender
+from benchmarks.peers.topics import OffsetReader, create_topics, preload, read_all
+from benchmarks.peers.verify import Verdict, verify
+from benchmarks.peers.workload import records
+
+IO_SECONDS = 0.005
+IN_FLIGHT = 1000
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Record counts and durations; :meth:`quick` is a smoke-test size."""
+
+    p1: int = 200_000
+    p1_http: int = 50_000
+    serial: int = 2_000
+    p2: int = 1_000_000
+    p5: int = 10_000_000
+    stuck_seconds: float = 30.0
+    keys: int = 10_000
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(p1=20_000, p1_http=5_000, serial=300, p2=50_000, p5=200_000,
+                   stuck_seconds=10.0)
+
+
+@dataclass
+class Row:
+    """One contender's run in one scenario, with its verdict (None: count only)."""
+
+    scenario: str
+    contender: Contender
+    result: RunResult
+    verdict: Verdict | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Ran to the end, complete, and in key order if it claims to be."""
+        if self.result.error is not None:
+            return False
+        if self.verdict is None:
+            return True
+        order_ok = self.verdict.in_key_order or not self.contender.claims_key_order
+        return self.verdict.complete and order_ok
+
+    def to_json(self) -> dict[str, Any]:
+        r, v = self.result, self.verdict
+        out: dict[str, Any] = {
+            "scenario": self.scenario, "contender": self.contender.label,
+            "records": r.records, "records_per_s": round(r.rate, 1),
+            "seconds": round(r.seconds, 3), "startup_s": round(r.startup, 2),
+            "cpu_cores": round(r.cpu_share, 2),
+            "io": r.options.io, "concurrency": r.options.concurrency,
+            "claims_key_order": self.contender.claims_key_order, "ok": self.ok,
+            "max_rss_mb": round(max((b for _, b in r.rss), default=0) / 2**20, 1),
+            "error": r.error, "notes": self.notes,
+        }
+        if v is not None:
+            out.update(expected=v.expected, received=v.received, missing=v.missing,
+                       duplicates=v.duplicates, key_order_violations=v.key_order_violations,
+                       split_keys=v.split_keys, commits_ahead_of_output=v.commits_ahead)
+        return out
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+class Bench:
+    """Runs scenarios against one broker; ``peers_python`` is the peers venv's interpreter
+    (None: Faust and Quix are skipped); ``say`` prints progress."""
+
+    def __init__(self, bootstrap: str, reader: OffsetReader, sizes: Sizes,
+                 peers_python: Path | None, say: Callable[[str], None] = print) -> None:
+        self.bootstrap = bootstrap
+        self.reader = reader
+        self.sizes = sizes
+        self.peers_python = peers_python
+        self.say = say
+        self.stamp = time.strftime("%H%M%S")
+        self.rows: list[Row] = []
+        self._inputs: dict[tuple[int, int], str] = {}
+
+    def peers(self, *contenders: Contender) -> list[Contender]:
+        return [x for x in contenders if not x.in_peers_venv or self.peers_python is not None]
+
+    async def input_topic(self, n: int, partitions: int) -> str:
+        """A topic holding the first ``n`` records on ``partitions`` (made once per run)."""
+        topic = self._inputs.get((n, partitions))
+        if topic is None:
+            topic = f"peers-in-{n}x{partitions}-{self.stamp}"
+            self.say(f"preloading {n:,} records into {topic}")
+            await create_topics(self.bootstrap, [topic], partitions)
+            await preload(self.bootstrap, topic, n, self.sizes.keys)
+            self._inputs[(n, partitions)] = topic
+        return topic
+
+    async def case(self, scenario: str, contender: Contender, n: int, partitions: int, *,
+                   io: str = "none", io_url: str = "", concurrency: int = IN_FLIGHT,
+                   check: bool = True, track_commits: bool = False,
+                   stuck_id: int | None = None, run_for: float | None = None) -> Row:
+        src = await self.input_topic(n, partitions)
+        name = f"peers-{slug(scenario)}-{slug(contender.label)}-{self.stamp}"
+        await create_topics(self.bootstrap, [f"{name}-out"], partitions)
+        options = contender.options(ContenderOptions(
+            bootstrap=self.bootstrap, src=src, dst=f"{name}-out", group=name,
+            partitions=partitions, io=io, io_seconds=IO_SECONDS, io_url=io_url,
+            concurrency=concurrency, stuck_id=stuck_id))
+        self.say(f"{scenario}: {contender.label} on {n:,} records ...")
+        watch = Watch(n=None if run_for else n, run_for=run_for, track_commits=track_commits,
+                      stop_timeout=5.0 if stuck_id is not None else 20.0)
+        result = await run_contender(contender, options, watch, self.reader,
+                                     self.peers_python, name)
+        verdict = None
+        if check and result.error is None:
+            outputs = await read_all(self.bootstrap, options.dst, partitions)
+            verdict = verify(outputs, n, result.commits if track_commits else None)
+        row = Row(scenario, contender, result, verdict)
+        if result.startup_included:
+            row.notes.append("all output came within one 50 ms poll: timed from process "
+                             "start, start-up included")
+        self.rows.append(row)
+        self.say(f"  {result.rate:,.0f} records/s"
+                 + (f", error: {result.error}" if result.error else "")
+                 + (f", {verdict}" if verdict else ""))
+        return row
+
+    # -- the scenarios ------------------------------------------------------------------
+
+    async def p1(self) -> None:
+        """I/O-bound: 1 partition, each record awaits 5 ms (sleep, then HTTP)."""
+        s = self.sizes
+        # the auto-commit loop is the control of the commits-ahead check (it must find some)
+        for contender, n in [(c.aiostreams(), s.p1), (c.raw_aiokafka(), s.p1),
+                             (c.raw_aiokafka("autocommit"), s.p1_http),
+                             *[(x, s.p1) for x in self.peers(c.faust(IN_FLIGHT))],
+                             *[(x, s.serial) for x in self.peers(c.faust(1), c.quix())]]:
+            await self.case("P1 sleep", contender, n, 1, io="sleep", track_commits=True)
+        # constant 5 ms waits finish almost in start order, which hides reordering: the
+        # same mean with jitter (uniform 1..9 ms) shows what concurrency without ordering does
+        for contender in [c.aiostreams(), c.raw_aiokafka(), *self.peers(c.faust(IN_FLIGHT))]:
+            await self.case("P1 jitter", contender, s.p1_http, 1, io="jitter",
+                            track_commits=True)
+        async with io_server(IO_SECONDS) as url:
+            for contender, n in [(c.aiostreams(), s.p1_http), (c.raw_aiokafka(), s.p1_http),
+                                 *[(x, s.p1_http) for x in self.peers(c.faust(IN_FLIGHT))],
+                                 *[(x, s.serial) for x in self.peers(c.quix())]]:
+                await self.case("P1 http", contender, n, 1, io="http", io_url=url,
+                                track_commits=True)
+
+    async def p2(self, contenders: Sequence[Contender] | None = None) -> None:
+        """CPU-light: 8 partitions, parse → add a field → serialize."""
+        chosen = contenders or [c.raw_aiokafka("send"), c.raw_aiokafka("batch"),
+                                c.aiostreams(), *self.peers(c.faust(1), c.quix())]
+        for contender in chosen:
+            await self.case("P2", contender, self.sizes.p2, 8)
+
+    async def p5(self) -> None:
+        """Memory: RSS over ``Sizes.p5`` records of P2's pipeline; then with one record
+        stuck forever (``max_in_flight`` 1000), for ``Sizes.stuck_seconds``."""
+        n = self.sizes.p5
+        row = await self.case("P5", c.aiostreams(), n, 8, check=False)
+        row.notes.append("count checked from end offsets (the output is not read back)")
+        stuck_id = 1000
+        stuck_key = next(k for i, (k, _) in enumerate(records(stuck_id + 1, self.sizes.keys))
+                         if i == stuck_id)
+        stuck = await self.case("P5 stuck", c.aiostreams(), n, 8, check=False,
+                                stuck_id=stuck_id, run_for=self.sizes.stuck_seconds)
+        stuck.notes.append(f"record id {stuck_id} (key {stuck_key.decode()}) never "
+                           f"completes; window max_in_flight={IN_FLIGHT}")
+        src, options = await self.input_topic(n, 8), stuck.result.options
+        p = default_partition(stuck_key, 8, counter=iter(()))
+        inputs = await self.reader.end_offsets(src, 8)
+        outputs = await self.reader.end_offsets(options.dst, 8)
+        committed = await self.reader.committed(options.group, src) or {}
+        others = sum(v for q, v in outputs.items() if q != p)
+        stuck.notes.append(
+            f"its partition {p}: {inputs[p]:,} input records, {outputs[p]:,} outputs, "
+            f"committed offset {committed.get(p)} when stopped; the other 7 partitions: "
+            f"{others:,} outputs")
+
+    async def p6(self) -> None:
+        """Scale: ``--workers 2`` against 1 on P2's input (8 partitions)."""
+        for workers in (1, 2):
+            await self.case("P6", c.aiostreams(workers), self.sizes.p2, 8)

@@ -1,0 +1,134 @@
+"""Issue 8's targets, as ratios within one run: every figure is reported, met or not.
+
+P1 (and, as a variant, its HTTP form): aiostreams >= 0.8 x min(1000 / 5 ms, its own P2
+rate), >= 1.5 x Faust ``concurrency=1000``, >= 100 x Quix Streams. P2: >= 0.8 x the raw
+aiokafka loop (the better of its two variants), >= 1.5 x Faust, >= 1.0 x Quix Streams.
+P5: RSS grows <= 50 MB over the run (from 5% of the output on, after start-up and warm-up);
+with a stuck record, it grows <= 50 MB from a third of the run on (bounded by the window
+while input keeps arriving). P6: 2 workers >= 1.7 x 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.peers.runner import RunResult
+from benchmarks.peers.scenarios import IN_FLIGHT, IO_SECONDS, Row
+
+MB = 2**20
+X = "\N{MULTIPLICATION SIGN}"
+
+
+@dataclass(frozen=True)
+class Target:
+    scenario: str
+    claim: str
+    measured: float | None
+    """None: a contender it needs did not run (or failed)."""
+    threshold: float
+    at_most: bool = False
+    unit: str = X
+
+    @property
+    def met(self) -> bool | None:
+        if self.measured is None:
+            return None
+        return (self.measured <= self.threshold if self.at_most
+                else self.measured >= self.threshold)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "target": self.claim,
+                "measured": None if self.measured is None else round(self.measured, 3),
+                "threshold": self.threshold, "unit": self.unit, "met": self.met}
+
+
+def _result(rows: Sequence[Row], scenario: str, label: str) -> RunResult | None:
+    for row in rows:
+        if row.scenario == scenario and row.contender.label == label:
+            return row.result if row.result.error is None else None
+    return None
+
+
+def _rate(rows: Sequence[Row], scenario: str, label: str) -> float | None:
+    result = _result(rows, scenario, label)
+    return result.rate if result is not None and result.rate > 0 else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
+
+
+def rss_growth(result: RunResult, *, after_outputs: int | None = None,
+               after_fraction_of_time: float | None = None) -> float | None:
+    """Bytes the process tree's RSS grew from a baseline sample to its highest later one.
+    The baseline is the first sample with ``after_outputs`` outputs, or the first one past
+    ``after_fraction_of_time`` of the run."""
+    samples = list(zip(result.rss, result.outputs_at, strict=True))
+    if not samples:
+        return None
+    end = samples[-1][0][0]
+    for i, ((t, rss), (_, outputs)) in enumerate(samples):
+        if ((after_outputs is not None and outputs >= after_outputs)
+                or (after_fraction_of_time is not None and t >= end * after_fraction_of_time)):
+            return max(b for (_, b), _ in samples[i:]) - rss
+    return None
+
+
+def targets(rows: Sequence[Row]) -> list[Target]:
+    found: list[Target] = []
+    ais_p2 = _rate(rows, "P2", "aiostreams")
+    faust_n = f"faust agent concurrency={IN_FLIGHT}"
+    for scenario in ("P1 sleep", "P1 http"):
+        ais = _rate(rows, scenario, "aiostreams")
+        if ais is None and not any(r.scenario == scenario for r in rows):
+            continue
+        bound = IN_FLIGHT / IO_SECONDS
+        if ais_p2 is not None:
+            bound = min(bound, ais_p2)
+        bound_text = (f"min({IN_FLIGHT} / {IO_SECONDS * 1000:g} ms, aiostreams P2 rate)"
+                      if ais_p2 is not None else f"{IN_FLIGHT} / {IO_SECONDS * 1000:g} ms "
+                      f"(P2 not run)")
+        found += [
+            Target(scenario, f"aiostreams ≥ 0.8 {X} {bound_text} = {bound:,.0f}/s",
+                   _ratio(ais, bound), 0.8),
+            Target(scenario, f"aiostreams ≥ 1.5 {X} {faust_n}",
+                   _ratio(ais, _rate(rows, scenario, faust_n)), 1.5),
+            Target(scenario, f"aiostreams ≥ 100 {X} quixstreams",
+                   _ratio(ais, _rate(rows, scenario, "quixstreams")), 100.0),
+        ]
+    if any(r.scenario == "P1 jitter" for r in rows):
+        found.append(Target("P1 jitter", f"aiostreams ≥ 1.5 {X} {faust_n}",
+                            _ratio(_rate(rows, "P1 jitter", "aiostreams"),
+                                   _rate(rows, "P1 jitter", faust_n)), 1.5))
+    if any(r.scenario == "P2" for r in rows):
+        raws = [r for r in (_rate(rows, "P2", "raw aiokafka"),
+                            _rate(rows, "P2", "raw aiokafka (batch API)")) if r is not None]
+        found += [
+            Target("P2", f"aiostreams ≥ 0.8 {X} raw aiokafka (the better variant)",
+                   _ratio(ais_p2, max(raws) if raws else None), 0.8),
+            Target("P2", f"aiostreams ≥ 1.5 {X} faust agent",
+                   _ratio(ais_p2, _rate(rows, "P2", "faust agent")), 1.5),
+            Target("P2", f"aiostreams ≥ 1.0 {X} quixstreams",
+                   _ratio(ais_p2, _rate(rows, "P2", "quixstreams")), 1.0),
+        ]
+    p5 = _result(rows, "P5", "aiostreams")
+    if p5 is not None:
+        expected = next(r for r in rows if r.scenario == "P5").result.records
+        growth = rss_growth(p5, after_outputs=expected // 20)
+        found.append(Target("P5", f"RSS growth over {expected:,} records ≤ 50 MB",
+                            None if growth is None else growth / MB, 50.0, at_most=True,
+                            unit="MB"))
+    stuck = next((r.result for r in rows if r.scenario == "P5 stuck"), None)
+    if stuck is not None and stuck.rss:
+        growth = rss_growth(stuck, after_fraction_of_time=1 / 3)
+        found.append(Target("P5 stuck", "RSS growth after the first third of the run "
+                            "≤ 50 MB (bounded by the window)",
+                            None if growth is None else growth / MB, 50.0, at_most=True,
+                            unit="MB"))
+    if any(r.scenario == "P6" for r in rows):
+        found.append(Target("P6", f"aiostreams --workers 2 ≥ 1.7 {X} --workers 1",
+                            _ratio(_rate(rows, "P6", "aiostreams --workers 2"),
+                                   _rate(rows, "P6", "aiostreams")), 1.7))
+    return found

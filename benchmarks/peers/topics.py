@@ -1,0 +1,139 @@
+"""The harness's broker-side chores: create topics, preload input, read output and offsets.
+
+Preloading goes through aiostreams' Kafka producer (its batched send is the fastest way to
+write millions of records from Python); everything that only reads uses aiokafka directly.
+Partitions are chosen by Kafka's murmur2 key partitioner, as every contender's producer
+does for its output (Quix is configured to match), so input and output are co-partitioned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from aiostreams.transport.base import TopicSpec
+from aiostreams.transport.kafka import KafkaTransport
+from aiostreams.types import OutgoingRecord
+from benchmarks.peers.workload import records
+
+PRELOAD_CHUNK = 20_000
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    """One output record as the verifier needs it."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+async def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
+    admin = KafkaTransport(bootstrap).admin()
+    await admin.start()
+    try:
+        await admin.create_topics([TopicSpec(name, partitions) for name in names])
+    finally:
+        await admin.stop()
+
+
+async def preload(bootstrap: str, topic: str, n: int, keys: int) -> None:
+    """Write :func:`~benchmarks.peers.workload.records` ``(n, keys)`` to ``topic``, in order."""
+    producer = KafkaTransport(bootstrap).producer()
+    await producer.start()
+    try:
+        chunk: list[OutgoingRecord] = []
+        for key, value in records(n, keys):
+            chunk.append(OutgoingRecord(topic, key, value))
+            if len(chunk) == PRELOAD_CHUNK:
+                await producer.send_batch(chunk)
+                chunk = []
+        if chunk:
+            await producer.send_batch(chunk)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+@asynccontextmanager
+async def offset_reader(bootstrap: str) -> AsyncIterator[OffsetReader]:
+    reader = OffsetReader(bootstrap)
+    await reader.start()
+    try:
+        yield reader
+    finally:
+        await reader.stop()
+
+
+class OffsetReader:
+    """End offsets of topics and committed offsets of groups, cheaply and repeatedly."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+        self._admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        await self._admin.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+        await self._admin.close()
+
+    async def end_offsets(self, topic: str, partitions: int) -> dict[int, int]:
+        from aiokafka.structs import TopicPartition
+
+        ends = await self._consumer.end_offsets(
+            [TopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: offset for tp, offset in ends.items()}
+
+    async def committed(self, group: str, topic: str) -> dict[int, int] | None:
+        """The group's committed offsets of ``topic`` by partition (none yet: empty); None
+        when the broker cannot answer yet (e.g. its group coordinator is still starting)."""
+        from aiokafka.errors import KafkaError
+
+        try:
+            offsets = await self._admin.list_consumer_group_offsets(group)
+        except KafkaError as e:
+            if getattr(e, "retriable", False):
+                return None
+            raise
+        return {tp.partition: meta.offset for tp, meta in offsets.items()
+                if tp.topic == topic and meta.offset >= 0}
+
+
+async def read_all(bootstrap: str, topic: str, partitions: int) -> list[OutputRecord]:
+    """Every record of ``topic`` now, in (partition, offset) order."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                max_partition_fetch_bytes=4 * 1024 * 1024,
+                                fetch_max_bytes=32 * 1024 * 1024)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        remaining = {tp for tp in tps if ends[tp] > 0}
+        got: dict[int, list[OutputRecord]] = {p: [] for p in range(partitions)}
+        while remaining:
+            batch: dict[Any, list[Any]] = await consumer.getmany(timeout_ms=1000,
+                                                                 max_records=50_000)
+            for tp, rs in batch.items():
+                got[tp.partition].extend(OutputRecord(r.partition, r.offset, r.key, r.value)
+                                         for r in rs)
+                if rs and rs[-1].offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+            await asyncio.sleep(0)
+        return [r for p in range(partitions) for r in got[p]]
+    finally:
+        await consumer.stop()
