@@ -38,6 +38,11 @@ from aiostreams.transport.base import Transport
 log = logging.getLogger("aiostreams.app")
 
 
+COMMIT_LOG_LIMIT = 1000
+"""How many of the latest commits ``App.commit_log`` keeps (older ones are dropped; to see
+every commit, use :meth:`App.on_commit`)."""
+
+
 class AppState(enum.Enum):
     """``CREATED → STARTING → RUNNING → STOPPING → STOPPED`` (or ``FAILED``)."""
 
@@ -75,7 +80,7 @@ class App:
         self._retry = retry
         self._node_retry: dict[str, Retry] = {}
         self.worker: Worker | None = None
-        self.commit_log: list[CommitRecord] = []
+        self.commit_log: list[CommitRecord] = []  # the latest COMMIT_LOG_LIMIT commits
         self._commit_listeners: list[Callable[[CommitRecord], None]] = []
 
     # -- declaring ------------------------------------------------------------------------
@@ -100,7 +105,10 @@ class App:
         self._commit_listeners.append(listener)
 
     def _committed(self, entry: CommitRecord) -> None:
-        self.commit_log.append(entry)
+        log = self.commit_log
+        log.append(entry)
+        if len(log) > COMMIT_LOG_LIMIT:  # a worker runs for months: keep the recent ones
+            del log[:len(log) - COMMIT_LOG_LIMIT]
         for listener in self._commit_listeners:
             listener(entry)
 

@@ -134,19 +134,8 @@ class TaskTracker:
             self._seen.setdefault(id(task.metrics), task.metrics)
 
     def watch_commits(self, app: App) -> None:
-        """Observe ``app`` at every commit. Call before ``app.start()`` (the worker binds
-        the commit log then). ``app.commit_log`` becomes a list that also appends each
-        entry to the list it replaces, so whoever watched that one still sees them."""
-        tracker = self
-        previous = app.commit_log
-
-        class _ObservedLog(list[Any]):
-            def append(self, item: Any) -> None:
-                super().append(item)
-                previous.append(item)
-                tracker.observe(app)
-
-        app.commit_log = _ObservedLog(previous)
+        """Observe ``app`` at every commit (through :meth:`App.on_commit`)."""
+        app.on_commit(lambda entry: self.observe(app))
 
     def totals(self, app: App) -> AppTotals:
         self.observe(app)
@@ -171,26 +160,20 @@ class TaskTracker:
 
 
 class _CommitLatency:
-    """A cumulative histogram of commit durations, fed from ``app.commit_log`` at scrape
-    time (only the entries appended since the last scrape are read)."""
+    """A cumulative histogram of commit durations, fed by :meth:`App.on_commit` (every
+    commit, however long the app runs; ``App.commit_log`` keeps only the latest)."""
 
     def __init__(self, buckets: Sequence[float]) -> None:
         self.bounds = sorted(buckets)
         self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf
         self.total = 0.0
-        self._log: list[CommitRecord] | None = None
-        self._read = 0
 
-    def update(self, commit_log: list[CommitRecord]) -> None:
-        if commit_log is not self._log or len(commit_log) < self._read:
-            self._log, self._read = commit_log, 0  # a new log: its entries are all new
-        for record in commit_log[self._read:]:
-            self.total += record.duration
-            i = 0
-            while i < len(self.bounds) and record.duration > self.bounds[i]:
-                i += 1
-            self.counts[i] += 1
-        self._read = len(commit_log)
+    def observe(self, record: CommitRecord) -> None:
+        self.total += record.duration
+        i = 0
+        while i < len(self.bounds) and record.duration > self.bounds[i]:
+            i += 1
+        self.counts[i] += 1
 
     def buckets(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
@@ -213,6 +196,7 @@ class AppCollector:
         self.app = app
         self.end_offsets: Mapping[TopicPartition, int] = {}
         self._latency = _CommitLatency(buckets)
+        app.on_commit(self._latency.observe)
 
     def describe(self) -> Iterable[Metric]:
         return []  # no describe-time work: metrics exist only while the app runs
@@ -233,7 +217,6 @@ class AppCollector:
         commits = app.worker.commits if app.worker is not None else 0
         yield _counter("aiostreams_commits", "Commits that committed offsets.", ["app"],
                        [([name], commits)])
-        self._latency.update(app.commit_log)
         latency = HistogramMetricFamily(
             "aiostreams_commit_latency_seconds",
             "Duration of a commit: flush outputs and stores, commit offsets, checkpoint.",

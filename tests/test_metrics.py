@@ -262,3 +262,21 @@ async def test_progress_line_draws_on_a_terminal_and_clears_when_cancelled() -> 
     with pytest.raises(asyncio.CancelledError):
         await drawing
     assert "shown ▸ 0 rec/s · in-flight 0" in out.getvalue()
+
+
+async def test_the_commit_log_keeps_the_latest_commits_while_metrics_count_every_one(
+        served: tuple[App, MemoryBroker, MetricsServer],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiostreams.app as app_module
+
+    monkeypatch.setattr(app_module, "COMMIT_LOG_LIMIT", 3)
+    app, broker, server = served
+    await app.start()
+    for i in range(6):  # one commit (at least) per round: the offsets move each time
+        produce(broker, "in", [f"ok-{i}"])
+        await committed_up_to_end(app, broker, "in")
+    samples = await scrape(server.url)
+    assert app.worker is not None and app.worker.commits >= 6
+    assert len(app.commit_log) == 3  # a worker runs for months: the log does not grow
+    assert app.commit_log[-1].offsets  # the latest commit is kept
+    assert total(samples, "aiostreams_commit_latency_seconds_count") == app.worker.commits
