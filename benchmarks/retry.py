@@ -4,7 +4,7 @@
                                [--rounds 3]
 
 On the real broker (``AIOSTREAMS_KAFKA`` or one started here), an async processor awaits
-2 ms per record (an I/O call). Run twice on identical input, in one run:
+2 ms per record (an I/O call). Each round runs twice on identical input:
 
 (a) no failures;
 (b) 1% of records (chosen by a hash of their id) fail their first 3 attempts and succeed
@@ -22,8 +22,9 @@ everything: includes start-up and, in (b), the wait for the last retries at the 
 *steady* (records retired between the 10% and 90% marks, sampled every 10 ms).
 
 ``--rounds`` (default 3) runs (a) and (b) that many times, interleaved, each on fresh
-topics: one run's ratio swings by ±0.2 on this machine (0.66 and 1.06 minutes apart), so
-the figures printed are the medians of the rounds, with every round's ratio beside them.
+topics: one run's ratio swings by ±0.15 on this machine (rounds of one run measured 0.98,
+0.72 and 0.68), so the figures printed are the medians of the rounds, with every round's
+ratio beside them.
 
 Prints both (target: (b) >= 0.9 x (a)), and checks, during every (b), that every commit
 passed a failing record only after it had succeeded, and afterwards that each key's outputs
