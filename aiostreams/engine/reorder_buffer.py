@@ -143,19 +143,40 @@ class ReorderBuffer:
         self._next_seq += 1
         self._slots.append(slot)
 
-    def pop_retirable(self) -> Slot | None:
-        """Remove and return the head if it has finished, else None."""
+    def pop_retirable(self) -> list[Slot]:
+        """Remove and return, oldest first, every slot from the head up to the first one
+        that has not finished; their partitions' committable offsets move past them."""
         slots = self._slots
-        if not slots or slots[0].state is not SlotState.DONE:
-            return None
-        slot = slots.popleft()
-        raw = slot.raw
-        if raw is not None:
-            tp = self._tp_of.get(raw.topic)
-            if tp is None or tp.partition != raw.partition:
-                tp = TopicPartition(raw.topic, raw.partition)
-            self.advance(tp, raw.offset)
-        return slot
+        done = SlotState.DONE
+        retired: list[Slot] = []
+        last: Slot | None = None  # the last retired record slot, while they share a partition
+        for slot in slots:
+            if slot.state is not done:
+                break
+            retired.append(slot)
+            raw = slot.raw
+            if raw is None:
+                continue
+            if last is not None:
+                previous = last.raw
+                assert previous is not None
+                if previous.topic != raw.topic or previous.partition != raw.partition:
+                    self._advance_to(previous)
+            last = slot
+        if not retired:
+            return retired
+        for _ in range(len(retired)):
+            slots.popleft()
+        if last is not None:
+            assert last.raw is not None
+            self._advance_to(last.raw)
+        return retired
+
+    def _advance_to(self, raw: RawRecord) -> None:
+        tp = self._tp_of.get(raw.topic)
+        if tp is None or tp.partition != raw.partition:
+            tp = TopicPartition(raw.topic, raw.partition)
+        self.advance(tp, raw.offset)
 
     def advance(self, tp: TopicPartition, offset: int) -> None:
         """Record that the record at ``offset`` of ``tp`` retired."""

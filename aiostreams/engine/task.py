@@ -7,7 +7,8 @@ The task is the Tomasulo machine of aiostreams:
 2. **Issue** it into the reorder buffer; a full buffer stops issuing.
 3. **Wait** in the reservation station for earlier same-key (or same-partition) records.
 4. **Execute** the processor chain: inline when every processor reachable from its source
-   is synchronous (no asyncio task), as an asyncio task otherwise. Forwards to sinks,
+   is synchronous (no asyncio task), otherwise on a pool of executor coroutines through the
+   compiled async runners (:mod:`~aiostreams.engine.async_chain`). Forwards to sinks,
    ``send``s and store writes are buffered in the slot.
 5. **Retire** the head once it has finished: release its outputs, apply its store writes,
    advance the committable offset.
@@ -31,6 +32,14 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiostreams.engine.async_chain import (
+    AsyncRunner,
+    Step,
+    compile_async_node,
+    compile_fan_out,
+    hand_over,
+    step_of,
+)
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.context import NodeContext
 from aiostreams.engine.external_sink import ExternalRecord
@@ -109,7 +118,8 @@ class NodeExec:
     """A node of the sub-topology instantiated for one task."""
 
     __slots__ = ("children", "children_by_name", "context", "external", "is_async", "name",
-                 "processor", "retry", "run_sync", "sink", "stores", "subtree_async")
+                 "processor", "retry", "run_async", "run_sync", "sink", "steps", "stores",
+                 "subtree_async")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -124,6 +134,8 @@ class NodeExec:
         self.retry: Retry | None = None
         self.subtree_async = False  # this node or one below it must be awaited
         self.run_sync: Runner = _not_compiled  # runs it synchronously (see sync_chain)
+        self.run_async: AsyncRunner | None = None  # when subtree_async (see async_chain)
+        self.steps: dict[str, Step] = {}  # its children's, by name (a processor's)
 
 
 def _not_compiled(record: Record[Any, Any], slot: Slot) -> None:
@@ -131,15 +143,19 @@ def _not_compiled(record: Record[Any, Any], slot: Slot) -> None:
 
 
 class SourceExec:
-    __slots__ = ("chain_is_async", "children", "decode", "key_serde", "name", "value_serde")
+    __slots__ = ("chain_is_async", "children", "decode", "key_serde", "name", "run_async",
+                 "value_serde")
 
-    def __init__(self, node: SourceNode, children: list[NodeExec], chain_is_async: bool) -> None:
+    def __init__(self, node: SourceNode, children: list[NodeExec]) -> None:
         self.name = node.name
         self.key_serde: Serde[Any] = node.key_serde
         self.value_serde: Serde[Any] = node.value_serde
         self.decode = compile_decoder(node.key_serde, node.value_serde)
         self.children = children
-        self.chain_is_async = chain_is_async
+        self.chain_is_async = any(c.subtree_async for c in children)
+        # the children, awaited where they must be (used only when chain_is_async)
+        self.run_async = compile_fan_out(
+            [(c.run_sync, c.run_async) for c in children])
 
 
 class _Punctuation:
@@ -279,12 +295,22 @@ class StreamTask:
                                            tp_of=self._tp_of)
             return ne.run_sync
 
+        def async_runner_of(ne: NodeExec) -> AsyncRunner:
+            if ne.run_async is None:
+                ne.steps = {c.name: step_of(c, async_runner_of) for c in ne.children}
+                ne.run_async = compile_async_node(ne, ne.steps)
+            return ne.run_async
+
         for ne in execs.values():
             runner_of(ne)
+        for ne in execs.values():
+            if ne.subtree_async:
+                async_runner_of(ne)
+            elif ne.processor is not None:  # for its punctuations' forwards
+                ne.steps = {c.name: step_of(c, async_runner_of) for c in ne.children}
         self._sources: dict[str, SourceExec] = {}
         for src in self.sub.sources:
-            children = [execs[c] for c in src.children]
-            sx = SourceExec(src, children, any(_reaches_async(c) for c in children))
+            sx = SourceExec(src, [execs[c] for c in src.children])
             for topic in src.topics:
                 self._sources[topic] = sx
 
@@ -421,6 +447,12 @@ class StreamTask:
         queues = self._queues
         single = queues.single_queue
         sources = self._sources
+        issue = rob.issue
+        admit = self._station.admit
+        metrics = self.metrics
+        by_key = self._ordering is Ordering.KEY
+        executing = SlotState.EXECUTING
+        done = SlotState.DONE
         while (self.state is TaskState.RUNNING and self._barrier is None
                and len(in_rob) < capacity):
             if self._due_punctuations:
@@ -447,16 +479,23 @@ class StreamTask:
                 if self._run_inline(raw, source) and single is not None:
                     self._drain_inline(single, source)
                 continue
-            slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
+            slot = Slot(SlotKind.RECORD, raw, source,
+                        (raw.key if raw.key is not None else _NULL_KEY) if by_key
+                        else self._hazard_of(raw))
             slot.stream_time = self.stream_time
-            rob.issue(slot)
+            issue(slot)
             self._unfinished += 1
-            if len(in_rob) > self.metrics.max_rob_depth:
-                self.metrics.max_rob_depth = len(in_rob)
-            if self._station.admit(slot):
-                self._start(slot)
-            if rob.head is slot and slot.state is SlotState.DONE:
-                self._retire()
+            if len(in_rob) > metrics.max_rob_depth:
+                metrics.max_rob_depth = len(in_rob)
+            if admit(slot):
+                if source.chain_is_async:
+                    slot.state = executing
+                    slot.attempts = 1
+                    self._dispatch(slot)
+                else:
+                    self._start(slot)
+                    if in_rob[0] is slot and slot.state is done:
+                        self._retire()
 
     def _run_inline(self, raw: RawRecord, source: SourceExec) -> bool:
         """The fast path: nothing is in flight and the chain is synchronous, so the record
@@ -581,12 +620,8 @@ class StreamTask:
                 released.append(OutgoingRecord(changelog, k, v, None, (), self._partition))
 
     def _retire(self) -> None:
-        rob = self._rob
         released = self._released
-        while True:
-            slot = rob.pop_retirable()
-            if slot is None:
-                break
+        for slot in self._rob.pop_retirable():
             if slot.outputs:
                 released.extend(slot.outputs)
             if slot.writes:
@@ -630,17 +665,46 @@ class StreamTask:
     async def _executor(self, slot: Slot) -> None:
         """Run slots until the task closes (cancellation ends it; per-slot errors do not).
 
-        The executor's context is reused from slot to slot (``CURRENT_SLOT`` is set for
-        each); see :mod:`aiostreams.topology.processor` on user context variables."""
+        A record slot runs here directly, through its source's compiled async runner (see
+        :mod:`~aiostreams.engine.async_chain`): no coroutine per record beyond the
+        runners'. The executor's context is reused from slot to slot (``CURRENT_SLOT`` is
+        set for each); see :mod:`aiostreams.topology.processor` on user context variables."""
         loop = asyncio.get_running_loop()
+        ready = self._ready
+        idle = self._idle_executors
+        set_current = CURRENT_SLOT.set
+        record_kind = SlotKind.RECORD
         while True:
-            await self._execute_async(slot)
-            if self._ready:
-                slot = heapq.heappop(self._ready)[1]
+            set_current(slot)
+            try:
+                if self._attempt_timeout is None and slot.kind is record_kind:
+                    source = slot.source
+                    slot.node = source.name
+                    record = slot.record = source.decode(slot.raw)
+                    await source.run_async(record, slot)
+                else:
+                    await self._execute_timed(slot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._on_error(slot, error)
+            else:
+                self._finish(slot)
+            if ready:
+                slot = heapq.heappop(ready)[1]
                 continue
             waiter: asyncio.Future[Slot] = loop.create_future()
-            self._idle_executors.append(waiter)
+            idle.append(waiter)
             slot = await waiter
+
+    async def _execute_timed(self, slot: Slot) -> None:
+        """A punctuation, or any slot under a per-attempt timeout."""
+        timeout = self._attempt_timeout
+        if timeout is None:
+            await self._run_slot_async(slot)
+        else:
+            async with asyncio.timeout(timeout):
+                await self._run_slot_async(slot)
 
     def _deserialize(self, slot: Slot) -> Record[Any, Any]:
         raw = slot.raw
@@ -655,56 +719,6 @@ class StreamTask:
         for child in slot.source.children:
             child.run_sync(record, slot)
 
-    async def _invoke_async(self, node: NodeExec, record: Record[Any, Any], slot: Slot) -> None:
-        if not node.subtree_async:
-            node.run_sync(record, slot)
-            return
-        buffer: list[tuple[str | None, Record[Any, Any]]] = []
-        slot.forward_buffer = buffer
-        slot.node = node.name
-        assert node.processor is not None
-        result = node.processor.process(record)
-        if result is not None:
-            await result
-        slot.forward_buffer = None
-        await self._invoke_children(node, buffer, slot)
-
-    async def _invoke_children(self, node: NodeExec,
-                               buffer: list[tuple[str | None, Record[Any, Any]]],
-                               slot: Slot) -> None:
-        for child, forwarded in buffer:
-            targets = node.children if child is None else [node.children_by_name[child]]
-            for c in targets:
-                if c.subtree_async:
-                    await self._invoke_async(c, forwarded, slot)
-                else:
-                    c.run_sync(forwarded, slot)
-
-    async def _execute_async(self, slot: Slot) -> None:
-        CURRENT_SLOT.set(slot)
-        timeout = self._attempt_timeout
-        try:
-            if timeout is None:
-                if slot.kind is SlotKind.RECORD:
-                    slot.node = slot.source.name
-                    record = self._deserialize(slot)
-                    for child in slot.source.children:
-                        if child.subtree_async:
-                            await self._invoke_async(child, record, slot)
-                        else:
-                            child.run_sync(record, slot)
-                else:
-                    await self._run_slot_async(slot)
-            else:
-                async with asyncio.timeout(timeout):
-                    await self._run_slot_async(slot)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self._on_error(slot, error)
-            return
-        self._finish(slot)
-
     async def _run_slot_async(self, slot: Slot) -> None:
         if slot.kind is SlotKind.PUNCTUATION:
             assert slot.punctuate is not None
@@ -712,8 +726,7 @@ class StreamTask:
             return
         slot.node = slot.source.name
         record = self._deserialize(slot)
-        for child in slot.source.children:
-            await self._invoke_async(child, record, slot)
+        await slot.source.run_async(record, slot)
 
     def serialize_for(self, topic: str, key: Any, value: Any) -> tuple[bytes | None,
                                                                         bytes | None]:
@@ -867,7 +880,8 @@ class StreamTask:
             if result is not None:
                 await result
             slot.forward_buffer = None
-            await self._invoke_children(p.node, buffer, slot)
+            steps = p.node.steps
+            await hand_over(buffer, slot, steps, list(steps.values()))
 
         slot = Slot(SlotKind.PUNCTUATION, None, None, None, run)
         slot.stream_time = self.stream_time

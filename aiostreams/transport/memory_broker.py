@@ -291,8 +291,11 @@ class MemoryBroker:
     ) -> list[tuple[OutgoingRecord, int]]:
         """Pick each record's partition (its own, else ``choose``), checking topics first."""
         resolved: list[tuple[OutgoingRecord, int]] = []
+        counts: dict[str, int] = {}  # partition counts of the topics met so far
         for record in records:
-            count = len(self.require_topic(record.topic))
+            count = counts.get(record.topic, 0)
+            if not count:
+                count = counts[record.topic] = len(self.require_topic(record.topic))
             if record.partition is None:
                 partition = choose(record.topic, record.key, count)
             else:
