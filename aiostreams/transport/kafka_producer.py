@@ -43,7 +43,7 @@ from aiostreams.transport.kafka_connection import (
 )
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
 from aiostreams.transport.lifecycle import ProducerState
-from aiostreams.transport.partitioner import default_partition
+from aiostreams.transport.partitioner import KeyPartitioner
 from aiostreams.types import OutgoingRecord, TopicPartition
 
 __all__ = ["KafkaProducer"]
@@ -81,7 +81,7 @@ class KafkaProducer:
         self._transactional_id = transactional_id
         self._state = ProducerState.CREATED
         self._producer: AIOKafkaProducer | None = None
-        self._null_key_counter = itertools.count()
+        self._partitioner = KeyPartitioner()
         self._deliveries: list[tuple[str, asyncio.Future[Any]]] = []
 
     @property
@@ -146,7 +146,7 @@ class KafkaProducer:
 
     def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int:
         """Kafka's default partitioner; null keys go round-robin per producer."""
-        return default_partition(key, partitions, counter=self._null_key_counter)
+        return self._partitioner(key, partitions)
 
     # -- sending ------------------------------------------------------------------------
 
@@ -219,10 +219,11 @@ class KafkaProducer:
         """Group ``records`` by destination partition, keeping their order."""
         counts = await self._partition_counts(producer, {r.topic for r in records})
         by_partition: dict[AioTopicPartition, list[OutgoingRecord]] = {}
+        partitioner = self._partitioner
         for record in records:
             count = counts[record.topic]
             if record.partition is None:
-                partition = default_partition(record.key, count, counter=self._null_key_counter)
+                partition = partitioner(record.key, count)
             elif 0 <= record.partition < count:
                 partition = record.partition
             else:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 
 from aiostreams.errors import ProducerFencedError, TransportError
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
 from aiostreams.transport.lifecycle import ProducerState
 from aiostreams.transport.memory_broker import MemoryBroker
-from aiostreams.transport.partitioner import default_partition
+from aiostreams.transport.partitioner import KeyPartitioner
 from aiostreams.types import OutgoingRecord, TopicPartition
 
 __all__ = ["MemoryProducer"]
@@ -47,8 +46,7 @@ class MemoryProducer:
         self._transactional_id = transactional_id
         self._epoch = -1
         self._state = ProducerState.CREATED
-        self._null_key_counter = itertools.count()
-        self._partition_memo: dict[tuple[bytes, int], int] = {}
+        self._partitioner = KeyPartitioner()
         self._pending_records: list[tuple[OutgoingRecord, int]] = []
         self._pending_offsets: dict[str, dict[TopicPartition, int]] = {}
 
@@ -72,20 +70,8 @@ class MemoryProducer:
             self._transition(ProducerState.STOPPED)
 
     def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int:
-        """Kafka's default partitioner; null keys go round-robin per producer.
-
-        Keyed results are memoised (murmur2 in Python costs about 1 µs, and streams repeat
-        their keys); the memo is dropped whole when it reaches 100k entries."""
-        if key is None:
-            return default_partition(key, partitions, counter=self._null_key_counter)
-        memo = self._partition_memo
-        hit = memo.get((key, partitions))
-        if hit is None:
-            if len(memo) >= 100_000:
-                memo.clear()
-            hit = memo[(key, partitions)] = default_partition(
-                key, partitions, counter=self._null_key_counter)
-        return hit
+        """Kafka's default partitioner (memoised); null keys go round-robin per producer."""
+        return self._partitioner(key, partitions)
 
     async def send_batch(self, records: Sequence[OutgoingRecord]) -> None:
         """Append ``records`` in order, or add them to the open transaction.

@@ -17,10 +17,11 @@ cached per word count), and each step masks to 32 bits once.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Callable, Iterator
 
-__all__ = ["default_partition", "murmur2", "to_positive"]
+__all__ = ["KeyPartitioner", "default_partition", "murmur2", "to_positive"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -84,3 +85,29 @@ def default_partition(
     if key is None:
         return next(counter) % num_partitions
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class KeyPartitioner:
+    """A producer's :func:`default_partition`, with its own null-key counter and keyed
+    results memoised.
+
+    Streams repeat their keys, and murmur2 in Python costs about 1 µs a key, so the
+    partition of each (key, partition count) is kept; the memo is dropped whole when it
+    reaches ``max_keys`` entries (bounded memory, no per-entry bookkeeping)."""
+
+    def __init__(self, max_keys: int = 100_000) -> None:
+        self._null_key_counter = itertools.count()
+        self._memo: dict[tuple[bytes, int], int] = {}
+        self._max_keys = max_keys
+
+    def __call__(self, key: bytes | None, num_partitions: int) -> int:
+        if key is None:
+            return default_partition(key, num_partitions, counter=self._null_key_counter)
+        memo = self._memo
+        hit = memo.get((key, num_partitions))
+        if hit is None:
+            if len(memo) >= self._max_keys:
+                memo.clear()
+            hit = memo[(key, num_partitions)] = default_partition(
+                key, num_partitions, counter=self._null_key_counter)
+        return hit

@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.transport.partitioner import default_partition, murmur2, to_positive
+from aiostreams.transport.partitioner import (
+    KeyPartitioner,
+    default_partition,
+    murmur2,
+    to_positive,
+)
 
 # Kafka's clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java (testMurmur2),
 # plus vectors other Kafka clients (akka, librdkafka) check against the Java client.
@@ -124,3 +129,20 @@ def test_keys_spread_evenly_over_partitions() -> None:
 def test_partition_count_below_one_is_refused(count: int) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         default_partition(b"k", count, counter=itertools.count())
+
+
+def test_key_partitioner_answers_like_default_partition_and_bounds_its_memo() -> None:
+    partitioner = KeyPartitioner(max_keys=3)
+    keys = [f"user-{i}".encode() for i in range(10)]
+    first = [partitioner(key, 7) for key in keys]
+    again = [partitioner(key, 7) for key in keys]  # memo hits, and a memo cleared twice
+    expected = [default_partition(key, 7, counter=itertools.count()) for key in keys]
+    assert first == again == expected
+    assert len(partitioner._memo) <= 3
+    assert partitioner(keys[0], 1) == 0  # the partition count is part of the memo's key
+
+
+def test_key_partitioner_spreads_null_keys_round_robin_on_its_own_counter() -> None:
+    one, other = KeyPartitioner(), KeyPartitioner()
+    assert [one(None, 3) for _ in range(4)] == [0, 1, 2, 0]
+    assert other(None, 3) == 0
