@@ -146,7 +146,7 @@ class KafkaProducer:
 
     def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int:
         """Kafka's default partitioner; null keys go round-robin per producer."""
-        return self._partitioner(key, partitions)
+        return self._partitioner.partition_for(topic, key, partitions)
 
     # -- sending ------------------------------------------------------------------------
 
@@ -219,11 +219,11 @@ class KafkaProducer:
         """Group ``records`` by destination partition, keeping their order."""
         counts = await self._partition_counts(producer, {r.topic for r in records})
         by_partition: dict[AioTopicPartition, list[OutgoingRecord]] = {}
-        partitioner = self._partitioner
+        partition_for = self._partitioner.partition_for
         for record in records:
             count = counts[record.topic]
             if record.partition is None:
-                partition = partitioner(record.key, count)
+                partition = partition_for(record.topic, record.key, count)
             elif 0 <= record.partition < count:
                 partition = record.partition
             else:

@@ -71,7 +71,7 @@ class MemoryProducer:
 
     def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int:
         """Kafka's default partitioner (memoised); null keys go round-robin per producer."""
-        return self._partitioner(key, partitions)
+        return self._partitioner.partition_for(topic, key, partitions)
 
     async def send_batch(self, records: Sequence[OutgoingRecord]) -> None:
         """Append ``records`` in order, or add them to the open transaction.
@@ -79,15 +79,16 @@ class MemoryProducer:
         Raises before appending anything if a topic or an explicit partition does not
         exist. Not interrupted by cancellation (there is no await inside).
         """
+        choose = self._partitioner.partition_for
         if self._transactional_id is None:
             self._require(ProducerState.READY, "send records")
             with self._broker._lock:
-                self._broker.append(self._broker.resolve_partitions(records, self.partition_for))
+                self._broker.append(self._broker.resolve_partitions(records, choose))
             return
         self._require(ProducerState.IN_TRANSACTION, "send records")
         with self._broker._lock:
             self._pending_records.extend(
-                self._broker.resolve_partitions(records, self.partition_for)
+                self._broker.resolve_partitions(records, choose)
             )
 
     async def flush(self) -> None:

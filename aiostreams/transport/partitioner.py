@@ -100,7 +100,10 @@ class KeyPartitioner:
         self._memo: dict[tuple[bytes, int], int] = {}
         self._max_keys = max_keys
 
-    def __call__(self, key: bytes | None, num_partitions: int) -> int:
+    def partition_for(self, topic: str, key: bytes | None, num_partitions: int) -> int:
+        """The partition of ``key`` among ``num_partitions``. ``topic`` does not change it
+        (Kafka's default partitioner ignores it); it is there so that this method is a
+        producer's ``partition_for`` and a memory broker's partition chooser as it is."""
         if key is None:
             return default_partition(key, num_partitions, counter=self._null_key_counter)
         memo = self._memo

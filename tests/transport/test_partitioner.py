@@ -134,15 +134,17 @@ def test_partition_count_below_one_is_refused(count: int) -> None:
 def test_key_partitioner_answers_like_default_partition_and_bounds_its_memo() -> None:
     partitioner = KeyPartitioner(max_keys=3)
     keys = [f"user-{i}".encode() for i in range(10)]
-    first = [partitioner(key, 7) for key in keys]
-    again = [partitioner(key, 7) for key in keys]  # memo hits, and a memo cleared twice
+    first = [partitioner.partition_for("t", key, 7) for key in keys]
+    # memo hits, and a memo cleared twice on the way
+    again = [partitioner.partition_for("t", key, 7) for key in keys]
     expected = [default_partition(key, 7, counter=itertools.count()) for key in keys]
     assert first == again == expected
     assert len(partitioner._memo) <= 3
-    assert partitioner(keys[0], 1) == 0  # the partition count is part of the memo's key
+    # the partition count is part of the memo's key
+    assert partitioner.partition_for("t", keys[0], 1) == 0
 
 
 def test_key_partitioner_spreads_null_keys_round_robin_on_its_own_counter() -> None:
     one, other = KeyPartitioner(), KeyPartitioner()
-    assert [one(None, 3) for _ in range(4)] == [0, 1, 2, 0]
-    assert other(None, 3) == 0
+    assert [one.partition_for("t", None, 3) for _ in range(4)] == [0, 1, 2, 0]
+    assert other.partition_for("t", None, 3) == 0
