@@ -753,7 +753,9 @@ class StreamTask:
         barrier = self._barrier
         if barrier is not None and barrier.state is SlotState.WAITING and self._unfinished == 1:
             self._start(barrier)
-        self.schedule_pump()
+        if not self._pump_scheduled:  # schedule_pump(), without a call per record
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
 
     # -- failure ------------------------------------------------------------------------
 
