@@ -92,9 +92,8 @@ async def hand_over(buffer: list[tuple[str | None, Record[Any, Any]]], slot: Slo
 
 
 def compile_fan_out(steps: list[Step]) -> AsyncRunner:
-    """Run ``record`` through each of ``steps`` in order (a source's children, or the
-    children a punctuation forwarded to): the one async step itself when it is the only
-    step, so no frame is added for it."""
+    """Run ``record`` through each of ``steps`` in order (a source's children): the one
+    async step itself when it is the only step, so no frame is added for it."""
     if len(steps) == 1 and steps[0][1] is not None:
         return steps[0][1]
 
