@@ -149,7 +149,7 @@ class ReorderBuffer:
         slots = self._slots
         done = SlotState.DONE
         retired: list[Slot] = []
-        last: Slot | None = None  # the last retired record slot, while they share a partition
+        last: RawRecord | None = None  # the last retired record, while they share a partition
         for slot in slots:
             if slot.state is not done:
                 break
@@ -157,19 +157,13 @@ class ReorderBuffer:
             raw = slot.raw
             if raw is None:
                 continue
-            if last is not None:
-                previous = last.raw
-                assert previous is not None
-                if previous.topic != raw.topic or previous.partition != raw.partition:
-                    self._advance_to(previous)
-            last = slot
-        if not retired:
-            return retired
-        for _ in range(len(retired)):
+            if last is not None and (last.topic != raw.topic or last.partition != raw.partition):
+                self._advance_to(last)
+            last = raw
+        for _ in retired:
             slots.popleft()
         if last is not None:
-            assert last.raw is not None
-            self._advance_to(last.raw)
+            self._advance_to(last)
         return retired
 
     def _advance_to(self, raw: RawRecord) -> None:

@@ -305,9 +305,9 @@ class StreamTask:
             runner_of(ne)
         for ne in execs.values():
             if ne.subtree_async:
-                async_runner_of(ne)
-            elif ne.processor is not None:  # for its punctuations' forwards
-                ne.steps = {c.name: step_of(c, async_runner_of) for c in ne.children}
+                async_runner_of(ne)  # sets its steps too
+            elif ne.processor is not None:  # a sync subtree: steps for punctuations' forwards
+                ne.steps = {c.name: (c.run_sync, None) for c in ne.children}
         self._sources: dict[str, SourceExec] = {}
         for src in self.sub.sources:
             sx = SourceExec(src, [execs[c] for c in src.children])
@@ -479,6 +479,7 @@ class StreamTask:
                 if self._run_inline(raw, source) and single is not None:
                     self._drain_inline(single, source)
                 continue
+            # _hazard_of, with its default (key) case inlined: one call less per record
             slot = Slot(SlotKind.RECORD, raw, source,
                         (raw.key if raw.key is not None else _NULL_KEY) if by_key
                         else self._hazard_of(raw))
