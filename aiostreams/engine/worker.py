@@ -437,6 +437,10 @@ class Worker:
             raise failed
         if self._commit_requested:
             await self.commit()
+        # A fetch that found records ready returns without suspending, and sync processors
+        # retire without awaiting: without this the loop would never let the sender, the
+        # commit timer or the application's own coroutines run while input is waiting.
+        await asyncio.sleep(0)
 
     def _transient(self, error: TransportError) -> bool:
         """Worth retrying: the broker is restarting, a coordinator moves, a request timed

@@ -93,6 +93,45 @@ async def test_two_workers_split_partitions_and_one_takes_over() -> None:
     assert len(first.tasks) == 0  # closed on stop
 
 
+async def test_the_event_loop_runs_other_coroutines_between_fetched_batches() -> None:
+    """Records ready in the broker and a processor that never awaits must not starve the
+    loop: the sender, the commit timer and the application's coroutines run between
+    batches."""
+    ticks = 0
+    seen: list[int] = []
+
+    class SeesTicks(Processor[str, str]):
+        def process(self, record: Record[str, str]) -> None:
+            seen.append(ticks)
+            self.context.forward(record)
+
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    src, dst = unique("in"), unique("out")
+    await create_topic(transport, src, 1)
+    await produce(transport, src, inputs(2000))
+    app = App("ticks", transport=transport, max_poll_records=100)
+    app.topic(src, key=str, value=str)
+    app.topic(dst, key=str, value=str)
+    app.topology.add_source("src", src).add_processor("see", SeesTicks, "src").add_sink(
+        "sink", dst, "see")
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)  # one turn of the loop per tick
+
+    ticking = asyncio.create_task(ticker())
+    async with app:
+        await read_exactly(transport, dst, 2000)
+    stop.set()
+    await ticking
+    assert len(seen) == 2000
+    assert len(set(seen)) >= 2000 // 100  # the ticker ran between every two batches
+
+
 async def test_fail_handler_stops_the_app_with_a_clear_error() -> None:
     class Boom(Processor[str, str]):
         def process(self, record: Record[str, str]) -> None:
