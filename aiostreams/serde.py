@@ -15,6 +15,13 @@ raises :class:`~aiostreams.errors.DeserializationError` and nothing else, whatev
 A serde sees only bytes, so it names the topic but not the partition, offset or whether it was
 decoding a key; the caller fills those in with :meth:`DeserializationError.at`.
 
+Shortcuts: a serde may also carry ``fast_deserialize(data)`` and ``fast_serialize(value)``,
+one compiled callable each (``bytes.decode``, ``orjson.loads``...) that the engine's
+compiled record path calls instead of the two methods, saving a Python call per key and
+value. For non-``None`` input a shortcut returns exactly what the method returns; on bad
+input it may raise anything, and the engine then calls the method, whose typed error (or
+result) is the one that counts. :func:`shortcuts` reads them.
+
 :func:`serde_for` turns what users write in ``app.topic("orders", key=str, value=Order)`` into
 a serde.
 """
@@ -50,6 +57,7 @@ __all__ = [
     "Serde",
     "StrSerde",
     "serde_for",
+    "shortcuts",
 ]
 
 T = TypeVar("T")
@@ -110,11 +118,17 @@ class BytesSerde(_Stateless):
     def deserialize(self, topic: str, data: bytes | None) -> bytes | None:
         return data
 
+    # bytes(b) is b itself for bytes, which is all transports return
+    fast_deserialize: ClassVar[Callable[[bytes], bytes]] = staticmethod(bytes)
+
 
 class StrSerde(_Stateless):
     """Text as UTF-8 (Kafka ``StringSerializer``); malformed UTF-8 is an error, not U+FFFD."""
 
     __slots__ = ()
+
+    fast_deserialize: ClassVar[Callable[[bytes], str]] = staticmethod(bytes.decode)
+    fast_serialize: ClassVar[Callable[[str], bytes]] = staticmethod(str.encode)
 
     def serialize(self, topic: str, value: str | None) -> bytes | None:
         if value is None:
@@ -256,6 +270,9 @@ class JsonSerde(_Stateless):
 
     __slots__ = ()
 
+    fast_deserialize: ClassVar[Callable[[bytes], Any]] = staticmethod(orjson.loads)
+    fast_serialize: ClassVar[Callable[[Any], bytes]] = staticmethod(orjson.dumps)
+
     def serialize(self, topic: str, value: Any) -> bytes | None:
         if value is None:
             return None
@@ -309,7 +326,8 @@ class PydanticSerde(Generic[M]):
     a user validator, is a ``DeserializationError`` chained to the original.
     """
 
-    __slots__ = ("_by_alias", "_name", "_to_json", "_validate_json", "model_cls")
+    __slots__ = ("_by_alias", "_name", "_to_json", "_validate_json", "fast_deserialize",
+                 "model_cls")
 
     def __init__(self, model_cls: type[M]) -> None:
         if not (isinstance(model_cls, type) and issubclass(model_cls, BaseModel)):
@@ -328,6 +346,8 @@ class PydanticSerde(Generic[M]):
         self.model_cls = model_cls
         self._name = name
         self._validate_json: Callable[[bytes], Any] = model_cls.__pydantic_validator__.validate_json
+        # No fast_serialize: writing checks the value's class first.
+        self.fast_deserialize: Callable[[bytes], M] = self._validate_json
         self._to_json: Callable[..., bytes] = model_cls.__pydantic_serializer__.to_json
         self._by_alias: bool = model_cls.model_config.get("validate_by_alias", True)
 
@@ -384,6 +404,14 @@ _ACCEPTED: Final = (
     "bytes, str, int (a Kafka long), float (a Kafka double), dict, list or 'json' (any JSON), "
     "a pydantic BaseModel subclass, a serde instance such as IntSerde(), or None (raw bytes)"
 )
+
+
+def shortcuts(
+    serde: Serde[Any],
+) -> tuple[Callable[[bytes], Any] | None, Callable[[Any], bytes] | None]:
+    """``serde``'s ``(fast_deserialize, fast_serialize)``, ``None`` where it has none (see
+    the module docstring for what they promise)."""
+    return getattr(serde, "fast_deserialize", None), getattr(serde, "fast_serialize", None)
 
 
 def serde_for(spec: object) -> Serde[Any]:

@@ -164,6 +164,35 @@ async def test_failed_records_go_to_the_dead_letter_topic_with_their_origin() ->
         assert driver.committed("in", 0) == 4
 
 
+async def test_a_value_the_sinks_serde_cannot_write_is_dead_lettered_naming_the_sink() -> None:
+    class Mistyped(Processor[str, str]):
+        def process(self, record: Record[str, str]) -> None:
+            # an int for a str topic, or text UTF-8 cannot encode: both the sink's to refuse
+            value: Any = {"int": 5, "surrogate": "a\ud800"}.get(record.value, record.value)
+            self.context.forward(record.with_value(value))
+
+    topology = Topology()
+    topology.add_source("src", "in", key_serde=str, value_serde=str).add_processor(
+        "mistyped", Mistyped, "src").add_sink("sink", "out", "mistyped", key_serde=str,
+                                              value_serde=str)
+    async with TopologyTestDriver(topology, {"dead_letter_topic": "dlq"},
+                                  app_id="mistyped") as driver:
+        driver.pipe_inputs("in", [("k1", "ok"), ("k2", "int"), ("k3", "surrogate"),
+                                  ("k4", "fine")])
+        await driver.process_all()
+        assert pairs(driver.read_output("out")) == [("k1", "ok"), ("k4", "fine")]
+        letters = driver.read_raw_output("dlq")
+        assert [(r.key, r.value) for r in letters] == [(b"k2", b"int"), (b"k3", b"surrogate")]
+        for letter in letters:
+            headers = dict(letter.headers)
+            assert headers["aiostreams.dlq.exception"] == b"aiostreams.errors.SerializationError"
+            assert headers["aiostreams.dlq.processor"] == b"sink"
+        assert b"StrSerde takes a str, got int" in dict(letters[0].headers)[
+            "aiostreams.dlq.message"]
+        assert b"cannot encode 'a\\ud800' as UTF-8" in dict(letters[1].headers)[
+            "aiostreams.dlq.message"]
+
+
 async def test_a_task_failure_is_raised_by_process_all_and_nothing_past_it_commits() -> None:
     class Boom(Processor[str, str]):
         def process(self, record: Record[str, str]) -> None:

@@ -23,6 +23,7 @@ from aiostreams.serde import (
     Serde,
     StrSerde,
     serde_for,
+    shortcuts,
 )
 
 TOPIC = "orders"
@@ -342,6 +343,50 @@ def test_any_json_for_a_model_validates_or_raises_only_deserialization_error(
         PydanticSerde(Order).deserialize(TOPIC, data)
     except DeserializationError as error:
         assert error.reason.startswith("not a valid Order: ")
+
+
+# --- shortcuts: what the engine calls instead of the methods ---------------------------------
+
+WITH_SHORTCUTS = [serde for serde in ALL_SERDES if any(shortcuts(serde))]
+ANY_VALUE = JSON_VALUES | st.binary(max_size=16) | st.builds(an_order, qty=INT32)
+
+
+def test_the_common_serdes_have_shortcuts() -> None:
+    assert {type(serde) for serde in WITH_SHORTCUTS} == {BytesSerde, StrSerde, JsonSerde,
+                                                         PydanticSerde}
+
+
+@pytest.mark.parametrize("serde", WITH_SHORTCUTS, ids=repr)
+@given(data=st.binary(max_size=64) | JSON_VALUES.map(lambda v: JsonSerde().serialize(TOPIC, v)
+                                                    or b"null"))
+def test_fast_deserialize_returns_what_deserialize_does_or_raises_where_it_does(
+    serde: Serde[Any], data: bytes
+) -> None:
+    fast = shortcuts(serde)[0]
+    assert fast is not None
+    try:
+        expected = serde.deserialize(TOPIC, data)
+    except DeserializationError:
+        with pytest.raises(Exception):  # noqa: B017 - any exception sends the engine to the method
+            fast(data)
+    else:
+        assert fast(data) == expected
+
+
+@pytest.mark.parametrize("serde", [s for s in WITH_SHORTCUTS if shortcuts(s)[1]], ids=repr)
+@given(value=ANY_VALUE.filter(lambda v: v is not None) | st.text())
+def test_fast_serialize_returns_what_serialize_does_or_raises_where_it_does(
+    serde: Serde[Any], value: Any
+) -> None:
+    fast = shortcuts(serde)[1]
+    assert fast is not None
+    try:
+        expected = serde.serialize(TOPIC, value)
+    except SerializationError:
+        with pytest.raises(Exception):  # noqa: B017 - any exception sends the engine to the method
+            fast(value)
+    else:
+        assert fast(value) == expected
 
 
 # --- DeserializationError.at ------------------------------------------------------------------

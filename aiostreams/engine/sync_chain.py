@@ -17,7 +17,10 @@ Semantics are those of the node graph, exactly:
   a value over ``max_record_bytes`` is a :class:`SerializationError` (Kafka would refuse
   it), as is a serde's own failure;
 - an external sink keys its output by the input record's partition and offset, so only
-  records of input records reach it (not punctuation output).
+  records of input records reach it (not punctuation output);
+- where both serdes of a source or a sink have shortcuts (:func:`aiostreams.serde.shortcuts`)
+  the compiled code calls those, and on any exception from one falls back to the serde
+  methods, so errors (and results) are the methods' own.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from aiostreams.engine.context import NodeContext
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
-from aiostreams.serde import Serde
+from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import SinkNode
 from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
@@ -46,7 +49,7 @@ def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
     deserialize_key = key_serde.deserialize
     deserialize_value = value_serde.deserialize
 
-    def decode(raw: RawRecord) -> Record[Any, Any]:
+    def slow_decode(raw: RawRecord) -> Record[Any, Any]:
         try:
             key = deserialize_key(raw.topic, raw.key)
         except DeserializationError as e:
@@ -55,6 +58,20 @@ def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
             value = deserialize_value(raw.topic, raw.value)
         except DeserializationError as e:
             raise e.at(raw.partition, raw.offset, "value") from e.__cause__
+        return Record(key, value, raw.topic, raw.partition, raw.offset, raw.timestamp,
+                      raw.headers)
+
+    fast_key, fast_value = shortcuts(key_serde)[0], shortcuts(value_serde)[0]
+    if fast_key is None or fast_value is None:
+        return slow_decode
+
+    def decode(raw: RawRecord) -> Record[Any, Any]:
+        k, v = raw.key, raw.value
+        try:
+            key = None if k is None else fast_key(k)
+            value = None if v is None else fast_value(v)
+        except Exception:
+            return slow_decode(raw)  # the serdes' own error, or their own result
         return Record(key, value, raw.topic, raw.partition, raw.offset, raw.timestamp,
                       raw.headers)
 
@@ -124,12 +141,11 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
     serialize_key = sink.key_serde.serialize
     serialize_value = sink.value_serde.serialize
     partitioner = sink.partitioner
+    fast_key, fast_value = shortcuts(sink.key_serde)[1], shortcuts(sink.value_serde)[1]
 
-    def run(record: Record[Any, Any], slot: Slot) -> None:
-        slot.node = name
+    def serialize(record: Record[Any, Any]) -> tuple[bytes | None, bytes | None]:
         try:
-            key = serialize_key(topic, record.key)
-            value = serialize_value(topic, record.value)
+            return serialize_key(topic, record.key), serialize_value(topic, record.value)
         except SerializationError:
             raise
         except Exception as e:
@@ -137,6 +153,18 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
                 f"sink {name!r} cannot serialize a record for topic {topic!r}: {e}",
                 topic=topic,
             ) from e
+
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        slot.node = name
+        if fast_key is None or fast_value is None:
+            key, value = serialize(record)
+        else:
+            k, v = record.key, record.value
+            try:
+                key = None if k is None else fast_key(k)
+                value = None if v is None else fast_value(v)
+            except Exception:
+                key, value = serialize(record)  # the serdes' own error, or their own result
         size = (len(key) if key else 0) + (len(value) if value else 0)
         if size > max_record_bytes:
             raise SerializationError(
