@@ -1,7 +1,7 @@
 """A flaky dependency slows one record, never the stream (issue: failure handling).
 
     python -m benchmarks.retry [--records 200000] [--keys 10000] [--in-flight 20000]
-                               [--rounds 3]
+                               [--rounds 5] [--one-after-the-other]
 
 On the real broker (``AIOSTREAMS_KAFKA`` or one started here), an async processor awaits
 2 ms per record (an I/O call). Each round runs twice on identical input:
@@ -25,10 +25,21 @@ wait for the retries of the last few flaky records after the rest of the input i
 their three backoffs (0.35 s on average, up to 0.53 s) are a fixed cost of the retry
 policy, about 5% of a 7 s run and 2% of a 20 s one.
 
-``--rounds`` (default 5) runs (a) and then (b) that many times, each on fresh topics. The
-machine's speed swings by ±20% over minutes, so a ratio is taken within each round (its
-(a) and (b) run back to back) and the median of the rounds' ratios is the figure; every
-round's ratio is printed beside it.
+``--rounds`` (default 5) runs (a) and (b) that many times, each on fresh topics, and the
+median of the rounds' ratios is the figure; every round's ratio is printed beside it.
+
+Side by side (the default): in each round (a) and (b) run at the same time, each in a
+process of its own (own heap, own GC) with its own topics and group on the one broker.
+This machine's speed swings by 20-40% over minutes (the same configuration's CPU time
+per record read 21 us in one minute and 30 us in the next), so two runs one after the other often
+meet different machines, and their ratio swung from 0.58 to 1.32 between rounds. Run side
+by side, both meet the same machine, and they share its two cores: the one that needs more
+CPU per record gets through fewer records. *Steady* is then taken over the same interval
+for both: from when both have passed 10% until the first reaches 90% (after that one
+finishes, the other would have the cores to itself). *End to end* stays each run's own
+(so (b)'s tail runs partly alone). ``--one-after-the-other`` runs (a) then (b) instead,
+each with the machine to itself. Each round's line gives each run's CPU time per record
+and its share of a core.
 
 Prints both (target: (b) >= 0.9 x (a)), and checks, during every (b), that every commit
 passed a failing record only after it had succeeded, and afterwards that each key's outputs
@@ -41,8 +52,10 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 import zlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiostreams import App, Processor, Record, Retry
@@ -66,7 +79,8 @@ class Flaky(Processor[str, str]):
 
     async def process(self, record: Record[str, str]) -> None:
         await asyncio.sleep(0.002)
-        if self.fail and flaky(record.value):
+        # the check runs in (a) too: the two runs differ only in whether the dependency fails
+        if flaky(record.value) and self.fail:
             n = self.attempts.get(record.value, 0) + 1
             self.attempts[record.value] = n
             if n <= 3:
@@ -75,22 +89,54 @@ class Flaky(Processor[str, str]):
         self.context.forward(record)
 
 
-async def steady_rate(app: App, n: int, low: float = 0.1, high: float = 0.9) -> float:
-    """Records/s retired between the ``low`` and ``high`` fractions of ``n`` (run it as a
-    task beside the app; it returns once ``high`` is reached)."""
-    marks: dict[float, float] = {}
-    while high not in marks:
+LOW, HIGH = 0.1, 0.9  # the steady part of a run: between these fractions of its records
+
+Samples = list[tuple[float, int]]
+"""``(time.monotonic(), records retired)`` pairs, in time order. The monotonic clock is the
+system's, so samples of two processes compare."""
+
+
+async def sample_progress(app: App, n: int, samples: Samples) -> None:
+    """Append a sample every 10 ms until ``HIGH`` of ``n`` records have retired (run it as
+    a task beside the app)."""
+    while True:
         done = sum(t.metrics.records_out for t in app.tasks.values())
-        for fraction in (low, high):
-            if fraction not in marks and done >= fraction * n:
-                marks[fraction] = time.perf_counter()
+        samples.append((time.monotonic(), done))
+        if done >= HIGH * n:
+            return
         await asyncio.sleep(0.01)  # a sampling period, not a wait for an event
-    return (high - low) * n / (marks[high] - marks[low])
+
+
+def _crossing(samples: Samples, count: float) -> float:
+    return next(t for t, done in samples if done >= count)
+
+
+def _retired_at(samples: Samples, at: float) -> float:
+    """Records retired at time ``at``, interpolated between the samples around it."""
+    before = max((s for s in samples if s[0] <= at), default=samples[0])
+    after = min((s for s in samples if s[0] >= at), default=samples[-1])
+    if after[0] == before[0]:
+        return before[1]
+    return before[1] + (after[1] - before[1]) * (at - before[0]) / (after[0] - before[0])
+
+
+def steady_rates(runs: list[Samples], n: int) -> list[float]:
+    """Each run's records/s over one interval common to all: from when every run has
+    passed ``LOW`` of ``n`` until the first reaches ``HIGH``. Given one run, its own
+    ``LOW``-``HIGH`` interval; runs that did not overlap that way get theirs each."""
+    start = max(_crossing(s, LOW * n) for s in runs)
+    end = min(_crossing(s, HIGH * n) for s in runs)
+    if end <= start:
+        return [steady_rates([s], n)[0] for s in runs]
+    return [(_retired_at(s, end) - _retired_at(s, start)) / (end - start) for s in runs]
 
 
 async def run(bootstrap: str, n: int, partitions: int, fail: bool,
               in_flight: int = 1000, keys: int = 10_000,
-              concurrency: int | None = None) -> dict[str, Any]:
+              concurrency: int | None = None,
+              gate: Callable[[], Awaitable[None]] | None = None) -> dict[str, Any]:
+    """One run, (b) if ``fail`` else (a); ``gate``, if given, is awaited once everything is
+    prepared, just before the app starts (to start two runs at once)."""
     transport = KafkaTransport(bootstrap)
     stamp = f"{int(time.time() * 1000)}-{int(fail)}"
     src, dst = f"retry-in-{stamp}", f"retry-out-{stamp}"
@@ -137,12 +183,16 @@ async def run(bootstrap: str, n: int, partitions: int, fail: bool,
             failing_positions.update((r.partition, r.offset) for r in records
                                      if r.value and flaky(r.value.decode()))
     await consumer.stop()
-    started = time.perf_counter()
+    if gate is not None:
+        await gate()
+    samples: Samples = []
+    started, cpu_started = time.perf_counter(), time.process_time()
     await app.start()
-    steady = asyncio.get_running_loop().create_task(steady_rate(app, n))
+    sampling = asyncio.get_running_loop().create_task(sample_progress(app, n, samples))
     await app.wait_until_caught_up(timeout=600)
     elapsed = time.perf_counter() - started
-    steady_records_per_s = await steady
+    cpu = time.process_time() - cpu_started
+    await sampling
     await app.stop()
 
     out = transport.consumer(None)
@@ -163,24 +213,86 @@ async def run(bootstrap: str, n: int, partitions: int, fail: bool,
         seq = int(r.value.split(b":")[1])  # each key's sequence number
         order_ok &= seq > last.get(r.key, -1)
         last[r.key] = seq
-    return {"rate": n / elapsed, "steady_rate": steady_records_per_s,
+    return {"rate": n / elapsed, "samples": samples,
+            "cpu_us_per_record": cpu / n * 1e6, "cpu_share": cpu / elapsed,
             "flaky_records": sum(1 for v in values if flaky(v)),
             "order_ok": order_ok, "commit_violations": len(violations), "outputs": len(got)}
 
 
+async def side_by_side(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a) and (b) at once, each in a child process (``--child``), released together once
+    both are prepared."""
+    children = [await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.retry", "--child", which, *argv,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        for which in ("clean", "failing")]
+    for child in children:
+        assert child.stdout is not None
+        if (await child.stdout.readline()).strip() != b"ready":
+            raise SystemExit("a benchmark child process failed while preparing its run; "
+                             "its error is above")
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        await child.stdin.drain()
+    results = []
+    for child in children:
+        out, _ = await child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(f"a benchmark child process exited with {child.returncode}; "
+                             "its error is above")
+        results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    return results[0], results[1]
+
+
+async def child_run(args: argparse.Namespace) -> None:
+    """The child of :func:`side_by_side`: prepare, say ``ready``, wait for a line on stdin,
+    run, print the result as one JSON line."""
+    tune_gc()
+    loop = asyncio.get_running_loop()
+
+    async def gate() -> None:
+        print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+
+    result = await run(args.bootstrap, args.records, args.partitions,
+                       fail=args.child == "failing", in_flight=args.in_flight, keys=args.keys,
+                       concurrency=args.concurrency, gate=gate)
+    print(json.dumps(result), flush=True)
+
+
 async def main_async(n: int, partitions: int, in_flight: int, keys: int,
-                     concurrency: int, rounds: int) -> dict[str, Any]:
+                     concurrency: int, rounds: int, together: bool) -> dict[str, Any]:
     tune_gc()
     cleans: list[dict[str, Any]] = []
     failings: list[dict[str, Any]] = []
     async with kafka_broker() as bootstrap:
-        for _ in range(rounds):  # interleaved, so a slow spell of the machine hits both
-            for fail, into in ((False, cleans), (True, failings)):
-                into.append(await run(bootstrap, n, partitions, fail=fail,
-                                      in_flight=in_flight, keys=keys, concurrency=concurrency))
+        for _ in range(rounds):
+            if together:
+                clean, failing = await side_by_side(
+                    ["--bootstrap", bootstrap, "--records", str(n), "--partitions",
+                     str(partitions), "--in-flight", str(in_flight), "--keys", str(keys),
+                     "--concurrency", str(concurrency)])
+                clean["steady_rate"], failing["steady_rate"] = steady_rates(
+                    [clean["samples"], failing["samples"]], n)
+            else:  # back to back, so a slow spell of the machine is likely to hit both
+                clean = await run(bootstrap, n, partitions, fail=False, in_flight=in_flight,
+                                  keys=keys, concurrency=concurrency)
+                failing = await run(bootstrap, n, partitions, fail=True, in_flight=in_flight,
+                                    keys=keys, concurrency=concurrency)
+                for each in (clean, failing):
+                    each["steady_rate"] = steady_rates([each["samples"]], n)[0]
+            for each, into in ((clean, cleans), (failing, failings)):
+                del each["samples"]  # used; too long to print
+                into.append(each)
     pairs = list(zip(cleans, failings, strict=True))
+    for i, (c, f) in enumerate(pairs, 1):  # CPU beside the rates tells machine from engine
+        print(f"round {i}: (a) {c['rate']:,.0f}/s, {c['cpu_us_per_record']:.1f} us CPU per "
+              f"record, {c['cpu_share']:.2f} of a core; (b) {f['rate']:,.0f}/s, "
+              f"{f['cpu_us_per_record']:.1f} us, {f['cpu_share']:.2f}", flush=True)
     return {"records": n, "keys": keys, "max_in_flight": in_flight,
             "max_concurrency": concurrency, "rounds": rounds,
+            "mode": "side by side" if together else "one after the other",
             "clean": summarize(cleans), "failing": summarize(failings),
             "round_ratios": [f["rate"] / c["rate"] for c, f in pairs],
             "round_steady_ratios": [f["steady_rate"] / c["steady_rate"] for c, f in pairs]}
@@ -213,15 +325,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of (a) then (b); the median of the rounds' ratios is "
                         "reported")
+    parser.add_argument("--one-after-the-other", action="store_true",
+                        help="run (a) then (b) in this process, instead of side by side in "
+                        "two")
+    parser.add_argument("--child", choices=["clean", "failing"], help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.child is not None:
+        run_event_loop(child_run(args))
+        return
     r = run_event_loop(main_async(args.records, args.partitions, args.in_flight, args.keys,
-                                  args.concurrency, args.rounds))
+                                  args.concurrency, args.rounds,
+                                  together=not args.one_after_the_other))
     clean, failing = r["clean"], r["failing"]
     ratio = statistics.median(r["round_ratios"])
     steady_ratio = statistics.median(r["round_steady_ratios"])
     r["steady_ratio"] = steady_ratio
+    print(f"{r['mode']}: {args.rounds} round(s) of {args.records:,} records")
     print(f"{'case (records/s, median of ' + str(args.rounds) + ')':44} {'end to end':>10} "
           f"{'steady':>10}")
     print(f"{'(a) no failures':44} {clean['rate']:10,.0f} {clean['steady_rate']:10,.0f}")
