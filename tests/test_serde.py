@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import struct
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -356,21 +357,27 @@ def test_the_common_serdes_have_shortcuts() -> None:
                                                          PydanticSerde}
 
 
+def assert_agrees(method: Callable[[str, Any], Any], fast: Callable[[Any], Any] | None,
+                  arg: Any, error: type[Exception]) -> None:
+    """``fast(arg)`` returns what ``method(TOPIC, arg)`` returns, or raises (anything: the
+    engine then calls the method) where the method raises ``error``."""
+    assert fast is not None
+    try:
+        expected = method(TOPIC, arg)
+    except error:
+        with pytest.raises(Exception):  # noqa: B017 - any exception sends the engine to the method
+            fast(arg)
+    else:
+        assert fast(arg) == expected
+
+
 @pytest.mark.parametrize("serde", WITH_SHORTCUTS, ids=repr)
 @given(data=st.binary(max_size=64) | JSON_VALUES.map(lambda v: JsonSerde().serialize(TOPIC, v)
                                                     or b"null"))
 def test_fast_deserialize_returns_what_deserialize_does_or_raises_where_it_does(
     serde: Serde[Any], data: bytes
 ) -> None:
-    fast = shortcuts(serde)[0]
-    assert fast is not None
-    try:
-        expected = serde.deserialize(TOPIC, data)
-    except DeserializationError:
-        with pytest.raises(Exception):  # noqa: B017 - any exception sends the engine to the method
-            fast(data)
-    else:
-        assert fast(data) == expected
+    assert_agrees(serde.deserialize, shortcuts(serde)[0], data, DeserializationError)
 
 
 @pytest.mark.parametrize("serde", [s for s in WITH_SHORTCUTS if shortcuts(s)[1]], ids=repr)
@@ -378,15 +385,7 @@ def test_fast_deserialize_returns_what_deserialize_does_or_raises_where_it_does(
 def test_fast_serialize_returns_what_serialize_does_or_raises_where_it_does(
     serde: Serde[Any], value: Any
 ) -> None:
-    fast = shortcuts(serde)[1]
-    assert fast is not None
-    try:
-        expected = serde.serialize(TOPIC, value)
-    except SerializationError:
-        with pytest.raises(Exception):  # noqa: B017 - any exception sends the engine to the method
-            fast(value)
-    else:
-        assert fast(value) == expected
+    assert_agrees(serde.serialize, shortcuts(serde)[1], value, SerializationError)
 
 
 # --- DeserializationError.at ------------------------------------------------------------------
