@@ -410,8 +410,24 @@ def shortcuts(
     serde: Serde[Any],
 ) -> tuple[Callable[[bytes], Any] | None, Callable[[Any], bytes] | None]:
     """``serde``'s ``(fast_deserialize, fast_serialize)``, ``None`` where it has none (see
-    the module docstring for what they promise)."""
-    return getattr(serde, "fast_deserialize", None), getattr(serde, "fast_serialize", None)
+    the module docstring for what they promise).
+
+    A shortcut counts only where the method it stands for is not overridden below the
+    class that gave it: a subclass of :class:`StrSerde` with its own ``deserialize`` gets
+    no ``fast_deserialize`` (its method runs), but keeps ``fast_serialize``."""
+    return (_shortcut(serde, "fast_deserialize", "deserialize"),
+            _shortcut(serde, "fast_serialize", "serialize"))
+
+
+def _shortcut(serde: object, name: str, method: str) -> Any:
+    if name in getattr(serde, "__dict__", ()):
+        return getattr(serde, name)  # set on the instance itself: stands for its method
+    mro = type(serde).__mro__
+    given = next((i for i, cls in enumerate(mro) if name in vars(cls)), None)
+    defined = next((i for i, cls in enumerate(mro) if method in vars(cls)), None)
+    if given is None or defined is None or defined < given:
+        return None
+    return getattr(serde, name, None)
 
 
 def serde_for(spec: object) -> Serde[Any]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from aiostreams import App, Processor, PunctuationType, Record, TaskFailedError, Topology
+from aiostreams.serde import StrSerde
 from aiostreams.state import kv_store
 from aiostreams.testing import ManualClock, Sequencer, TopologyTestDriver
 from aiostreams.types import TopicPartition
@@ -191,6 +192,21 @@ async def test_a_value_the_sinks_serde_cannot_write_is_dead_lettered_naming_the_
             "aiostreams.dlq.message"]
         assert b"cannot encode 'a\\ud800' as UTF-8" in dict(letters[1].headers)[
             "aiostreams.dlq.message"]
+
+
+async def test_a_serde_subclass_overriding_deserialize_is_called_not_bypassed() -> None:
+    class Shouting(StrSerde):
+        def deserialize(self, topic: str, data: bytes | None) -> str | None:
+            text = super().deserialize(topic, data)
+            return None if text is None else text.upper()
+
+    topology = Topology()
+    topology.add_source("src", "in", key_serde=str, value_serde=Shouting()).add_sink(
+        "sink", "out", "src", key_serde=str, value_serde=str)
+    async with TopologyTestDriver(topology) as driver:
+        driver.pipe_inputs("in", [("k1", "quiet"), ("k2", "words")])
+        await driver.process_all()
+        assert pairs(driver.read_output("out")) == [("k1", "QUIET"), ("k2", "WORDS")]
 
 
 async def test_a_task_failure_is_raised_by_process_all_and_nothing_past_it_commits() -> None:

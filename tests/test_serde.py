@@ -357,6 +357,36 @@ def test_the_common_serdes_have_shortcuts() -> None:
                                                          PydanticSerde}
 
 
+def test_a_subclass_overriding_a_method_loses_that_methods_shortcut_only() -> None:
+    class Shouting(StrSerde):
+        def deserialize(self, topic: str, data: bytes | None) -> str | None:
+            text = super().deserialize(topic, data)
+            return None if text is None else text.upper()
+
+    fast_deserialize, fast_serialize = shortcuts(Shouting())
+    assert fast_deserialize is None  # the engine must call Shouting.deserialize
+    assert fast_serialize is not None and fast_serialize("a") == b"a"
+
+
+def test_a_custom_serde_gives_shortcuts_of_its_own() -> None:
+    class Latin1:
+        fast_deserialize = staticmethod(lambda data: data.decode("latin-1"))
+
+        def serialize(self, topic: str, value: str | None) -> bytes | None:
+            return None if value is None else value.encode("latin-1")
+
+        def deserialize(self, topic: str, data: bytes | None) -> str | None:
+            return None if data is None else data.decode("latin-1")
+
+    class OnTheInstance(Latin1):
+        def __init__(self) -> None:
+            self.fast_serialize = lambda value: value.encode("latin-1")
+
+    assert shortcuts(Latin1())[0] is not None
+    assert shortcuts(Latin1())[1] is None
+    assert all(f is not None for f in shortcuts(OnTheInstance()))
+
+
 def assert_agrees(method: Callable[[str, Any], Any], fast: Callable[[Any], Any] | None,
                   arg: Any, error: type[Exception]) -> None:
     """``fast(arg)`` returns what ``method(TOPIC, arg)`` returns, or raises (anything: the
