@@ -226,22 +226,28 @@ async def side_by_side(argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]
         sys.executable, "-m", "benchmarks.retry", "--child", which, *argv,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         for which in ("clean", "failing")]
-    for child in children:
-        assert child.stdout is not None
-        if (await child.stdout.readline()).strip() != b"ready":
-            raise SystemExit("a benchmark child process failed while preparing its run; "
-                             "its error is above")
-    for child in children:
-        assert child.stdin is not None
-        child.stdin.write(b"go\n")
-        await child.stdin.drain()
-    results = []
-    for child in children:
-        out, _ = await child.communicate()
-        if child.returncode != 0:
-            raise SystemExit(f"a benchmark child process exited with {child.returncode}; "
-                             "its error is above")
-        results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    try:
+        for child in children:
+            assert child.stdout is not None
+            if (await child.stdout.readline()).strip() != b"ready":
+                raise SystemExit("a benchmark child process failed while preparing its run; "
+                                 "its error is above")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write(b"go\n")
+            await child.stdin.drain()
+        results = []
+        for child in children:
+            out, _ = await child.communicate()
+            if child.returncode != 0:
+                raise SystemExit(f"a benchmark child process exited with {child.returncode}; "
+                                 "its error is above")
+            results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    finally:  # one child failed: the other must not be left waiting, or run on alone
+        for child in children:
+            if child.returncode is None:
+                child.kill()
+                await child.wait()
     return results[0], results[1]
 
 
@@ -253,7 +259,8 @@ async def child_run(args: argparse.Namespace) -> None:
 
     async def gate() -> None:
         print("ready", flush=True)
-        await loop.run_in_executor(None, sys.stdin.readline)
+        if (await loop.run_in_executor(None, sys.stdin.readline)).strip() != "go":
+            raise SystemExit("the parent benchmark went away before the start; not running")
 
     result = await run(args.bootstrap, args.records, args.partitions,
                        fail=args.child == "failing", in_flight=args.in_flight, keys=args.keys,
