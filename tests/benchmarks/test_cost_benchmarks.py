@@ -1,0 +1,40 @@
+"""The two cost-breakdown scripts run end to end at a tiny size and print what they claim:
+``benchmarks.retry_cost`` (memory broker) and ``benchmarks.http_ceiling`` (a local aiohttp
+server). Figures at these sizes mean nothing; that they are produced and consistent does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def run_script(*args: str) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                         check=False, timeout=100)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return summary
+
+
+def test_retry_cost_reports_every_case_and_retries_only_where_records_fail() -> None:
+    summary = run_script("benchmarks.retry_cost", "--records", "2000", "--repeats", "1",
+                         "--flaky-every", "50")
+    cpu = summary["cpu_us_per_record"]
+    assert isinstance(cpu, dict) and set(cpu) == {"a", "b", "h", "b0"}
+    assert all(value > 0 for value in cpu.values())
+    runs = summary["runs"]
+    assert isinstance(runs, dict)
+    retries = {case: rs[0]["retries"] for case, rs in runs.items()}
+    # 1 in 50 of 2,000 records (by hash) fails 3 times in (b) and (b0), never in (a) or (h)
+    assert retries["a"] == retries["h"] == 0
+    assert retries["b"] == retries["b0"] > 0
+    assert retries["b"] % 3 == 0
+
+
+def test_http_ceiling_measures_requests_against_its_own_local_server() -> None:
+    summary = run_script("benchmarks.http_ceiling", "--requests", "300", "--concurrency",
+                         "20", "--rounds", "2", "--seconds", "0.001")
+    rates, cpus = summary["rates"], summary["cpu_us_per_request"]
+    assert isinstance(rates, list) and len(rates) == 2 and all(r > 0 for r in rates)
+    assert isinstance(cpus, list) and all(c > 0 for c in cpus)
