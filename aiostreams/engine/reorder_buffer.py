@@ -43,7 +43,6 @@ class Slot:
 
     __slots__ = (
         "attempts",
-        "error",
         "forward_buffer",
         "handle",
         "hazard",
@@ -84,7 +83,6 @@ class Slot:
         self.forward_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
         self.successor: Slot | None = None
         self.attempts = 0
-        self.error: BaseException | None = None
         self.handle: Any = None
         self.node = ""  # the node executing now, or the one that failed
         self.stream_time = float("-inf")  # the task's stream time when this slot was issued

@@ -771,7 +771,6 @@ class StreamTask:
             self._backoff_timers[slot] = self._clock.call_later(
                 error.delay, lambda: self._retry_now(slot))
             return
-        slot.error = error
         node = self._nodes.get(slot.node)
         retry = (node.retry if node is not None and node.retry is not None
                  else self.settings.retry)
@@ -780,7 +779,6 @@ class StreamTask:
                 f"processing took longer than its {self._attempt_timeout}s timeout "
                 "(processing_timeout / Retry.timeout)"
             )
-            slot.error = error
         if slot.kind is SlotKind.RECORD and retry.should_retry(error, slot.attempts):
             self.metrics.retries += 1
             slot.state = SlotState.BACKOFF
