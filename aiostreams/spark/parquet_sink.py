@@ -27,9 +27,11 @@ and the durable offset never decreases and never passes a record that was not wr
 
 Back-pressure: :attr:`ParquetSink.backlogged` turns true once ``batch_rows`` rows are
 buffered, or the oldest has waited ``batch_interval`` seconds; the worker then commits early.
-A slow write makes the commit wait; retired records pile up in the reorder buffer until it is
-full, and fetching pauses. Files are as large as what arrives between two commits: raise the
-app's ``commit_interval_ms`` for larger files.
+The commit runs in the worker's fetch loop and awaits the write, so nothing is fetched while
+Spark writes: what still reaches the sink meanwhile was fetched before (at most the tasks'
+partition queues and reorder buffers), so the buffer stays bounded however slow the write.
+Files are as large as what arrives between two commits: raise the app's
+``commit_interval_ms`` for larger files.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once, but its write runs
 to completion on the Spark thread; the commit that awaited it fails, so nothing is committed.
