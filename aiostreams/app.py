@@ -270,7 +270,8 @@ class App:
     async def wait_until_caught_up(self, timeout: float | None = None) -> None:
         """Return once every record in the app's input topics *when this is called* (and
         whatever they cause in its internal repartition topics) has been processed and its
-        offset committed by the app's group. For examples, tests and batch-like runs.
+        offset committed by the app's group. For examples, tests and batch-like runs: while
+        it waits, every commit flushes the external sinks (not just the backlogged ones).
 
         Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if it
         stops. Cancellation: stops waiting, changes nothing."""
@@ -288,6 +289,7 @@ class App:
                 while not await probe.caught_up():
                     if worker.failure is not None:
                         break
+                    worker.request_sink_flush()  # not just the backlogged sinks
                     await worker.next_commit()
             finally:
                 await probe.stop()

@@ -1,10 +1,12 @@
 """A flaky dependency slows one record, never the stream (issue: failure handling).
 
     python -m benchmarks.retry [--records 1000000] [--keys 10000] [--in-flight 20000]
+                               [--latency 0.002] [--concurrency 1000]
                                [--rounds 3] [--one-after-the-other]
 
 On the real broker (``AIOSTREAMS_KAFKA`` or one started here), an async processor awaits
-2 ms per record (an I/O call). Each round runs twice on identical input:
+``--latency`` seconds per record (an I/O call; default 2 ms). Each round runs twice on
+identical input:
 
 (a) no failures;
 (b) 1% of records (chosen by a hash of their id) fail their first 3 attempts and succeed
@@ -44,6 +46,13 @@ finishes, the other would have the cores to itself). *End to end* stays each run
 each with the machine to itself. Each round's line gives each run's CPU time per record
 and its share of a core.
 
+Two regimes. The default is CPU-bound: 4 tasks x 1,000 calls in flight / 2 ms would allow
+2M records/s, so the engine's CPU per record sets the rate, and (b)'s extra work (failed
+attempts, finished records held behind a retried one) shows up as lost throughput.
+``--latency 0.05 --concurrency 50 --records 200000`` is I/O-bound, like a pipeline calling
+a REST service: 4 x 50 / 50 ms = 4,000 records/s, with CPU to spare, so the dependency sets
+the rate, and what (b) costs is the concurrency its failed attempts take (3% more calls).
+
 Prints both (target: (b) >= 0.9 x (a)), and checks, during every (b), that every commit
 passed a failing record only after it had succeeded, and afterwards that each key's outputs
 are in input order.
@@ -75,13 +84,15 @@ def flaky(value: str) -> bool:
 
 
 class Flaky(Processor[str, str]):
-    def __init__(self, fail: bool, succeeded: dict[tuple[int, int], float]) -> None:
+    def __init__(self, fail: bool, succeeded: dict[tuple[int, int], float],
+                 latency: float) -> None:
         self.fail = fail
         self.attempts: dict[str, int] = {}
         self.succeeded = succeeded
+        self.latency = latency
 
     async def process(self, record: Record[str, str]) -> None:
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(self.latency)
         # the check runs in (a) too: the two runs differ only in whether the dependency fails
         if flaky(record.value) and self.fail:
             n = self.attempts.get(record.value, 0) + 1
@@ -136,7 +147,7 @@ def steady_rates(runs: list[Samples], n: int) -> list[float]:
 
 async def run(bootstrap: str, n: int, partitions: int, fail: bool,
               in_flight: int = 1000, keys: int = 10_000,
-              concurrency: int | None = None,
+              concurrency: int | None = None, latency: float = 0.002,
               gate: Callable[[], Awaitable[None]] | None = None) -> dict[str, Any]:
     """One run, (b) if ``fail`` else (a); ``gate``, if given, is awaited once everything is
     prepared, just before the app starts (to start two runs at once)."""
@@ -164,7 +175,7 @@ async def run(bootstrap: str, n: int, partitions: int, fail: bool,
     app.topic(src, key=str, value=str)
     app.topic(dst, key=str, value=str)
     app.topology.add_source("src", src).add_processor(
-        "flaky", lambda: Flaky(fail, succeeded), "src").add_sink("sink", dst, "flaky")
+        "flaky", lambda: Flaky(fail, succeeded, latency), "src").add_sink("sink", dst, "flaky")
 
     def on_commit(entry: CommitRecord) -> None:
         for tp, offset in entry.offsets.items():
@@ -267,12 +278,13 @@ async def child_run(args: argparse.Namespace) -> None:
 
     result = await run(args.bootstrap, args.records, args.partitions,
                        fail=args.child == "failing", in_flight=args.in_flight, keys=args.keys,
-                       concurrency=args.concurrency, gate=gate)
+                       concurrency=args.concurrency, latency=args.latency, gate=gate)
     print(json.dumps(result), flush=True)
 
 
 async def main_async(n: int, partitions: int, in_flight: int, keys: int,
-                     concurrency: int, rounds: int, together: bool) -> dict[str, Any]:
+                     concurrency: int, latency: float, rounds: int, together: bool
+                     ) -> dict[str, Any]:
     tune_gc()
     cleans: list[dict[str, Any]] = []
     failings: list[dict[str, Any]] = []
@@ -282,14 +294,14 @@ async def main_async(n: int, partitions: int, in_flight: int, keys: int,
                 clean, failing = await side_by_side(
                     ["--bootstrap", bootstrap, "--records", str(n), "--partitions",
                      str(partitions), "--in-flight", str(in_flight), "--keys", str(keys),
-                     "--concurrency", str(concurrency)])
+                     "--concurrency", str(concurrency), "--latency", str(latency)])
                 clean["steady_rate"], failing["steady_rate"] = steady_rates(
                     [clean["samples"], failing["samples"]], n)
             else:  # back to back, so a slow spell of the machine is likely to hit both
                 clean = await run(bootstrap, n, partitions, fail=False, in_flight=in_flight,
-                                  keys=keys, concurrency=concurrency)
+                                  keys=keys, concurrency=concurrency, latency=latency)
                 failing = await run(bootstrap, n, partitions, fail=True, in_flight=in_flight,
-                                    keys=keys, concurrency=concurrency)
+                                    keys=keys, concurrency=concurrency, latency=latency)
                 for each in (clean, failing):
                     each["steady_rate"] = steady_rates([each["samples"]], n)[0]
             for each, into in ((clean, cleans), (failing, failings)):
@@ -301,7 +313,7 @@ async def main_async(n: int, partitions: int, in_flight: int, keys: int,
               f"record, {c['cpu_share']:.2f} of a core; (b) {f['rate']:,.0f}/s, "
               f"{f['cpu_us_per_record']:.1f} us, {f['cpu_share']:.2f}", flush=True)
     return {"records": n, "keys": keys, "max_in_flight": in_flight,
-            "max_concurrency": concurrency, "rounds": rounds,
+            "max_concurrency": concurrency, "latency": latency, "rounds": rounds,
             "mode": "side by side" if together else "one after the other",
             "clean": summarize(cleans), "failing": summarize(failings),
             "round_ratios": [f["rate"] / c["rate"] for c, f in pairs],
@@ -332,6 +344,8 @@ def main() -> None:
                         "records (ordering='key'), so few keys mean much of the stream waits")
     parser.add_argument("--concurrency", type=int, default=1000,
                         help="max_concurrency: records executing at once per task")
+    parser.add_argument("--latency", type=float, default=0.002,
+                        help="seconds the processor awaits per call (the dependency)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of (a) then (b); the median of the rounds' ratios is "
                         "reported")
@@ -346,14 +360,17 @@ def main() -> None:
     if args.child is not None:
         run_event_loop(child_run(args))
         return
+    if args.latency < 0:
+        parser.error("--latency must be >= 0 seconds")
     r = run_event_loop(main_async(args.records, args.partitions, args.in_flight, args.keys,
-                                  args.concurrency, args.rounds,
+                                  args.concurrency, args.latency, args.rounds,
                                   together=not args.one_after_the_other))
     clean, failing = r["clean"], r["failing"]
     ratio = statistics.median(r["round_ratios"])
     steady_ratio = statistics.median(r["round_steady_ratios"])
     r["steady_ratio"] = steady_ratio
-    print(f"{r['mode']}: {args.rounds} round(s) of {args.records:,} records")
+    print(f"{r['mode']}: {args.rounds} round(s) of {args.records:,} records, "
+          f"{args.latency * 1000:g} ms per call, {args.concurrency} calls at once per task")
     print(f"{'case (records/s, median of ' + str(args.rounds) + ')':44} {'end to end':>10} "
           f"{'steady':>10}")
     print(f"{'(a) no failures':44} {clean['rate']:10,.0f} {clean['steady_rate']:10,.0f}")

@@ -2,10 +2,20 @@
 
 An external sink node in the topology turns each record reaching it into an
 :class:`ExternalRecord` buffered in the record's slot, like any output. At retire the worker
-hands it to the sink (:meth:`ExternalSink.add`, in retire order per source partition); at
-every commit, *before* input offsets are committed, it awaits :meth:`ExternalSink.flush`,
-which must make everything added so far durable. So after any crash, the committed offsets
-never pass a record whose result is not durable.
+hands it to the sink (:meth:`ExternalSink.add`, in retire order per source partition). A
+sink writes in batches of its own size, not one per commit:
+
+* at-least-once: a commit awaits :meth:`ExternalSink.flush` only for sinks that ask for it
+  (:attr:`ExternalSink.backlogged`: enough rows, or the oldest waited long enough), and
+  commits each source partition no further than the first record any sink holds that is
+  not durable yet (:meth:`ExternalSink.pending_offset`);
+* exactly-once, and every commit that closes tasks (revocation, shutdown) or that
+  ``App.wait_until_caught_up`` asks for: the commit flushes every sink first, so its
+  offsets (and, under exactly-once, the Kafka outputs of its transaction) cover everything
+  retired.
+
+So after any crash, the committed offsets never pass a record whose result is not durable,
+and file sizes follow the sink's batch settings, not the commit interval.
 
 Exactly once: a replay after a crash re-adds records whose results may already be durable
 (flushed, but the offset commit did not happen). The sink remembers, durably and atomically
@@ -57,10 +67,17 @@ class ExternalSink(Protocol):
         """The highest source offset whose result is durable, or None."""
         ...
 
+    def pending_offset(self, source: TopicPartition) -> int | None:
+        """The lowest offset of ``source`` whose record was added but whose result is not
+        durable yet (buffered, being written, or dropped by a failed sink), or None when
+        everything added from ``source`` is durable. The worker never commits ``source``
+        past it."""
+        ...
+
     @property
     def backlogged(self) -> bool:
-        """True while the sink holds more than it wants buffered (the worker commits
-        early to let it flush)."""
+        """True once the sink wants to write (enough rows buffered, or the oldest waited
+        long enough): the worker then commits early, and that commit flushes it."""
         ...
 
     async def stop(self) -> None:

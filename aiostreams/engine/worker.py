@@ -9,9 +9,12 @@ any point loses nothing:
    record — asserted never to pass an unretired one);
 2. hand every output retired so far (changelog records included) to the producer and flush
    it (durable on the broker);
-3. note the changelog end offsets for the checkpoint, then flush the state stores;
-4. commit the offsets (with ``exactly_once``: send them to the transaction and commit it);
-5. write the local checkpoint (see :mod:`aiostreams.engine.restore`).
+3. flush the external sinks (at-least-once: only the backlogged ones, unless the commit
+   closes tasks) and lower each offset to the first record a sink holds that is not durable
+   (see :mod:`aiostreams.engine.external_sink`);
+4. note the changelog end offsets for the checkpoint, then flush the state stores;
+5. commit the offsets (with ``exactly_once``: send them to the transaction and commit it);
+6. write the local checkpoint (see :mod:`aiostreams.engine.restore`).
 
 Rebalance callbacks run inside the fetch call, so they never overlap a commit.
 """
@@ -139,6 +142,7 @@ class Worker:
         self._shared: OutputChannel | None = None  # at-least-once: one for all tasks
         self._channels: dict[str, OutputChannel] = {}  # exactly-once: one per task
         self._commit_requested = False
+        self._sink_flush_requested = False
         self._committed_event = asyncio.Event()
         self._commit_timer: TimerHandle | None = None
         self._stopped = asyncio.Event()
@@ -479,14 +483,15 @@ class Worker:
     def _emit(self, task_id: str, records: list[OutgoingRecord | ExternalRecord]) -> None:
         if self._sinks:
             kafka: list[OutgoingRecord] = []
+            added = False
             for r in records:
                 if type(r) is ExternalRecord:
-                    sink = self._sinks[r.sink]
-                    sink.add(r)
-                    if sink.backlogged:
-                        self._commit_requested = True
+                    self._sinks[r.sink].add(r)
+                    added = True
                 else:
                     kafka.append(r)  # type: ignore[arg-type]
+            if added and any(sink.backlogged for sink in self._sinks.values()):
+                self._commit_requested = True  # an early commit, which flushes it
             if not kafka:
                 return
             self._channel_of(task_id).add(kafka)
@@ -512,6 +517,12 @@ class Worker:
     def request_commit(self) -> None:
         self._commit_requested = True
 
+    def request_sink_flush(self) -> None:
+        """Make the next commit flush every external sink, backlogged or not (an
+        at-least-once commit flushes only backlogged ones): for callers that wait for the
+        committed offsets to reach the end of the input."""
+        self._sink_flush_requested = True
+
     def _arm_commit_timer(self) -> None:
         def due() -> None:
             self._commit_requested = True
@@ -528,6 +539,8 @@ class Worker:
         Cancellation: do not cancel a commit (``stop`` lets it finish); a cancelled one
         leaves its transaction to the broker's timeout and commits nothing."""
         self._commit_requested = False
+        flush_all = closing or self.config.exactly_once or self._sink_flush_requested
+        self._sink_flush_requested = False
         consumer = self._consumer
         if consumer is None:
             return {}
@@ -542,7 +555,8 @@ class Worker:
         committed: dict[TopicPartition, int] = {}
         for channel, group in groups:
             async with channel.lock:
-                committed.update(await self._commit_group(channel, group, consumer, closing))
+                committed.update(await self._commit_group(channel, group, consumer, closing,
+                                                          flush_all))
         if committed:
             self.commits += 1
             if self._on_commit is not None:
@@ -552,12 +566,15 @@ class Worker:
         event.set()
         return committed
 
-    async def _flush_sinks(self) -> None:
-        """Make external sinks durable. A sink whose flush failed once blocks every later
-        commit (even on shutdown): what it failed to write must never be committed past."""
+    async def _flush_sinks(self, everything: bool) -> None:
+        """Make external sinks durable: every sink, or (``everything`` false) the backlogged
+        ones. A sink whose flush failed once blocks every later commit (even on shutdown):
+        what it failed to write must never be committed past."""
         if self._sink_failure is not None:
             raise self._sink_failure
         for sink in self._sinks.values():
+            if not (everything or sink.backlogged):
+                continue
             try:
                 await sink.flush()
             except asyncio.CancelledError:
@@ -585,9 +602,25 @@ class Worker:
             stopped.cancel()
             committed.cancel()
 
+    def _below_sink_pending(self, offsets: dict[TopicPartition, int]
+                            ) -> dict[TopicPartition, int]:
+        """``offsets``, each capped at the first record of its partition that an external
+        sink holds but has not made durable; partitions left with no progress are dropped."""
+        capped: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            for sink in self._sinks.values():
+                pending = sink.pending_offset(tp)
+                if pending is not None and pending < offset:
+                    offset = pending
+            if offset > self._committed.get(tp, -1):
+                capped[tp] = offset
+        return capped
+
     async def _commit_group(self, channel: OutputChannel, tasks: list[StreamTask],
-                            consumer: Consumer, closing: bool) -> dict[TopicPartition, int]:
-        """One commit of ``tasks`` through ``channel``; hold ``channel.lock``."""
+                            consumer: Consumer, closing: bool, flush_all: bool
+                            ) -> dict[TopicPartition, int]:
+        """One commit of ``tasks`` through ``channel``; hold ``channel.lock``.
+        ``flush_all``: flush every external sink, not only the backlogged ones."""
         # The snapshot of committable offsets and the outputs that go with them are taken
         # together, with no await in between: everything in the channel now was retired
         # before the snapshot; what retires later waits for the next commit (transaction).
@@ -601,7 +634,17 @@ class Worker:
         if channel.error is not None:
             raise channel.error
         await channel.producer.flush()
-        await self._flush_sinks()
+        await self._flush_sinks(flush_all)
+        if self._sinks:
+            # Records retired after the snapshot have higher offsets, so after a full flush
+            # nothing below the snapshot is pending: only a partial flush lowers the offsets
+            # (and under exactly-once every flush is full, so a transaction's outputs and
+            # offsets still match).
+            capped = self._below_sink_pending(offsets)
+            if flush_all and capped != offsets:
+                raise AssertionError(f"a sink holds records below {offsets} after a full "
+                                     f"flush: {capped}")
+            offsets = capped
         checkpoint_now = not self.config.exactly_once or closing
         marks = (await self._restorer.changelog_marks(tasks, consumer) if checkpoint_now
                  else {})

@@ -11,11 +11,18 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
 * :meth:`ParquetSink.add` (event loop, at retire) appends the record to an in-memory buffer
   and nothing else; records at or below their source partition's durable offset are replays
   and are dropped.
-* :meth:`ParquetSink.flush` (event loop, at each commit, before offsets are committed) takes
+* :meth:`ParquetSink.flush` (event loop, in a commit, before offsets are committed) takes
   the buffer and, on the Spark thread, converts it to one Arrow table, writes it to a staging
   directory, renames the complete files into the dataset, and appends an entry to the commit
   log naming the files and, per source partition, the offset range written
   (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it returns after.
+* :meth:`ParquetSink.pending_offset` names, per source partition, the first record added
+  but not yet durable (buffered, being written, or dropped after a failure); the worker
+  commits no further. So an at-least-once commit need not wait for a write: it flushes the
+  sink only when :attr:`ParquetSink.backlogged`, and files are ``batch_rows`` rows or
+  ``batch_interval`` seconds of data, whatever the app's ``commit_interval_ms``. Under
+  exactly-once every commit flushes (a transaction's outputs must match its offsets), so
+  there files are as large as what arrives between two commits.
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
   (the durable offsets) and deletes staging leftovers and data files no entry lists.
 
@@ -26,17 +33,18 @@ Invariants (asserted): per source partition, the offsets handed to ``add`` never
 and the durable offset never decreases and never passes a record that was not written.
 
 Back-pressure: :attr:`ParquetSink.backlogged` turns true once ``batch_rows`` rows are
-buffered, or the oldest has waited ``batch_interval`` seconds; the worker then commits early.
-The commit runs in the worker's fetch loop and awaits the write, so nothing is fetched while
-Spark writes: what still reaches the sink meanwhile was fetched before (at most the tasks'
-partition queues and reorder buffers), so the buffer stays bounded however slow the write.
-Files are as large as what arrives between two commits: raise the app's
-``commit_interval_ms`` for larger files.
+buffered, or the oldest has waited ``batch_interval`` seconds less the last write's duration
+(so rows are durable about ``batch_interval`` after they retire); the worker then commits
+early, and that commit flushes the sink. The commit runs in the worker's fetch loop and
+awaits the write, so nothing is fetched while Spark writes: what still reaches the sink
+meanwhile was fetched before (at most the tasks' partition queues and reorder buffers), so
+the buffer stays bounded (about ``batch_rows`` plus that) however slow the write.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once, but its write runs
 to completion on the Spark thread; the commit that awaited it fails, so nothing is committed.
-The next flush queues behind that write (one thread, FIFO). If the abandoned write failed,
-the sink is FAILED.
+Its rows stay pending (:meth:`ParquetSink.pending_offset`) until a later flush succeeds: the
+next flush queues behind that write (one thread, FIFO), and succeeds only if it did. If the
+abandoned write failed, the sink is FAILED.
 
 Failure: any error during a write leaves the sink FAILED (its buffer and the dataset's last
 batch are in doubt): later flushes raise :class:`SinkFailedError`, and ``stop`` only
@@ -83,6 +91,14 @@ log = logging.getLogger("aiostreams.spark")
 
 _PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
 
+DEFAULT_BATCH_ROWS: dict[Engine, int] = {"pyarrow": 50_000, "spark": 200_000}
+"""Rows per write unless ``batch_rows`` says otherwise. Spark's fixed cost per job is large,
+so its batches are larger (measured: ``benchmarks/RESULTS.md``); the buffer holds that many
+values (each a pydantic model) until the write."""
+
+FIRST_WRITE_GUESS = 1.0
+"""Seconds a write is assumed to take until the sink has timed one (see ``backlogged``)."""
+
 
 class SinkState(enum.Enum):
     """``CREATED → RUNNING → STOPPED``; ``RUNNING → FAILED → STOPPED`` when a write fails."""
@@ -115,13 +131,13 @@ class SinkFailedError(AiostreamsError):
 
 @dataclass
 class SinkMetrics:
-    rows_added: int = 0
+    rows_added: int = 0  # taken by flushes (replays excluded)
     rows_replayed: int = 0  # dropped by add() or flush(): already durable
     rows_written: int = 0
     files_written: int = 0
     batches: int = 0
     flush_seconds: float = 0.0  # total time on the Spark thread
-    last_flush_seconds: float = 0.0
+    last_flush_seconds: float = 0.0  # the last flush that wrote a batch
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,7 @@ class _Written:
     entry: LogEntry | None
     replayed: int
     seconds: float
+    durable: dict[TopicPartition, int]  # the log's durable offsets after the write
 
 
 class ParquetSink:
@@ -140,6 +157,11 @@ class ParquetSink:
     from ``("key", "topic", "partition", "offset", "timestamp")`` (``key_type`` types the
     key column; ``metadata_prefix`` renames them all). ``engine``: ``"spark"`` (the process's
     SparkSession, started with ``spark`` or defaults) or ``"pyarrow"``.
+
+    ``batch_rows`` (default :data:`DEFAULT_BATCH_ROWS` for the engine) and ``batch_interval``
+    (seconds): a write starts once that many rows wait, or when the oldest would otherwise
+    be durable later than ``batch_interval`` after it retired. Under exactly-once, every
+    commit also writes (see the module docstring).
     """
 
     def __init__(
@@ -149,7 +171,7 @@ class ParquetSink:
         *,
         partition_by: Sequence[str] = (),
         compression: str = "snappy",
-        batch_rows: int = 50_000,
+        batch_rows: int | None = None,
         batch_interval: float = 5.0,
         include: Sequence[str] = (),
         key_type: Any = str,
@@ -168,6 +190,8 @@ class ParquetSink:
             raise ConfigError(f"engine must be 'spark' or 'pyarrow', got {engine!r}")
         if compression not in COMPRESSIONS:
             raise ConfigError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+        if batch_rows is None:
+            batch_rows = DEFAULT_BATCH_ROWS[engine]
         if batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         if batch_interval <= 0:
@@ -189,6 +213,11 @@ class ParquetSink:
         self.recovery: Recovery | None = None
         self._buffer: list[ExternalRecord] = []
         self._oldest = 0.0
+        # per source partition, the first offset added since the buffer was last taken
+        # (kept after a failure, when records are dropped instead of buffered):
+        self._buffer_first: dict[TopicPartition, int] = {}
+        # the same for each batch taken by a flush that has not succeeded, oldest first:
+        self._writing: list[dict[TopicPartition, int]] = []
         self._durable: dict[TopicPartition, int] = {}
         self._last_added: dict[TopicPartition, int] = {}
         # owned by the Spark thread once started:
@@ -262,31 +291,46 @@ class ParquetSink:
         are dropped. After a failure, records are dropped: they are replayed on restart."""
         source = record.source
         offset = record.offset
-        durable = self._durable.get(source)
-        if durable is not None and offset <= durable:
-            self.metrics.rows_replayed += 1
-            return
         last = self._last_added.get(source)
-        if last is not None and offset < last:
+        if last is None:  # the first record from ``source``: is it a replay?
+            durable = self._durable.get(source)
+            if durable is not None and offset <= durable:
+                self.metrics.rows_replayed += 1
+                return  # (offsets never decrease, so once one is not, none later is)
+        elif offset < last:
             raise AssertionError(f"{self!r}: {source} went back from offset {last} to {offset}")
         self._last_added[source] = offset
-        if self.state is not SinkState.RUNNING:
-            return
-        if not self._buffer:
-            self._oldest = time.monotonic()
-        self._buffer.append(record)
-        self.metrics.rows_added += 1
+        if source not in self._buffer_first:
+            self._buffer_first[source] = offset
+        if self.state is SinkState.RUNNING:
+            buffer = self._buffer
+            if not buffer:
+                self._oldest = time.monotonic()
+            buffer.append(record)
 
     @property
     def backlogged(self) -> bool:
-        """True once ``batch_rows`` rows are buffered or the oldest waited
-        ``batch_interval`` seconds (the worker then commits early)."""
+        """True once ``batch_rows`` rows are buffered, or the oldest has waited
+        ``batch_interval`` seconds less the last write's duration (``FIRST_WRITE_GUESS``
+        before the first): the worker then commits early and flushes the sink."""
         buffered = len(self._buffer)
-        return buffered >= self.batch_rows or (
-            buffered > 0 and time.monotonic() - self._oldest >= self.batch_interval)
+        if buffered >= self.batch_rows:
+            return True
+        m = self.metrics
+        write = m.last_flush_seconds if m.batches else FIRST_WRITE_GUESS
+        return buffered > 0 and time.monotonic() - self._oldest >= self.batch_interval - write
 
     def durable_offset(self, source: TopicPartition) -> int | None:
         return self._durable.get(source)
+
+    def pending_offset(self, source: TopicPartition) -> int | None:
+        """The first offset of ``source`` added and not durable yet (buffered, in a write
+        that has not succeeded, or dropped after a failure), or None."""
+        for firsts in self._writing:  # oldest first, so the first hit is the lowest
+            first = firsts.get(source)
+            if first is not None:
+                return first
+        return self._buffer_first.get(source)
 
     async def flush(self) -> None:
         """Write everything added so far and commit it to the log; returns once durable.
@@ -298,8 +342,11 @@ class ParquetSink:
         if self.state is not SinkState.RUNNING:
             raise RuntimeError(f"{self!r}: flush() needs a started sink")
         batch, self._buffer = self._buffer, []
+        firsts, self._buffer_first = self._buffer_first, {}
+        self._writing.append(firsts)  # pending until this write succeeds
+        lasts = {source: self._last_added[source] for source in firsts}
         try:
-            written = await run_on_spark_thread(self._write, batch)
+            written = await run_on_spark_thread(self._write, batch, firsts, lasts)
         except BaseException as e:
             if self._failure is not None and self.state is SinkState.RUNNING:
                 self._move_to(SinkState.FAILED)
@@ -307,12 +354,17 @@ class ParquetSink:
                 raise SinkFailedError(f"{self!r}: writing {len(batch)} row(s) failed: "
                                       f"{type(e).__name__}: {e}") from e
             raise
+        # The Spark thread writes in order and a failed write fails every later one, so
+        # this write's success means every batch taken before it is durable too.
+        done = next(i for i, w in enumerate(self._writing) if w is firsts)
+        del self._writing[:done + 1]
         m = self.metrics
+        m.rows_added += len(batch)
         m.rows_replayed += written.replayed
         m.flush_seconds += written.seconds
-        m.last_flush_seconds = written.seconds
         entry = written.entry
         if entry is not None:
+            m.last_flush_seconds = written.seconds  # of the last write (not of empty flushes)
             for o in entry.offsets:
                 previous = self._durable.get(o.source, -1)
                 assert o.last > previous, f"{o.source}: durable offset {previous} -> {o.last}"
@@ -320,6 +372,9 @@ class ParquetSink:
             m.rows_written += entry.rows
             m.files_written += len(entry.files)
             m.batches += 1
+        for source, offset in written.durable.items():  # and those of abandoned writes
+            if offset > self._durable.get(source, -1):
+                self._durable[source] = offset
 
     async def stop(self) -> None:
         """Flush (when running) and release the writer lock. Idempotent. The SparkSession
@@ -336,20 +391,29 @@ class ParquetSink:
 
     # -- the write, on the Spark thread ---------------------------------------------------
 
-    def _write(self, batch: list[ExternalRecord]) -> _Written:
+    def _write(self, batch: list[ExternalRecord], firsts: dict[TopicPartition, int],
+               lasts: dict[TopicPartition, int]) -> _Written:
+        """``firsts``/``lasts``: per source partition, the batch's first and last offset."""
         if self._failure is not None:
             raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
         started = time.perf_counter()
         try:
-            entry, replayed = self._write_batch(batch)
+            entry, replayed = self._write_batch(batch, firsts, lasts)
         except BaseException as e:
             self._failure = e
             raise
-        return _Written(entry, replayed, time.perf_counter() - started)
+        return _Written(entry, replayed, time.perf_counter() - started, dict(self._log.durable))
 
-    def _write_batch(self, batch: list[ExternalRecord]) -> tuple[LogEntry | None, int]:
+    def _write_batch(self, batch: list[ExternalRecord], firsts: dict[TopicPartition, int],
+                     lasts: dict[TopicPartition, int]) -> tuple[LogEntry | None, int]:
         durable = self._log.durable
-        rows = [r for r in batch if r.offset > durable.get(r.source, -1)]
+        if all(first > durable.get(source, -1) for source, first in firsts.items()):
+            rows = batch  # the usual case: nothing in the batch is durable, so no row scan
+            ranges = tuple(OffsetRange(source.topic, source.partition, first, lasts[source])
+                           for source, first in sorted(firsts.items()))
+        else:  # an abandoned write (see flush) made some durable after add() took them
+            rows = [r for r in batch if r.offset > durable.get(r.source, -1)]
+            ranges = _offset_ranges(rows)
         if not rows:
             return None, len(batch)
         if not self.validated_upstream:
@@ -364,7 +428,7 @@ class ParquetSink:
         moved = move_into_dataset(files, staging, self.path, batch=batch_id, token=token,
                                   compression=self.compression)
         self._after(FlushStep.MOVED)
-        entry = LogEntry(batch_id, tuple(moved), _offset_ranges(rows), len(rows), self.engine)
+        entry = LogEntry(batch_id, tuple(moved), ranges, len(rows), self.engine)
         self._log.append(entry)
         self._after(FlushStep.LOGGED)
         shutil.rmtree(staging, ignore_errors=True)

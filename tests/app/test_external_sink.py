@@ -1,5 +1,6 @@
 """External sinks in the commit protocol: results arrive at retire, in order, and are flushed
-before the offsets that cover them are committed."""
+before the offsets that cover them are committed; an at-least-once commit flushes only a
+backlogged sink and commits no further than the first record it still holds."""
 
 from __future__ import annotations
 
@@ -15,22 +16,29 @@ from aiostreams.types import TopicPartition
 
 
 class RecordingSink:
-    """Keeps what it is given; at each flush notes how far the group had committed."""
+    """Keeps what it is given (one source partition, from offset 0); at each flush notes how
+    far the group had committed. Backlogged once ``batch`` records wait."""
 
-    def __init__(self, broker: MemoryBroker, group: str, tp: TopicPartition) -> None:
+    def __init__(self, broker: MemoryBroker, group: str, tp: TopicPartition,
+                 batch: int = 1) -> None:
         self.name = ""
         self.broker, self.group, self.tp = broker, group, tp
+        self.batch = batch
         self.added: list[ExternalRecord] = []
         self.durable = 0
         self.flush_log: list[tuple[int, int | None]] = []
         self.all_durable = asyncio.Event()
         self.expected = 0
+        self.all_added = asyncio.Event()
+        self.expected_added = 0
 
     async def start(self) -> None:
         return None
 
     def add(self, record: ExternalRecord) -> None:
         self.added.append(record)
+        if len(self.added) >= self.expected_added:
+            self.all_added.set()
 
     async def flush(self) -> None:
         self.flush_log.append((len(self.added), self.broker.committed(self.group, self.tp)))
@@ -41,9 +49,12 @@ class RecordingSink:
     def durable_offset(self, source: TopicPartition) -> int | None:
         return self.durable - 1 if self.durable else None
 
+    def pending_offset(self, source: TopicPartition) -> int | None:
+        return self.durable if source == self.tp and len(self.added) > self.durable else None
+
     @property
     def backlogged(self) -> bool:
-        return False
+        return len(self.added) - self.durable >= self.batch
 
     async def stop(self) -> None:
         return None
@@ -91,8 +102,7 @@ class SlowSink(RecordingSink):
 
     def __init__(self, broker: MemoryBroker, group: str, tp: TopicPartition,
                  batch: int) -> None:
-        super().__init__(broker, group, tp)
-        self.batch = batch
+        super().__init__(broker, group, tp, batch)
         self.flushing = asyncio.Event()
         self.release = asyncio.Event()
 
@@ -101,10 +111,6 @@ class SlowSink(RecordingSink):
             self.flushing.set()
             await self.release.wait()
         await super().flush()
-
-    @property
-    def backlogged(self) -> bool:
-        return len(self.added) - self.durable >= self.batch
 
 
 async def test_a_slow_sink_flush_stops_fetching_so_its_buffer_stays_bounded() -> None:
@@ -133,5 +139,45 @@ async def test_a_slow_sink_flush_stops_fetching_so_its_buffer_stays_bounded() ->
         assert task.metrics.records_in == fetched  # nothing fetched while the flush waits
         assert len(sink.added) <= fetched < 500 + 2 * 200
         sink.release.set()
-        await sink.all_durable.wait()
+        await app.wait_until_caught_up(timeout=60)
+    assert sink.durable == total
     assert [r.offset for r in sink.added] == list(range(total))
+
+
+async def test_at_least_once_commits_stop_at_a_sinks_first_buffered_record_until_it_flushes(
+        ) -> None:
+    """Commits do not flush a sink that is not backlogged; they commit its source partition
+    only up to the first record it holds, so its files follow its batch size, not the commit
+    interval. Shutdown (and ``wait_until_caught_up``) flush it."""
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    src = unique("in")
+    await create_topic(transport, src, 1)
+    tp = TopicPartition(src, 0)
+    sink = RecordingSink(broker, "batching", tp, batch=1000)
+    app = App("batching", transport=transport, commit_interval_ms=20)
+    app.topic(src, key=str, value=str)
+    app.topology.add_source("src", src).add_external_sink("files", sink, "src")
+    async with app:
+        worker = app.worker
+        assert worker is not None
+        sink.expected_added = 50
+        await produce(transport, src, [(b"k", f"v{i}".encode()) for i in range(50)])
+        await sink.all_added.wait()
+        for _ in range(3):
+            await worker.next_commit()
+        assert sink.flush_log == []  # 50 < the batch of 1000: nothing written yet
+        assert broker.committed("batching", tp) is None  # record 0 is only buffered
+        await app.wait_until_caught_up(timeout=60)  # flushes the sink
+        assert sink.flush_log == [(50, None)]
+        assert broker.committed("batching", tp) == 50
+        sink.all_added.clear()
+        sink.expected_added = 80
+        await produce(transport, src, [(b"k", f"v{i}".encode()) for i in range(50, 80)])
+        await sink.all_added.wait()
+        for _ in range(3):
+            await worker.next_commit()
+        assert broker.committed("batching", tp) == 50  # not past record 50, still buffered
+        assert len(sink.flush_log) == 1
+    assert sink.flush_log[1:] == [(80, 50)]  # the shutdown's commit flushed it first
+    assert broker.committed("batching", tp) == 80

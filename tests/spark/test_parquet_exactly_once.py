@@ -143,6 +143,31 @@ async def test_records_at_or_below_the_durable_offset_are_dropped_as_replays(
         "0.json", "1.json"]
 
 
+async def test_a_replay_that_add_could_not_see_is_durable_is_dropped_by_the_write(
+        tmp_path: Path) -> None:
+    """The event loop's durable offsets lag the log when a flush was abandoned (cancelled)
+    and its write then succeeded; the write itself checks the log, so rows an abandoned
+    write made durable are not written twice."""
+    tp = TopicPartition("orders", 0)
+    sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow")
+    await sink.start()
+    for i in range(10):
+        sink.add(ExternalRecord("s", tp, i, str(i), make_order(i), 0.0))
+    await sink.flush()
+    sink._durable.clear()  # as if the flush that wrote 0-9 had been abandoned
+    sink._last_added.clear()  # and the partition then replayed from offset 5
+    for i in range(5, 15):
+        sink.add(ExternalRecord("s", tp, i, str(i), make_order(i), 0.0))
+    assert sink.pending_offset(tp) == 5
+    await sink.flush()
+    assert sink.metrics.rows_replayed == 5
+    assert sink.pending_offset(tp) is None
+    assert sink.durable_offset(tp) == 14
+    await sink.stop()
+    ids = read_with_pyarrow(tmp_path / "d", sink).column("id")
+    assert sorted(ids.to_pylist()) == list(range(15))
+
+
 async def test_a_second_writer_on_the_same_dataset_is_refused(tmp_path: Path) -> None:
     first = ParquetSink(tmp_path / "d", Order, engine="pyarrow")
     await first.start()
@@ -163,6 +188,10 @@ async def test_a_failed_write_refuses_later_flushes_until_restart(tmp_path: Path
     with pytest.raises(SinkFailedError, match="crash after the staged step"):
         await sink.flush()
     assert sink.state is SinkState.FAILED
+    tp = TopicPartition("t", 0)
+    assert sink.pending_offset(tp) == 0  # no commit may pass the row that failed
+    sink.add(ExternalRecord("s", tp, 1, "1", make_order(1), 0.0))  # dropped: replayed later
+    assert sink.pending_offset(tp) == 0
     with pytest.raises(SinkFailedError, match="restart the app"):
         await sink.flush()
     await sink.stop()

@@ -1,6 +1,6 @@
 """The sink's blocking work happens on the one Spark thread: the event loop keeps running
 during a write, a cancelled flush still completes its write, and a full buffer asks the
-worker for an early commit."""
+worker for an early commit; until then commits leave its rows buffered and stop before them."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from sparkkit import (
 
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.spark import FlushStep, ParquetSink, SinkState, committed_files
+from aiostreams.spark.parquet_sink import FIRST_WRITE_GUESS
 from aiostreams.spark.spark_thread import THREAD_NAME_PREFIX
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
@@ -108,10 +109,82 @@ async def test_a_full_buffer_makes_the_worker_commit_before_its_interval(
     assert sink.metrics.rows_written == 2000  # the rest on the stop's commit
 
 
+async def test_at_least_once_files_follow_batch_rows_not_the_commit_interval(
+        tmp_path: Path) -> None:
+    """Ten rounds of 100 records, each followed by commits, make 2 files of 500 rows: the
+    commits left the sink's partial batch buffered (and committed no further than its first
+    row) instead of writing a small file each."""
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    topic = unique("orders")
+    await create_topic(transport, topic, 1)
+    tp = TopicPartition(topic, 0)
+    sink = WatchedSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=500,
+                       batch_interval=3600.0)
+    app = make_app(unique("batches"), transport, topic, sink, commit_interval_ms=20)
+    async with app:
+        worker = app.worker
+        assert worker is not None
+        for n in range(10):
+            await produce(transport, topic, order_records(range(100 * n, 100 * (n + 1))))
+            await sink.retired_through({tp: 100 * n + 99}).wait()
+            await worker.next_commit()
+            await worker.next_commit()  # one began after the last record retired
+            durable = sink.durable_offset(tp)
+            assert (worker.committed_offset(tp) or 0) == (0 if durable is None else durable + 1)
+    assert sink.metrics.batches == 2
+    assert sink.metrics.rows_written == 1000
+    assert len(committed_files(tmp_path / "d")) == 2
+
+
+async def test_pending_offset_is_the_first_row_not_durable_even_while_it_is_written(
+        tmp_path: Path) -> None:
+    sink = GatedSink(tmp_path / "d", Order, engine="pyarrow")
+    await sink.start()
+    assert sink.pending_offset(TP) is None
+    add_orders(sink, range(10))
+    assert sink.pending_offset(TP) == 0
+    first = asyncio.ensure_future(sink.flush())
+    await asyncio.to_thread(sink.waiting.wait, 30)
+    add_orders(sink, range(10, 15))
+    assert sink.pending_offset(TP) == 0  # rows 0-9 are being written, not durable
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert sink.pending_offset(TP) == 0  # the abandoned write may still fail
+    sink.waiting.clear()
+    second = asyncio.ensure_future(sink.flush())
+    sink.gate.set()
+    await second  # succeeds only after the abandoned write did
+    assert sink.pending_offset(TP) is None
+    assert sink.durable_offset(TP) == 14
+    add_orders(sink, range(15, 20))
+    assert sink.pending_offset(TP) == 15
+    assert sink.pending_offset(TopicPartition("orders", 1)) is None
+    await sink.stop()
+
+
+def test_a_sink_asks_for_its_write_early_enough_to_be_durable_within_batch_interval(
+        tmp_path: Path) -> None:
+    sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=100,
+                       batch_interval=60.0)
+    sink._move_to(SinkState.RUNNING)  # add() buffers only in a running sink
+    add_orders(sink, range(1))
+    assert not sink.backlogged  # the row has waited ~0 of its 60 s
+    sink.metrics.batches, sink.metrics.last_flush_seconds = 1, 60.0  # a write took 60 s
+    assert sink.backlogged  # so this one must start now
+
+    untimed = ParquetSink(tmp_path / "e", Order, engine="pyarrow", batch_rows=100,
+                          batch_interval=FIRST_WRITE_GUESS)
+    untimed._move_to(SinkState.RUNNING)
+    add_orders(untimed, range(1))
+    assert untimed.backlogged  # before any write, one is assumed to take FIRST_WRITE_GUESS
+
+
 def test_backlogged_turns_true_at_batch_rows(tmp_path: Path) -> None:
     sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=3,
                        batch_interval=3600.0)
-    sink.state = SinkState.RUNNING  # add() buffers only in a running sink
+    sink._move_to(SinkState.RUNNING)  # add() buffers only in a running sink
     add_orders(sink, range(2))
     assert not sink.backlogged
     add_orders(sink, range(2, 3))
