@@ -9,7 +9,7 @@
     whenever the sink says it is backlogged (as the worker commits early) and at the end:
     rows/s from the first ``add`` to the last durable log entry.
 ``--batch-rows`` defaults to the sink's own default for each engine
-(``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 200k for Spark).
+(``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 500k for Spark).
 (c) with ``spark``: the floor of any Spark-engine sink: per ``--batch-rows`` rows, the same
     conversion as (a) and the same Spark calls as the sink (sort by the partition column,
     ``createDataFrame(arrow_table).coalesce(1).write.partitionBy(...).parquet(...)``), without

@@ -8,14 +8,17 @@ each input written exactly once.
 
 The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
 
-* :meth:`ParquetSink.add` (event loop, at retire) appends the record to an in-memory buffer
-  and nothing else; records at or below their source partition's durable offset are replays
-  and are dropped.
-* :meth:`ParquetSink.flush` (event loop, in a commit, before offsets are committed) takes
-  the buffer and, on the Spark thread, converts it to one Arrow table, writes it to a staging
-  directory, renames the complete files into the dataset, and appends an entry to the commit
-  log naming the files and, per source partition, the offset range written
-  (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it returns after.
+* :meth:`ParquetSink.add` (event loop, at retire) appends the record to an in-memory buffer;
+  records at or below their source partition's durable offset are replays and are dropped.
+  Every ``convert_rows`` rows (default ``CONVERT_ROWS``), the buffer is handed to the Spark
+  thread to be converted to Arrow ahead of the write (replays the log knows of dropped), so
+  Python objects are held for at most that many rows, and a batch waits as Arrow columns.
+* :meth:`ParquetSink.flush` (event loop, in a commit, before offsets are committed) hands
+  over the rest and, on the Spark thread after those conversions, joins them into one Arrow
+  table, writes it to a staging directory, renames the complete files into the dataset, and
+  appends an entry to the commit log naming the files and, per source partition, the offset
+  range written (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it
+  returns after.
 * :meth:`ParquetSink.pending_offset` names, per source partition, the first record added
   but not yet durable (buffered, being written, or dropped after a failure); the worker
   commits no further. So an at-least-once commit need not wait for a write: it flushes the
@@ -53,6 +56,7 @@ releases the lock. Restart the app; the new sink recovers from the commit log.
 
 from __future__ import annotations
 
+import concurrent.futures
 import enum
 import logging
 import secrets
@@ -63,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
@@ -82,7 +87,7 @@ from aiostreams.spark.parquet_writer import (
 )
 from aiostreams.spark.schema import RowSchema, SchemaMismatch
 from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.spark_thread import run_on_spark_thread
+from aiostreams.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
 from aiostreams.types import TopicPartition
 
 __all__ = ["FlushStep", "ParquetSink", "SinkFailedError", "SinkMetrics", "SinkState"]
@@ -91,10 +96,13 @@ log = logging.getLogger("aiostreams.spark")
 
 _PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
 
-DEFAULT_BATCH_ROWS: dict[Engine, int] = {"pyarrow": 50_000, "spark": 200_000}
+DEFAULT_BATCH_ROWS: dict[Engine, int] = {"pyarrow": 50_000, "spark": 500_000}
 """Rows per write unless ``batch_rows`` says otherwise. Spark's fixed cost per job is large,
-so its batches are larger (measured: ``benchmarks/RESULTS.md``); the buffer holds that many
-values (each a pydantic model) until the write."""
+so its batches are larger (measured: ``benchmarks/RESULTS.md``). A filling batch is held as
+Arrow columns (tens of bytes per row), plus at most ``convert_rows`` values as objects."""
+
+CONVERT_ROWS = 50_000
+"""Rows per Arrow conversion handed to the Spark thread while a batch fills."""
 
 FIRST_WRITE_GUESS = 1.0
 """Seconds a write is assumed to take until the sink has timed one (see ``backlogged``)."""
@@ -136,15 +144,33 @@ class SinkMetrics:
     rows_written: int = 0
     files_written: int = 0
     batches: int = 0
-    flush_seconds: float = 0.0  # total time on the Spark thread
+    flush_seconds: float = 0.0  # total time commits waited for flushes
     last_flush_seconds: float = 0.0  # the last flush that wrote a batch
+
+
+@dataclass(frozen=True)
+class _Converted:
+    """Rows converted on the Spark thread: ``table`` is None when all were replays."""
+
+    table: pa.Table | None
+    ranges: dict[TopicPartition, tuple[int, int]]  # first and last offset per source
+    rows: int
+    replayed: int
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Rows handed to the Spark thread for conversion and not yet taken by a flush."""
+
+    firsts: dict[TopicPartition, int]  # per source partition, the chunk's first offset
+    rows: int
+    job: concurrent.futures.Future[_Converted]
 
 
 @dataclass(frozen=True)
 class _Written:
     entry: LogEntry | None
     replayed: int
-    seconds: float
     durable: dict[TopicPartition, int]  # the log's durable offsets after the write
 
 
@@ -161,7 +187,8 @@ class ParquetSink:
     ``batch_rows`` (default :data:`DEFAULT_BATCH_ROWS` for the engine) and ``batch_interval``
     (seconds): a write starts once that many rows wait, or when the oldest would otherwise
     be durable later than ``batch_interval`` after it retired. Under exactly-once, every
-    commit also writes (see the module docstring).
+    commit also writes (see the module docstring). While a batch fills, every
+    ``convert_rows`` rows are converted to Arrow on the Spark thread.
     """
 
     def __init__(
@@ -173,6 +200,7 @@ class ParquetSink:
         compression: str = "snappy",
         batch_rows: int | None = None,
         batch_interval: float = 5.0,
+        convert_rows: int = CONVERT_ROWS,
         include: Sequence[str] = (),
         key_type: Any = str,
         metadata_prefix: str = "",
@@ -194,6 +222,8 @@ class ParquetSink:
             batch_rows = DEFAULT_BATCH_ROWS[engine]
         if batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
+        if convert_rows < 1:
+            raise ConfigError(f"convert_rows must be >= 1, got {convert_rows}")
         if batch_interval <= 0:
             raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
         self.schema = RowSchema(model, include=include, key_type=key_type,
@@ -211,12 +241,16 @@ class ParquetSink:
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
         self.recovery: Recovery | None = None
-        self._buffer: list[ExternalRecord] = []
-        self._oldest = 0.0
-        # per source partition, the first offset added since the buffer was last taken
-        # (kept after a failure, when records are dropped instead of buffered):
-        self._buffer_first: dict[TopicPartition, int] = {}
-        # the same for each batch taken by a flush that has not succeeded, oldest first:
+        self._chunk_rows = min(batch_rows, convert_rows)
+        self._open: list[ExternalRecord] = []  # added, not yet handed to conversion
+        # per source partition, the first offset added since the last hand-off (kept after a
+        # failure, when records are dropped instead of buffered):
+        self._open_first: dict[TopicPartition, int] = {}
+        self._chunks: list[_Chunk] = []  # handed to conversion, oldest first
+        self._chunked_rows = 0
+        self._oldest = 0.0  # when the oldest buffered row (open or in a chunk) was added
+        # per source partition, the first offset of each batch taken by a flush that has not
+        # succeeded, oldest first:
         self._writing: list[dict[TopicPartition, int]] = []
         self._durable: dict[TopicPartition, int] = {}
         self._last_added: dict[TopicPartition, int] = {}
@@ -300,20 +334,32 @@ class ParquetSink:
         elif offset < last:
             raise AssertionError(f"{self!r}: {source} went back from offset {last} to {offset}")
         self._last_added[source] = offset
-        if source not in self._buffer_first:
-            self._buffer_first[source] = offset
+        if source not in self._open_first:
+            self._open_first[source] = offset
         if self.state is SinkState.RUNNING:
-            buffer = self._buffer
-            if not buffer:
+            buffer = self._open
+            if not buffer and not self._chunks:
                 self._oldest = time.monotonic()
             buffer.append(record)
+            if len(buffer) >= self._chunk_rows:
+                self._hand_off()
+
+    def _hand_off(self) -> None:
+        """Queue the open rows' conversion on the Spark thread (FIFO: after every write
+        queued before it, so it sees their durable offsets)."""
+        records, self._open = self._open, []
+        firsts, self._open_first = self._open_first, {}
+        lasts = {source: self._last_added[source] for source in firsts}
+        job = submit_to_spark_thread(self._convert, records, firsts, lasts)
+        self._chunks.append(_Chunk(firsts, len(records), job))
+        self._chunked_rows += len(records)
 
     @property
     def backlogged(self) -> bool:
         """True once ``batch_rows`` rows are buffered, or the oldest has waited
         ``batch_interval`` seconds less the last write's duration (``FIRST_WRITE_GUESS``
         before the first): the worker then commits early and flushes the sink."""
-        buffered = len(self._buffer)
+        buffered = self._chunked_rows + len(self._open)
         if buffered >= self.batch_rows:
             return True
         m = self.metrics
@@ -326,11 +372,11 @@ class ParquetSink:
     def pending_offset(self, source: TopicPartition) -> int | None:
         """The first offset of ``source`` added and not durable yet (buffered, in a write
         that has not succeeded, or dropped after a failure), or None."""
-        for firsts in self._writing:  # oldest first, so the first hit is the lowest
-            first = firsts.get(source)
+        for firsts in (*self._writing, *(chunk.firsts for chunk in self._chunks)):
+            first = firsts.get(source)  # oldest first, so the first hit is the lowest
             if first is not None:
                 return first
-        return self._buffer_first.get(source)
+        return self._open_first.get(source)
 
     async def flush(self) -> None:
         """Write everything added so far and commit it to the log; returns once durable.
@@ -341,17 +387,24 @@ class ParquetSink:
                                   "app so a new sink recovers from the commit log")
         if self.state is not SinkState.RUNNING:
             raise RuntimeError(f"{self!r}: flush() needs a started sink")
-        batch, self._buffer = self._buffer, []
-        firsts, self._buffer_first = self._buffer_first, {}
+        if self._open:
+            self._hand_off()
+        chunks, self._chunks = self._chunks, []
+        self._chunked_rows = 0
+        firsts: dict[TopicPartition, int] = {}
+        for chunk in chunks:
+            for source, first in chunk.firsts.items():
+                firsts.setdefault(source, first)
         self._writing.append(firsts)  # pending until this write succeeds
-        lasts = {source: self._last_added[source] for source in firsts}
+        rows = sum(chunk.rows for chunk in chunks)
+        began = time.monotonic()
         try:
-            written = await run_on_spark_thread(self._write, batch, firsts, lasts)
+            written = await run_on_spark_thread(self._write, [c.job for c in chunks])
         except BaseException as e:
             if self._failure is not None and self.state is SinkState.RUNNING:
                 self._move_to(SinkState.FAILED)
             if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
-                raise SinkFailedError(f"{self!r}: writing {len(batch)} row(s) failed: "
+                raise SinkFailedError(f"{self!r}: writing {rows} row(s) failed: "
                                       f"{type(e).__name__}: {e}") from e
             raise
         # The Spark thread writes in order and a failed write fails every later one, so
@@ -359,12 +412,13 @@ class ParquetSink:
         done = next(i for i, w in enumerate(self._writing) if w is firsts)
         del self._writing[:done + 1]
         m = self.metrics
-        m.rows_added += len(batch)
+        m.rows_added += rows
         m.rows_replayed += written.replayed
-        m.flush_seconds += written.seconds
+        seconds = time.monotonic() - began
+        m.flush_seconds += seconds
         entry = written.entry
         if entry is not None:
-            m.last_flush_seconds = written.seconds  # of the last write (not of empty flushes)
+            m.last_flush_seconds = seconds  # of the last write (not of empty flushes)
             for o in entry.offsets:
                 previous = self._durable.get(o.source, -1)
                 assert o.last > previous, f"{o.source}: durable offset {previous} -> {o.last}"
@@ -391,34 +445,53 @@ class ParquetSink:
 
     # -- the write, on the Spark thread ---------------------------------------------------
 
-    def _write(self, batch: list[ExternalRecord], firsts: dict[TopicPartition, int],
-               lasts: dict[TopicPartition, int]) -> _Written:
-        """``firsts``/``lasts``: per source partition, the batch's first and last offset."""
+    def _convert(self, records: list[ExternalRecord], firsts: dict[TopicPartition, int],
+                 lasts: dict[TopicPartition, int]) -> _Converted:
+        """One chunk to Arrow. ``firsts``/``lasts``: per source partition, the chunk's first
+        and last offset. An error here fails the sink (recorded; the next write raises)."""
         if self._failure is not None:
             raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
-        started = time.perf_counter()
         try:
-            entry, replayed = self._write_batch(batch, firsts, lasts)
+            durable = self._log.durable
+            if all(first > durable.get(source, -1) for source, first in firsts.items()):
+                rows = records  # the usual case: nothing here is durable, so no row scan
+                ranges = {source: (first, lasts[source]) for source, first in firsts.items()}
+            else:  # an abandoned write (see flush) made some durable after add() took them
+                rows = [r for r in records if r.offset > durable.get(r.source, -1)]
+                ranges = _offset_ranges(rows)
+            if not rows:
+                return _Converted(None, {}, 0, len(records))
+            if not self.validated_upstream:
+                self._check_rows(rows)
+            table = self.schema.to_table([r.value for r in rows], self._metadata(rows))
         except BaseException as e:
             self._failure = e
             raise
-        return _Written(entry, replayed, time.perf_counter() - started, dict(self._log.durable))
+        return _Converted(table, ranges, len(rows), len(records) - len(rows))
 
-    def _write_batch(self, batch: list[ExternalRecord], firsts: dict[TopicPartition, int],
-                     lasts: dict[TopicPartition, int]) -> tuple[LogEntry | None, int]:
-        durable = self._log.durable
-        if all(first > durable.get(source, -1) for source, first in firsts.items()):
-            rows = batch  # the usual case: nothing in the batch is durable, so no row scan
-            ranges = tuple(OffsetRange(source.topic, source.partition, first, lasts[source])
-                           for source, first in sorted(firsts.items()))
-        else:  # an abandoned write (see flush) made some durable after add() took them
-            rows = [r for r in batch if r.offset > durable.get(r.source, -1)]
-            ranges = _offset_ranges(rows)
-        if not rows:
-            return None, len(batch)
-        if not self.validated_upstream:
-            self._check_rows(rows)
-        table = self.schema.to_table([r.value for r in rows], self._metadata(rows))
+    def _write(self, jobs: list[concurrent.futures.Future[_Converted]]) -> _Written:
+        """Write the converted chunks as one batch (their jobs ran before this one)."""
+        converted = [job.result() for job in jobs]  # a conversion's own error, if any
+        if self._failure is not None:
+            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
+        try:
+            entry = self._write_batch(converted)
+        except BaseException as e:
+            self._failure = e
+            raise
+        return _Written(entry, sum(c.replayed for c in converted), dict(self._log.durable))
+
+    def _write_batch(self, converted: list[_Converted]) -> LogEntry | None:
+        tables = [c.table for c in converted if c.table is not None]
+        if not tables:
+            return None
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        spans: dict[TopicPartition, tuple[int, int]] = {}
+        for c in converted:  # in offset order per source
+            for source, (first, last) in c.ranges.items():
+                spans[source] = (spans.get(source, (first, last))[0], last)
+        ranges = tuple(OffsetRange(source.topic, source.partition, first, last)
+                       for source, (first, last) in sorted(spans.items()))
         batch_id = self._log.next_batch
         token = secrets.token_hex(4)
         staging = self.path / STAGING_DIR / f"{batch_id}-{token}"
@@ -428,11 +501,12 @@ class ParquetSink:
         moved = move_into_dataset(files, staging, self.path, batch=batch_id, token=token,
                                   compression=self.compression)
         self._after(FlushStep.MOVED)
-        entry = LogEntry(batch_id, tuple(moved), ranges, len(rows), self.engine)
+        entry = LogEntry(batch_id, tuple(moved), ranges, sum(c.rows for c in converted),
+                         self.engine)
         self._log.append(entry)
         self._after(FlushStep.LOGGED)
         shutil.rmtree(staging, ignore_errors=True)
-        return entry, len(batch) - len(rows)
+        return entry
 
     def _after(self, step: FlushStep) -> None:
         """Called on the Spark thread after each step of a write; a no-op. Fault-injection
@@ -466,7 +540,7 @@ class ParquetSink:
         return columns
 
 
-def _offset_ranges(rows: list[ExternalRecord]) -> tuple[OffsetRange, ...]:
+def _offset_ranges(rows: list[ExternalRecord]) -> dict[TopicPartition, tuple[int, int]]:
     ranges: dict[TopicPartition, list[int]] = {}
     for r in rows:
         span = ranges.get(r.source)
@@ -474,5 +548,4 @@ def _offset_ranges(rows: list[ExternalRecord]) -> tuple[OffsetRange, ...]:
             ranges[r.source] = [r.offset, r.offset]
         else:
             span[1] = r.offset  # offsets per source never decrease (asserted in add)
-    return tuple(OffsetRange(tp.topic, tp.partition, first, last)
-                 for tp, (first, last) in sorted(ranges.items()))
+    return {tp: (first, last) for tp, (first, last) in ranges.items()}

@@ -6,8 +6,9 @@ writing Parquet, fsync, reading the commit log) runs on a single process-wide th
 per process and its py4j gateway gains nothing from concurrent callers here, and because it
 makes the jobs of one sink run strictly in submission order (FIFO).
 
-Bounded: the queue holds at most one job per external sink per commit (the worker awaits
-each flush before it commits again), plus sink start/stop.
+Bounded: per Parquet sink, the queue holds the Arrow conversions of the rows it buffers
+(one job per ``CONVERT_ROWS``, so at most ``batch_rows / CONVERT_ROWS`` + 1) and one write
+(the worker awaits each flush before it commits again), plus sink start/stop.
 
 Cancellation (:func:`run_on_spark_thread`): a job, once submitted, always runs to completion,
 even if the coroutine awaiting it is cancelled; the cancelled caller gets ``CancelledError``
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = ["THREAD_NAME_PREFIX", "call_on_spark_thread", "on_spark_thread",
-           "run_on_spark_thread"]
+           "run_on_spark_thread", "submit_to_spark_thread"]
 
 T = TypeVar("T")
 
@@ -53,9 +54,16 @@ def on_spark_thread() -> bool:
 async def run_on_spark_thread(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` on the Spark thread and await its result, without blocking the
     event loop. Cancelling the await does not cancel the job: see the module docstring."""
+    return await asyncio.shield(asyncio.wrap_future(submit_to_spark_thread(fn, *args)))
+
+
+def submit_to_spark_thread(fn: Callable[..., T], *args: Any
+                           ) -> concurrent.futures.Future[T]:
+    """Queue ``fn(*args)`` on the Spark thread and return at once; its future holds the
+    result (an exception nobody asks for is not logged)."""
     job = _get_executor().submit(fn, *args)
     job.add_done_callback(_retrieve)
-    return await asyncio.shield(asyncio.wrap_future(job))
+    return job
 
 
 def call_on_spark_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -22,6 +22,7 @@ from sparkkit import (
 )
 
 from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.errors import SerializationError
 from aiostreams.spark import FlushStep, ParquetSink, SinkState, committed_files
 from aiostreams.spark.parquet_sink import FIRST_WRITE_GUESS
 from aiostreams.spark.spark_thread import THREAD_NAME_PREFIX
@@ -162,6 +163,54 @@ async def test_pending_offset_is_the_first_row_not_durable_even_while_it_is_writ
     assert sink.pending_offset(TP) == 15
     assert sink.pending_offset(TopicPartition("orders", 1)) is None
     await sink.stop()
+
+
+async def test_a_filling_batch_is_converted_in_chunks_and_written_as_one(
+        tmp_path: Path) -> None:
+    sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=100,
+                       convert_rows=30, batch_interval=3600.0)
+    converted: list[int] = []
+    to_table = sink.schema.to_table
+
+    def counting(values: list[Order], metadata: dict[str, list[object]]) -> object:
+        converted.append(len(values))
+        return to_table(values, metadata)
+
+    sink.schema.to_table = counting  # type: ignore[assignment,method-assign]
+    await sink.start()
+    add_orders(sink, range(95))
+    assert not sink.backlogged
+    add_orders(sink, range(95, 100))
+    assert sink.backlogged
+    assert sink.pending_offset(TP) == 0
+    await sink.flush()
+    assert converted == [30, 30, 30, 10]  # three while the batch filled, the rest at flush
+    assert sink.metrics.batches == 1
+    assert sink.durable_offset(TP) == 99
+    assert sink.pending_offset(TP) is None
+    await sink.stop()
+    ids = read_with_pyarrow(tmp_path / "d", sink).column("id").to_pylist()
+    assert ids == list(range(100))
+
+
+async def test_an_unchecked_value_that_does_not_fit_fails_the_flush_and_writes_nothing(
+        tmp_path: Path) -> None:
+    """Without add_parquet_sink's check before it, a value the schema cannot hold fails its
+    chunk's conversion: the flush raises naming the record, the sink fails, no file is
+    written, and no commit may pass the chunk's first row."""
+    sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow", batch_rows=100,
+                       convert_rows=10)
+    await sink.start()
+    add_orders(sink, range(10, 15))
+    bad = make_order(15).model_copy(update={"id": 2**70})  # beyond Parquet's int64
+    sink.add(ExternalRecord("parquet", TP, 15, "15", bad, 0.0))
+    add_orders(sink, range(16, 25))
+    with pytest.raises(SerializationError, match=r"orders-0@15 does not fit the Parquet"):
+        await sink.flush()
+    assert sink.state is SinkState.FAILED
+    assert sink.pending_offset(TP) == 10
+    await sink.stop()
+    assert committed_files(tmp_path / "d") == []
 
 
 def test_a_sink_asks_for_its_write_early_enough_to_be_durable_within_batch_interval(
