@@ -24,8 +24,10 @@ def chaos_app(bootstrap: str, topic: str, group: str, sink: ParquetSink) -> App:
 
 
 def sink_for(path: str, sink_type: type[ParquetSink] = ParquetSink) -> ParquetSink:
+    # several chunks per batch, so a kill also lands between a chunk's conversion and the
+    # write that joins them
     return sink_type(path, Order, engine="pyarrow", include=("partition", "offset"),
-                     batch_rows=500)
+                     batch_rows=500, convert_rows=150)
 
 
 if __name__ == "__main__":
