@@ -93,6 +93,15 @@ async def produce(transport: Transport, topic: str,
         await producer.stop()
 
 
+ORDERS_0 = TopicPartition("orders", 0)
+
+
+def add_orders(sink: ParquetSink, offsets: range, source: TopicPartition = ORDERS_0) -> None:
+    """Hand the sink order ``i`` as the retired result of ``source``'s offset ``i``."""
+    for i in offsets:
+        sink.add(ExternalRecord("parquet", source, i, str(i), make_order(i), 0.0))
+
+
 def order_records(ids: range) -> list[tuple[bytes | None, bytes | None]]:
     return [(str(i).encode(), make_order(i).model_dump_json().encode()) for i in ids]
 

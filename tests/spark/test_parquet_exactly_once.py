@@ -11,6 +11,7 @@ import pytest
 from sparkkit import (
     Order,
     WatchedSink,
+    add_orders,
     create_topic,
     make_app,
     make_order,
@@ -124,16 +125,14 @@ async def test_records_at_or_below_the_durable_offset_are_dropped_as_replays(
     tp = TopicPartition("orders", 0)
     first = ParquetSink(tmp_path / "d", Order, engine="pyarrow")
     await first.start()
-    for i in range(10):
-        first.add(ExternalRecord("s", tp, i, str(i), make_order(i), 0.0))
+    add_orders(first, range(10), tp)
     await first.stop()
     assert first.durable_offset(tp) == 9
 
     second = ParquetSink(tmp_path / "d", Order, engine="pyarrow")
     await second.start()
     assert second.durable_offset(tp) == 9
-    for i in range(5, 15):
-        second.add(ExternalRecord("s", tp, i, str(i), make_order(i), 0.0))
+    add_orders(second, range(5, 15), tp)
     await second.stop()
     assert second.metrics.rows_replayed == 5
     ids = read_with_pyarrow(tmp_path / "d", second).column("id")
@@ -151,13 +150,11 @@ async def test_a_replay_that_add_could_not_see_is_durable_is_dropped_by_the_writ
     tp = TopicPartition("orders", 0)
     sink = ParquetSink(tmp_path / "d", Order, engine="pyarrow")
     await sink.start()
-    for i in range(10):
-        sink.add(ExternalRecord("s", tp, i, str(i), make_order(i), 0.0))
+    add_orders(sink, range(10), tp)
     await sink.flush()
     sink._durable.clear()  # as if the flush that wrote 0-9 had been abandoned
     sink._last_added.clear()  # and the partition then replayed from offset 5
-    for i in range(5, 15):
-        sink.add(ExternalRecord("s", tp, i, str(i), make_order(i), 0.0))
+    add_orders(sink, range(5, 15), tp)
     assert sink.pending_offset(tp) == 5
     await sink.flush()
     assert sink.metrics.rows_replayed == 5

@@ -12,6 +12,7 @@ import pytest
 from sparkkit import (
     Order,
     WatchedSink,
+    add_orders,
     create_topic,
     make_app,
     make_order,
@@ -48,11 +49,6 @@ class GatedSink(ParquetSink):
         if step is FlushStep.STAGED:
             self.waiting.set()
             assert self.gate.wait(30), "the test never opened the gate"
-
-
-def add_orders(sink: ParquetSink, offsets: range) -> None:
-    for i in offsets:
-        sink.add(ExternalRecord("parquet", TP, i, str(i), make_order(i), 0.0))
 
 
 async def test_a_write_runs_on_the_spark_thread_while_the_loop_keeps_running(
