@@ -8,8 +8,6 @@
 (b) the sink: every row handed to ``add()`` in retire-sized chunks, ``flush()`` awaited
     whenever the sink says it is backlogged (as the worker commits early) and at the end:
     rows/s from the first ``add`` to the last durable log entry.
-``--batch-rows`` defaults to the sink's own default for each engine
-(``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 500k for Spark).
 (c) with ``spark``: the floor of any Spark-engine sink: per ``--batch-rows`` rows, the same
     conversion as (a) and the same Spark calls as the sink (sort by the partition column,
     ``createDataFrame(arrow_table).coalesce(1).write.partitionBy(...).parquet(...)``), without
@@ -19,6 +17,8 @@ latency, retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunk
     as the worker's at-least-once commit does, it awaits a flush only when the sink is
     backlogged (and at the end); per row, the time from its ``add()`` to the end of the flush
     that made it durable.
+``--batch-rows`` defaults to the sink's own default for each engine
+(``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 500k for Spark).
 
 Targets: (b) >= 0.5 x (a); latency p99 <= batch_interval + 1 s. Every case runs once as a
 warm-up first (untimed: the JVM's JIT, pyarrow's and Python's caches), then ``--rounds``

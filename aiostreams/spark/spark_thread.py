@@ -7,7 +7,7 @@ per process and its py4j gateway gains nothing from concurrent callers here, and
 makes the jobs of one sink run strictly in submission order (FIFO).
 
 Bounded: per Parquet sink, the queue holds the Arrow conversions of the rows it buffers
-(one job per ``CONVERT_ROWS``, so at most ``batch_rows / CONVERT_ROWS`` + 1) and one write
+(one job per ``convert_rows``, so at most ``batch_rows / convert_rows`` + 1) and one write
 (the worker awaits each flush before it commits again), plus sink start/stop.
 
 Cancellation (:func:`run_on_spark_thread`): a job, once submitted, always runs to completion,
