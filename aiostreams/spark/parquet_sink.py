@@ -163,7 +163,6 @@ class _Chunk:
     """Rows handed to the Spark thread for conversion and not yet taken by a flush."""
 
     firsts: dict[TopicPartition, int]  # per source partition, the chunk's first offset
-    rows: int
     job: concurrent.futures.Future[_Converted]
 
 
@@ -351,7 +350,7 @@ class ParquetSink:
         firsts, self._open_first = self._open_first, {}
         lasts = {source: self._last_added[source] for source in firsts}
         job = submit_to_spark_thread(self._convert, records, firsts, lasts)
-        self._chunks.append(_Chunk(firsts, len(records), job))
+        self._chunks.append(_Chunk(firsts, job))
         self._chunked_rows += len(records)
 
     @property
@@ -390,13 +389,12 @@ class ParquetSink:
         if self._open:
             self._hand_off()
         chunks, self._chunks = self._chunks, []
-        self._chunked_rows = 0
+        rows, self._chunked_rows = self._chunked_rows, 0
         firsts: dict[TopicPartition, int] = {}
         for chunk in chunks:
             for source, first in chunk.firsts.items():
                 firsts.setdefault(source, first)
         self._writing.append(firsts)  # pending until this write succeeds
-        rows = sum(chunk.rows for chunk in chunks)
         began = time.monotonic()
         try:
             written = await run_on_spark_thread(self._write, [c.job for c in chunks])
@@ -449,8 +447,7 @@ class ParquetSink:
                  lasts: dict[TopicPartition, int]) -> _Converted:
         """One chunk to Arrow. ``firsts``/``lasts``: per source partition, the chunk's first
         and last offset. An error here fails the sink (recorded; the next write raises)."""
-        if self._failure is not None:
-            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
+        self._raise_if_failed()
         try:
             durable = self._log.durable
             if all(first > durable.get(source, -1) for source, first in firsts.items()):
@@ -472,14 +469,17 @@ class ParquetSink:
     def _write(self, jobs: list[concurrent.futures.Future[_Converted]]) -> _Written:
         """Write the converted chunks as one batch (their jobs ran before this one)."""
         converted = [job.result() for job in jobs]  # a conversion's own error, if any
-        if self._failure is not None:
-            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
+        self._raise_if_failed()
         try:
             entry = self._write_batch(converted)
         except BaseException as e:
             self._failure = e
             raise
         return _Written(entry, sum(c.replayed for c in converted), dict(self._log.durable))
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
 
     def _write_batch(self, converted: list[_Converted]) -> LogEntry | None:
         tables = [c.table for c in converted if c.table is not None]
