@@ -20,8 +20,8 @@ group_by_key        group (repartitions after a key change)
 group_by            group by ``bucket("g", v, n)``
 windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
                     session (``gap``), with ``grace`` (all milliseconds)
-count/reduce/...    ``count``; ``reduce``: sum; ``aggregate``: ``init`` + sum (sessions
-                    merge by sum)
+count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
+                    ``total`` (sessions merge by ``total``)
 to_stream, to       a table's updates as a stream; write a stream to ``topic``
 join/left_join/     stream-stream (``before``, ``after``, ``grace`` ms), stream-table or
 outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``
@@ -73,6 +73,11 @@ def bucket(prefix: str, v: int | None, n: int) -> str | None:
 
 def joined(left: int | None, right: int | None) -> int:
     return (-1 if left is None else left) * 1000 + (-1 if right is None else right)
+
+
+def total(a: int | None, b: int | None) -> int:
+    """Null-safe sum: windowed aggregations hand null values to the aggregator."""
+    return (0 if a is None else a) + (0 if b is None else b)
 
 
 def copies(v: int | None, n: int) -> list[int]:
@@ -188,14 +193,15 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
     elif kind == "count":
         result = src.count()
     elif kind == "reduce":
-        result = src.reduce(lambda x, y: x + y, value_serde=int)
+        result = src.reduce(total, value_serde=int)
     elif kind == "aggregate":
         init = op.get("init", 0)
         if windowing == "session":
-            result = src.aggregate(lambda: init, lambda k, v, agg: agg + v,
-                                   lambda k, x, y: x + y, value_serde=int)
+            result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),
+                                   lambda k, x, y: total(x, y), value_serde=int)
         else:
-            result = src.aggregate(lambda: init, lambda k, v, agg: agg + v, value_serde=int)
+            result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),
+                                   value_serde=int)
     elif kind == "to_stream":
         result = src.to_stream()
     elif kind == "to":

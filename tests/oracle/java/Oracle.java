@@ -214,8 +214,9 @@ public final class Oracle {
         return result;
     }
 
-    private static long sum(Long a, Long b) {
-        return a + b;
+    /** Null-safe sum: windowed aggregations hand null values to the aggregator. */
+    private static Long total(Long a, Long b) {
+        return (a == null ? 0 : a) + (b == null ? 0 : b);
     }
 
     // -- building the topology ---------------------------------------------------------------
@@ -292,24 +293,24 @@ public final class Oracle {
                     KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) g;
                     result = switch (kind) {
                         case "count" -> grouped.count();
-                        case "reduce" -> grouped.reduce(Oracle::sum);
-                        default -> grouped.aggregate(() -> init, (k, v, agg) -> agg + v);
+                        case "reduce" -> grouped.reduce(Oracle::total);
+                        default -> grouped.aggregate(() -> init, (k, v, agg) -> total(agg, v));
                     };
                 } else if (src instanceof TimeWindowedKStream<?, ?> w) {
                     TimeWindowedKStream<String, Long> windowed = (TimeWindowedKStream<String, Long>) w;
                     result = switch (kind) {
                         case "count" -> windowed.count();
-                        case "reduce" -> windowed.reduce(Oracle::sum);
-                        default -> windowed.aggregate(() -> init, (k, v, agg) -> agg + v);
+                        case "reduce" -> windowed.reduce(Oracle::total);
+                        default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v));
                     };
                 } else {
                     SessionWindowedKStream<String, Long> windowed =
                         (SessionWindowedKStream<String, Long>) src;
                     result = switch (kind) {
                         case "count" -> windowed.count();
-                        case "reduce" -> windowed.reduce(Oracle::sum);
-                        default -> windowed.aggregate(() -> init, (k, v, agg) -> agg + v,
-                            (k, x, y) -> x + y);
+                        case "reduce" -> windowed.reduce(Oracle::total);
+                        default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v),
+                            (k, x, y) -> total(x, y));
                     };
                 }
                 vars.put(id, new Slot(result, windowing, from.sizeMs()));
