@@ -37,16 +37,17 @@ from aiostreams.topic import Topic
 from aiostreams.topology.dsl_joins import JoinWindows
 from aiostreams.topology.dsl_stream import BranchedStream, Stream
 from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
-from aiostreams.topology.dsl_windows import (
-    HoppingWindows,
-    LateRecords,
-    SessionWindows,
-    TumblingWindows,
-    Windowed,
-    WindowedSerde,
-)
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec, Topology
+from aiostreams.topology.windows import (
+    HoppingWindows,
+    LateRecords,
+    SessionWindowedSerde,
+    SessionWindows,
+    TimeWindowedSerde,
+    TumblingWindows,
+    Windowed,
+)
 
 if TYPE_CHECKING:
     from aiostreams.app import App
@@ -224,11 +225,12 @@ __all__ = [
     "HoppingWindows",
     "JoinWindows",
     "LateRecords",
+    "SessionWindowedSerde",
     "SessionWindows",
     "Stream",
     "StreamsBuilder",
     "Table",
+    "TimeWindowedSerde",
     "TumblingWindows",
     "Windowed",
-    "WindowedSerde",
 ]
