@@ -47,7 +47,8 @@ from aiostreams.topology.dsl import (
     Stream,
     Table,
     TumblingWindows,
-    WindowedSerde,
+    SessionWindowedSerde,
+    TimeWindowedSerde,
 )
 
 Case = dict[str, Any]
@@ -111,6 +112,7 @@ def input_topics(case: Case) -> list[str]:
 class Var:
     value: Any
     windowing: str = ""  # "", "time" or "session"
+    size_ms: int = 0  # of time windows
 
 
 def random_yields(seed: int, limit: int = 12) -> Callable[[Any], Any]:
@@ -125,9 +127,11 @@ def random_yields(seed: int, limit: int = 12) -> Callable[[Any], Any]:
     return step
 
 
-def windowed_serde(windowing: str) -> WindowedSerde:
+def windowed_serde(windowing: str, size_ms: int) -> TimeWindowedSerde | SessionWindowedSerde:
     """aiostreams' serde for the windowed keys of a ``time`` or ``session`` aggregate."""
-    return WindowedSerde(str)
+    if windowing == "session":
+        return SessionWindowedSerde(str)
+    return TimeWindowedSerde(str, size=size_ms / 1000)
 
 
 def build(app: App, case: Case, seed: int | None) -> None:
@@ -146,6 +150,7 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
     var = env.get(op.get("from", ""))
     src: Any = var.value if var is not None else None
     windowing = var.windowing if var is not None else ""
+    size_ms = var.size_ms if var is not None else 0
     m, r, a, b, n = (op.get(x, d) for x, d in
                      (("m", 1), ("r", 0), ("a", 1), ("b", 0), ("n", 1)))
     result: Any
@@ -185,6 +190,7 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
             result = src.windowed_by(SessionWindows(op["gap"] / 1000, grace=grace))
         else:
             windowing = "time"
+            size_ms = op["size"]
             size = op["size"] / 1000
             advance = op.get("advance", op["size"]) / 1000
             result = src.windowed_by(
@@ -205,7 +211,7 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
     elif kind == "to_stream":
         result = src.to_stream()
     elif kind == "to":
-        key = windowed_serde(windowing) if windowing else str
+        key = windowed_serde(windowing, size_ms) if windowing else str
         src.to(app.topic(op["topic"], key=key, value=int, partitions=1))
         return
     elif kind in ("join", "left_join", "outer_join"):
@@ -220,7 +226,7 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
             result = method(other, joined)
     else:
         raise ValueError(f"unknown op {kind!r} in an oracle spec")
-    env[ident] = Var(result, windowing)
+    env[ident] = Var(result, windowing, size_ms)
 
 
 # -- running a case in aiostreams' TopologyTestDriver ------------------------------------------
