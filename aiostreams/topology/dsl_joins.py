@@ -40,11 +40,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from aiostreams.errors import ConfigError, TopologyError
 from aiostreams.serde import JsonSerde, Serde
 from aiostreams.topology.dsl_processors import Passthrough
-from aiostreams.topology.dsl_stores import ListSerde, fetch_all, window_access, window_store_spec
+from aiostreams.topology.dsl_stores import ListSerde, kv_store_spec, window_store_spec
 from aiostreams.topology.dsl_stream import Stream, _require_sync
 from aiostreams.topology.dsl_table import Table, ValueGetter, require_getter_stores
-from aiostreams.topology.dsl_windows import LateRecords, _duration_ms, stream_time_ms, to_ms
 from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.topology.stream_stream_join import (
+    JoinSpec,
+    JoinTimes,
+    StreamStreamJoinProcessor,
+    WaitingKeySerde,
+    WaitingValueSerde,
+)
+from aiostreams.topology.windows import duration_ms
 from aiostreams.types import Record
 
 if TYPE_CHECKING:
@@ -61,10 +68,10 @@ class JoinWindows:
 
     def __init__(self, before: float, after: float | None = None, *,
                  grace: float = 0.0) -> None:
-        self.before_ms = _duration_ms("join window 'before'", before)
-        self.after_ms = _duration_ms("join window 'after'",
+        self.before_ms = duration_ms("join window 'before'", before)
+        self.after_ms = duration_ms("join window 'after'",
                                      before if after is None else after)
-        self.grace_ms = _duration_ms("grace", grace)
+        self.grace_ms = duration_ms("grace", grace)
 
     @classmethod
     def of(cls, difference: float, *, grace: float = 0.0) -> JoinWindows:
@@ -80,62 +87,6 @@ class JoinWindows:
                 f"grace={self.grace_ms / 1000})")
 
 
-def _swap(joiner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    return lambda this, other: joiner(other, this)
-
-
-class StreamStreamJoinProcessor(Processor[Any, Any]):
-    """One side of a windowed stream-stream join (see the module docstring).
-    ``joiner(this_value, other_value)``: the right side gets the user's joiner swapped.
-    Invariant: a record dropped as late is neither buffered nor joined."""
-
-    def __init__(self, this_store: str, other_store: str, before_ms: int, after_ms: int,
-                 grace_ms: int, joiner: Callable[[Any, Any], Any], emit_unmatched: bool,
-                 late: LateRecords) -> None:
-        self.this_store = this_store
-        self.other_store = other_store
-        self.before_ms = before_ms
-        self.after_ms = after_ms
-        self.grace_ms = grace_ms
-        self.joiner = joiner
-        self.emit_unmatched = emit_unmatched
-        self.late = late
-        self.dropped_late = 0
-        self.skipped = 0
-
-    async def process(self, record: AnyRecord) -> None:
-        key, value = record.key, record.value
-        if key is None or value is None:
-            self.skipped += 1
-            return
-        ctx = self.context
-        ts = to_ms(record.timestamp)
-        if ts + self.after_ms + self.grace_ms <= stream_time_ms(ctx):
-            self.dropped_late += 1
-            self.late.record(ctx.node_name, record)
-            return
-        mine = window_access(ctx.store(self.this_store))
-        buffered = await mine.get(key, ts / 1000)
-        mine.put(key, ts / 1000, [*(buffered or ()), value])
-        others = await fetch_all(window_access(ctx.store(self.other_store)), key,
-                                 (ts - self.before_ms) / 1000, (ts + self.after_ms) / 1000)
-        matched = False
-        for other_time, other_values in others:
-            stamp = max(record.timestamp, other_time)
-            for other in other_values:
-                matched = True
-                ctx.forward(_stamped(record.with_value(self.joiner(value, other)), stamp))
-        if not matched and self.emit_unmatched:
-            ctx.forward(record.with_value(self.joiner(value, None)))
-
-
-def _stamped(record: AnyRecord, timestamp: float) -> AnyRecord:
-    if timestamp == record.timestamp:
-        return record
-    return Record(record.key, record.value, record.topic, record.partition, record.offset,
-                  timestamp, record.headers)
-
-
 class StreamTableJoinProcessor(Processor[Any, Any]):
     """Joins each stream record with the table's current value of its key."""
 
@@ -147,6 +98,10 @@ class StreamTableJoinProcessor(Processor[Any, Any]):
         self.skipped = 0
 
     async def process(self, record: AnyRecord) -> None:
+        if record.key is None and record.value is not None and self.left:
+            # KIP-962 (Kafka 3.7+): a left join keeps a null-key record, with no table side
+            self.context.forward(record.with_value(self.joiner(record.value, None)))
+            return
         if record.key is None or record.value is None:
             self.skipped += 1
             return
@@ -270,26 +225,34 @@ def _stream_stream(this: Stream[Any, Any], other: Stream[Any, Any],
     _check_key_serdes(left.key_serde, right.key_serde, what)
     builder.check_copartitioned(left.node, right.node, what)
     key_serde = left.key_serde or right.key_serde or JsonSerde()
+    left_values = left.value_serde or JsonSerde()
+    right_values = right.value_serde or JsonSerde()
     this_store = builder.store_name("KSTREAM-JOINTHIS-STORE", None)
     other_store = builder.store_name("KSTREAM-JOINOTHER-STORE", None)
-    late = builder.late
+    outer_store = (builder.store_name("KSTREAM-OUTERSHARED-STORE", None)
+                   if kind != "inner" else None)
     w = windows
+    spec = JoinSpec(this_store, other_store, outer_store, w.before_ms, w.after_ms,
+                    w.grace_ms, joiner, JoinTimes())
     this_node = builder.add_processor(
         "KSTREAM-JOINTHIS",
-        lambda: StreamStreamJoinProcessor(this_store, other_store, w.before_ms, w.after_ms,
-                                          w.grace_ms, joiner, kind in ("left", "outer"),
-                                          late),
+        lambda: StreamStreamJoinProcessor(spec, is_left=True, outer=kind != "inner"),
         [left.node], name=None if name is None else f"{name}-this")
-    swapped = _swap(joiner)
     other_node = builder.add_processor(
         "KSTREAM-JOINOTHER",
-        lambda: StreamStreamJoinProcessor(other_store, this_store, w.after_ms, w.before_ms,
-                                          w.grace_ms, swapped, kind == "outer", late),
+        lambda: StreamStreamJoinProcessor(spec, is_left=False, outer=kind == "outer"),
         [right.node], name=None if name is None else f"{name}-other")
-    for store, serde in ((this_store, left.value_serde), (other_store, right.value_serde)):
+    # The stores keep a millisecond more than Kafka's retention: what is visible is cut
+    # exactly by the join's own store times (see stream_stream_join).
+    retention = (spec.retention_ms + 1) / 1000
+    for store, serde in ((this_store, left_values), (other_store, right_values)):
         builder.add_store(window_store_spec(
-            store, retention=w.retention, persistent=False, key_serde=key_serde,
-            value_serde=ListSerde(serde or JsonSerde())), this_node, other_node)
+            store, retention=retention, persistent=False, key_serde=key_serde,
+            value_serde=ListSerde(serde)), this_node, other_node)
+    if outer_store is not None:
+        builder.add_store(kv_store_spec(
+            outer_store, persistent=False, key_serde=WaitingKeySerde(key_serde),
+            value_serde=WaitingValueSerde(left_values, right_values)), this_node, other_node)
     merged = builder.add_processor("KSTREAM-MERGE", Passthrough, [this_node, other_node],
                                    name=name)
     return Stream(builder, merged, key_serde=key_serde)

@@ -101,25 +101,30 @@ class OracleJVM:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, encoding="utf-8", bufsize=1)
         self.cases = 0
+        self._serial = 0
 
     def ask(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each request's answer (see ``Oracle.java``), in order. Raises when the JVM died."""
         process = self._process
         assert process.stdin is not None and process.stdout is not None
-        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in requests)
+        tagged = []
+        for request in requests:
+            self._serial += 1
+            tagged.append({**request, "id": f"{request.get('id')}#{self._serial}"})
+        lines = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in tagged)
         writer = threading.Thread(target=self._write, args=(lines,), daemon=True)
         writer.start()
         answers = []
-        for request in requests:
-            line = process.stdout.readline()
-            if not line:
-                raise OracleSetupError(
-                    f"the oracle JVM exited (code {process.poll()}) before answering case "
-                    f"{request.get('id')!r}")
-            answer = json.loads(line)
-            if answer.get("id") != request.get("id"):
-                raise OracleSetupError(f"the oracle answered {answer.get('id')!r} for case "
-                                       f"{request.get('id')!r}: the protocol is out of step")
+        for request in tagged:
+            while True:  # answers to an ask interrupted earlier (a timeout) are stale
+                line = process.stdout.readline()
+                if not line:
+                    raise OracleSetupError(
+                        f"the oracle JVM exited (code {process.poll()}) before answering "
+                        f"case {request['id']!r}")
+                answer = json.loads(line)
+                if answer.get("id") == request["id"]:
+                    break
             answers.append(answer)
         writer.join()
         self.cases += len(requests)

@@ -137,7 +137,7 @@ def windowed_serde(windowing: str, size_ms: int) -> TimeWindowedSerde | SessionW
 def build(app: App, case: Case, seed: int | None) -> None:
     """Declare ``case``'s topology on ``app``; an async identity step with seeded random
     completion order follows every stream source when ``seed`` is given."""
-    sources = {r["topic"] for r in case["inputs"]}
+    sources = {op["topic"] for op in case["ops"] if op["op"] in ("stream", "table")}
     for name in sorted(sources):
         app.topic(name, key=str, value=int, partitions=1)
     env: dict[str, Var] = {}

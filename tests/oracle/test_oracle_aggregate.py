@@ -14,7 +14,7 @@ from oracle_jvm import OracleJVM
 from oracle_known import known_lead_area
 from oracle_strategies import filter_op, map_values_op, records
 
-pytestmark = pytest.mark.oracle
+pytestmark = [pytest.mark.oracle, pytest.mark.timeout(1800)]
 
 ORDERINGS = st.sampled_from(["key", "partition"])
 AGGREGATIONS = st.sampled_from(["count", "reduce", "aggregate"])

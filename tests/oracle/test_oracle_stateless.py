@@ -13,7 +13,7 @@ from oracle_check import MAX_IN_FLIGHT, ORACLE_SETTINGS, check
 from oracle_jvm import OracleJVM
 from oracle_strategies import records, stateless_chain
 
-pytestmark = pytest.mark.oracle
+pytestmark = [pytest.mark.oracle, pytest.mark.timeout(1800)]
 
 ORDERINGS = st.sampled_from(["key", "partition", "unordered"])
 
