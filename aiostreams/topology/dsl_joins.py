@@ -51,7 +51,8 @@ from aiostreams.topology.stream_stream_join import (
     WaitingKeySerde,
     WaitingValueSerde,
 )
-from aiostreams.topology.windows import duration_ms
+from aiostreams.topology.table_changes import NO_TIMESTAMP, old_value, update
+from aiostreams.topology.windows import duration_ms, to_ms
 from aiostreams.types import Record
 
 if TYPE_CHECKING:
@@ -124,8 +125,19 @@ def table_join_result(kind: JoinKind, joiner: Callable[[Any, Any], Any], left: A
 
 
 class TableTableJoinProcessor(Processor[Any, Any]):
-    """One side of a table-table join: on an update, read the other side and emit the
-    key's new join result."""
+    """One side of a table-table join, with Kafka Streams' forwarding rules
+    (``KTableKTable{Inner,Left,Right,Outer}Join``): on an update ``(new, old)`` of this
+    side, read the other side's value and timestamp, then
+
+    * the other side has no value: an inner join, and the right side of a left join, emit
+      nothing; the left side of a left join and both sides of an outer join emit nothing
+      either when ``new`` and ``old`` are both absent, else the result stamped with the
+      update's own timestamp;
+    * else the result, stamped with the later of the two sides' timestamps.
+
+    The result is ``joiner(left, right)``, or ``None`` (a delete) when this side's new
+    value is absent - except on the right side of a left join, which always joins the left
+    value with the new right one (possibly ``None``)."""
 
     def __init__(self, other: ValueGetter, joiner: Callable[[Any, Any], Any],
                  kind: JoinKind, this_is_left: bool) -> None:
@@ -137,11 +149,25 @@ class TableTableJoinProcessor(Processor[Any, Any]):
     async def process(self, record: AnyRecord) -> None:
         if record.key is None:
             return
-        other = await self.other.get(self.context, record.key)
-        left, right = ((record.value, other) if self.this_is_left
-                       else (other, record.value))
-        result = table_join_result(self.kind, self.joiner, left, right)
-        self.context.forward(record.with_value(result))
+        new, old = record.value, old_value(record)
+        other, other_ms = await self.other.get_stamped(self.context, record.key)
+        left_side_of_left = self.kind == "left" and self.this_is_left
+        keeps_unmatched = self.kind == "outer" or left_side_of_left
+        ts = to_ms(record.timestamp)
+        if other is None:
+            if not keeps_unmatched or (new is None and old is None):
+                return
+            stamp = ts
+        else:
+            stamp = max(ts, other_ms)
+        left, right = (new, other) if self.this_is_left else (other, new)
+        if self.kind == "left" and not self.this_is_left:
+            result = self.joiner(left, right)
+        elif new is None and (other is None or self.kind != "outer"):
+            result = None
+        else:
+            result = self.joiner(left, right)
+        self.context.forward(update(record, result, None, stamp / 1000))
 
 
 class JoinedTableGetter(ValueGetter):
@@ -154,9 +180,13 @@ class JoinedTableGetter(ValueGetter):
         self.stores = tuple(dict.fromkeys((*left.stores, *right.stores)))
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        left = await self.left.get(ctx, key)
-        right = await self.right.get(ctx, key)
-        return table_join_result(self.kind, self.joiner, left, right)
+        return (await self.get_stamped(ctx, key))[0]
+
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        left, left_ms = await self.left.get_stamped(ctx, key)
+        right, right_ms = await self.right.get_stamped(ctx, key)
+        result = table_join_result(self.kind, self.joiner, left, right)
+        return result, max(left_ms, right_ms) if result is not None else NO_TIMESTAMP
 
 
 # -- building ---------------------------------------------------------------------------
@@ -267,6 +297,10 @@ def join_tables(this: Table[Any, Any], other: Table[Any, Any],
                             "stream with a table, call stream.join(table, ...)")
     builder = this.builder
     what = f"join of tables {this.node!r} and {other.node!r}"
+    if kind in ("left", "outer"):
+        this.old_values.enable()
+    if kind == "outer":
+        other.old_values.enable()
     _check_key_serdes(this.key_serde, other.key_serde, what)
     builder.check_copartitioned(this.node, other.node, what)
     left_getter, right_getter = this.getter, other.getter

@@ -85,7 +85,7 @@ def _key(hex_key: str | None) -> str:
     if hex_key is None:
         return "null"
     raw = bytes.fromhex(hex_key)
-    if len(raw) >= 8 and not raw[-8:].isascii() or len(raw) > 8 and raw[-8:-4] == bytes(4):
+    if (len(raw) >= 8 and not raw[-8:].isascii()) or (len(raw) > 8 and raw[-8:-4] == bytes(4)):
         fields = []
         while len(raw) >= 8 and raw[-8:-4] == bytes(4):
             fields.insert(0, str(struct.unpack(">q", raw[-8:])[0]))

@@ -43,12 +43,12 @@ from aiostreams.test_driver import TopologyTestDriver
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
+    SessionWindowedSerde,
     SessionWindows,
     Stream,
     Table,
-    TumblingWindows,
-    SessionWindowedSerde,
     TimeWindowedSerde,
+    TumblingWindows,
 )
 
 Case = dict[str, Any]
