@@ -16,10 +16,6 @@ import pytest
 F = TypeVar("F", bound=Callable[..., Any])
 
 KNOWN_LEAD_AREAS: dict[str, str] = {
-    "aggregate": (
-        "issue 17 item 4 for key-value aggregations: Kafka stamps an update with the max "
-        "timestamp of the records that made it (a@1, a@0: count 2 stamped 1); aiostreams' "
-        "AggregateProcessor stamps the current record's (0)"),
     "session_windows": (
         "Kafka's session aggregation forwards its results (and tombstones) without the input "
         "record's headers (a new Record(key, value, end)); aiostreams keeps them"),
