@@ -27,16 +27,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_stores import kv_store_spec
+from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec, plain_value
 from aiostreams.topology.dsl_stream import Stream, _require_sync
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.topology.table_changes import (
     NO_TIMESTAMP,
     OldValues,
-    add_timestamps_store,
     old_value,
     read_stamped,
-    timestamps_store,
     update,
     write_stamped,
 )
@@ -86,14 +84,14 @@ class ValueGetter:
 
 
 class StoreGetter(ValueGetter):
-    """Reads a materialized table: its store and the companion timestamps store."""
+    """Reads a materialized table's store (values with their timestamps)."""
 
     def __init__(self, store: str) -> None:
         self.store = store
-        self.stores = (store, timestamps_store(store))
+        self.stores = (store,)
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        return await ctx.store(self.store).get(key)
+        return plain_value(await ctx.store(self.store).get(key))
 
     async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
         return await read_stamped(ctx, self.store, key)
@@ -155,7 +153,7 @@ class TableSourceProcessor(Processor[Any, Any]):
             self.null_keys_dropped += 1
             return
         ctx = self.context
-        old = (await ctx.store(self.store_name).get(record.key)
+        old = (plain_value(await ctx.store(self.store_name).get(record.key))
                if self.old_values.enabled else None)
         write_stamped(ctx, self.store_name, record.key, record.value,
                       to_ms(record.timestamp))
@@ -292,9 +290,7 @@ class Table(Generic[K, V]):
             key_serde = self.key_serde or JsonSerde()
             self.builder.add_store(kv_store_spec(
                 store, persistent=persistent, key_serde=key_serde,
-                value_serde=value_serde or JsonSerde()), node)
-            add_timestamps_store(self.builder, store, persistent=persistent,
-                                 key_serde=key_serde, processor=node)
+                value_serde=TimestampedSerde(value_serde or JsonSerde())), node)
             getter = StoreGetter(store)
         return Table(self.builder, node, getter, key_serde=self.key_serde,
                      value_serde=value_serde, store=store, old_values=old_values)
@@ -380,9 +376,7 @@ class GroupedStream(Generic[K, V]):
             name=name)
         self.builder.add_store(kv_store_spec(store, persistent=persistent,
                                              key_serde=self.key_serde,
-                                             value_serde=value_serde), node)
-        add_timestamps_store(self.builder, store, persistent=persistent,
-                             key_serde=self.key_serde, processor=node)
+                                             value_serde=TimestampedSerde(value_serde)), node)
         return Table(self.builder, node, StoreGetter(store), key_serde=self.key_serde,
                      value_serde=value_serde, store=store)
 
@@ -455,9 +449,7 @@ def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str |
                                  lambda: TableSourceProcessor(store, old_values),
                                  [source], name=name)
     builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
-                                    value_serde=value_serde), node)
-    add_timestamps_store(builder, store, persistent=persistent, key_serde=key_serde,
-                         processor=node)
+                                    value_serde=TimestampedSerde(value_serde)), node)
     return Table(builder, node, StoreGetter(store), key_serde=key_serde,
                  value_serde=value_serde, store=store, old_values=old_values)
 

@@ -7,9 +7,10 @@ module builds them into the topology: one processor and one window store per agg
 and a :class:`~aiostreams.topology.dsl_table.Table` of :class:`Windowed` keys whose key
 serde is Kafka Streams' wire format for the window kind.
 
-State lives in window stores: ``(key, window start)`` → ``(timestamp, aggregate)`` for time
-windows, and ``(key, session end)`` → ``(session start, aggregate)`` for sessions (keyed by
-end so the store's retention, which drops by its time, expires sessions by their end).
+State lives in window stores: ``(key, window start)`` → the aggregate with its timestamp
+(``ValueAndTimestamp``) for time windows, and ``(key, session end)`` →
+``(session start, aggregate)`` for sessions (keyed by end so the store's retention, which
+drops by its time, expires sessions by their end).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import ConfigError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
-from aiostreams.topology.dsl_stores import TimedSerde, window_store_spec
+from aiostreams.topology.dsl_stores import TimedSerde, TimestampedSerde, window_store_spec
 from aiostreams.topology.dsl_stream import _require_sync
 from aiostreams.topology.dsl_table import Table, initial_value
 from aiostreams.topology.processor import ProcessorContext
@@ -116,7 +117,7 @@ class TimeWindowedStream(Generic[K, V]):
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum,
             persistent=persistent, key_serde=self.grouped.key_serde,
-            value_serde=TimedSerde(value_serde)), node)
+            value_serde=TimestampedSerde(value_serde)), node)
         return Table(builder, node, TimeWindowGetter(store),
                      key_serde=TimeWindowedSerde(self.grouped.key_serde, size=windows.size),
                      value_serde=value_serde, store=store)

@@ -14,22 +14,20 @@ with every stored value (``ValueAndTimestamp``). Two of its rules need them:
   records that made it.
 
 :class:`TableUpdate` is a :class:`~aiostreams.types.Record` that also carries ``old``;
-:class:`OldValues` is the per-table switch; the timestamps of a materialized table live in
-a companion key-value store (:func:`timestamps_store`, milliseconds), written with it.
+:class:`OldValues` is the per-table switch; a materialized table stores each value with
+its timestamp (:class:`~aiostreams.topology.dsl_stores.ValueAndTimestamp`, as Kafka's
+timestamped stores), read and written by :func:`read_stamped` / :func:`write_stamped`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from aiostreams.serde import LongSerde, Serde
-from aiostreams.topology.dsl_stores import kv_store_spec
+from aiostreams.topology.dsl_stores import ValueAndTimestamp
 from aiostreams.topology.processor import ProcessorContext
+from aiostreams.topology.windows import to_ms
 from aiostreams.types import Record
-
-if TYPE_CHECKING:
-    from aiostreams.topology.dsl import StreamsBuilder
 
 NO_TIMESTAMP = -1
 """The timestamp of a value that has none (Kafka's ``UNKNOWN``)."""
@@ -71,33 +69,20 @@ class OldValues:
             self.parent.enable()
 
 
-def timestamps_store(store: str) -> str:
-    """The name of the companion store holding ``store``'s timestamps."""
-    return f"{store}-timestamps"
-
-
-def add_timestamps_store(builder: StreamsBuilder, store: str, *, persistent: bool,
-                         key_serde: Serde[Any], processor: str) -> None:
-    builder.add_store(kv_store_spec(timestamps_store(store), persistent=persistent,
-                                    key_serde=key_serde, value_serde=LongSerde()), processor)
-
-
 def write_stamped(ctx: ProcessorContext, store: str, key: Any, value: Any,
                   ts_ms: int) -> None:
-    """Put (or, for ``None``, delete) ``key`` in ``store`` and its timestamp beside it."""
-    values, stamps = ctx.store(store), ctx.store(timestamps_store(store))
+    """Put ``value`` with its timestamp in ``store`` (or, for ``None``, delete ``key``)."""
     if value is None:
-        values.delete(key)
-        stamps.delete(key)
+        ctx.store(store).delete(key)
     else:
-        values.put(key, value)
-        stamps.put(key, ts_ms)
+        ctx.store(store).put(key, ValueAndTimestamp(value, ts_ms / 1000))
 
 
 async def read_stamped(ctx: ProcessorContext, store: str, key: Any) -> tuple[Any, int]:
     """``key``'s value in ``store`` and its timestamp (ms; :data:`NO_TIMESTAMP` if none)."""
-    value = await ctx.store(store).get(key)
-    if value is None:
+    stored = await ctx.store(store).get(key)
+    if stored is None:
         return None, NO_TIMESTAMP
-    stamp = await ctx.store(timestamps_store(store)).get(key)
-    return value, NO_TIMESTAMP if stamp is None else int(stamp)
+    if isinstance(stored, ValueAndTimestamp):
+        return stored.value, to_ms(stored.timestamp)
+    return stored, NO_TIMESTAMP

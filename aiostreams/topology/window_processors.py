@@ -20,7 +20,8 @@ them and the record; if its end is before ``stream time - grace - gap`` the reco
 and dropped. Otherwise each merged session is deleted and forwarded as a tombstone stamped
 with *its* end - unless the merged session is just ``[ts, ts]`` (an existing one-point
 session at the same time is updated in place, with no tombstone) - and the new aggregate is
-stored under the merged end and forwarded stamped with that end.
+stored under the merged end and forwarded stamped with that end. Session results carry no
+headers (Kafka Streams makes them new records; time-window updates keep the input's).
 
 Invariants: a time window is never written or forwarded once ``end + grace <= stream
 time``; a session is never extended once ``end + gap + grace < stream time``.
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aiostreams.topology.dsl_stores import WindowAccess, window_access
+from aiostreams.topology.dsl_stores import ValueAndTimestamp, WindowAccess, window_access
 from aiostreams.topology.dsl_table import ValueGetter
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
@@ -50,8 +51,8 @@ _NO_END = float("inf")
 
 
 class TimeWindowAggregateProcessor(Processor[Any, Any]):
-    """See the module docstring. The store maps ``(key, start)`` to
-    ``(timestamp seconds, aggregate)``."""
+    """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
+    timestamp (:class:`~aiostreams.topology.dsl_stores.ValueAndTimestamp`)."""
 
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
@@ -83,11 +84,11 @@ class TimeWindowAggregateProcessor(Processor[Any, Any]):
             if old is None:
                 stamp, new = ts, self.adder(key, value, self.start())
             else:
-                stamp, new = max(ts, to_ms(old[0])), self.adder(key, value, old[1])
+                stamp, new = max(ts, to_ms(old.timestamp)), self.adder(key, value, old.value)
             if new is None:
                 store.delete(key, start)
             else:
-                store.put(key, start, (stamp / 1000, new))
+                store.put(key, start, ValueAndTimestamp(new, stamp / 1000))
             ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
 
@@ -137,7 +138,8 @@ class SessionAggregateProcessor(Processor[Any, Any]):
                 store.delete(key, end_ms / 1000)
                 self._store_time.advance(end_ms)
                 ctx.forward(restamped(
-                    record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms))
+                    record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms,
+                    headers=()))
         aggregate = self.adder(key, value, aggregate)
         if aggregate is None:
             store.delete(key, last / 1000)
@@ -145,7 +147,7 @@ class SessionAggregateProcessor(Processor[Any, Any]):
             store.put(key, last / 1000, (first / 1000, aggregate))
         self._store_time.advance(last)
         ctx.forward(restamped(record, Windowed(key, first / 1000, last / 1000), aggregate,
-                              last))
+                              last, headers=()))
 
 
 class TimeWindowGetter(ValueGetter):
@@ -159,7 +161,7 @@ class TimeWindowGetter(ValueGetter):
         if not isinstance(key, Windowed):
             return None
         stored = await window_access(ctx.store(self.store)).get(key.key, key.start)
-        return None if stored is None else stored[1]
+        return None if stored is None else stored.value
 
 
 class SessionGetter(ValueGetter):

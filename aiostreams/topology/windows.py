@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from aiostreams.errors import ConfigError, DeserializationError, SerializationError
 from aiostreams.serde import JsonSerde, Serde, serde_for
-from aiostreams.types import Record
+from aiostreams.types import Headers, Record
 
 K = TypeVar("K")
 
@@ -50,10 +50,12 @@ def duration_ms(what: str, seconds: float, *, minimum: int = 0) -> int:
     return ms
 
 
-def restamped(record: AnyRecord, key: Any, value: Any, ts_ms: int) -> AnyRecord:
-    """``record`` with a new key, value and timestamp (``ts_ms`` milliseconds)."""
+def restamped(record: AnyRecord, key: Any, value: Any, ts_ms: int, *,
+              headers: Headers | None = None) -> AnyRecord:
+    """``record`` with a new key, value and timestamp (``ts_ms`` milliseconds), and its own
+    headers unless ``headers`` are given."""
     return Record(key, value, record.topic, record.partition, record.offset, ts_ms / 1000,
-                  record.headers)
+                  record.headers if headers is None else headers)
 
 
 @dataclass(frozen=True, slots=True)

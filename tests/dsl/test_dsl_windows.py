@@ -37,9 +37,8 @@ def window_app(max_in_flight: int) -> tuple[Any, Any, Any]:
 
 
 def final(result: Any, store: str) -> dict[tuple[str, float], Any]:
-    """A time-window store's contents as {(key, start): aggregate}, whatever the store
-    layout (each value is stored with its timestamp)."""
-    return {(k[0], k[1]): v[1] for k, v in result.stores[store].items()}
+    """A window store's contents as {(key, start): value}, whatever the store layout."""
+    return {(k[0], k[1]): v for k, v in result.stores[store].items()}
 
 
 @pytest.mark.parametrize("max_in_flight", IN_FLIGHT_PAST_CLOSE)

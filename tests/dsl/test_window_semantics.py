@@ -133,7 +133,8 @@ def as_input(steps: list[tuple[str | None, int, int]]) -> list[In]:
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=records_strategy, seed=st.integers(0, 2**16),
-       max_in_flight=st.sampled_from(IN_FLIGHT[1:]), ordering=st.sampled_from(ORDERINGS))
+       max_in_flight=st.sampled_from(IN_FLIGHT[1:]),
+       ordering=st.sampled_from([*ORDERINGS, "unordered"]))
 async def test_windowed_counts_equal_the_serial_run_for_every_completion_order(
         kind: str, steps: list[tuple[str | None, int, int]], seed: int, max_in_flight: int,
         ordering: str) -> None:

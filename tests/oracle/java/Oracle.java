@@ -2,7 +2,8 @@
 //
 // Reads cases from stdin, one JSON object per line, and prints one JSON line per case.
 //
-//   {"id": "c1", "mode": "run", "ops": [...], "inputs": [...], "outputs": ["out", ...]}
+//   {"id": "c1", "mode": "run", "ops": [...], "inputs": [...], "outputs": ["out", ...],
+//    "config": {StreamsConfig name: value, ...} (optional overrides)}
 //     builds the topology described by "ops" with the Kafka Streams DSL (the vocabulary is
 //     documented in tests/oracle/oracle_spec.py, which builds the same topology in aiostreams),
 //     runs it in a fresh TopologyTestDriver (caching off, in-memory stores, a fresh state
@@ -150,6 +151,8 @@ public final class Oracle {
         // Kafka throttles the emission of non-joined stream-stream join results by wall-clock
         // time (1 s); the oracle compares the semantics without the throttle.
         props.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
+        // A case may override settings (tests/oracle/deviations.py shows Kafka's defaults).
+        request.path("config").fields().forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
         ObjectNode outputs = JSON.createObjectNode();
         try (TopologyTestDriver driver = new TopologyTestDriver(topology, props)) {
             Map<String, TestInputTopic<String, Long>> inputs = new HashMap<>();
