@@ -15,11 +15,7 @@ import pytest
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-KNOWN_LEAD_AREAS: dict[str, str] = {
-    "session_windows": (
-        "Kafka's session aggregation forwards its results (and tombstones) without the input "
-        "record's headers (a new Record(key, value, end)); aiostreams keeps them"),
-}
+KNOWN_LEAD_AREAS: dict[str, str] = {}
 """Family -> the issue-17 item that explains its mismatch (with a minimal repro in the
 report of the oracle work)."""
 
