@@ -8,28 +8,28 @@ repartitioned (to as many partitions as the other side declares, when it does). 
 processors of both sides are connected to the stores of both sides, which puts them in
 one sub-topology.
 
-**Stream-stream.** Each side's records are buffered in a window store
-(``(key, timestamp)`` → the values with that timestamp). A left record at ``t`` joins the
-right records with timestamps in ``[t - before, t + after]`` (a right record at ``t``: the
-left records in ``[t - after, t + before]``); each match emits ``joiner(left, right)``
-with timestamp ``max`` of the two. ``left_join``/``outer_join`` also emit
-``joiner(value, None)`` (``joiner(None, value)``) for a record that found no match *when
-it arrived* (eager, like Kafka before 3.1; a later match is emitted as well). A record
-whose own window has closed — ``t + after + grace <= stream time`` for a left record,
-``t + before + grace`` for a right one — is dropped and counted (it could neither match
-nor be matched correctly any more); buffers keep ``before + after + grace`` seconds.
+**Stream-stream.** Kafka Streams 3.9's semantics, in
+:mod:`~aiostreams.topology.stream_stream_join`: each side's records are buffered in a
+window store; a left record at ``t`` joins the right records in ``[t - before, t + after]``
+(a right one the left records in ``[t - after, t + before]``), each match stamped ``max``
+of the two; ``left_join``/``outer_join`` hold a record without a match in an outer store
+and emit ``joiner(value, None)`` (``joiner(None, value)``) when the join's stream time
+closes its window (a later match cancels it). The join step waits for the records issued
+before it, so its stream time and stores are the serial run's.
 
 **Stream-table.** Each stream record looks up the table's current value of its key;
 table updates emit nothing. Inner join drops records without a table value (and with a
-null key); left join emits ``joiner(value, None)`` for them.
+null key or value); left join emits ``joiner(value, None)`` for them, null keys included
+(KIP-962).
 
 **Table-table.** An update of either side looks up the other side's current value and
-emits the new join result for the key: ``joiner(left, right)``, or ``None`` (a delete)
-when the join has no result for the key any more.
+timestamp and emits the new join result, following Kafka Streams' forwarding rules (see
+:class:`TableTableJoinProcessor`), stamped with the later of the two sides' timestamps.
 
-Correctness under concurrency comes from the engine's key ordering: records of both
+Correctness under concurrency: stream-stream join steps run in issue order (above);
+stream-table and table-table joins rely on the engine's key ordering (records of both
 sides with the same key bytes never execute at once, and reads see earlier records'
-buffered writes.
+buffered writes).
 """
 
 from __future__ import annotations
