@@ -3,6 +3,7 @@ and the last commit, on the memory broker."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -18,13 +19,14 @@ def make_app(**settings: object) -> App:
                commit_interval_ms=20, **settings)
 
 
-async def test_startup_runs_before_any_record_and_shutdown_after_the_last_commit() -> None:
+async def test_startup_runs_before_any_record_and_shutdown_after_the_drain_and_commit() -> None:
     app = make_app()
     events: list[str] = []
     src = app.topic("in", key=str, value=str, partitions=1)
     dst = app.topic("out", key=str, value=str, partitions=1)
     for i in range(5):
         await app.send(src, f"k{i}", f"v{i}")
+    entered, gate = asyncio.Event(), asyncio.Event()
 
     @contextlib.asynccontextmanager
     async def connection() -> AsyncIterator[str]:
@@ -40,6 +42,10 @@ async def test_startup_runs_before_any_record_and_shutdown_after_the_last_commit
 
     async def step(value: str) -> str:
         events.append("record")
+        if events.count("record") == 5:
+            entered.set()
+        await gate.wait()  # in flight when the stop begins
+        events.append("done")
         return f"{value}/{conn.value}"
 
     @app.on_shutdown
@@ -47,19 +53,19 @@ async def test_startup_runs_before_any_record_and_shutdown_after_the_last_commit
         events.append(f"shutdown sees {conn.value}")  # still open
         await app.send(dst, "bye", "from shutdown")
 
-    app.on_commit(lambda _commit: events.append("commit"))
+    app.on_commit(lambda commit: events.append(f"commit {max(commit.offsets.values())}"))
     app.stream(src).map_values_async(step).to(dst)
-    async with app:
-        await app.wait_until_caught_up(timeout=30)
+    await app.start()
+    await entered.wait()
+    stopping_task = asyncio.create_task(app.stop())
+    gate.set()  # the in-flight records finish while the app stops: the drain
+    await stopping_task
     assert events[:2] == ["open", "startup committed=True"]
-    assert [e for e in events if e != "commit"][2:] == [
-        "record", "record", "record", "record", "record", "shutdown sees conn", "close"]
-    last_commit = max(i for i, e in enumerate(events) if e == "commit")
-    assert last_commit < events.index("shutdown sees conn")  # the stop's commit came first
+    assert events[2:7] == ["record"] * 5
+    assert events[7:] == ["done"] * 5 + ["commit 5", "shutdown sees conn", "close"]
     async with app.consumer(dst) as records:
         values = [r.value for r in await records.read_to_end()]
-    assert values[:5] == [f"v{i}/conn" for i in range(5)]
-    assert values[5] == "from shutdown"
+    assert values == [f"v{i}/conn" for i in range(5)] + ["from shutdown"]
     with pytest.raises(ResourceClosedError, match="resource 'conn' is not open"):
         _ = conn.value
 
