@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import aiostreams
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,3 +61,28 @@ def test_dead_letter_walkthrough_replays_after_the_fix() -> None:
     assert "exception  __main__.UnknownCurrency: no exchange rate for GBP" in out
     assert "replayed 3 dead letter(s)" in out
     assert "converted: 4, dead-letter topic now holds: 4" in out
+
+
+PUBLIC_MODULES = {"aiostreams", "aiostreams.cli", "aiostreams.spark"}
+INTERNAL_ATTRIBUTES = {"transport", "tasks", "worker", "_transport", "topology"}
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_example_uses_the_public_api_only(path: Path) -> None:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.startswith("aiostreams"):
+            assert node.module in PUBLIC_MODULES, f"{path.name}:{node.lineno} imports " \
+                f"{node.module}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("aiostreams"):
+                    assert alias.name in PUBLIC_MODULES, f"{path.name}:{node.lineno}"
+        elif isinstance(node, ast.Attribute):
+            assert node.attr not in INTERNAL_ATTRIBUTES, \
+                f"{path.name}:{node.lineno} uses .{node.attr}"
+            if isinstance(node.value, ast.Name) and node.value.id == "ais":
+                assert node.attr in aiostreams.__all__, \
+                    f"{path.name}:{node.lineno}: ais.{node.attr} is not in aiostreams.__all__"
