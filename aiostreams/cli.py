@@ -10,6 +10,7 @@ failure, 2 usage or configuration error, 3 broker unreachable).
     aiostreams describe myproject.app:app [--mermaid]
     aiostreams topics list | create NAME --partitions N | describe NAME
     aiostreams tail TOPIC [--from-beginning] [--limit N] [--key-serde/--value-serde S]
+    aiostreams send TOPIC [--app MODULE:APP] [--json | --key-separator SEP] < lines
     aiostreams dlq show TOPIC [--limit N] [--traceback]
     aiostreams dlq replay TOPIC [--limit N] [--dry-run]
 
@@ -33,6 +34,7 @@ from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
 from aiostreams.commands.run import CurrentStderr, Reporter, RunOptions, run_app
+from aiostreams.commands.send import send
 from aiostreams.commands.supervisor import supervise, worker_overrides
 from aiostreams.commands.tail import tail
 from aiostreams.commands.target import (
@@ -53,6 +55,7 @@ from aiostreams.errors import (
     ConfigError,
     TopologyError,
 )
+from aiostreams.topic import Topic
 
 T = TypeVar("T")
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -177,6 +180,25 @@ def build_parser() -> argparse.ArgumentParser:
     tail_cmd.add_argument("--json", action="store_true", help="one JSON object per line")
     tail_cmd.add_argument("--headers", action="store_true", help="show record headers")
     tail_cmd.set_defaults(handler=_tail)
+
+    send_cmd = commands.add_parser(
+        "send", parents=[common, tool], help="produce records from stdin, one per line",
+        description="Produce one record per stdin line: the value, or KEY<SEP>VALUE with "
+                    "--key-separator, or with --json an object {\"key\": ..., \"value\": "
+                    "..., \"headers\": {...}, \"timestamp\": SECONDS, \"partition\": N}. "
+                    "With --app the topic's serdes check and encode each record (a bad "
+                    "line is refused with its number); without, text is sent as UTF-8.",
+        epilog="examples:\n  echo '{\"id\": \"o1\", \"amount\": 3}' | aiostreams send "
+               "orders --app myproject.app:app\n  printf 'k1=v1\\nk2=v2\\n' | aiostreams "
+               "send words --key-separator =",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    send_cmd.add_argument("topic", metavar="TOPIC")
+    how = send_cmd.add_mutually_exclusive_group()
+    how.add_argument("--json", action="store_true",
+                     help="each line is a JSON object with key, value, headers, ...")
+    how.add_argument("--key-separator", metavar="SEP",
+                     help="each line is KEY, SEP, VALUE (the first SEP splits)")
+    send_cmd.set_defaults(handler=_send)
 
     dlq = commands.add_parser("dlq", parents=[common], help="show or replay dead letters",
                               description="Dead-letter topics: what failed, and replay.")
@@ -391,6 +413,15 @@ def _tail(args: argparse.Namespace) -> int:
         key=decoder(args.key_serde, topic, "key"),
         value=decoder(args.value_serde, topic, "value"),
         as_json=args.json, headers=args.headers), interrupt_code=0)
+
+
+def _send(args: argparse.Namespace) -> int:
+    settings, app = _tool_target(args)
+    declared = app.topology.topic(args.topic) if app is not None else None
+    topic = declared or Topic.of(args.topic, key=bytes, value=bytes)
+    return _run_tool(send(client_transport(settings, args.connect_timeout), topic,
+                          declared=declared is not None, as_json=args.json,
+                          key_separator=args.key_separator))
 
 
 def _dlq_topic(args: argparse.Namespace, settings: Settings) -> str:
