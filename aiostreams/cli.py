@@ -1,7 +1,9 @@
 """The ``aiostreams`` command line (``python -m aiostreams``): argument parsing, dispatch, and
 the one rule for errors: **one line on stderr, no traceback** (``--debug`` adds it), and an
 exit code that means something (:class:`~aiostreams.commands.ExitCode`: 0 ok, 1 runtime
-failure, 2 usage or configuration error, 3 broker unreachable).
+failure, 2 usage or configuration error, 3 broker unreachable, 130 interrupted by Ctrl-C,
+141 the reader of stdout went away, as in ``aiostreams tail T | head -1``: quietly, as Unix
+tools do).
 
 ::
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -33,7 +36,13 @@ from aiostreams.commands import CommandError, ExitCode, UsageError
 from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
-from aiostreams.commands.run import CurrentStderr, Reporter, RunOptions, run_app
+from aiostreams.commands.run import (
+    CurrentStderr,
+    Reporter,
+    RunOptions,
+    run_app,
+    signal_exit_code,
+)
 from aiostreams.commands.send import send
 from aiostreams.commands.supervisor import supervise, worker_overrides
 from aiostreams.commands.tail import tail
@@ -122,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run N worker processes in one consumer group (default 1: this "
                           "process); SIGINT/SIGTERM are forwarded; exit code of the first "
                           "that fails")
-    run.add_argument("--metrics-port", type=int, metavar="PORT",
+    run.add_argument("--metrics-port", type=_port, metavar="PORT",
                      help="serve Prometheus metrics at /metrics and /health on PORT (0: a "
                           "free port, printed); worker I of --workers uses PORT+I")
     run.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
@@ -233,6 +242,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{port} is not a TCP port: use 1-65535, or 0 for a free one")
+    return port
+
+
 # -- main -----------------------------------------------------------------------------
 
 
@@ -253,9 +273,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_closed()
     except Exception as e:
         _error(e, debug=args.debug)
         return exit_code_for(e)
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout left (``| head -1``): exit quietly with SIGPIPE's code. What is
+    still buffered for stdout goes nowhere, so the interpreter's final flush cannot fail
+    and print its own traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return ExitCode.PIPE_CLOSED
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -300,8 +334,8 @@ def _configure_logging(args: argparse.Namespace) -> None:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
-async def _until_signal(work: Coroutine[Any, Any, T]) -> tuple[T | None, bool]:
-    """Run ``work``; SIGINT/SIGTERM cancel it. Returns (result, False) or (None, True)."""
+async def _until_signal(work: Coroutine[Any, Any, T]) -> tuple[T | None, int | None]:
+    """Run ``work``; SIGINT/SIGTERM cancel it. Returns (result, None) or (None, signum)."""
     loop = asyncio.get_running_loop()
     task = loop.create_task(work)
     interrupted: list[int] = []
@@ -313,20 +347,25 @@ async def _until_signal(work: Coroutine[Any, Any, T]) -> tuple[T | None, bool]:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, cancel, sig)
     try:
-        return await task, False
+        return await task, None
     except asyncio.CancelledError:
         if interrupted:  # the cancellation is ours (of the inner task), not of this one
-            return None, True
+            return None, interrupted[0]
         raise
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
 
-def _run_tool(work: Coroutine[Any, Any, int], *,
-              interrupt_code: int = ExitCode.INTERRUPTED) -> int:
-    result, interrupted = run_event_loop(_until_signal(work))
-    return interrupt_code if interrupted else int(result)
+def _run_tool(work: Coroutine[Any, Any, int], *, stops_on_sigterm: bool = False) -> int:
+    """Run a tool's coroutine; SIGINT exits 130, SIGTERM too unless the tool stops on it
+    as its normal end (``tail``: 0)."""
+    result, signum = run_event_loop(_until_signal(work))
+    if signum is None:
+        return int(result)
+    if stops_on_sigterm:
+        return signal_exit_code(signum)
+    return ExitCode.INTERRUPTED
 
 
 # -- the commands ---------------------------------------------------------------------
@@ -412,7 +451,7 @@ def _tail(args: argparse.Namespace) -> int:
         from_beginning=args.from_beginning, limit=args.limit, follow=not args.no_follow,
         key=decoder(args.key_serde, topic, "key"),
         value=decoder(args.value_serde, topic, "value"),
-        as_json=args.json, headers=args.headers), interrupt_code=0)
+        as_json=args.json, headers=args.headers), stops_on_sigterm=True)
 
 
 def _send(args: argparse.Namespace) -> int:
@@ -427,8 +466,8 @@ def _send(args: argparse.Namespace) -> int:
 def _dlq_topic(args: argparse.Namespace, settings: Settings) -> str:
     topic: str | None = args.topic or settings.dead_letter_topic
     if not topic:
-        raise UsageError("name the dead-letter topic (dlq show TOPIC), or give --app of an "
-                         "app that sets dead_letter_topic")
+        raise UsageError(f"name the dead-letter topic (aiostreams dlq {args.dlq_command} "
+                         "TOPIC), or give --app of an app that sets dead_letter_topic")
     return topic
 
 

@@ -7,7 +7,8 @@ the broker shares the input partitions among them as group members. The supervis
 * forwards SIGINT and SIGTERM to every worker (each then stops gracefully);
 * when a worker exits with a non-zero code, stops the others (SIGTERM) and exits with that
   code: a failed task would otherwise move to another worker and fail there too;
-* exits 0 once every worker exited 0.
+* exits 0 once every worker exited 0, or 130 when it was interrupted by SIGINT (Ctrl-C)
+  and every worker stopped gracefully (a worker's 130 after a SIGINT is not a failure).
 
 Identity per worker (:func:`worker_overrides`): with static membership
 (``group_instance_id``) or ``exactly_once`` each worker needs an id of its own, so worker I
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
+from aiostreams.commands import ExitCode
 from aiostreams.commands.run import Reporter
 from aiostreams.config import Settings
 
@@ -77,7 +79,7 @@ def supervise(base: Sequence[str], workers: int, metrics_port: int | None,
                 continue
             index, exited = running.pop(pid)
             exited.returncode = code = _exit_code(status)
-            if code != 0:
+            if code != 0 and not (code == ExitCode.INTERRUPTED and signal.SIGINT in received):
                 reporter.say(f"worker {index} (pid {pid}) exited with code {code}"
                              + ("; stopping the others" if running and first_failure is None
                                 else ""))
@@ -85,7 +87,9 @@ def supervise(base: Sequence[str], workers: int, metrics_port: int | None,
                     first_failure = code
                     for _, other in running.values():
                         other.send_signal(signal.SIGTERM)
-        return first_failure or 0
+        if first_failure is not None:
+            return first_failure
+        return ExitCode.INTERRUPTED if signal.SIGINT in received else ExitCode.OK
     finally:
         for child in children:
             if child.returncode is None and child.poll() is None:
