@@ -86,3 +86,13 @@ def test_example_uses_the_public_api_only(path: Path) -> None:
             if isinstance(node.value, ast.Name) and node.value.id == "ais":
                 assert node.attr in aiostreams.__all__, \
                     f"{path.name}:{node.lineno}: ais.{node.attr} is not in aiostreams.__all__"
+
+
+def test_examples_take_the_broker_from_the_environment() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["AIOSTREAMS_BROKER"] = "nats://not-a-kafka"  # refused: proves it was read
+    done = subprocess.run([sys.executable, "examples/word_count.py"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "setting 'broker'" in done.stderr and "nats://not-a-kafka" in done.stderr
