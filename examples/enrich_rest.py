@@ -21,25 +21,35 @@ What it does, end to end:
    records, unknown customers), writes enriched orders to ``orders-enriched``, aggregates
    totals per customer (a SQLite-backed table with a changelog) and writes enriched orders
    to a Parquet dataset through the Spark bridge (exactly once, partitioned by tier);
-4. waits until every order is processed and committed, stops, reads the dataset back with
-   Spark SQL, and prints a summary.
+4. waits until every order is processed and committed (a progress bar on a terminal),
+   stops, reads the dataset back with Spark SQL, and prints a summary.
+
+Its files (the state store, the Parquet dataset, Spark's JVM log) live in a temporary
+directory named at the start and removed at the end (``--keep`` keeps it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import random
+import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import aiostreams as ais
 
@@ -110,9 +120,10 @@ def make_orders(n: int, customers: int, seed: int) -> list[tuple[str, Order | by
 
 
 def build_app(broker: str | None, service_url: str, state_dir: Path, in_flight: int,
-              parquet_dir: Path | None, engine: str = "spark") -> tuple[ais.App, Counter[str]]:
+              parquet_dir: Path | None, engine: str = "spark",
+              on_order: Callable[[], None] = lambda: None) -> tuple[ais.App, Counter[str]]:
     """The app; ``broker=None`` takes it from the settings (``AIOSTREAMS_BROKER``, else
-    the embedded ``memory://``)."""
+    the embedded ``memory://``). ``on_order`` is called as each order starts."""
     app = ais.App("enrich-example", broker=broker, dead_letter_topic="orders-dlq",
                   max_in_flight=in_flight, state_dir=state_dir, commit_interval_ms=200,
                   default_partitions=4)
@@ -133,6 +144,7 @@ def build_app(broker: str | None, service_url: str, state_dir: Path, in_flight: 
         return EnrichedOrder(**order.model_dump(), **profile)
 
     valid = (app.stream(orders)
+             .peek(lambda _key, _order: on_order())
              .filter(lambda _key, order: order.amount > 0)
              .map_values_async(enrich, retry=ais.Retry(attempts=6, backoff=0.02,
                                                         max_backoff=0.5,
@@ -162,18 +174,49 @@ async def read_all(app: ais.App, topic: str) -> list[ais.Record[Any, Any]]:
         return await records.read_to_end()
 
 
-async def main_async(args: argparse.Namespace) -> Path | None:
+class ProgressBars:
+    """Two bars (drawn on a terminal only): input records the app has started on, and those
+    whose offsets it committed; a commit waits for the Parquet dataset's next file."""
+
+    def __init__(self, topic: str, total: int, console: Console) -> None:
+        self.topic = topic
+        self.progress = Progress(
+            TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, disable=not console.is_terminal,
+            transient=True)
+        self._started = self.progress.add_task("started", total=total)
+        self._committed = self.progress.add_task("committed", total=total)
+        self._offsets: dict[Any, int] = {}
+        self._begun, self._total = 0, total
+
+    def order_started(self) -> None:
+        self._begun += 1  # a retried order runs again and counts again: capped, a hint
+        self.progress.update(self._started, completed=min(self._begun, self._total))
+
+    def watch(self, app: ais.App) -> None:
+        def on_commit(commit: Any) -> None:
+            self._offsets.update((tp, offset) for tp, offset in commit.offsets.items()
+                                 if tp.topic == self.topic)
+            self.progress.update(self._committed, completed=sum(self._offsets.values()))
+
+        app.on_commit(on_commit)
+
+
+async def main_async(args: argparse.Namespace, workdir: Path,
+                     console: Console) -> Path | None:
     runner, url = await start_customer_service(args.latency, args.failure_rate, args.seed)
-    workdir = Path(tempfile.mkdtemp(prefix="aiostreams-example-"))
     parquet_dir = None if args.no_parquet else workdir / "orders-parquet"
-    app, calls = build_app(args.broker, url, workdir / "state", args.in_flight, parquet_dir,
-                            args.parquet_engine)
     inputs = make_orders(args.orders, args.customers, args.seed)
+    bars = ProgressBars("orders", len(inputs), console)
+    app, calls = build_app(args.broker, url, workdir / "state", args.in_flight, parquet_dir,
+                           args.parquet_engine, on_order=bars.order_started)
+    bars.watch(app)
     started = time.perf_counter()
     try:
         await produce(app, inputs)
-        async with app:
-            await app.wait_until_caught_up(timeout=args.timeout)
+        with bars.progress:
+            async with app:
+                await app.wait_until_caught_up(timeout=args.timeout)
         elapsed = time.perf_counter() - started
     finally:
         await runner.cleanup()
@@ -191,13 +234,35 @@ async def main_async(args: argparse.Namespace) -> Path | None:
     print(f"  dead-lettered            {len(dead):>8}  {dict(reasons)}")
     print(f"  filtered (amount <= 0)   {len(inputs) - len(enriched) - len(dead):>8}")
     print(f"  HTTP calls (with retries){calls['http']:>8}")
-    spark_note = ", Spark start-up included" if parquet_dir is not None else ""
     print(f"  elapsed                  {elapsed:>8.2f} s  "
-          f"({len(inputs) / elapsed:,.0f} orders/s at {args.latency * 1000:.0f} ms latency"
-          f"{spark_note})")
+          f"({len(inputs) / elapsed:,.0f} orders/s at {args.latency * 1000:.0f} ms latency)")
     top = sorted(latest.items(), key=lambda kv: -kv[1])[:5]
     print("  top customers            " + ", ".join(f"{c}: {t:,.2f}" for c, t in top))
     return parquet_dir
+
+
+@contextlib.contextmanager
+def jvm_output_to(path: Path) -> Iterator[None]:
+    """Send what a JVM started meanwhile writes to stderr (Spark's start-up warnings) to
+    ``path``: the JVM inherits file descriptor 2, which points at ``path`` while it starts."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log_file:
+        os.dup2(log_file.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def start_spark(workdir: Path, console: Console) -> None:
+    """Start the Spark bridge's session before the app runs, quietly, with a spinner."""
+    from aiostreams.spark import get_session
+
+    with console.status("starting Spark (local mode); its log: spark.log in the working "
+                        "directory"), jvm_output_to(workdir / "spark.log"):
+        get_session()
 
 
 def summarize_parquet(parquet_dir: Path) -> None:
@@ -229,11 +294,23 @@ def main() -> None:
     parser.add_argument("--no-parquet", action="store_true",
                         help="skip the Parquet dataset (and Spark)")
     parser.add_argument("--parquet-engine", choices=["spark", "pyarrow"], default="spark")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the working directory (state, dataset, Spark log)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    parquet_dir = ais.run_event_loop(main_async(args))
-    if parquet_dir is not None:
-        summarize_parquet(parquet_dir)
+    console = Console(stderr=True)
+    workdir = Path(tempfile.mkdtemp(prefix="aiostreams-example-"))
+    kept = "kept" if args.keep else "removed at the end; --keep keeps it"
+    console.print(f"working directory {workdir} ({kept})", soft_wrap=True)
+    try:
+        if not args.no_parquet and args.parquet_engine == "spark":
+            start_spark(workdir, console)
+        parquet_dir = ais.run_event_loop(main_async(args, workdir, console))
+        if parquet_dir is not None:
+            summarize_parquet(parquet_dir)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

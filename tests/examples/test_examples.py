@@ -17,17 +17,29 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_example(*args: str, timeout: float = 240.0) -> str:
+    return run_example_process(*args, timeout=timeout).stdout
+
+
+def run_example_process(*args: str, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     done = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return done
 
 
 @pytest.mark.spark
 def test_enrichment_example_accounts_for_every_order_and_spark_reads_the_dataset() -> None:
-    out = run_example("examples/enrich_rest.py", "--orders", "600")
+    done = run_example_process("examples/enrich_rest.py", "--orders", "600")
+    out = done.stdout
+    # Spark's JVM start-up chatter goes to a log file; the working directory is named,
+    # then removed; no progress bar off a terminal
+    workdir = re.search(r"^working directory (\S+) \(removed at the end", done.stderr, re.M)
+    assert workdir, done.stderr
+    assert not Path(workdir.group(1)).exists()
+    assert done.stderr.strip().splitlines() == [workdir.group(0) + "; --keep keeps it)"]
+
     def count(label: str) -> int:
         match = re.search(rf"^  {re.escape(label)}\s+(\d+)", out, re.M)
         assert match, f"no {label!r} line in:\n{out}"
