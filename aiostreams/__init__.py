@@ -40,9 +40,11 @@ from aiostreams.topic import Topic
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
+    SessionWindowedSerde,
     SessionWindows,
     Stream,
     Table,
+    TimeWindowedSerde,
     TumblingWindows,
     Windowed,
 )
@@ -83,6 +85,7 @@ __all__ = [
     "Retry",
     "Serde",
     "SerializationError",
+    "SessionWindowedSerde",
     "SessionWindows",
     "Settings",
     "StoreSpec",
@@ -90,6 +93,7 @@ __all__ = [
     "Stream",
     "Table",
     "TaskFailedError",
+    "TimeWindowedSerde",
     "Topic",
     "TopicPartition",
     "Topology",

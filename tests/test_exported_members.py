@@ -12,7 +12,7 @@ EXPECTED = {
     "AppProducer", "AppConsumer", "Resource", "ResourceClosedError", "run_event_loop",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
-    "Windowed", "kv_store", "window_store",
+    "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
     # execution policy
     "Ordering", "Retry", "OnError",
     # serdes
