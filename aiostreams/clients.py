@@ -214,31 +214,27 @@ class AppConsumer:
         batch = await self._running().getmany(timeout)
         return [self._decode(raw) for raws in batch.values() for raw in raws]
 
-    async def read_to_end(self) -> list[Record[Any, Any]]:
+    async def read_to_end(self, timeout: float | None = None) -> list[Record[Any, Any]]:
         """Every record from the current position up to the end of each partition as it is
-        when called (its last committed record)."""
+        when called (for an ``exactly_once`` producer: its last committed record). Raises
+        ``TimeoutError`` after ``timeout`` seconds (None: no limit). Cancellation: returns
+        nothing; the position has moved past what was read."""
         consumer = self._running()
         ends = await consumer.end_offsets(self.partitions)
         out: list[Record[Any, Any]] = []
-        behind = await self._behind(ends)
-        while behind:
-            batch = await consumer.getmany(0.5)
-            for raws in batch.values():
-                out.extend(self._decode(raw) for raw in raws if raw.offset < ends[raw.tp])
-            now_behind = await self._behind(ends)
-            if not batch and now_behind == behind:
-                break  # what is left are transaction markers: no records to read
-            behind = now_behind
+        async with asyncio.timeout(timeout):
+            while await self._behind(ends):  # transaction markers move positions too
+                batch = await consumer.getmany(0.5)
+                for raws in batch.values():
+                    out.extend(self._decode(raw) for raw in raws if raw.offset < ends[raw.tp])
         return out
 
-    async def _behind(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    async def _behind(self, ends: Mapping[TopicPartition, int]) -> bool:
         consumer = self._running()
-        behind = {}
         for tp in self.partitions:
-            position = await consumer.position(tp)
-            if position < ends[tp]:
-                behind[tp] = position
-        return behind
+            if await consumer.position(tp) < ends[tp]:
+                return True
+        return False
 
     async def __aiter__(self) -> AsyncIterator[Record[Any, Any]]:
         """Follow the topic: records as they arrive, forever (break out of the loop)."""
