@@ -18,7 +18,7 @@ import gc
 import logging
 import signal
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -171,6 +171,20 @@ class App:
     def resource_value(self, name: str) -> Any:
         """The value of the resource declared as ``name`` (the app must be running)."""
         return self._lifecycle.resource(name).value
+
+    @contextlib.asynccontextmanager
+    async def lifecycle(self) -> AsyncIterator[None]:
+        """Startup hooks and resources without the app's worker, for a test driver
+        (``async with app.lifecycle(), TopologyTestDriver(app) as driver``); shutdown
+        hooks and closing on exit. Not while the app runs."""
+        if self.state is AppState.STARTING or self.state is AppState.RUNNING:
+            raise RuntimeError(f"app {self.name!r} is {self.state.value}: its lifecycle "
+                               "already runs")
+        await self._lifecycle.start()
+        try:
+            yield
+        finally:
+            await self._lifecycle.stop()
 
     # -- in and out ----------------------------------------------------------------------
 

@@ -132,3 +132,29 @@ def test_hooks_must_be_async_and_resources_named_once() -> None:
     app.resource("x", dict)
     with pytest.raises(ValueError, match="'x' is declared already"):
         app.resource("x", dict)
+
+
+async def test_a_test_driver_runs_steps_that_use_resources_inside_app_lifecycle() -> None:
+    from aiostreams.test_driver import TopologyTestDriver
+
+    app = make_app()
+    log: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def suffix() -> AsyncIterator[str]:
+        log.append("open")
+        yield "!"
+        log.append("close")
+
+    handle = app.resource("suffix", suffix)
+
+    async def shout(value: str) -> str:
+        return value.upper() + handle.value
+
+    src = app.topic("in", key=str, value=str, partitions=1)
+    app.stream(src).map_values_async(shout).to(app.topic("out", key=str, value=str))
+    async with app.lifecycle(), TopologyTestDriver(app) as driver:
+        driver.pipe_input("in", "k", "hi")
+        await driver.process_all()
+        assert [r.value for r in driver.read_output("out")] == ["HI!"]
+    assert log == ["open", "close"]
