@@ -375,6 +375,9 @@ def _run(args: argparse.Namespace) -> int:
     reporter = Reporter(args.worker_index)
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.metrics_port and args.metrics_port + args.workers - 1 > 65535:
+        raise UsageError(f"--metrics-port {args.metrics_port} with --workers {args.workers}: "
+                         f"worker I serves on PORT+I, past 65535; choose a lower port")
     app = load_app(args.app)
     apply_settings(app, command_line_overrides(args.broker, args.set), args.config)
     if args.worker_index is not None:

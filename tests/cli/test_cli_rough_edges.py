@@ -37,3 +37,9 @@ def test_a_metrics_port_out_of_range_is_a_usage_error() -> None:
     assert error_lines(done) == [
         "aiostreams: error: run: argument --metrics-port: 99999 is not a TCP port: use "
         "1-65535, or 0 for a free one (see 'aiostreams run --help')"]
+
+
+def test_a_metrics_port_that_workers_would_push_past_65535_is_a_usage_error() -> None:
+    done = cli("run", "cli_demo:app", "--metrics-port", "65535", "--workers", "2")
+    assert done.returncode == 2
+    assert "worker I serves on PORT+I, past 65535" in done.stderr
