@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from aiostreams import App, ConfigError, DeserializationError, SerializationError
@@ -102,3 +105,27 @@ async def test_consumer_names_the_record_it_cannot_decode() -> None:
         with pytest.raises(DeserializationError, match=r"value of raw\[0\]@0"):
             await records.read_to_end()
     await app.stop()
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(st.tuples(st.text(max_size=5), st.integers(-2**63, 2**63 - 1)),
+                        max_size=60),
+       partitions=st.integers(1, 3))
+def test_what_is_sent_reads_back_equal_and_in_send_order_per_key(
+        records: list[tuple[str, int]], partitions: int) -> None:
+    async def roundtrip() -> list[tuple[str, int]]:
+        app = make_app()
+        topic = app.topic("prop", key=str, value=int, partitions=partitions)
+        async with app.producer() as producer:
+            for key, value in records:
+                await producer.send(topic, key, value)
+        await app.send(topic, "last", 0)  # creates the topic even when records is empty
+        async with app.consumer(topic) as consumer:
+            got = await consumer.read_to_end()
+        await app.stop()
+        return [(r.key, r.value) for r in sorted(got, key=lambda r: (r.partition, r.offset))]
+
+    got = asyncio.run(roundtrip())
+    assert sorted(got) == sorted([*records, ("last", 0)])
+    for key in {k for k, _ in records}:
+        assert [v for k, v in got if k == key] == [v for k, v in records if k == key]
