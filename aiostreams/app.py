@@ -21,7 +21,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
@@ -36,6 +36,9 @@ from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl_windows import LateRecords
 
 log = logging.getLogger("aiostreams.app")
 
@@ -143,9 +146,9 @@ class App:
         return self.topology.describe()
 
     @property
-    def late_records(self) -> Any:
+    def late_records(self) -> LateRecords:
         """Records the app's windows dropped as late (``.total``, ``.by_node``,
-        ``.on_late(hook)``): a :class:`~aiostreams.topology.dsl_windows.LateRecords`."""
+        ``.on_late(hook)``)."""
         from aiostreams.topology.dsl import StreamsBuilder
 
         return StreamsBuilder.of(self).late
@@ -287,9 +290,9 @@ class App:
         return self.topology.build()
 
     async def start(self) -> None:
-        """Validate the topology, create missing topics, join the group and start.
-        Raises what went wrong (bad topology, broker unreachable, missing topics) and
-        leaves the app STOPPED."""
+        """Validate the topology, open the resources and run the startup hooks, create
+        missing topics, join the group and start. Raises what went wrong (bad topology, a
+        startup hook, broker unreachable, missing topics) and leaves the app STOPPED."""
         if self.state is not AppState.CREATED:
             raise RuntimeError(f"app {self.name!r} starts once; it is {self.state.value}")
         self.state = AppState.STARTING
