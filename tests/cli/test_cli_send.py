@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from clikit import APPS
+from clikit import APPS, REPO, environment
 
 from aiostreams import App, Topic
 from aiostreams.cli import main
@@ -89,3 +91,26 @@ def test_send_without_an_app_sends_text_to_an_existing_topic(
     assert code == 0, capsys.readouterr().err
     assert [(r.key, r.value) for r in read(app, raw)] == [
         (None, b"first"), (None, "héllo".encode()), (None, b"k:v")]
+
+
+@pytest.mark.kafka
+def test_send_on_kafka_from_a_pipe(kafka_bootstrap: str,
+                                   topic_name: Callable[[str], str]) -> None:
+    topic = topic_name("send")
+    app = App("send-reader", broker=f"kafka://{kafka_bootstrap}")
+    raw = app.topic(topic, key=bytes, value=bytes, partitions=2)
+
+    async def create() -> None:
+        await app.send(raw, b"k0", b"v0")
+        await app.stop()
+
+    asyncio.run(create())
+    done = subprocess.run(
+        [sys.executable, "-m", "aiostreams", "send", topic, "--key-separator", "=",
+         "--broker", f"kafka://{kafka_bootstrap}"],
+        input="k1=v1\nk2=v2\n", cwd=REPO, env=environment(), capture_output=True, text=True,
+        timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"sent 2 record(s) to {topic!r}" in done.stderr
+    assert sorted((r.key, r.value) for r in read(app, raw)) == [
+        (b"k0", b"v0"), (b"k1", b"v1"), (b"k2", b"v2")]
