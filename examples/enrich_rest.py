@@ -303,7 +303,7 @@ def main() -> None:
     kept = "kept" if args.keep else "removed at the end; --keep keeps it"
     console.print(f"working directory {workdir} ({kept})", soft_wrap=True)
     try:
-        if not args.no_parquet and args.parquet_engine == "spark":
+        if not args.no_parquet:  # the summary reads the dataset with Spark either way
             start_spark(workdir, console)
         parquet_dir = ais.run_event_loop(main_async(args, workdir, console))
         if parquet_dir is not None:
