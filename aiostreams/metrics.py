@@ -70,7 +70,10 @@ _COUNTERS: dict[str, tuple[str, str]] = {
     "skipped": ("skipped", "Records that failed for good and were skipped (on_error=skip)."),
     "dead_lettered": ("dead_letters",
                       "Records that failed for good and went to the dead-letter topic."),
-    "punctuations": ("punctuations", "Punctuations issued."),
+    "punctuations": ("punctuations", "Scheduled callbacks (ctx.schedule) the task issued."),
+    "deferred": ("deferred",
+                 "Times a record asked to run again later (ctx.defer): waits that are not "
+                 "failures and do not count as attempts."),
 }
 _UNMAINTAINED = frozenset({"retired"})
 """TaskMetrics fields the engine does not update (yet): a series stuck at 0 would mislead."""

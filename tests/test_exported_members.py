@@ -8,6 +8,8 @@ EXPECTED = {
     # the app and its building blocks
     "App", "AppState", "Settings", "load_settings", "Topic", "Topology", "StoreSpec",
     "Processor", "ProcessorContext", "PunctuationType", "Record", "TopicPartition", "Headers",
+    # in and out, lifecycle
+    "AppProducer", "AppConsumer", "Resource", "ResourceClosedError", "run_event_loop",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
     "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
