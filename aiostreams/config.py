@@ -52,8 +52,10 @@ class Settings(BaseSettings):
     processing_timeout: float | None = Field(None, gt=0)
     default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
     max_record_bytes: int = Field(
-        1_000_000, ge=1, description="largest key + value a sink may produce; a bigger "
-        "result fails its record (retry / dead-letter path) instead of the producer")
+        1_000_000, ge=8192, description="largest key + value a sink may produce; a bigger "
+        "result fails its record (retry / dead-letter path) instead of the producer. A dead "
+        "letter (key, value and headers) is cut to fit it, so keep it below the producer's "
+        "max_request_size and the broker's message.max.bytes (both about 1 MiB by default)")
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")

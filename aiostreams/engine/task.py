@@ -796,7 +796,7 @@ class StreamTask:
             slot.outputs = [dead_letter_record(
                 slot.raw, error, topic=self.settings.dead_letter_topic,
                 attempts=slot.attempts, processor=slot.node,
-                now=self._clock.wall_time())]
+                now=self._clock.wall_time(), max_bytes=self._max_record_bytes)]
             log.warning("task %s: %r dead-lettered to %s after %d attempt(s): %s: %s",
                         self.task_id, slot, self.settings.dead_letter_topic, slot.attempts,
                         type(error).__name__, error)
