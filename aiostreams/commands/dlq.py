@@ -50,10 +50,10 @@ class DeadLetter:
         """None when the record has no ``aiostreams.dlq.topic`` header (not a dead letter
         aiostreams wrote)."""
         dlq: dict[str, str] = {}
-        own: list[tuple[str, bytes]] = []
+        own: list[tuple[str, bytes | None]] = []
         for name, value in record.headers:
             if name.startswith(DLQ_HEADER_PREFIX):
-                dlq[name.removeprefix(DLQ_HEADER_PREFIX)] = header_text(value)
+                dlq[name.removeprefix(DLQ_HEADER_PREFIX)] = header_text(value) or ""
             else:
                 own.append((name, value))
         if "topic" not in dlq:
