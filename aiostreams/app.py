@@ -231,6 +231,7 @@ class App:
                     client_id=s.client_id or self.name,
                     state_dir=s.state_dir,
                     node_retry=self._node_retry,
+                    stuck_record_warning=s.stuck_record_warning,
                 ),
                 self.clock,
                 on_commit=self._committed,

@@ -216,8 +216,8 @@ class StreamTask:
         self._station = ReservationStation()
         self._ordering = settings.ordering
         self._max_record_bytes = settings.max_record_bytes
-        self._attempt_timeout = (settings.processing_timeout if settings.processing_timeout
-                                 is not None else settings.retry.timeout)
+        timeouts = [t for t in (settings.processing_timeout, settings.retry.timeout) if t]
+        self._attempt_timeout = min(timeouts) if timeouts else None  # both bound an attempt
         self._unfinished = 0
         self._barrier: Slot | None = None
         self._pump_scheduled = False

@@ -33,6 +33,7 @@ from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
 from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.restore import Restorer
+from aiostreams.engine.stall_watch import StallWatch
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
     AiostreamsError,
@@ -84,6 +85,7 @@ class WorkerConfig:
     client_id: str = "aiostreams"
     state_dir: Any = None
     node_retry: Mapping[str, Retry] = field(default_factory=dict)
+    stuck_record_warning: float | None = None  # seconds; see engine/stall_watch.py
 
 
 @dataclass
@@ -151,6 +153,7 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._restorer = Restorer(transport, exactly_once=config.exactly_once,
                                   state_dir=config.state_dir)
+        self.stall_watch = StallWatch(config.stuck_record_warning)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -526,6 +529,7 @@ class Worker:
     def _arm_commit_timer(self) -> None:
         def due() -> None:
             self._commit_requested = True
+            self.stall_watch.check(self.tasks.values(), self.clock.monotonic())
             if self.state is WorkerState.RUNNING:
                 self._arm_commit_timer()
         self._commit_timer = self.clock.call_later(self.config.commit_interval, due)
