@@ -39,6 +39,7 @@ from aiostreams.transport.kafka_connection import (
     start_or_unavailable,
     to_ms,
 )
+from aiostreams.transport.kafka_offsets import list_end_offsets
 from aiostreams.transport.kafka_raw_fetch import fetch_tolerant
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
@@ -535,6 +536,15 @@ class KafkaConsumer:
         """The offset after the last record (the last stable offset for read_committed)."""
         consumer = self._require_client("read end offsets")
         await self._check_partitions(consumer, partitions)
+        if not partitions:
+            return {}
+        try:  # off the fetch path (see kafka_offsets); aiokafka's own call if that fails
+            return await list_end_offsets(
+                consumer._client, partitions,
+                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+        except (TransportError, KafkaError) as exc:
+            log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
+                      "through the fetch connection", _show(partitions), exc)
         try:
             ends = await consumer.end_offsets([_aio(tp) for tp in partitions])
         except KafkaError as exc:
