@@ -121,8 +121,16 @@ _SHORT_MESSAGE, _SHORT_TRACEBACK = 512, 2048  # what error headers keep when spa
 def record_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
     """An upper bound of what the record costs against Kafka's size limits."""
     size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
-    return size + sum(HEADER_OVERHEAD + len(n.encode("utf-8", "surrogateescape")) + len(v or b"")
-                      for n, v in headers)
+    return size + sum(HEADER_OVERHEAD + _name_size(n) + len(v or b"") for n, v in headers)
+
+
+def _name_size(name: str) -> int:
+    """A header name's bytes as the producer writes it; a name that is not UTF-8 (decoded
+    with ``surrogateescape``, or user-made) is bounded by 4 bytes a code point."""
+    try:
+        return len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return 4 * len(name)
 
 
 def dead_letter_record(
