@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from aiostreams.commands import CommandError, UsageError
 from aiostreams.commands.reader import Start, TopicReader
-from aiostreams.commands.render import Decoder, header_text, show, timestamp
+from aiostreams.commands.render import Decoder, header_name, header_text, show, timestamp
 from aiostreams.engine.failure import DLQ_HEADER_PREFIX
 from aiostreams.transport.base import Transport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord
@@ -99,7 +99,7 @@ def format_dead_letter(letter: DeadLetter, decoders: Decoders, *, with_traceback
         f"  value      {show(value(letter.record.value))}",
     ]
     if letter.headers:
-        lines.append("  headers    " + ", ".join(f"{n}: {header_text(v)!r}"
+        lines.append("  headers    " + ", ".join(f"{header_name(n)}: {header_text(v)!r}"
                                                    for n, v in letter.headers))
     if with_traceback and letter.traceback:
         lines.append("  traceback")
