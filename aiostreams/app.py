@@ -159,7 +159,7 @@ class App:
         if s.sasl_username:
             opts["sasl_plain_username"] = s.sasl_username
         if s.sasl_password is not None:
-            opts["sasl_plain_password"] = s.sasl_password.get_secret_value()
+            opts["sasl_plain_password"] = s.sasl_password  # unwrapped by the client only
         if s.security_protocol in ("SSL", "SASL_SSL") or s.ssl_cafile or s.ssl_certfile:
             opts["ssl_context"] = self._ssl_context()
         return opts

@@ -10,7 +10,7 @@ import traceback
 import pytest
 
 import aiostreams as ais
-from aiostreams.errors import BrokerUnavailableError
+from aiostreams.errors import BrokerUnavailableError, ConfigError
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.kafka_connection import KafkaOptions
 
@@ -54,3 +54,17 @@ async def test_failing_start_with_sasl_settings_shows_the_password_nowhere(
     leaks = [text[max(0, text.find(SECRET) - 80):text.find(SECRET) + 20]
              for text in seen if SECRET in text]
     assert not leaks, leaks
+
+
+def test_unreadable_tls_files_with_sasl_settings_show_the_password_nowhere(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    app = ais.App("secret-tls", broker=f"kafka://127.0.0.1:{closed_port()}",
+                  security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+                  sasl_username="alice", sasl_password=SECRET,
+                  ssl_cafile=tmp_path / "missing-ca.pem")
+    with pytest.raises(ConfigError) as failure:
+        app.transport  # noqa: B018 - building the transport loads the TLS files
+    shown = "".join(traceback.TracebackException.from_exception(
+        failure.value, capture_locals=True).format())
+    assert "missing-ca.pem" in shown
+    assert SECRET not in shown
