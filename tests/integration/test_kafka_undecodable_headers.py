@@ -43,15 +43,15 @@ def batch_with_bad_header_name(values: list[bytes], poison: int, *, gzip: bool) 
     return bytes(data)
 
 
-async def produce_raw(bootstrap: str, topic: str, batch: bytes) -> None:
+async def produce_raw(bootstrap: str, topic: str, batch: bytes, partition: int = 0) -> None:
     client = AIOKafkaClient(bootstrap_servers=bootstrap)
     await client.bootstrap()
     try:
         client.add_topic(topic)
         await client.force_metadata_update()
-        leader = client.cluster.leader_for_partition(AioTopicPartition(topic, 0))
+        leader = client.cluster.leader_for_partition(AioTopicPartition(topic, partition))
         response = await client.send(leader, ProduceRequest(None, -1, 30000,
-                                                                [(topic, [(0, batch)])]))
+                                                            [(topic, [(partition, batch)])]))
         assert response.topics[0][1][0][1] == 0, response  # no error code
     finally:
         await client.close()
@@ -97,3 +97,35 @@ async def test_undecodable_header_name_is_read_processed_and_nothing_around_it_l
         assert record.headers[1] == ("null", None)
     written = dict(out[2].headers)  # aiokafka writes UTF-8 only: as Java would read it
     assert written["\ufffd\ufffdid"] == b"x"
+
+
+async def test_other_partitions_fetched_with_the_undecodable_record_lose_nothing(
+        kafka_bootstrap: str, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """aiokafka drains partitions one after the other in one call; the partitions drained
+    before the one that fails moved on and their records were dropped with the error."""
+    transport = KafkaTransport(kafka_bootstrap)
+    src, dst = topic_name("in"), topic_name("out")
+    await create_topic(transport, src, 3)
+    expected = []
+    for p in range(3):
+        values = [f"{p}-{i}".encode() for i in range(50)]
+        batch = (batch_with_bad_header_name(values, 25, gzip=False) if p == 1
+                 else batch_with_good_headers(values))
+        await produce_raw(kafka_bootstrap, src, batch, p)
+        expected += values
+    app = ais.App(topic_name("app"), broker=f"kafka://{kafka_bootstrap}",
+                  commit_interval_ms=100)
+    app.topic(src, key=bytes, value=bytes)
+    app.topic(dst, key=bytes, value=bytes)
+    app.topology.add_source("src", src).add_sink("sink", dst, "src")
+    async with app:
+        out = await read_exactly(transport, dst, len(expected), timeout=60)
+        assert app.worker is not None and app.worker.failure is None
+    assert sorted(r.value or b"" for r in out) == sorted(expected)  # each exactly once
+
+
+def batch_with_good_headers(values: list[bytes]) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000 + i, b"k", value, [("ok", b"1")])
+    return bytes(builder.build())
