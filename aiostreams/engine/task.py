@@ -41,6 +41,7 @@ from aiostreams.engine.async_chain import (
     step_of,
 )
 from aiostreams.engine.clock import Clock, TimerHandle
+from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
 from aiostreams.engine.context import NodeContext
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.failure import NO_RETRY, Deferred, OnError, Retry, dead_letter_record
@@ -221,6 +222,7 @@ class StreamTask:
         self._max_record_bytes = settings.max_record_bytes
         timeouts = [t for t in (settings.processing_timeout, settings.retry.timeout) if t]
         self._attempt_timeout = min(timeouts) if timeouts else None  # both bound an attempt
+        self._timeouts = CoarseTimeouts(granularity_for(self._attempt_timeout or 1.0))
         self._unfinished = 0
         self._barrier: Slot | None = None
         self._pump_scheduled = False
@@ -727,7 +729,7 @@ class StreamTask:
         if timeout is None:
             await self._run_slot_async(slot)
         else:
-            async with asyncio.timeout(timeout):
+            async with self._timeouts.bound(timeout):  # asyncio.timeout costs 8-17 µs
                 await self._run_slot_async(slot)
 
     def _deserialize(self, slot: Slot) -> Record[Any, Any]:
