@@ -729,7 +729,7 @@ class StreamTask:
         if timeout is None:
             await self._run_slot_async(slot)
         else:
-            async with self._timeouts.bound(timeout):  # asyncio.timeout costs 8-17 µs
+            with self._timeouts.bound(timeout):  # 4x cheaper than asyncio.timeout here
                 await self._run_slot_async(slot)
 
     def _deserialize(self, slot: Slot) -> Record[Any, Any]:

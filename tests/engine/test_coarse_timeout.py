@@ -13,9 +13,8 @@ async def test_a_block_past_its_deadline_raises_timeout_error_within_one_sweep()
     timeouts = CoarseTimeouts(0.01)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    with pytest.raises(TimeoutError, match=r"0\.05 s timeout"):
-        async with timeouts.bound(0.05):
-            await asyncio.Event().wait()  # never returns by itself
+    with pytest.raises(TimeoutError, match=r"0\.05 s timeout"), timeouts.bound(0.05):
+        await asyncio.Event().wait()  # never returns by itself
     assert 0.05 <= loop.time() - started < 1.0  # deadline + one sweep, + a loaded loop
     assert timeouts.open_blocks == 0
 
@@ -24,7 +23,7 @@ async def test_blocks_that_finish_in_time_are_untouched_and_the_sweep_stops() ->
     timeouts = CoarseTimeouts(0.001)
 
     async def attempt(i: int) -> int:
-        async with timeouts.bound(10.0):
+        with timeouts.bound(10.0):
             await asyncio.sleep(0)
             return i
 
@@ -37,7 +36,7 @@ async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
     entered = asyncio.Event()
 
     async def attempt() -> None:
-        async with timeouts.bound(10.0):
+        with timeouts.bound(10.0):
             entered.set()
             await asyncio.Event().wait()
 
@@ -54,7 +53,7 @@ async def test_only_the_expired_block_of_many_times_out() -> None:
     release = asyncio.Event()
 
     async def attempt(timeout: float) -> str:
-        async with timeouts.bound(timeout):
+        with timeouts.bound(timeout):
             await release.wait()
             return "done"
 
