@@ -243,7 +243,7 @@ class App:
         if s.sasl_username:
             opts["sasl_plain_username"] = s.sasl_username
         if s.sasl_password is not None:
-            opts["sasl_plain_password"] = s.sasl_password.get_secret_value()
+            opts["sasl_plain_password"] = s.sasl_password  # unwrapped by the client only
         if s.security_protocol in ("SSL", "SASL_SSL") or s.ssl_cafile or s.ssl_certfile:
             opts["ssl_context"] = self._ssl_context()
         return opts
@@ -321,6 +321,7 @@ class App:
                     client_id=s.client_id or self.name,
                     state_dir=s.state_dir,
                     node_retry=self._node_retry,
+                    stuck_record_warning=s.stuck_record_warning,
                 ),
                 self.clock,
                 on_commit=self._committed,

@@ -58,11 +58,23 @@ class Settings(BaseSettings):
     retry_attempts: int = Field(1, ge=1)
     retry_backoff: float = Field(0.1, ge=0)
     retry_max_backoff: float = Field(30.0, ge=0)
-    processing_timeout: float | None = Field(None, gt=0)
+    processing_timeout: float | None = Field(
+        300.0, gt=0, description="seconds one attempt of an async step may take before it "
+        "fails (retry / dead-letter / fail path); None: unbounded. 300 s is Kafka's "
+        "max.poll.interval.ms and aiohttp's default total timeout: a call still pending "
+        "after that is stuck, not slow, and would otherwise stop its partition for good. "
+        "Sync steps cannot be interrupted and are not bounded; Retry.timeout, when "
+        "shorter, wins")
+    stuck_record_warning: float | None = Field(
+        60.0, gt=0, description="seconds a task's oldest unretired record may hold its "
+        "partition's commit before a warning names it and /health reports the app "
+        "degraded (HTTP 503); None: never")
     default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
     max_record_bytes: int = Field(
-        1_000_000, ge=1, description="largest key + value a sink may produce; a bigger "
-        "result fails its record (retry / dead-letter path) instead of the producer")
+        1_000_000, ge=8192, description="largest key + value a sink may produce; a bigger "
+        "result fails its record (retry / dead-letter path) instead of the producer. A dead "
+        "letter (key, value and headers) is cut to fit it, so keep it below the producer's "
+        "max_request_size and the broker's message.max.bytes (both about 1 MiB by default)")
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")

@@ -310,14 +310,27 @@ def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
 
 
 def health(app: App) -> tuple[int, dict[str, Any]]:
-    """``(200, body)`` when the app is RUNNING, else ``(503, body)``; the body names the
-    state, the task count and, when the app failed, the failure."""
+    """``(200, body)`` when the app is RUNNING and no partition is stuck, else
+    ``(503, body)``; the body names the state, the task count and, when the app failed, the
+    failure. A RUNNING app with a stalled task (its oldest record unretired for
+    ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
+    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long;
+    otherwise ``status`` is ``"ok"`` (running) or ``"down"``."""
     body: dict[str, Any] = {"app": app.name, "state": app.state.value,
                             "tasks": len(app.tasks)}
     worker = app.worker
     if worker is not None and worker.failure is not None:
         body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
-    return (200 if app.state is AppState.RUNNING else 503), body
+    stalls = worker.stall_watch.stalls if worker is not None else []
+    if app.state is not AppState.RUNNING:
+        body["status"] = "down"
+    elif stalls:
+        body["status"] = "degraded"
+        body["stalled"] = [{"task": s.task_id, "record": s.where,
+                            "seconds": round(s.seconds, 3)} for s in stalls]
+    else:
+        body["status"] = "ok"
+    return (200 if body["status"] == "ok" else 503), body
 
 
 # -- the HTTP server --------------------------------------------------------------------

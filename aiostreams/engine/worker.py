@@ -34,6 +34,7 @@ from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
+from aiostreams.engine.stall_watch import StallWatch
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
     AiostreamsError,
@@ -104,6 +105,7 @@ class WorkerConfig:
     client_id: str = "aiostreams"
     state_dir: Any = None
     node_retry: Mapping[str, Retry] = field(default_factory=dict)
+    stuck_record_warning: float | None = None  # seconds; see engine/stall_watch.py
 
 
 @dataclass
@@ -172,6 +174,7 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._restorer = Restorer(transport, exactly_once=config.exactly_once,
                                   state_dir=config.state_dir)
+        self.stall_watch = StallWatch(config.stuck_record_warning)
         self._purger = RepartitionPurger(
             transport, [t for t in self._sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -624,6 +627,7 @@ class Worker:
     def _arm_commit_timer(self) -> None:
         def due() -> None:
             self._commit_requested = True
+            self.stall_watch.check(self.tasks.values(), self.clock.monotonic())
             if self.state is WorkerState.RUNNING:
                 self._arm_commit_timer()
         self._commit_timer = self.clock.call_later(self.config.commit_interval, due)

@@ -41,10 +41,11 @@ from aiostreams.transport.kafka_connection import (
     start_or_unavailable,
     to_ms,
 )
+from aiostreams.transport.kafka_raw_fetch import wire_header_name
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
 from aiostreams.transport.lifecycle import ProducerState
 from aiostreams.transport.partitioner import KeyPartitioner
-from aiostreams.types import OutgoingRecord, TopicPartition
+from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
 __all__ = ["KafkaProducer"]
 
@@ -185,7 +186,7 @@ class KafkaProducer:
                 for record in share:
                     future = await producer.send(
                         tp.topic, record.value, key=record.key, partition=tp.partition,
-                        timestamp_ms=_timestamp_ms(record), headers=list(record.headers),
+                        timestamp_ms=_timestamp_ms(record), headers=_wire(record.headers),
                     )
                     self._deliveries.append((tp.topic, future))
             else:
@@ -203,7 +204,7 @@ class KafkaProducer:
         builders = [producer.create_batch()]
         for record in share:
             timestamp, key, value, headers = (
-                _timestamp_ms(record), record.key, record.value, list(record.headers)
+                _timestamp_ms(record), record.key, record.value, _wire(record.headers)
             )
             if builders[-1].append(timestamp=timestamp, key=key, value=value,
                                    headers=headers) is None:  # full: start the next one
@@ -424,3 +425,9 @@ def _consume_outcomes(deliveries: list[tuple[str, asyncio.Future[Any]]]) -> None
     for _, future in deliveries:
         if future.done() and not future.cancelled():
             future.exception()
+
+
+def _wire(headers: Headers) -> list[tuple[str, bytes | None]]:
+    """Headers as aiokafka can write them: a name read from bytes that are not UTF-8 (see
+    :mod:`.kafka_raw_fetch`) is written as a Java client would have read it."""
+    return [(wire_header_name(name), value) for name, value in headers]
