@@ -183,7 +183,8 @@ def test_run_serves_metrics_and_health_on_the_given_port() -> None:
         running.expect(r"app 'cli-demo' running")
         status, body = get(url.removesuffix("/metrics") + "/health")
         assert status == 200
-        assert json.loads(body) == {"app": "cli-demo", "state": "running", "tasks": 2}
+        assert json.loads(body) == {"app": "cli-demo", "state": "running", "status": "ok",
+                                    "tasks": 2}
         status, text = get(url)
         assert status == 200
         assert 'aiostreams_task_records_in_total{app="cli-demo",task="0_0"}' in text
