@@ -16,7 +16,7 @@ files complete in staging → renamed into the dataset → log entry written (te
 linked into place, directory fsynced). The entry is the commit point. Invariants:
 
 * an entry is never rewritten, and entries are numbered without gaps from 0;
-* every data file the log lists exists; after :meth:`CommitLog.recover`, every data file
+* every data file the log lists exists, and an entry with rows lists files; after :meth:`CommitLog.recover`, every data file
   of ours (by name) in the dataset is listed by the log: files of a batch whose entry was
   never written (a crash after the rename) are deleted, so a replay writes them once;
 * the durable offset of a source partition is the highest ``last`` offset any entry lists
@@ -245,6 +245,9 @@ class CommitLog:
         if entry.batch != self.next_batch:
             raise AssertionError(f"log entry {entry.batch} out of turn; next is "
                                  f"{self.next_batch}")
+        if entry.rows > 0 and not entry.files:  # never commit rows that are nowhere
+            raise AssertionError(f"log entry {entry.batch} of {self.dataset} lists "
+                                 f"{entry.rows} row(s) and no file")
         final = self.dir / f"{entry.batch}.json"
         tmp = self.dir / f".{entry.batch}.json.tmp"
         with open(tmp, "wb") as out:

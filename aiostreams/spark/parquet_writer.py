@@ -15,6 +15,12 @@ not in the files, one file per partition value per batch.
 Each staged file is fsynced before it is renamed; the directories that gained entries are
 fsynced after. A rename within one filesystem is atomic, so a reader lists either no file or
 a complete one.
+
+After the engine returns, the driver counts the rows of the staged files it sees (their
+Parquet footers) and raises :class:`UnreachableFilesError` unless they are exactly the rows
+handed in. On a cluster whose executors write to a disk the driver does not see (a worker
+on another host, a path that is not shared), Spark's job succeeds and the driver finds no
+file: without this check the batch would be committed with its rows nowhere.
 """
 
 from __future__ import annotations
@@ -26,16 +32,25 @@ from typing import Literal
 
 import pyarrow as pa
 
+import pyarrow.parquet as pq
+
+from aiostreams.errors import AiostreamsError
 from aiostreams.spark.commit_log import DataFile, fsync_dir
 from aiostreams.spark.session import SparkConfig, get_session
 
-__all__ = ["COMPRESSIONS", "Engine", "move_into_dataset", "write_staged"]
+__all__ = ["COMPRESSIONS", "Engine", "UnreachableFilesError", "move_into_dataset",
+           "write_staged"]
 
 Engine = Literal["spark", "pyarrow"]
 COMPRESSIONS = ("snappy", "zstd", "gzip", "none")
 """Codecs Spark and pyarrow both write and read back (Spark's ``lz4`` is not pyarrow's)."""
 
 _EXTENSION = {"snappy": ".snappy", "zstd": ".zstd", "gzip": ".gz", "none": ""}
+
+
+class UnreachableFilesError(AiostreamsError):
+    """The engine reported a successful write, but the files the driver finds at the path do
+    not hold the rows handed in: the executors wrote where the driver cannot read."""
 
 
 def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
@@ -49,9 +64,24 @@ def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
         _write_with_pyarrow(table, staging, partition_by, compression)
     files = sorted(p for p in staging.rglob("*.parquet")
                    if not p.name.startswith((".", "_")))
+    _check_rows_visible(files, staging, table.num_rows, engine)
     for path in files:
         _fsync_file(path)
     return files
+
+
+def _check_rows_visible(files: Sequence[Path], staging: Path, expected: int,
+                        engine: Engine) -> None:
+    """Raise :class:`UnreachableFilesError` unless ``files`` hold ``expected`` rows."""
+    found = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+    if found == expected:
+        return
+    raise UnreachableFilesError(
+        f"the {engine} engine reported writing {expected} row(s) under {staging}, but the "
+        f"driver finds {found} row(s) in {len(files)} file(s) there. The executors wrote "
+        "to a disk the driver does not see: the table path must be reachable by driver and "
+        "executors alike (a shared path mounted at the same place on every host, hdfs://, "
+        "or s3a://). Nothing of this batch was committed; fix the path and restart the app")
 
 
 def _write_with_spark(table: pa.Table, staging: Path, partition_by: Sequence[str],
