@@ -16,9 +16,10 @@ files complete in staging → renamed into the dataset → log entry written (te
 linked into place, directory fsynced). The entry is the commit point. Invariants:
 
 * an entry is never rewritten, and entries are numbered without gaps from 0;
-* every data file the log lists exists, and an entry with rows lists files; after :meth:`CommitLog.recover`, every data file
-  of ours (by name) in the dataset is listed by the log: files of a batch whose entry was
-  never written (a crash after the rename) are deleted, so a replay writes them once;
+* an entry with rows lists files, and every data file the log lists exists; after
+  :meth:`CommitLog.recover`, every data file of ours (by name) in the dataset is listed
+  by the log: files of a batch whose entry was never written (a crash after the rename)
+  are deleted, so a replay writes them once;
 * the durable offset of a source partition is the highest ``last`` offset any entry lists
   for it, and it never decreases.
 

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
-
 import pyarrow.parquet as pq
 
 from aiostreams.errors import AiostreamsError
