@@ -160,6 +160,7 @@ class CommitLog:
         self.dir = dataset / LOG_DIR
         self.durable: dict[TopicPartition, int] = {}
         self.files: set[str] = set()
+        self.last_files: tuple[DataFile, ...] = ()  # of the newest entry that has files
         self.next_batch = 0
         self._lock_file: IO[bytes] | None = None
 
@@ -232,6 +233,8 @@ class CommitLog:
         assert entry.batch == self.next_batch, (entry.batch, self.next_batch)
         for f in entry.files:
             self.files.add(f.path)
+        if entry.files:
+            self.last_files = entry.files
         for o in entry.offsets:
             previous = self.durable.get(o.source, -1)
             # replays are dropped before writing, so ranges only move forward

@@ -48,6 +48,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from aiostreams.errors import ConfigError
+from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.schema import METADATA_COLUMNS, RowSchema, to_spark_schema
 from aiostreams.spark.session import SparkConfig, get_session
 from aiostreams.spark.spark_errors import explain_setup_failure
@@ -158,6 +159,7 @@ def run_structured_job(
         if column not in schema.column_names:
             raise ConfigError(f"partition_by: {column!r} is not a column of {schema.column_names}")
     options = source_options(kafka_options or {})
+    path, checkpoint = parse_table_path(path).uri, parse_table_path(checkpoint).uri
     config = kafka_connector_config(spark)
     session = _start(config)
     try:
