@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,7 +30,7 @@ from aiostreams.engine.failure import DLQ_HEADER_PREFIX
 from aiostreams.spark import ParquetSink, SchemaMismatch, committed_files
 from aiostreams.spark.commit_log import LOG_DIR
 from aiostreams.spark.paths import ACCEPTED_FORMS, parse_table_path
-from aiostreams.spark.schema_evolution import IncompatibleSchemaError
+from aiostreams.spark.schema_evolution import IncompatibleSchemaError, check_appendable
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 
@@ -200,3 +201,18 @@ async def test_empty_partition_strings_take_the_dead_letter_path_and_readers_agr
         assert None not in table.column("region").to_pylist()
     assert {p.name for p in (tmp_path / "d").iterdir() if not p.name.startswith("_")} == {
         "region=eu", "region=us", "region=apac"}
+
+
+def test_how_a_writer_spells_nullability_and_child_names_is_not_a_change() -> None:
+    inner = pa.struct([pa.field("sku", pa.string(), nullable=False)])
+    model = pa.schema([pa.field("items", pa.list_(pa.field("item", inner, nullable=False)),
+                                nullable=False),
+                       pa.field("tags", pa.map_(pa.string(), pa.int64()), nullable=False)])
+    as_spark_writes = pa.schema([
+        pa.field("items", pa.list_(pa.field("element", pa.struct([pa.field("sku", pa.string())])))),
+        pa.field("tags", pa.map_(pa.field("key", pa.string(), nullable=False),
+                                 pa.field("value", pa.int64())))])
+    check_appendable(as_spark_writes, model, model="M", dataset="/d")
+    changed = pa.schema([pa.field("items", pa.list_(pa.struct([pa.field("sku", pa.int64())])))])
+    with pytest.raises(IncompatibleSchemaError, match=r"M\.items is list"):
+        check_appendable(changed, model, model="M", dataset="/d")
