@@ -38,9 +38,11 @@ from aiostreams.topic import Topic
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
+    SessionWindowedSerde,
     SessionWindows,
     Stream,
     Table,
+    TimeWindowedSerde,
     TumblingWindows,
     Windowed,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "Retry",
     "Serde",
     "SerializationError",
+    "SessionWindowedSerde",
     "SessionWindows",
     "Settings",
     "StoreSpec",
@@ -84,6 +87,7 @@ __all__ = [
     "Stream",
     "Table",
     "TaskFailedError",
+    "TimeWindowedSerde",
     "Topic",
     "TopicPartition",
     "Topology",

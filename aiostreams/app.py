@@ -221,6 +221,7 @@ class App:
                     app_id=self.name,
                     task=self.task_settings(),
                     commit_interval=s.commit_interval_ms / 1000.0,
+                    purge_interval=s.repartition_purge_interval_ms / 1000.0,
                     poll_timeout=s.poll_timeout,
                     max_poll_records=s.max_poll_records,
                     drain_timeout=s.drain_timeout,

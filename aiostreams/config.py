@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     ordering: Literal["key", "partition", "unordered"] = "key"
     max_task_idle_ms: float = Field(0.0, ge=0, description="wait for empty partitions (KIP-353)")
     commit_interval_ms: float = Field(1000.0, gt=0)
+    repartition_purge_interval_ms: float = Field(
+        30_000.0, ge=0, description="at most how often committed records are deleted from "
+        "the app's repartition topics (which never expire by time); Kafka Streams' "
+        "repartition.purge.interval.ms")
     max_buffered_per_partition: int = Field(1000, ge=1)
     max_poll_records: int = Field(2000, ge=1)
     poll_timeout: float = Field(0.1, gt=0, description="seconds one fetch waits for data")

@@ -13,6 +13,7 @@ import tempfile
 
 import aiostreams as ais
 from aiostreams.app import run_event_loop
+from aiostreams.topology.dsl_stores import plain_value
 from aiostreams.transport.base import TopicSpec
 from aiostreams.types import OutgoingRecord
 
@@ -49,8 +50,8 @@ async def main_async(broker: str) -> dict[str, int]:
         for task in app.tasks.values():
             store = task.stores.get("word-counts")
             if store is not None:
-                async for word, n in store.range(None, None):
-                    final[word] = n
+                async for word, stored in store.range(None, None):
+                    final[word] = plain_value(stored)  # counts are stored with a timestamp
     return final
 
 

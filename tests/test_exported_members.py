@@ -10,7 +10,7 @@ EXPECTED = {
     "Processor", "ProcessorContext", "PunctuationType", "Record", "TopicPartition", "Headers",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
-    "Windowed", "kv_store", "window_store",
+    "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
     # execution policy
     "Ordering", "Retry", "OnError",
     # serdes

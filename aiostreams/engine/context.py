@@ -77,6 +77,14 @@ class NodeContext:
             return slot.stream_time
         return self._task.stream_time
 
+    async def wait_for_earlier_records(self) -> None:
+        """Return once every record this task issued before the current one has finished
+        executing (see :mod:`~aiostreams.engine.issue_order`): past it, this processor sees
+        the records that reach it one at a time, in offset order. At once on a punctuation
+        (punctuations start only after every earlier record finished). Cancellation: stops
+        waiting, nothing else changes."""
+        await self._task.wait_for_earlier(CURRENT_SLOT.get())
+
     def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
         buffer = self.sync_buffer
         if buffer is None:

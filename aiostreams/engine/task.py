@@ -44,6 +44,7 @@ from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.context import NodeContext
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.failure import NO_RETRY, Deferred, OnError, Retry, dead_letter_record
+from aiostreams.engine.issue_order import IssueOrderGate
 from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
 from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
 from aiostreams.engine.reservation_station import Ordering, ReservationStation
@@ -214,6 +215,8 @@ class StreamTask:
         self._queues = PartitionGroup(partitions, settings.max_task_idle, has_unfetched)
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
         self._station = ReservationStation()
+        self._gate = IssueOrderGate(self._rob.slots_view, self._gate_wait)
+        self._gate_waiting = 0  # executors parked in the gate (each lets one more run)
         self._ordering = settings.ordering
         self._max_record_bytes = settings.max_record_bytes
         self._attempt_timeout = (settings.processing_timeout if settings.processing_timeout
@@ -656,12 +659,30 @@ class StreamTask:
             if not waiter.done():
                 waiter.set_result(slot)
                 return
-        if len(self._executors) < self._max_concurrency:
-            executor = asyncio.get_running_loop().create_task(self._executor(slot))
-            self._executors.add(executor)
-            executor.add_done_callback(self._executors.discard)
+        if len(self._executors) < self._max_concurrency + self._gate_waiting:
+            self._spawn_executor(slot)
         else:
             heapq.heappush(self._ready, (slot.seq, slot))
+
+    def _spawn_executor(self, slot: Slot) -> None:
+        executor = asyncio.get_running_loop().create_task(self._executor(slot))
+        self._executors.add(executor)
+        executor.add_done_callback(self._executors.discard)
+
+    def _gate_wait(self, delta: int) -> None:
+        """An executor starts (+1) or stops (-1) waiting in the issue-order gate. While it
+        waits it runs nothing, so one more executor may run: else every executor could wait
+        for an earlier slot that sits in the ready heap (a deadlock)."""
+        self._gate_waiting += delta
+        assert self._gate_waiting >= 0
+        ready = self._ready
+        if delta > 0 and ready:
+            self._spawn_executor(heapq.heappop(ready)[1])
+
+    async def wait_for_earlier(self, slot: Slot) -> None:
+        """Return once every record issued before ``slot`` has finished executing; see
+        :mod:`~aiostreams.engine.issue_order`. Cancellation: stops waiting."""
+        await self._gate.wait_for_earlier(slot)
 
     async def _executor(self, slot: Slot) -> None:
         """Run slots until the task closes (cancellation ends it; per-slot errors do not).
@@ -691,6 +712,8 @@ class StreamTask:
                 self._on_error(slot, error)
             else:
                 self._finish(slot)
+            if len(self._executors) > self._max_concurrency + self._gate_waiting:
+                return  # an executor added while others waited in the gate
             if ready:
                 slot = heapq.heappop(ready)[1]
                 continue
@@ -746,6 +769,7 @@ class StreamTask:
         slot.state = SlotState.DONE
         slot.record = None  # only its outputs and writes wait for retirement
         self._unfinished -= 1
+        self._gate.finished()
         if slot is self._barrier:
             self._barrier = None
         successor = self._station.release(slot)

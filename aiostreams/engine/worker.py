@@ -32,6 +32,7 @@ from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
 from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_channel import OutputChannel
+from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
@@ -74,6 +75,7 @@ class WorkerConfig:
     app_id: str
     task: TaskSettings
     commit_interval: float = 1.0
+    purge_interval: float = 30.0
     poll_timeout: float = 0.1
     max_poll_records: int = 2000
     drain_timeout: float = 30.0
@@ -151,6 +153,10 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._restorer = Restorer(transport, exactly_once=config.exactly_once,
                                   state_dir=config.state_dir)
+        self._purger = RepartitionPurger(
+            transport, [t for t in self._sub_of_topic
+                        if t in self.topics and self.topics[t].internal],
+            clock, config.purge_interval)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -287,6 +293,7 @@ class Worker:
             for channel in channels:
                 await channel.producer.stop()
             self._channels.clear()
+            await self._purger.stop()
             for sink in self._sinks.values():
                 try:
                     await sink.stop()
@@ -561,6 +568,7 @@ class Worker:
             self.commits += 1
             if self._on_commit is not None:
                 self._on_commit(CommitRecord(committed, self.clock.monotonic() - started))
+            await self._purger.after_commit(self._committed)
         # wake whoever waits for the next commit, even an empty one (nothing left to do)
         event, self._committed_event = self._committed_event, asyncio.Event()
         event.set()

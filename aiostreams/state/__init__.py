@@ -14,7 +14,7 @@ process (in memory) or with the disk (persistent), and is not moved when the tas
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
+from typing import Any
 
 from aiostreams.errors import ConfigError
 from aiostreams.serde import JsonSerde, Serde, serde_for
@@ -30,6 +30,7 @@ from aiostreams.state.base import (
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.state.window import InMemoryWindowStore, SQLiteWindowStore, check_retention
+from aiostreams.topology.internal_topics import window_changelog_config
 from aiostreams.topology.topology import StoreSpec
 
 __all__ = [
@@ -47,10 +48,6 @@ __all__ = [
     "window_store",
 ]
 
-WINDOW_CHANGELOG_EXTRA_RETENTION: Final = 86_400.0
-"""Seconds a window changelog keeps records past the store's retention (Kafka Streams'
-``windowstore.changelog.additional.retention.ms``, one day), so a restore still finds every
-retained window."""
 
 
 def _store_serde(spec: Any) -> Serde[Any]:
@@ -97,10 +94,7 @@ def window_store(
     ks, vs = _store_serde(key_serde), _store_serde(value_serde)
     cls = SQLiteWindowStore if persistent else InMemoryWindowStore
     factory = functools.partial(cls, name, retention=retention, key_serde=ks, value_serde=vs)
-    changelog_retention_ms = round((retention + WINDOW_CHANGELOG_EXTRA_RETENTION) * 1000)
-    if changelog_retention_ms >= 1 << 63:
+    config = window_changelog_config(round(retention * 1000))
+    if int(dict(config)["retention.ms"]) >= 1 << 63:
         raise ConfigError(f"window store {name!r}: retention {retention!r}s is too large")
-    return StoreSpec(name, factory, logged=logged, changelog_config=(
-        ("cleanup.policy", "compact,delete"),
-        ("retention.ms", str(changelog_retention_ms)),
-    ))
+    return StoreSpec(name, factory, logged=logged, changelog_config=config)

@@ -37,16 +37,18 @@ from aiostreams.topic import Topic
 from aiostreams.topology.dsl_joins import JoinWindows
 from aiostreams.topology.dsl_stream import BranchedStream, Stream
 from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
-from aiostreams.topology.dsl_windows import (
-    HoppingWindows,
-    LateRecords,
-    SessionWindows,
-    TumblingWindows,
-    Windowed,
-    WindowedSerde,
-)
+from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec, Topology
+from aiostreams.topology.windows import (
+    HoppingWindows,
+    LateRecords,
+    SessionWindowedSerde,
+    SessionWindows,
+    TimeWindowedSerde,
+    TumblingWindows,
+    Windowed,
+)
 
 if TYPE_CHECKING:
     from aiostreams.app import App
@@ -168,7 +170,8 @@ class StreamsBuilder:
         key_s = key_serde if key_serde is not None else JsonSerde()
         value_s = value_serde if value_serde is not None else JsonSerde()
         topic = Topic.of(f"{self.app.name}-{base}-repartition", key_s, value_s,
-                         partitions=partitions, internal=True)
+                         partitions=partitions, internal=True,
+                         config=REPARTITION_TOPIC_CONFIG)
         self.topology.add_topic(topic)
         self.add_sink("KSTREAM-SINK", topic, [parent], name=f"{base}-sink")
         source = self.add_source("KSTREAM-SOURCE", [topic], name=f"{base}-source")
@@ -224,11 +227,12 @@ __all__ = [
     "HoppingWindows",
     "JoinWindows",
     "LateRecords",
+    "SessionWindowedSerde",
     "SessionWindows",
     "Stream",
     "StreamsBuilder",
     "Table",
+    "TimeWindowedSerde",
     "TumblingWindows",
     "Windowed",
-    "WindowedSerde",
 ]

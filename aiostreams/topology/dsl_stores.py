@@ -14,7 +14,7 @@ window always has one float start.
 from __future__ import annotations
 
 import struct
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from aiostreams.errors import SerializationError
 from aiostreams.serde import Serde
@@ -65,6 +65,50 @@ async def fetch_all(store: WindowAccess, key: Any, time_from: float,
 
 
 # -- serdes of the DSL's own store values ------------------------------------------------
+
+
+class ValueAndTimestamp(NamedTuple):
+    """A stored aggregate with its timestamp (seconds): the largest timestamp of the records
+    that made it (Kafka Streams' ``ValueAndTimestamp``). Store snapshots for users (the test
+    driver's ``store()``) show the value alone: see :func:`plain_value`."""
+
+    value: Any
+    timestamp: float
+
+
+def plain_value(stored: Any) -> Any:
+    """What a user reads from a store: the value of a :class:`ValueAndTimestamp`, else the
+    stored value itself."""
+    return stored.value if isinstance(stored, ValueAndTimestamp) else stored
+
+
+_STAMP = struct.Struct(">q")
+
+
+class TimestampedSerde:
+    """A :class:`ValueAndTimestamp` as Kafka Streams' timestamped stores write it: the
+    timestamp as 8 bytes of big-endian milliseconds, then ``inner``'s bytes."""
+
+    def __init__(self, inner: Serde[Any]) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, value: ValueAndTimestamp | None) -> bytes | None:
+        if value is None:
+            return None
+        data = self.inner.serialize(topic, value.value)
+        return _STAMP.pack(round(value.timestamp * 1000)) + (data or b"")
+
+    def deserialize(self, topic: str, data: bytes | None) -> ValueAndTimestamp | None:
+        if data is None:
+            return None
+        (ms,) = _STAMP.unpack_from(data, 0)
+        return ValueAndTimestamp(self.inner.deserialize(topic, data[_STAMP.size:]), ms / 1000)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TimestampedSerde) and other.inner == self.inner
+
+    def __hash__(self) -> int:
+        return hash(("TimestampedSerde", self.inner))
 
 _LEN = struct.Struct(">i")
 _TIME = struct.Struct(">d")

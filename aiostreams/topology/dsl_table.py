@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_stores import kv_store_spec
+from aiostreams.topology.dsl_stores import (
+    TimestampedSerde,
+    ValueAndTimestamp,
+    kv_store_spec,
+    plain_value,
+)
 from aiostreams.topology.dsl_stream import Stream, _require_sync
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
@@ -76,7 +81,7 @@ class StoreGetter(ValueGetter):
         self.stores = (store,)
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        return await ctx.store(self.store).get(key)
+        return plain_value(await ctx.store(self.store).get(key))
 
 
 class FilterGetter(ValueGetter):
@@ -172,7 +177,9 @@ class AggregateProcessor(Processor[Any, Any]):
 
     ``old`` is the stored aggregate, or ``start()`` for a new key. Records with a null key
     or value are skipped (Kafka's rule), counted in ``skipped``. An adder returning
-    ``None`` deletes the key (a tombstone goes downstream)."""
+    ``None`` deletes the key (a tombstone goes downstream). The aggregate is stored with its
+    timestamp, the largest of the records that made it, and each update is stamped with it
+    (Kafka Streams' rule)."""
 
     def __init__(self, store: str, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any]) -> None:
@@ -187,12 +194,17 @@ class AggregateProcessor(Processor[Any, Any]):
             return
         store = self.context.store(self.store_name)
         old = await store.get(record.key)
-        new = self.adder(record.key, record.value, self.start() if old is None else old)
+        if old is None:
+            stamp, new = record.timestamp, self.adder(record.key, record.value, self.start())
+        else:
+            stamp = max(record.timestamp, old.timestamp)
+            new = self.adder(record.key, record.value, old.value)
         if new is None:
             store.delete(record.key)
         else:
-            store.put(record.key, new)
-        self.context.forward(record.with_value(new))
+            store.put(record.key, ValueAndTimestamp(new, stamp))
+        self.context.forward(Record(record.key, new, record.topic, record.partition,
+                                    record.offset, stamp, record.headers))
 
 
 # -- the user-facing classes ------------------------------------------------------------
@@ -318,7 +330,7 @@ class GroupedStream(Generic[K, V]):
             name=name)
         self.builder.add_store(kv_store_spec(store, persistent=persistent,
                                              key_serde=self.key_serde,
-                                             value_serde=value_serde), node)
+                                             value_serde=TimestampedSerde(value_serde)), node)
         return Table(self.builder, node, StoreGetter(store), key_serde=self.key_serde,
                      value_serde=value_serde, store=store)
 

@@ -69,6 +69,14 @@ class ProcessorContext(Protocol):
     @property
     def task_id(self) -> str: ...
 
+    async def wait_for_earlier_records(self) -> None:
+        """Return once every record issued before the current one (of any key) has
+        finished executing. A processor that awaits this first sees the records that reach
+        it one at a time in offset order, whatever the concurrency upstream: for decisions
+        that depend on other keys' records, such as stream time (Kafka Streams' window and
+        join processors). It serialises that processor, not the steps before it."""
+        ...
+
     def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
         """Pass ``record`` to every child (or the one named ``child``). Children run after
         this call of ``process`` returns, depth first, in forward order."""

@@ -15,6 +15,7 @@ from typing import Any
 from aiostreams.errors import TopologyError
 from aiostreams.serde import Serde, serde_for
 from aiostreams.topic import Topic
+from aiostreams.topology.internal_topics import KV_CHANGELOG_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 
 
@@ -62,7 +63,7 @@ class StoreSpec:
     name: str
     factory: Callable[[], Any]
     logged: bool = True
-    changelog_config: tuple[tuple[str, str], ...] = (("cleanup.policy", "compact"),)
+    changelog_config: tuple[tuple[str, str], ...] = KV_CHANGELOG_CONFIG
 
 
 Node = SourceNode | ProcessorNode | SinkNode | ExternalSinkNode

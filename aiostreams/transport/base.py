@@ -154,6 +154,11 @@ class Admin(Protocol):
 
     async def delete_topics(self, topics: Sequence[str]) -> None: ...
 
+    async def delete_records(self, before: Mapping[TopicPartition, int]) -> None:
+        """Delete every record below ``before[tp]`` of each partition (Kafka's
+        delete-records): the partition's beginning offset moves up to it, never down."""
+        ...
+
 
 @runtime_checkable
 class Transport(Protocol):

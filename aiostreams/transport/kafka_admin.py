@@ -9,10 +9,11 @@ or consumer started right after sees what was asked for.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaError, for_code
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 
 from aiostreams.errors import TransportError, UnknownTopicError
 from aiostreams.transport.base import TopicSpec
@@ -21,6 +22,7 @@ from aiostreams.transport.kafka_connection import (
     partition_counts,
     start_or_unavailable,
 )
+from aiostreams.types import TopicPartition
 
 __all__ = ["KafkaAdmin"]
 
@@ -139,6 +141,20 @@ class KafkaAdmin:
                     f"{for_code(code).description}"
                 )
         await self._await_metadata(admin, list(topics), present=False)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int]) -> None:
+        """Kafka's delete-records (how repartition topics are purged once consumed)."""
+        admin = self._require_started()
+        if not before:
+            return
+        request = {AIOTopicPartition(tp.topic, tp.partition): RecordsToDelete(offset)
+                   for tp, offset in before.items()}
+        try:
+            await admin.delete_records(request)
+        except KafkaError as exc:
+            raise TransportError(
+                f"cannot delete records of {sorted(map(str, before))} at {self._bootstrap}: "
+                f"{exc!r}") from exc
 
     async def _await_metadata(
         self, admin: AIOKafkaAdminClient, topics: list[str], *, present: bool

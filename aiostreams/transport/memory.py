@@ -13,7 +13,7 @@ The broker lives in :mod:`~aiostreams.transport.memory_broker`, group coordinati
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aiostreams.errors import ConfigError
@@ -21,6 +21,7 @@ from aiostreams.transport.base import IsolationLevel, TopicSpec
 from aiostreams.transport.memory_broker import MemoryBroker, check_name
 from aiostreams.transport.memory_consumer import MemoryConsumer
 from aiostreams.transport.memory_producer import MemoryProducer
+from aiostreams.types import TopicPartition
 
 if TYPE_CHECKING:
     from aiostreams.transport.base import Transport
@@ -65,6 +66,11 @@ class MemoryAdmin:
         """Delete topics with their records and committed offsets; raises
         :class:`UnknownTopicError` (deleting nothing) if one does not exist, as Kafka does."""
         self._broker.delete_topics(topics)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int]) -> None:
+        """Move each partition's beginning offset up to ``before[tp]`` (see
+        :meth:`MemoryBroker.delete_records`)."""
+        self._broker.delete_records(before)
 
 
 class MemoryTransport:

@@ -85,8 +85,10 @@ class MemoryBroker:
 
     Each topic has N partitions; each partition is an append-only log of
     :class:`RawRecord`. Invariants: the record at index ``i`` of a log has offset ``i``
-    (asserted on append), logs never shrink, and the beginning offset is always 0 (no
-    retention, no compaction). Consumer groups (:class:`GroupCoordinator`) hold committed
+    (asserted on append) and logs never shrink (no retention, no compaction); the
+    beginning offset is 0 until ``delete_records`` moves it up (it never moves down), and
+    records below it are no longer served (a consumer positioned below it starts at it).
+    Consumer groups (:class:`GroupCoordinator`) hold committed
     offsets; transactional ids hold the epoch of their newest producer, for fencing.
 
     ``MemoryBroker()`` is private to its creator; ``MemoryBroker.named("x")`` returns the
@@ -113,6 +115,7 @@ class MemoryBroker:
         self._lock = threading.RLock()
         self._logs: dict[str, list[list[RawRecord]]] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._log_start: dict[TopicPartition, int] = {}
         self._groups: dict[str, GroupCoordinator] = {}
         self._waiters: set[Waiter] = set()
         self._txn_epochs: dict[str, int] = {}
@@ -171,6 +174,8 @@ class MemoryBroker:
             for name in names:
                 del self._logs[name]
                 del self._configs[name]
+            self._log_start = {tp: o for tp, o in self._log_start.items()
+                               if tp.topic not in names}
             for group in self._groups.values():
                 for name in names:
                     group.forget_topic(name)
@@ -205,6 +210,24 @@ class MemoryBroker:
         with self._lock:
             logs = self.require_topic(tp.topic, create=False)
             return len(logs[self.check_partition(tp.topic, tp.partition)])
+
+    def beginning_offset(self, tp: TopicPartition) -> int:
+        """The first offset of ``tp`` still served (0 unless records were deleted)."""
+        with self._lock:
+            self.require_topic(tp.topic, create=False)
+            self.check_partition(tp.topic, tp.partition)
+            return self._log_start.get(tp, 0)
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> None:
+        """Kafka's delete-records: the beginning offset of each partition moves up to
+        ``before[tp]`` (past the end is an error, as in Kafka; lower than now is a no-op)."""
+        with self._lock:
+            for tp, offset in before.items():
+                end = self.end_offset(tp)
+                if not 0 <= offset <= end:
+                    raise ValueError(f"cannot delete records of {tp} below {offset}: its "
+                                     f"offsets run from 0 to {end}")
+                self._log_start[tp] = max(self._log_start.get(tp, 0), offset)
 
     def committed(self, group_id: str, tp: TopicPartition) -> int | None:
         with self._lock:

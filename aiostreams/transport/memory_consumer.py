@@ -281,9 +281,7 @@ class MemoryConsumer:
     async def beginning_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        for tp in partitions:
-            self._broker.end_offset(tp)  # raises for unknown topics and partitions
-        return dict.fromkeys(partitions, 0)
+        return {tp: self._broker.beginning_offset(tp) for tp in partitions}
 
     # -- internals ----------------------------------------------------------------------
 
@@ -295,11 +293,15 @@ class MemoryConsumer:
         start = self._rotation % len(order)
         self._rotation += 1
         logs = self._broker._logs
+        log_start = self._broker._log_start
         ready: list[tuple[TopicPartition, list[RawRecord]]] = []
         for tp in order[start:] + order[:start]:
             partitions = logs.get(tp.topic)
             if tp in self._paused or partitions is None or tp.partition >= len(partitions):
                 continue  # paused, or the topic was deleted under a manual assignment
+            if log_start and self._positions[tp] < log_start.get(tp, 0):
+                # deleted records are gone: as Kafka's out-of-range reset to the earliest
+                self._positions[tp] = log_start[tp]
             if self._positions[tp] < len(partitions[tp.partition]):
                 ready.append((tp, partitions[tp.partition]))
         batch: dict[TopicPartition, list[RawRecord]] = {}
@@ -363,8 +365,9 @@ class MemoryConsumer:
         if self._group_id is not None:
             committed = self._broker.committed(self._group_id, tp)
             if committed is not None:
-                return committed
-        return 0 if self._auto_offset_reset == "earliest" else self._broker.end_offset(tp)
+                return max(committed, self._broker.beginning_offset(tp))
+        return (self._broker.beginning_offset(tp) if self._auto_offset_reset == "earliest"
+                else self._broker.end_offset(tp))
 
     def _set_positions(self, positions: dict[TopicPartition, int]) -> None:
         self._positions = positions

@@ -193,3 +193,26 @@ async def test_exactly_once_uses_a_transactional_producer_per_task() -> None:
     for p in range(4):
         tp = TopicPartition(src, p)
         assert broker.committed("eos", tp) == broker.end_offset(tp)
+
+
+
+async def test_repartition_records_are_purged_once_committed() -> None:
+    name = unique("purge")
+    broker = MemoryBroker.named(name)
+    transport = MemoryTransport(broker)
+    await create_topic(transport, "words", 1)
+    await produce(transport, "words", [(f"k{i}".encode(), f"w{i % 3}".encode())
+                                       for i in range(50)])
+    app = App(name, broker=f"memory://{name}", commit_interval_ms=5.0, poll_timeout=0.01,
+              repartition_purge_interval_ms=0)
+    words = app.topic("words", key=str, value=str)
+    counts = app.topic("counts", key=str, value=int, partitions=1)
+    (app.stream(words).group_by(lambda _k, word: word, name="by-word")
+     .count().to_stream().to(counts))
+    async with app:
+        await app.wait_until_caught_up(timeout=10)
+        assert app.worker is not None
+        await app.worker.commit()
+    tp = TopicPartition(f"{name}-by-word-repartition", 0)
+    assert broker.beginning_offset(tp) == broker.end_offset(tp) == 50
+    assert broker.topic_config(tp.topic)["retention.ms"] == "-1"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiostreams import App, Topic
+from aiostreams.topology.dsl_stores import plain_value
 from aiostreams.transport.memory import MemoryBroker
 from aiostreams.transport.partitioner import default_partition
 from aiostreams.types import OutgoingRecord, TopicPartition
@@ -131,7 +132,7 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
             for name, store in task.stores.items():
                 contents = result.stores.setdefault(name, {})
                 async for k, v in store.range(None, None):
-                    contents[k] = v
+                    contents[k] = plain_value(v)
         return result
     finally:
         await app.stop()

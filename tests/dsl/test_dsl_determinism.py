@@ -17,7 +17,7 @@ import pytest
 from dslkit import In, RunResult, make_app, produce, random_yields, run_app
 
 from aiostreams import App
-from aiostreams.topology.dsl import StreamsBuilder, TumblingWindows, WindowedSerde
+from aiostreams.topology.dsl import StreamsBuilder, TimeWindowedSerde, TumblingWindows
 
 WINDOWS = [1, 64, 1024]
 
@@ -39,7 +39,7 @@ def word_count(app: App, seed: int) -> list[Any]:
 
 def windowed(app: App, seed: int) -> list[Any]:
     clicks = app.topic("clicks", key=str, value=str, partitions=2)
-    out = app.topic("per-window", key=WindowedSerde(str), value=int, partitions=2)
+    out = app.topic("per-window", key=TimeWindowedSerde(str, size=10.0), value=int, partitions=2)
     (app.stream(clicks).map_values_async(random_yields(seed)).group_by_key()
      .windowed_by(TumblingWindows(10.0, grace=3.0))
      .count(materialized="windows", retention=1000.0).to_stream().to(out))

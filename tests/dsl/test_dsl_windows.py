@@ -1,9 +1,9 @@
 """Windowed aggregations: tumbling, hopping and session windows, with out-of-order and
 late records, end to end on the memory broker.
 
-Lateness is judged against the stream time *as of each record* (the largest timestamp
-issued before and including it), which ``ctx.stream_time`` gives whatever the number of
-records in flight; each test runs with one record in flight and with many.
+Lateness is judged against the operator's own stream time as of each record (the largest
+timestamp among the records that reached it, up to and including this one), whatever the
+number of records in flight; each test runs with one record in flight and with many.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from dslkit import In, make_app, produce, run_app
 
-from aiostreams import ConfigError
+from aiostreams import ConfigError, DeserializationError
 from aiostreams.topology.dsl import (
     HoppingWindows,
+    SessionWindowedSerde,
     SessionWindows,
     StreamsBuilder,
+    TimeWindowedSerde,
     TumblingWindows,
     Windowed,
-    WindowedSerde,
 )
 
 IN_FLIGHT = [1, 64]
@@ -30,7 +31,8 @@ IN_FLIGHT_PAST_CLOSE = IN_FLIGHT
 def window_app(max_in_flight: int) -> tuple[Any, Any, Any]:
     app = make_app(max_in_flight=max_in_flight)
     clicks = app.topic("clicks", key=str, value=str, partitions=2)
-    out = app.topic("out", key=WindowedSerde(str), value=int)  # one partition: one order
+    out = app.topic("out", key=TimeWindowedSerde(str, size=10.0),
+                    value=int)  # one partition: one order
     return app, clicks, out
 
 
@@ -101,8 +103,8 @@ async def test_late_record_is_dropped_counted_and_never_changes_a_closed_window(
 async def test_windowed_reduce_and_aggregate(max_in_flight: int) -> None:
     app = make_app(max_in_flight=max_in_flight)
     temps = app.topic("temps", key=str, value=float)
-    peak = app.topic("peak", key=WindowedSerde(str), value=float)
-    stats = app.topic("stats", key=WindowedSerde(str), value="json")
+    peak = app.topic("peak", key=TimeWindowedSerde(str, size=60.0), value=float)
+    stats = app.topic("stats", key=TimeWindowedSerde(str, size=60.0), value="json")
     windowed = app.stream(temps).group_by_key().windowed_by(TumblingWindows(60.0))
     windowed.reduce(max).to_stream().to(peak)
     windowed.aggregate(lambda: [0, 0.0], lambda k, t, acc: [acc[0] + 1, acc[1] + t]
@@ -120,7 +122,7 @@ async def test_windowed_reduce_and_aggregate(max_in_flight: int) -> None:
 def session_app(max_in_flight: int) -> tuple[Any, Any, Any]:
     app = make_app(max_in_flight=max_in_flight)
     clicks = app.topic("clicks", key=str, value=str)
-    out = app.topic("out", key=WindowedSerde(str), value=int)
+    out = app.topic("out", key=SessionWindowedSerde(str), value=int)
     return app, clicks, out
 
 
@@ -162,7 +164,7 @@ async def test_late_session_record_is_dropped(max_in_flight: int) -> None:
 async def test_session_reduce_merges_aggregates(max_in_flight: int) -> None:
     app = make_app(max_in_flight=max_in_flight)
     clicks = app.topic("clicks", key=str, value=str)
-    out = app.topic("paths", key=WindowedSerde(str), value=str)
+    out = app.topic("paths", key=SessionWindowedSerde(str), value=str)
     (app.stream(clicks).group_by_key().windowed_by(SessionWindows(5.0, grace=60.0))
      .reduce(lambda a, b: a + b).to_stream().to(out))
     produce(app, clicks, [In("u", "a", 0.0), In("u", "c", 8.0), In("u", "b", 4.0)])
@@ -189,10 +191,24 @@ def test_retention_shorter_than_size_plus_grace_is_refused() -> None:
         grouped.windowed_by(TumblingWindows(10.0, grace=5.0)).count(retention=12.0)
 
 
-def test_windowed_serde_round_trips_key_and_bounds() -> None:
-    serde = WindowedSerde(str)
+def test_time_windowed_serde_writes_key_then_start_as_kafka_streams_does() -> None:
+    serde = TimeWindowedSerde(str, size=10.0)
     key = Windowed("user-1", 1700000000.5, 1700000010.5)
     data = serde.serialize("t", key)
-    assert data is not None and data.startswith(b"user-1")
-    assert serde.deserialize("t", data) == key
+    assert data == b"user-1" + (1700000000500).to_bytes(8, "big")
+    assert serde.deserialize("t", data) == key  # the end comes from the size
     assert serde.serialize("t", None) is None
+
+
+def test_session_windowed_serde_writes_key_end_then_start_as_kafka_streams_does() -> None:
+    serde = SessionWindowedSerde(str)
+    key = Windowed("user-1", 1700000000.5, 1700000003.0)
+    data = serde.serialize("t", key)
+    assert data == (b"user-1" + (1700000003000).to_bytes(8, "big")
+                    + (1700000000500).to_bytes(8, "big"))
+    assert serde.deserialize("t", data) == key
+
+
+def test_windowed_serde_refuses_a_key_too_short_for_its_bounds() -> None:
+    with pytest.raises(DeserializationError, match="16 bytes of window bounds"):
+        SessionWindowedSerde(str).deserialize("t", b"short")

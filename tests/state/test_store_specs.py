@@ -28,7 +28,8 @@ def test_kv_store_spec_makes_a_new_in_memory_store_per_call() -> None:
     spec = kv_store("counts")
     assert isinstance(spec, StoreSpec)
     assert (spec.name, spec.logged) == ("counts", True)
-    assert spec.changelog_config == (("cleanup.policy", "compact"),)
+    assert dict(spec.changelog_config) == {"cleanup.policy": "compact",
+                                           "message.timestamp.type": "CreateTime"}
     first, second = spec.factory(), spec.factory()
     assert type(first) is InMemoryKeyValueStore
     assert first is not second
@@ -56,6 +57,7 @@ def test_window_store_spec_has_a_compacted_and_time_limited_changelog(
     assert dict(spec.changelog_config) == {
         "cleanup.policy": "compact,delete",
         "retention.ms": str((3600 + 86400) * 1000),
+        "message.timestamp.type": "CreateTime",
     }
 
 

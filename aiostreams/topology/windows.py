@@ -1,0 +1,238 @@
+"""Windows: their specifications, the windowed key, and its wire formats.
+
+Time is event time (record timestamps), in float seconds in the API; window arithmetic is
+done in whole milliseconds (Kafka's unit) so window bounds are exact and the same float
+every time. Time windows are ``[start, end)`` aligned to the epoch (Kafka's alignment);
+session windows are ``[first, last]`` record times of a key with no gap larger than
+``gap`` between them.
+
+Wire formats are Kafka Streams' own, byte for byte, so a Java consumer with Kafka Streams'
+deserializers reads aiostreams' windowed output and the other way round:
+
+* :class:`TimeWindowedSerde` = ``TimeWindowedSerializer``: the inner key's bytes, then the
+  window start as 8 bytes of big-endian milliseconds. The end is not on the wire: the
+  deserializer needs the window size (``end = start + size``), as Kafka's does.
+* :class:`SessionWindowedSerde` = ``SessionWindowedSerializer``: the inner key's bytes, then
+  the session end, then its start (8 bytes each, big-endian milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from aiostreams.errors import ConfigError, DeserializationError, SerializationError
+from aiostreams.serde import JsonSerde, Serde, serde_for
+from aiostreams.types import Headers, Record
+
+K = TypeVar("K")
+
+AnyRecord = Record[Any, Any]
+
+
+def to_ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def duration_ms(what: str, seconds: float, *, minimum: int = 0) -> int:
+    """``seconds`` as whole milliseconds, checked (a ConfigError names ``what``)."""
+    if not isinstance(seconds, int | float) or math.isnan(seconds) or math.isinf(seconds):
+        raise ConfigError(f"{what} must be a finite number of seconds, got {seconds!r}")
+    ms = to_ms(seconds)
+    if ms < minimum:
+        raise ConfigError(
+            f"{what} must be at least {minimum / 1000} seconds (windows work in whole "
+            f"milliseconds), got {seconds}"
+        )
+    return ms
+
+
+def restamped(record: AnyRecord, key: Any, value: Any, ts_ms: int, *,
+              headers: Headers | None = None) -> AnyRecord:
+    """``record`` with a new key, value and timestamp (``ts_ms`` milliseconds), and its own
+    headers unless ``headers`` are given."""
+    return Record(key, value, record.topic, record.partition, record.offset, ts_ms / 1000,
+                  record.headers if headers is None else headers)
+
+
+@dataclass(frozen=True, slots=True)
+class Windowed(Generic[K]):
+    """A key of a windowed aggregate: the grouped key and its window (seconds;
+    ``[start, end)`` for time windows, ``[start, end]`` for sessions)."""
+
+    key: K
+    start: float
+    end: float
+
+
+_MS = struct.Struct(">q")
+_TWO_MS = struct.Struct(">qq")
+
+
+class _WindowedSerdeBase:
+    def __init__(self, inner: Any = None) -> None:
+        self.inner: Serde[Any] = serde_for(inner) if inner is not None else JsonSerde()
+
+    def _key_bytes(self, topic: str, value: Any) -> bytes:
+        if not isinstance(value, Windowed):
+            raise SerializationError(
+                f"{type(self).__name__} for {topic!r} needs a Windowed key, got "
+                f"{type(value).__name__}", topic=topic)
+        return self.inner.serialize(topic, value.key) or b""
+
+    def _split(self, topic: str, data: bytes, tail: int) -> tuple[Any, bytes]:
+        if len(data) < tail:
+            raise DeserializationError(
+                f"a windowed key of {topic!r} needs at least {tail} bytes of window bounds, "
+                f"got {len(data)} bytes", topic=topic)
+        cut = len(data) - tail
+        return self.inner.deserialize(topic, data[:cut]), data[cut:]
+
+
+class TimeWindowedSerde(_WindowedSerdeBase):
+    """A time window's :class:`Windowed` key as Kafka Streams writes it (see the module
+    docstring). ``size`` (seconds) gives the end when reading; writing needs only the
+    start."""
+
+    def __init__(self, inner: Any = None, *, size: float) -> None:
+        super().__init__(inner)
+        self.size_ms = duration_ms("window size", size, minimum=1)
+
+    def serialize(self, topic: str, value: Windowed[Any] | None) -> bytes | None:
+        if value is None:
+            return None
+        return self._key_bytes(topic, value) + _MS.pack(to_ms(value.start))
+
+    def deserialize(self, topic: str, data: bytes | None) -> Windowed[Any] | None:
+        if data is None:
+            return None
+        key, bounds = self._split(topic, data, _MS.size)
+        (start,) = _MS.unpack(bounds)
+        return Windowed(key, start / 1000, (start + self.size_ms) / 1000)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, TimeWindowedSerde) and other.inner == self.inner
+                and other.size_ms == self.size_ms)
+
+    def __hash__(self) -> int:
+        return hash(("TimeWindowedSerde", self.inner, self.size_ms))
+
+    def __repr__(self) -> str:
+        return f"TimeWindowedSerde({self.inner!r}, size={self.size_ms / 1000})"
+
+
+class SessionWindowedSerde(_WindowedSerdeBase):
+    """A session's :class:`Windowed` key as Kafka Streams writes it: key, end, start."""
+
+    def serialize(self, topic: str, value: Windowed[Any] | None) -> bytes | None:
+        if value is None:
+            return None
+        return self._key_bytes(topic, value) + _TWO_MS.pack(to_ms(value.end),
+                                                             to_ms(value.start))
+
+    def deserialize(self, topic: str, data: bytes | None) -> Windowed[Any] | None:
+        if data is None:
+            return None
+        key, bounds = self._split(topic, data, _TWO_MS.size)
+        end, start = _TWO_MS.unpack(bounds)
+        return Windowed(key, start / 1000, end / 1000)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SessionWindowedSerde) and other.inner == self.inner
+
+    def __hash__(self) -> int:
+        return hash(("SessionWindowedSerde", self.inner))
+
+    def __repr__(self) -> str:
+        return f"SessionWindowedSerde({self.inner!r})"
+
+
+class LateRecords:
+    """Records dropped because their window had closed, per DSL node, summed over the
+    app's tasks. ``on_late(hook)`` registers ``hook(node, record)`` (a metrics exporter,
+    a log). Counted when the record executes; a record retried after it was counted is
+    counted again."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, int] = {}
+        self._hooks: list[Callable[[str, AnyRecord], None]] = []
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_node.values())
+
+    def on_late(self, hook: Callable[[str, AnyRecord], None]) -> None:
+        self._hooks.append(hook)
+
+    def record(self, node: str, record: AnyRecord) -> None:
+        self.by_node[node] = self.by_node.get(node, 0) + 1
+        for hook in self._hooks:
+            hook(node, record)
+
+
+# -- window specifications -------------------------------------------------------------
+
+
+class TimeWindows:
+    """Fixed-size windows of ``size`` seconds starting every ``advance`` seconds."""
+
+    def __init__(self, size: float, advance: float, grace: float) -> None:
+        self.size_ms = duration_ms("window size", size, minimum=1)
+        self.advance_ms = duration_ms("window advance", advance, minimum=1)
+        self.grace_ms = duration_ms("grace", grace)
+        if self.advance_ms > self.size_ms:
+            raise ConfigError(
+                f"window advance ({advance}s) must not exceed the size ({size}s): records "
+                "between windows would belong to none"
+            )
+
+    @property
+    def size(self) -> float:
+        return self.size_ms / 1000
+
+    @property
+    def grace(self) -> float:
+        return self.grace_ms / 1000
+
+    def windows_for(self, ts_ms: int) -> list[tuple[int, int]]:
+        """``(start, end)`` in ms of every window containing ``ts_ms``, oldest first."""
+        first = max(0, ts_ms - self.size_ms + self.advance_ms) // self.advance_ms
+        first *= self.advance_ms
+        return [(start, start + self.size_ms)
+                for start in range(first, ts_ms + 1, self.advance_ms)]
+
+
+class TumblingWindows(TimeWindows):
+    """Back-to-back windows of ``size`` seconds; a record is in exactly one."""
+
+    def __init__(self, size: float, *, grace: float = 0.0) -> None:
+        super().__init__(size, size, grace)
+
+    def __repr__(self) -> str:
+        return f"TumblingWindows(size={self.size}, grace={self.grace})"
+
+
+class HoppingWindows(TimeWindows):
+    """Windows of ``size`` seconds every ``advance`` seconds (overlapping when
+    ``advance < size``; a record is in ``size / advance`` of them)."""
+
+    def __init__(self, size: float, advance: float, *, grace: float = 0.0) -> None:
+        super().__init__(size, advance, grace)
+
+    def __repr__(self) -> str:
+        return (f"HoppingWindows(size={self.size}, advance={self.advance_ms / 1000}, "
+                f"grace={self.grace})")
+
+
+class SessionWindows:
+    """Per-key sessions: records closer than ``gap`` seconds belong to one session."""
+
+    def __init__(self, gap: float, *, grace: float = 0.0) -> None:
+        self.gap_ms = duration_ms("session gap", gap, minimum=1)
+        self.grace_ms = duration_ms("grace", grace)
+
+    def __repr__(self) -> str:
+        return f"SessionWindows(gap={self.gap_ms / 1000}, grace={self.grace_ms / 1000})"
