@@ -42,7 +42,7 @@ def spark_cluster() -> Iterator[LocalSparkCluster]:
     """A standalone cluster whose worker shares the driver's disk (one core)."""
     with LocalSparkCluster() as cluster:
         yield cluster
-    assert cluster.alive_processes() == []
+    assert cluster.alive_groups() == []
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +53,7 @@ def private_disk_cluster() -> Iterator[LocalSparkCluster]:
     with tempfile.TemporaryDirectory(prefix="aiostreams-private-") as directory:
         with LocalSparkCluster(private_dir=Path(directory)) as cluster:
             yield cluster
-        assert cluster.alive_processes() == []
+        assert cluster.alive_groups() == []
 
 
 def cluster_session(config: SparkConfig) -> Iterator[Any]:

@@ -80,6 +80,7 @@ class LocalSparkCluster:
         self.scratch = Path(tempfile.mkdtemp(prefix="aiostreams-spark-cluster-"))
         self.port, self.webui_port, self.worker_port, self.worker_webui_port = free_ports(4)
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._groups: list[int] = []  # every process group started, kept after stop()
         self._reaper = weakref.finalize(self, _kill_all, self._processes)
 
     @property
@@ -138,9 +139,17 @@ class LocalSparkCluster:
         self._processes.clear()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def alive_processes(self) -> list[int]:
-        """Pids of the processes this cluster started that still run (for leak checks)."""
-        return [p.pid for p in self._processes if p.poll() is None]
+    def alive_groups(self) -> list[int]:
+        """Process groups this cluster ever started (master, worker with its executors)
+        that still have a live process: empty after :meth:`stop` (for leak checks)."""
+        alive = []
+        for pgid in self._groups:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                continue
+            alive.append(pgid)
+        return alive
 
     def __enter__(self) -> LocalSparkCluster:
         self.start()
@@ -166,6 +175,7 @@ class LocalSparkCluster:
                                        stderr=subprocess.STDOUT, env=env,
                                        start_new_session=True, cwd=self.scratch)
         self._processes.append(process)
+        self._groups.append(process.pid)
 
     def _status(self) -> dict[str, Any] | None:
         try:
