@@ -24,6 +24,15 @@ That is why the ``spark`` extra pins pyspark: when this was written, Maven Centr
 so 4.0.0 is the newest Spark whose connector resolves completely. A pyspark without a
 resolvable connector fails at session start with an error naming the coordinates.
 
+The source reads with ``kafka.isolation.level=read_committed`` (:data:`DEFAULT_SOURCE_OPTIONS`)
+unless the caller sets it: records of aborted transactions, which an ``exactly_once`` app
+leaves behind whenever an attempt is killed or fenced, never reach the dataset. ``--option``
+passes any other option of Spark's Kafka source, ``--conf`` a Spark setting, ``--packages``
+more Maven packages (``hadoop-aws`` for ``s3a://``). ``--path`` and ``--checkpoint`` are
+parsed strictly (:mod:`aiostreams.spark.paths`; relative paths are made absolute here, not
+left to Spark's default filesystem). Bad options, and a path Spark has no filesystem for,
+end the command with one ``error:`` line and exit code 2.
+
 Values are parsed with ``mode=FAILFAST``: a value that is not JSON of the model stops the
 query with Spark's error (nothing of that micro-batch is committed), never a half-null row.
 ``bytes`` fields must be base64 in the JSON (``ser_json_bytes="base64"`` on the model).
@@ -168,8 +177,7 @@ def run_structured_job(
                              partition_by=partition_by, starting_offsets=starting_offsets,
                              kafka_options=options)
     except Exception as e:  # Spark refused an option or the path: say which, on one line
-        hadoop = session.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
-        raise explain_setup_failure(e, path, str(hadoop)) from e
+        raise explain_setup_failure(e, path, _hadoop_version(session)) from e
     started = time.monotonic()
     try:
         if trigger_once or timeout is None:
@@ -187,6 +195,13 @@ def run_structured_job(
     return StructuredRun(batches=sum(1 for p in progress if p.get("numInputRows", 0) > 0),
                          input_rows=sum(int(p.get("numInputRows", 0)) for p in progress),
                          seconds=time.monotonic() - started)
+
+
+def _hadoop_version(session: Any) -> str:
+    try:
+        return str(session.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+    except Exception:  # the gateway is gone: the message still names the package
+        return "<Spark's Hadoop version>"
 
 
 def _start(config: SparkConfig) -> Any:
