@@ -27,7 +27,10 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
   exactly-once every commit flushes (a transaction's outputs must match its offsets), so
   there files are as large as what arrives between two commits.
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
-  (the durable offsets) and deletes staging leftovers and data files no entry lists.
+  (the durable offsets) and deletes staging leftovers and data files no entry lists. It
+  refuses (loudly, before writing) a dataset whose log names another app than the one the
+  worker bound the sink to (:meth:`ParquetSink.bind_app`), or whose newest file the model
+  no longer fits (:mod:`aiostreams.spark.schema_evolution`).
 
 So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
 whose batch has no log entry: the dataset holds each input's results once.
@@ -75,6 +78,7 @@ from aiostreams.errors import AiostreamsError, ConfigError, SerializationError
 from aiostreams.spark.commit_log import (
     STAGING_DIR,
     CommitLog,
+    DatasetOwnerError,
     LogEntry,
     OffsetRange,
     Recovery,
@@ -251,6 +255,7 @@ class ParquetSink:
         self.engine: Engine = engine
         self.spark = spark
         self.validated_upstream = False  # set by add_parquet_sink: values were checked
+        self.app_id: str | None = None  # set by bind_app (the worker, before start)
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
         self.recovery: Recovery | None = None
@@ -318,6 +323,13 @@ class ParquetSink:
 
     # -- ExternalSink ---------------------------------------------------------------------
 
+    def bind_app(self, app_id: str) -> None:
+        """Name the app this sink writes for (the worker calls it before :meth:`start`):
+        its log entries carry it, and :meth:`start` refuses a dataset another app wrote."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
+        self.app_id = app_id
+
     async def start(self) -> None:
         """Take the writer lock, recover from the commit log (see the module docstring) and,
         for ``engine="spark"``, start the SparkSession. Cancellation: the recovery runs to
@@ -337,6 +349,7 @@ class ParquetSink:
         self._log.acquire()
         try:
             report = self._log.recover()
+            self._check_owner()
             self._check_schema_appends()
             if self.engine == "spark":
                 get_session(self.spark)
@@ -344,6 +357,19 @@ class ParquetSink:
             self._log.release()
             raise
         return report
+
+    def _check_owner(self) -> None:
+        """Raise :class:`DatasetOwnerError` if the log's newest entry naming an app names
+        another one than this sink's (an unnamed sink counts as another app)."""
+        owner = self._log.app
+        if owner is None or owner == self.app_id:
+            return
+        me = f"app {self.app_id!r}" if self.app_id else "a sink outside any app"
+        raise DatasetOwnerError(
+            f"{self.path} was written by app {owner!r} (commit log entry "
+            f"{self._log.app_entry}); this is {me}. Its durable offsets are that app's: "
+            "continuing would drop this app's records at or below them as replays. Give "
+            "each app its own path (a renamed app is another app: give it a new path)")
 
     def _check_schema_appends(self) -> None:
         """Raise :class:`IncompatibleSchemaError` unless this sink's rows can append to the
@@ -540,7 +566,7 @@ class ParquetSink:
                                   compression=self.compression)
         self._after(FlushStep.MOVED)
         entry = LogEntry(batch_id, tuple(moved), ranges, sum(c.rows for c in converted),
-                         self.engine)
+                         self.engine, app=self.app_id)
         self._log.append(entry)
         self._after(FlushStep.LOGGED)
         shutil.rmtree(staging, ignore_errors=True)
