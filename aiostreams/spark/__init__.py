@@ -16,7 +16,7 @@ Requires the ``spark`` extra (``pyspark``, ``pyarrow``).
 """
 
 from aiostreams.spark.attach import ParquetValidator, add_parquet_sink
-from aiostreams.spark.commit_log import DatasetLockedError, committed_files
+from aiostreams.spark.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
 from aiostreams.spark.parquet_sink import (
     FlushStep,
     ParquetSink,
@@ -31,6 +31,7 @@ from aiostreams.spark.session import SparkConfig, get_session, stop_session
 
 __all__ = [
     "DatasetLockedError",
+    "DatasetOwnerError",
     "FlushStep",
     "IncompatibleSchemaError",
     "ParquetSink",
