@@ -33,7 +33,7 @@ from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
 from aiostreams.commands.run import CurrentStderr, Reporter, RunOptions, run_app
-from aiostreams.commands.supervisor import supervise, worker_overrides
+from aiostreams.commands.supervisor import RestartPolicy, supervise, worker_overrides
 from aiostreams.commands.tail import tail
 from aiostreams.commands.target import (
     apply_settings,
@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run N worker processes in one consumer group (default 1: this "
                           "process); SIGINT/SIGTERM are forwarded; exit code of the first "
                           "that fails")
+    run.add_argument("--max-restarts", type=int, default=RestartPolicy.max_restarts,
+                     metavar="N",
+                     help="with --workers: restart a crashed worker (backoff 1 s doubling to "
+                          "30 s) unless it crashed more than N times in "
+                          f"{RestartPolicy.restart_window:.0f} s; then stop all (default "
+                          "%(default)s; 0: stop all at the first crash)")
     run.add_argument("--metrics-port", type=int, metavar="PORT",
                      help="serve Prometheus metrics at /metrics and /health on PORT (0: a "
                           "free port, printed); worker I of --workers uses PORT+I")
@@ -314,6 +320,8 @@ def _run(args: argparse.Namespace) -> int:
     reporter = Reporter(args.worker_index)
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.max_restarts < 0:
+        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
     app = load_app(args.app)
     apply_settings(app, command_line_overrides(args.broker, args.set), args.config)
     if args.worker_index is not None:
@@ -344,7 +352,8 @@ def _supervise(args: argparse.Namespace, app: App, reporter: Reporter) -> int:
         base += ["--set", item]
     if args.debug:
         base.append("--debug")
-    return supervise(base, args.workers, args.metrics_port, reporter)
+    return supervise(base, args.workers, args.metrics_port, reporter,
+                     RestartPolicy(max_restarts=args.max_restarts))
 
 
 def _describe(args: argparse.Namespace) -> int:

@@ -5,8 +5,13 @@ options, no progress line, its metrics on ``--metrics-port`` + I when a port is 
 the broker shares the input partitions among them as group members. The supervisor:
 
 * forwards SIGINT and SIGTERM to every worker (each then stops gracefully);
-* when a worker exits with a non-zero code, stops the others (SIGTERM) and exits with that
-  code: a failed task would otherwise move to another worker and fail there too;
+* when a worker crashes (exits non-zero, or is killed, while no stop was asked for), starts
+  it again after a backoff (1 s, doubling, at most 30 s): meanwhile the group moves its
+  partitions to the other workers, which keep running. A worker that crashed more than
+  ``max_restarts`` times within ``restart_window`` seconds is not restarted: the supervisor
+  says so, stops the others (SIGTERM) and exits with that worker's code - a task that fails
+  for good would otherwise move from worker to worker and fail everywhere. Exit code 2 (a
+  usage or configuration error) is never retried;
 * exits 0 once every worker exited 0.
 
 Identity per worker (:func:`worker_overrides`): with static membership
@@ -16,16 +21,20 @@ gets ``<group_instance_id or app name>-I``; two members with one id would fence 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 from aiostreams.commands.run import Reporter
 from aiostreams.config import Settings
+
+_IDLE_WAKE = 1.0
+"""Seconds between checks of the workers while no restart is due (a SIGCHLD wakes it)."""
 
 
 def worker_overrides(app_name: str, settings: Settings, index: int) -> dict[str, Any]:
@@ -47,54 +56,133 @@ def worker_command(base: Sequence[str], index: int, metrics_port: int | None) ->
     return command
 
 
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How the supervisor treats a crashed worker (see the module docstring)."""
+
+    max_restarts: int = 5
+    restart_window: float = 300.0
+    first_backoff: float = 1.0
+    max_backoff: float = 30.0
+
+    def backoff(self, crashes: int) -> float:
+        """The pause before the restart that follows crash number ``crashes`` (1, 2, ...)."""
+        return float(min(self.max_backoff, self.first_backoff * 2 ** (crashes - 1)))
+
+
+@dataclass
+class _Slot:
+    """One worker index: its current process, and its crash times."""
+
+    index: int
+    process: subprocess.Popen[bytes] | None = None
+    crashes: list[float] = field(default_factory=list)
+    restart_at: float | None = None
+
+
 def supervise(base: Sequence[str], workers: int, metrics_port: int | None,
-              reporter: Reporter) -> int:
+              reporter: Reporter, policy: RestartPolicy | None = None) -> int:
     """Run ``workers`` worker processes until all exit; returns the exit code (see the
-    module docstring). Blocking; meant for the main thread (it installs signal handlers)."""
-    children: list[subprocess.Popen[bytes]] = []
-    first_failure: int | None = None
-    received: list[int] = []
+    module docstring). Blocking; meant for the main thread (it installs signal handlers
+    and blocks SIGCHLD while it runs, to wait for children and restart deadlines at once)."""
+    policy = policy or RestartPolicy()
+    slots = [_Slot(index) for index in range(workers)]
+    stopping: list[int] = []  # the signals received: once any came, nothing is restarted
+    failure: int | None = None
+
+    def start(slot: _Slot) -> None:
+        slot.restart_at = None
+        slot.process = subprocess.Popen(worker_command(base, slot.index, metrics_port))
+        if stopping:  # a signal came while it was being started
+            slot.process.send_signal(stopping[-1])
 
     def forward(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
+        stopping.append(signum)
+        for slot in slots:
+            if slot.process is not None and slot.process.poll() is None:
+                slot.process.send_signal(signum)
+
+    def stop_all(signum: int = signal.SIGTERM) -> None:
+        stopping.append(signum)
+        for slot in slots:
+            slot.restart_at = None
+            if slot.process is not None and slot.process.poll() is None:
+                slot.process.send_signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     try:
-        for index in range(workers):
-            child = subprocess.Popen(worker_command(base, index, metrics_port))
-            children.append(child)
-            if received:  # a signal came while the workers were being started
-                child.send_signal(received[-1])
+        for slot in slots:
+            start(slot)
         reporter.say(f"started {workers} worker(s): pids "
-                     f"{', '.join(str(c.pid) for c in children)}")
-        running = {child.pid: (index, child) for index, child in enumerate(children)}
-        while running:
-            pid, status = os.wait()
-            if pid not in running:
-                continue
-            index, exited = running.pop(pid)
-            exited.returncode = code = _exit_code(status)
-            if code != 0:
-                reporter.say(f"worker {index} (pid {pid}) exited with code {code}"
-                             + ("; stopping the others" if running and first_failure is None
-                                else ""))
-                if first_failure is None:
-                    first_failure = code
-                    for _, other in running.values():
-                        other.send_signal(signal.SIGTERM)
-        return first_failure or 0
+                     f"{', '.join(str(s.process.pid) for s in slots if s.process)}")
+        while any(s.process is not None or s.restart_at is not None for s in slots):
+            for slot in slots:
+                process = slot.process
+                if process is None or process.poll() is None:
+                    continue
+                slot.process = None
+                code = _exit_code(process.returncode)
+                if code == 0 or stopping:
+                    if code != 0 and failure is None and not _stopped_by(code, stopping):
+                        failure = code
+                    continue
+                now = time.monotonic()
+                slot.crashes = [t for t in slot.crashes if now - t < policy.restart_window]
+                slot.crashes.append(now)
+                if code == 2 or len(slot.crashes) > policy.max_restarts:
+                    why = ("a usage or configuration error does not go away on its own"
+                           if code == 2 else
+                           f"it crashed {len(slot.crashes)} times within "
+                           f"{policy.restart_window:.0f}s")
+                    reporter.say(f"worker {slot.index} (pid {process.pid}) exited with code "
+                                 f"{code}; not restarting it ({why}); stopping the others")
+                    failure = code
+                    stop_all()
+                    continue
+                delay = policy.backoff(len(slot.crashes))
+                slot.restart_at = now + delay
+                reporter.say(f"worker {slot.index} (pid {process.pid}) exited with code "
+                             f"{code}; restarting it in {delay:.0f}s (crash "
+                             f"{len(slot.crashes)} of at most {policy.max_restarts + 1} "
+                             f"within {policy.restart_window:.0f}s); its partitions move to "
+                             "the other workers meanwhile")
+            now = time.monotonic()
+            for slot in slots:
+                if slot.restart_at is not None and slot.restart_at <= now and not stopping:
+                    start(slot)
+                    assert slot.process is not None
+                    reporter.say(f"restarted worker {slot.index}: pid {slot.process.pid}")
+            due = [s.restart_at for s in slots if s.restart_at is not None]
+            if not any(s.process is not None for s in slots) and not due:
+                break
+            wait = max(0.0, min(due) - time.monotonic()) if due else None
+            _await_child(wait)
+        return failure or 0
     finally:
-        for child in children:
-            if child.returncode is None and child.poll() is None:
-                child.kill()
-                child.wait()
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for slot in slots:
+            process = slot.process
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _exit_code(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a shell says
+def _await_child(timeout: float | None) -> None:
+    """Wait until a child may have exited (SIGCHLD, blocked so it queues), a forwarded
+    signal ran its handler, or ``timeout`` seconds passed."""
+    if timeout is None:
+        signal.sigtimedwait({signal.SIGCHLD}, _IDLE_WAKE)
+    elif timeout > 0:
+        signal.sigtimedwait({signal.SIGCHLD}, timeout)
+
+
+def _stopped_by(code: int, signals: Sequence[int]) -> bool:
+    """Whether exit ``code`` is what a worker we signalled to stop reports for it."""
+    return any(code in (128 + sig, 130 if sig == signal.SIGINT else -1) for sig in signals)
+
+
+def _exit_code(returncode: int) -> int:
+    return returncode if returncode >= 0 else 128 - returncode  # killed by N: 128 + N

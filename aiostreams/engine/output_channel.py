@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from aiostreams.errors import ProducerFencedError
 from aiostreams.transport.base import Producer
 from aiostreams.types import OutgoingRecord
 
@@ -55,6 +56,12 @@ class OutputChannel:
                 self.in_transaction = True
             await self.producer.send_batch(batch)
         except asyncio.CancelledError:
+            raise
+        except ProducerFencedError as e:
+            log.warning("worker: %s was fenced by a newer owner of its task; %d record(s) "
+                        "of its aborted transaction are dropped (the new owner produces "
+                        "them again)", self.name, len(batch))
+            self.error = e
             raise
         except Exception as e:
             log.exception("worker: producing %d record(s) through %s failed", len(batch),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,24 @@ from aiostreams.transport.base import (
 from aiostreams.types import OutgoingRecord, TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
+
+
+STOP_GRACE = 10.0
+"""Seconds a stop may take beyond ``drain_timeout`` (commit, leaving the group, closing
+the clients) before it gives up waiting for the broker."""
+CLIENT_CLOSE_MIN = 2.0
+"""Seconds each client still gets to close once the stop's budget is spent."""
+
+
+async def _close_within(closing: Awaitable[None], seconds: float, what: str) -> None:
+    """Await ``closing`` for at most ``max(seconds, CLIENT_CLOSE_MIN)``; past that, log
+    and give up on it (a broker that does not answer must not hold a stop)."""
+    try:
+        async with asyncio.timeout(max(seconds, CLIENT_CLOSE_MIN)):
+            await closing
+    except TimeoutError:
+        log.warning("worker: gave up waiting for %s to close (the broker did not answer)",
+                    what)
 
 
 class WorkerState(enum.Enum):
@@ -134,6 +152,7 @@ class Worker:
         self.tasks: dict[str, StreamTask] = {}
         self.failure: BaseException | None = None
         self.commits = 0
+        self.tasks_lost = 0  # closed without committing: the group moved them away
         self._on_commit = on_commit
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
         self._sink_failure: BaseException | None = None
@@ -258,8 +277,16 @@ class Worker:
 
     async def stop(self) -> None:
         """Stop fetching, drain in-flight work (up to ``drain_timeout``), retire, commit,
-        close tasks, leave the group. Idempotent. Cancellation: the remaining steps are
-        skipped and the clients closed; uncommitted work is redone by the next owner."""
+        close tasks, leave the group. Idempotent.
+
+        Bounded: the whole stop takes at most ``drain_timeout + STOP_GRACE`` seconds of
+        real time, whatever the broker does. When the broker does not answer in time (an
+        outage), the commit is abandoned - nothing past the last successful commit is
+        marked done, so those records are processed again at the next start - and the
+        clients are closed without waiting for it; a log line says what was not committed.
+
+        Cancellation: the remaining steps are skipped and the clients closed; uncommitted
+        work is redone by the next owner."""
         if self.state in (WorkerState.STOPPED, WorkerState.CREATED):
             self.state = WorkerState.STOPPED
             self._stopped.set()
@@ -267,6 +294,12 @@ class Worker:
         if self.state is WorkerState.STOPPING:
             await self._stopped.wait()
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.drain_timeout + STOP_GRACE
+
+        def left() -> float:
+            return max(0.0, deadline - loop.time())
+
         failed = self.state is WorkerState.FAILED
         self.state = WorkerState.STOPPING
         self._stop_requested.set()
@@ -276,25 +309,35 @@ class Worker:
         if fetch is not None and fetch is not asyncio.current_task():
             # let it finish its iteration (it may be committing): cancelling a commit
             # half-way would leave a transaction in doubt
-            done, _ = await asyncio.wait([fetch], timeout=self.config.poll_timeout + 30.0)
+            done, _ = await asyncio.wait([fetch], timeout=min(self.config.poll_timeout + 30.0,
+                                                              left()))
             if not done:
                 fetch.cancel()
             await asyncio.gather(fetch, return_exceptions=True)
         try:
-            await self._revoke(list(self.tasks.values()))
+            async with asyncio.timeout(left()):
+                await self._revoke(list(self.tasks.values()))
+        except TimeoutError:
+            log.error("worker: could not commit before stopping: the broker did not answer "
+                      "within the stop's %.0fs (drain_timeout + %.0fs). Nothing after the last "
+                      "successful commit is marked done: those records (of %s) will be "
+                      "processed again at the next start", self.config.drain_timeout,
+                      STOP_GRACE, ", ".join(sorted(map(str, self._task_of))) or "no partition")
+            for task in list(self.tasks.values()):
+                await self._close_task_quietly(task)
         finally:
             for loop_task in self._loops[1:]:
                 loop_task.cancel()
             await asyncio.gather(*self._loops[1:], return_exceptions=True)
             if self._consumer is not None:
-                await self._consumer.stop()
+                await _close_within(self._consumer.stop(), left(), "the consumer")
             channels = list(self._channels.values())
             if self._shared is not None:
                 channels.append(self._shared)
             for channel in channels:
-                await channel.producer.stop()
+                await _close_within(channel.producer.stop(), left(), channel.name)
             self._channels.clear()
-            await self._purger.stop()
+            await _close_within(self._purger.stop(), left(), "the purge client")
             for sink in self._sinks.values():
                 try:
                     await sink.stop()
@@ -302,6 +345,12 @@ class Worker:
                     log.exception("worker: stopping sink %r failed", sink.name)
             self.state = WorkerState.FAILED if failed or self.failure else WorkerState.STOPPED
             self._stopped.set()
+
+    async def _close_task_quietly(self, task: StreamTask) -> None:
+        try:
+            await _close_within(self._close_task(task), CLIENT_CLOSE_MIN, f"task {task.task_id}")
+        except Exception:
+            log.exception("worker: closing task %s failed", task.task_id)
 
     # -- rebalance (called by the consumer inside getmany) ------------------------------
 
@@ -382,14 +431,45 @@ class Worker:
             await self.commit(tasks, closing=True)
         finally:
             for task in tasks:
-                await task.close()
-                self.tasks.pop(task.task_id, None)
-                channel = self._channels.pop(task.task_id, None)
-                if channel is not None:
-                    await channel.producer.stop()
-                for tp in task.partitions:
-                    self._task_of.pop(tp, None)
-                    self._committed.pop(tp, None)
+                if self.tasks.get(task.task_id) is task:
+                    await self._close_task(task)
+
+    async def _close_task(self, task: StreamTask) -> None:
+        """Close ``task`` and forget it (its producer too, under exactly-once)."""
+        try:
+            await task.close()
+        finally:
+            self.tasks.pop(task.task_id, None)
+            for tp in task.partitions:
+                self._task_of.pop(tp, None)
+                self._committed.pop(tp, None)
+            channel = self._channels.pop(task.task_id, None)
+            if channel is not None:
+                await channel.producer.stop()
+
+    async def _lose_tasks(self, tasks: Sequence[StreamTask], error: BaseException) -> None:
+        """The group took ``tasks`` from this worker while it was away (paused past the
+        session timeout, cut off from the broker): their commit was refused
+        (:class:`CommitFailedError`) or a newer owner fenced their producer
+        (:class:`ProducerFencedError`). Close them without committing - their records since
+        the last commit are processed again by their new owner, the transaction of a fenced
+        producer is aborted - and carry on. Their partitions are paused until the consumer,
+        at its next fetch, rejoins the group and learns its new assignment (a partition it
+        gets back starts again from the committed offset)."""
+        lost = [t for t in tasks if self.tasks.get(t.task_id) is t]
+        if not lost:
+            return
+        self.tasks_lost += len(lost)
+        log.warning("worker: the group moved task(s) %s away while this worker was out of it "
+                    "(%s: %s); closing them without committing - their records since the "
+                    "last commit will be processed again by their new owner - and rejoining",
+                    ", ".join(t.task_id for t in lost), type(error).__name__, error)
+        consumer = self._consumer
+        for task in lost:
+            await self._close_task(task)
+            if consumer is not None:
+                held = [tp for tp in task.partitions if tp in consumer.assignment()]
+                consumer.pause(held)
 
     # -- fetching -----------------------------------------------------------------------
 
@@ -439,11 +519,20 @@ class Worker:
         touched: dict[str, StreamTask] = {}
         for tp, records in batch.items():
             task = self._task_of.get(tp)
-            if task is not None and records:
+            if task is None:
+                if records:
+                    # never drop fetched records: read them again when a task owns them
+                    consumer.seek(tp, records[0].offset)
+                    consumer.pause([tp])
+                continue
+            if records:
                 task.enqueue(tp, records)
                 touched[task.task_id] = task
         for task in touched.values():
             task.pump()
+        for task_id, channel in list(self._channels.items()):
+            if isinstance(channel.error, ProducerFencedError) and task_id in self.tasks:
+                await self._lose_tasks([self.tasks[task_id]], channel.error)
         failed = next((c.error for c in self._all_channels() if c.error), None)
         if failed is not None:
             raise failed
@@ -517,6 +606,8 @@ class Worker:
                         await channel.send_pending()
                     except asyncio.CancelledError:
                         raise
+                    except ProducerFencedError:
+                        pass  # the fetch loop closes the channel's task (see _lose_tasks)
                     except Exception as e:
                         self._set_failure(e)
 
@@ -561,10 +652,16 @@ class Worker:
             groups = [(self._channels[t.task_id], [t]) for t in chosen
                       if t.task_id in self._channels]
         committed: dict[TopicPartition, int] = {}
+        lost: list[tuple[list[StreamTask], BaseException]] = []
         for channel, group in groups:
             async with channel.lock:
-                committed.update(await self._commit_group(channel, group, consumer, closing,
-                                                          flush_all))
+                try:
+                    committed.update(await self._commit_group(channel, group, consumer,
+                                                              closing, flush_all))
+                except (CommitFailedError, ProducerFencedError) as refused:
+                    lost.append((group, refused))
+        for group, reason in lost:
+            await self._lose_tasks(group, reason)
         if committed:
             self.commits += 1
             if self._on_commit is not None:

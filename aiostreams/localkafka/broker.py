@@ -153,6 +153,19 @@ class LocalKafka:
         if self._state is BrokerState.RUNNING:
             self._state = BrokerState.DOWN
 
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): it keeps its connections but answers nothing, as an
+        unreachable or hung broker would to its clients. :meth:`resume` undoes it."""
+        if self._process is None or self._state is not BrokerState.RUNNING:
+            raise LocalKafkaError(f"pause() needs a running broker, this one is "
+                                  f"{self._state.value}")
+        _signal_group(self._process, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused broker run again (SIGCONT)."""
+        if self._process is not None:
+            _signal_group(self._process, signal.SIGCONT)
+
     def stop(self, timeout: float = 30.0) -> None:
         """End the broker (SIGTERM; SIGKILL after ``timeout`` seconds) and remove its data.
         Idempotent."""
@@ -286,6 +299,7 @@ class LocalKafka:
         if process is None:
             return
         if process.poll() is None:
+            _signal_group(process, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
             _signal_group(process, signal.SIGTERM)
             try:
                 process.wait(timeout=timeout)

@@ -286,11 +286,25 @@ def test_workers_run_as_separate_processes_and_exit_0_when_all_do() -> None:
         assert re.search(rf"aiostreams\[worker {index}\]: {SUMMARY}", done.stderr)
 
 
-def test_a_failing_worker_makes_the_supervisor_exit_non_zero() -> None:
-    done = cli("run", "cli_demo:app", "--workers", "2", "--set", "on_error=fail")
+def test_a_worker_failing_past_its_restarts_makes_the_supervisor_exit_non_zero() -> None:
+    done = cli("run", "cli_demo:app", "--workers", "2", "--max-restarts", "0",
+               "--set", "on_error=fail")
     assert done.returncode == 1, done.stderr
-    assert re.search(r"worker [01] \(pid \d+\) exited with code 1", done.stderr)
+    assert re.search(r"worker [01] \(pid \d+\) exited with code 1; not restarting it "
+                     r"\(it crashed 1 times within 300s\); stopping the others", done.stderr)
     assert "processor 'upper' failed on demo-orders[1]@3" in done.stderr
+
+
+def test_a_crashed_worker_is_restarted_and_the_others_keep_running(tmp_path: Path) -> None:
+    done = cli("run", "cli_demo:app", "--workers", "2", DEMO_STOP_AFTER="20",
+               DEMO_CRASH_ONCE=str(tmp_path / "crashed"))
+    assert done.returncode == 0, done.stderr
+    crashed = re.search(r"worker ([01]) \(pid \d+\) exited with code 1; restarting it in "
+                        r"1s \(crash 1 of at most 6 within 300s\)", done.stderr)
+    assert crashed, done.stderr
+    assert re.search(rf"restarted worker {crashed[1]}: pid \d+", done.stderr)
+    # both the survivor and the restarted worker finish their records and exit 0
+    assert len(re.findall(SUMMARY, done.stderr)) == 2, done.stderr
 
 
 def test_supervisor_forwards_sigint_and_workers_stop_gracefully() -> None:

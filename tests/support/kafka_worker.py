@@ -4,7 +4,9 @@ Configured by environment variables so tests can start, SIGTERM and SIGKILL it:
 
 ``WORKER_BROKER`` (kafka://…), ``WORKER_APP`` (group id), ``WORKER_SRC``, ``WORKER_DST``,
 ``WORKER_GUARANTEE`` (at_least_once | exactly_once), ``WORKER_MAX_DELAY_MS`` (each record
-awaits a random 0..N ms), ``WORKER_INSTANCE`` (group_instance_id / transactional id suffix).
+awaits a random 0..N ms), ``WORKER_INSTANCE`` (group_instance_id / transactional id suffix),
+``WORKER_SESSION_TIMEOUT`` (seconds; the heartbeat goes every sixth of it),
+``WORKER_DRAIN_TIMEOUT`` (seconds).
 
 Each output is ``<input value>`` under the input key, so a test can check every input has
 exactly one (or at least one) output and that per-key order holds.
@@ -18,6 +20,7 @@ import os
 import random
 
 import aiostreams as ais
+from aiostreams.transport.kafka import KafkaTransport
 
 
 class RandomDelay(ais.Processor[str, str]):
@@ -34,9 +37,17 @@ class RandomDelay(ais.Processor[str, str]):
 def build() -> ais.App:
     env = os.environ
     instance = env.get("WORKER_INSTANCE")
+    transport: dict[str, object] = {}
+    if "WORKER_SESSION_TIMEOUT" in env:
+        session = float(env["WORKER_SESSION_TIMEOUT"])
+        transport["transport"] = KafkaTransport.from_url(
+            env["WORKER_BROKER"], session_timeout=session, heartbeat_interval=session / 6)
+    else:
+        transport["broker"] = env["WORKER_BROKER"]
     app = ais.App(
         env["WORKER_APP"],
-        broker=env["WORKER_BROKER"],
+        **transport,  # type: ignore[arg-type]
+        drain_timeout=float(env.get("WORKER_DRAIN_TIMEOUT", "30")),
         processing_guarantee=env.get("WORKER_GUARANTEE", "at_least_once"),
         commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
         group_instance_id=instance,

@@ -17,7 +17,7 @@ COUNT_WORKER = Path(__file__).with_name("count_worker.py")
 
 
 def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
-                 **env: str) -> subprocess.Popen[bytes]:
+                 stderr: int | None = None, **env: str) -> subprocess.Popen[bytes]:
     environment = dict(os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     environment["PYTHONPATH"] = os.pathsep.join(
@@ -26,7 +26,7 @@ def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path =
         "WORKER_BROKER": f"kafka://{bootstrap}", "WORKER_APP": app,
         "WORKER_SRC": src, "WORKER_DST": dst, **env,
     })
-    return subprocess.Popen([sys.executable, str(script)], env=environment)
+    return subprocess.Popen([sys.executable, str(script)], env=environment, stderr=stderr)
 
 
 async def stop_worker(proc: subprocess.Popen[bytes], *, kill: bool = False,

@@ -6,6 +6,9 @@ JSON values; every value whose ``item`` is ``"poison"`` makes the processor rais
 real dead letters in ``demo-dlq``. The app upper-cases each order's item into
 ``demo-orders-upper``; failures go to ``demo-dlq``.
 
+``DEMO_CRASH_ONCE=PATH`` makes the first process to handle a record (whichever creates PATH)
+exit at once with code 1, as a crash would (for the supervisor's restart tests).
+
 ``DEMO_STOP_AFTER=N`` makes the app ask itself to stop once it has handled N records (the
 honest way to bound ``aiostreams run`` on a broker nobody else can feed). ``DEMO_PREFIX``
 (default ``demo``) prefixes the topic names and the app's name, so tests on a shared Kafka
@@ -34,6 +37,7 @@ BROKER = "cli-demo"
 PREFIX = os.environ.get("DEMO_PREFIX", "demo")
 RECORDS = int(os.environ.get("DEMO_RECORDS", "20"))
 STOP_AFTER = int(os.environ["DEMO_STOP_AFTER"]) if "DEMO_STOP_AFTER" in os.environ else None
+CRASH_ONCE = os.environ.get("DEMO_CRASH_ONCE")
 
 DLQ = f"{PREFIX}-dlq"
 app = App(f"cli-{PREFIX}", broker=f"memory://{BROKER}", dead_letter_topic=DLQ,
@@ -48,6 +52,13 @@ class Upper(Processor[str, Order]):
     def process(self, record: Record[str, Order]) -> None:
         global handled
         handled += 1
+        if CRASH_ONCE is not None:
+            try:
+                os.close(os.open(CRASH_ONCE, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(1)
         if STOP_AFTER is not None and handled >= STOP_AFTER:
             app.request_stop()
         if record.value.item == "poison":
