@@ -188,6 +188,7 @@ class Worker:
         self.state = WorkerState.STARTING
         await self._ensure_topics()
         for sink in self._sinks.values():
+            getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)  # identity
             await sink.start()
         cfg = self.config
         if not cfg.exactly_once:
