@@ -8,28 +8,28 @@ repartitioned (to as many partitions as the other side declares, when it does). 
 processors of both sides are connected to the stores of both sides, which puts them in
 one sub-topology.
 
-**Stream-stream.** Each side's records are buffered in a window store
-(``(key, timestamp)`` → the values with that timestamp). A left record at ``t`` joins the
-right records with timestamps in ``[t - before, t + after]`` (a right record at ``t``: the
-left records in ``[t - after, t + before]``); each match emits ``joiner(left, right)``
-with timestamp ``max`` of the two. ``left_join``/``outer_join`` also emit
-``joiner(value, None)`` (``joiner(None, value)``) for a record that found no match *when
-it arrived* (eager, like Kafka before 3.1; a later match is emitted as well). A record
-whose own window has closed — ``t + after + grace <= stream time`` for a left record,
-``t + before + grace`` for a right one — is dropped and counted (it could neither match
-nor be matched correctly any more); buffers keep ``before + after + grace`` seconds.
+**Stream-stream.** Kafka Streams 3.9's semantics, in
+:mod:`~aiostreams.topology.stream_stream_join`: each side's records are buffered in a
+window store; a left record at ``t`` joins the right records in ``[t - before, t + after]``
+(a right one the left records in ``[t - after, t + before]``), each match stamped ``max``
+of the two; ``left_join``/``outer_join`` hold a record without a match in an outer store
+and emit ``joiner(value, None)`` (``joiner(None, value)``) when the join's stream time
+closes its window (a later match cancels it). The join step waits for the records issued
+before it, so its stream time and stores are the serial run's.
 
 **Stream-table.** Each stream record looks up the table's current value of its key;
 table updates emit nothing. Inner join drops records without a table value (and with a
-null key); left join emits ``joiner(value, None)`` for them.
+null key or value); left join emits ``joiner(value, None)`` for them, null keys included
+(KIP-962).
 
 **Table-table.** An update of either side looks up the other side's current value and
-emits the new join result for the key: ``joiner(left, right)``, or ``None`` (a delete)
-when the join has no result for the key any more.
+timestamp and emits the new join result, following Kafka Streams' forwarding rules (see
+:class:`TableTableJoinProcessor`), stamped with the later of the two sides' timestamps.
 
-Correctness under concurrency comes from the engine's key ordering: records of both
+Correctness under concurrency: stream-stream join steps run in issue order (above);
+stream-table and table-table joins rely on the engine's key ordering (records of both
 sides with the same key bytes never execute at once, and reads see earlier records'
-buffered writes.
+buffered writes).
 """
 
 from __future__ import annotations
@@ -40,11 +40,19 @@ from typing import TYPE_CHECKING, Any, Literal
 from aiostreams.errors import ConfigError, TopologyError
 from aiostreams.serde import JsonSerde, Serde
 from aiostreams.topology.dsl_processors import Passthrough
-from aiostreams.topology.dsl_stores import ListSerde, fetch_all, window_access, window_store_spec
+from aiostreams.topology.dsl_stores import ListSerde, kv_store_spec, window_store_spec
 from aiostreams.topology.dsl_stream import Stream, _require_sync
 from aiostreams.topology.dsl_table import Table, ValueGetter, require_getter_stores
-from aiostreams.topology.dsl_windows import LateRecords, _duration_ms, stream_time_ms, to_ms
 from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.topology.stream_stream_join import (
+    JoinSpec,
+    JoinTimes,
+    StreamStreamJoinProcessor,
+    WaitingKeySerde,
+    WaitingValueSerde,
+)
+from aiostreams.topology.table_changes import NO_TIMESTAMP, old_value, update
+from aiostreams.topology.windows import duration_ms, to_ms
 from aiostreams.types import Record
 
 if TYPE_CHECKING:
@@ -61,10 +69,10 @@ class JoinWindows:
 
     def __init__(self, before: float, after: float | None = None, *,
                  grace: float = 0.0) -> None:
-        self.before_ms = _duration_ms("join window 'before'", before)
-        self.after_ms = _duration_ms("join window 'after'",
+        self.before_ms = duration_ms("join window 'before'", before)
+        self.after_ms = duration_ms("join window 'after'",
                                      before if after is None else after)
-        self.grace_ms = _duration_ms("grace", grace)
+        self.grace_ms = duration_ms("grace", grace)
 
     @classmethod
     def of(cls, difference: float, *, grace: float = 0.0) -> JoinWindows:
@@ -80,62 +88,6 @@ class JoinWindows:
                 f"grace={self.grace_ms / 1000})")
 
 
-def _swap(joiner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    return lambda this, other: joiner(other, this)
-
-
-class StreamStreamJoinProcessor(Processor[Any, Any]):
-    """One side of a windowed stream-stream join (see the module docstring).
-    ``joiner(this_value, other_value)``: the right side gets the user's joiner swapped.
-    Invariant: a record dropped as late is neither buffered nor joined."""
-
-    def __init__(self, this_store: str, other_store: str, before_ms: int, after_ms: int,
-                 grace_ms: int, joiner: Callable[[Any, Any], Any], emit_unmatched: bool,
-                 late: LateRecords) -> None:
-        self.this_store = this_store
-        self.other_store = other_store
-        self.before_ms = before_ms
-        self.after_ms = after_ms
-        self.grace_ms = grace_ms
-        self.joiner = joiner
-        self.emit_unmatched = emit_unmatched
-        self.late = late
-        self.dropped_late = 0
-        self.skipped = 0
-
-    async def process(self, record: AnyRecord) -> None:
-        key, value = record.key, record.value
-        if key is None or value is None:
-            self.skipped += 1
-            return
-        ctx = self.context
-        ts = to_ms(record.timestamp)
-        if ts + self.after_ms + self.grace_ms <= stream_time_ms(ctx):
-            self.dropped_late += 1
-            self.late.record(ctx.node_name, record)
-            return
-        mine = window_access(ctx.store(self.this_store))
-        buffered = await mine.get(key, ts / 1000)
-        mine.put(key, ts / 1000, [*(buffered or ()), value])
-        others = await fetch_all(window_access(ctx.store(self.other_store)), key,
-                                 (ts - self.before_ms) / 1000, (ts + self.after_ms) / 1000)
-        matched = False
-        for other_time, other_values in others:
-            stamp = max(record.timestamp, other_time)
-            for other in other_values:
-                matched = True
-                ctx.forward(_stamped(record.with_value(self.joiner(value, other)), stamp))
-        if not matched and self.emit_unmatched:
-            ctx.forward(record.with_value(self.joiner(value, None)))
-
-
-def _stamped(record: AnyRecord, timestamp: float) -> AnyRecord:
-    if timestamp == record.timestamp:
-        return record
-    return Record(record.key, record.value, record.topic, record.partition, record.offset,
-                  timestamp, record.headers)
-
-
 class StreamTableJoinProcessor(Processor[Any, Any]):
     """Joins each stream record with the table's current value of its key."""
 
@@ -147,6 +99,10 @@ class StreamTableJoinProcessor(Processor[Any, Any]):
         self.skipped = 0
 
     async def process(self, record: AnyRecord) -> None:
+        if record.key is None and record.value is not None and self.left:
+            # KIP-962 (Kafka 3.7+): a left join keeps a null-key record, with no table side
+            self.context.forward(record.with_value(self.joiner(record.value, None)))
+            return
         if record.key is None or record.value is None:
             self.skipped += 1
             return
@@ -169,8 +125,19 @@ def table_join_result(kind: JoinKind, joiner: Callable[[Any, Any], Any], left: A
 
 
 class TableTableJoinProcessor(Processor[Any, Any]):
-    """One side of a table-table join: on an update, read the other side and emit the
-    key's new join result."""
+    """One side of a table-table join, with Kafka Streams' forwarding rules
+    (``KTableKTable{Inner,Left,Right,Outer}Join``): on an update ``(new, old)`` of this
+    side, read the other side's value and timestamp, then
+
+    * the other side has no value: an inner join, and the right side of a left join, emit
+      nothing; the left side of a left join and both sides of an outer join emit nothing
+      either when ``new`` and ``old`` are both absent, else the result stamped with the
+      update's own timestamp;
+    * else the result, stamped with the later of the two sides' timestamps.
+
+    The result is ``joiner(left, right)``, or ``None`` (a delete) when this side's new
+    value is absent - except on the right side of a left join, which always joins the left
+    value with the new right one (possibly ``None``)."""
 
     def __init__(self, other: ValueGetter, joiner: Callable[[Any, Any], Any],
                  kind: JoinKind, this_is_left: bool) -> None:
@@ -182,11 +149,25 @@ class TableTableJoinProcessor(Processor[Any, Any]):
     async def process(self, record: AnyRecord) -> None:
         if record.key is None:
             return
-        other = await self.other.get(self.context, record.key)
-        left, right = ((record.value, other) if self.this_is_left
-                       else (other, record.value))
-        result = table_join_result(self.kind, self.joiner, left, right)
-        self.context.forward(record.with_value(result))
+        new, old = record.value, old_value(record)
+        other, other_ms = await self.other.get_stamped(self.context, record.key)
+        left_side_of_left = self.kind == "left" and self.this_is_left
+        keeps_unmatched = self.kind == "outer" or left_side_of_left
+        ts = to_ms(record.timestamp)
+        if other is None:
+            if not keeps_unmatched or (new is None and old is None):
+                return
+            stamp = ts
+        else:
+            stamp = max(ts, other_ms)
+        left, right = (new, other) if self.this_is_left else (other, new)
+        if self.kind == "left" and not self.this_is_left:
+            result = self.joiner(left, right)
+        elif new is None and (other is None or self.kind != "outer"):
+            result = None
+        else:
+            result = self.joiner(left, right)
+        self.context.forward(update(record, result, None, stamp / 1000))
 
 
 class JoinedTableGetter(ValueGetter):
@@ -199,9 +180,13 @@ class JoinedTableGetter(ValueGetter):
         self.stores = tuple(dict.fromkeys((*left.stores, *right.stores)))
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        left = await self.left.get(ctx, key)
-        right = await self.right.get(ctx, key)
-        return table_join_result(self.kind, self.joiner, left, right)
+        return (await self.get_stamped(ctx, key))[0]
+
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        left, left_ms = await self.left.get_stamped(ctx, key)
+        right, right_ms = await self.right.get_stamped(ctx, key)
+        result = table_join_result(self.kind, self.joiner, left, right)
+        return result, max(left_ms, right_ms) if result is not None else NO_TIMESTAMP
 
 
 # -- building ---------------------------------------------------------------------------
@@ -270,26 +255,34 @@ def _stream_stream(this: Stream[Any, Any], other: Stream[Any, Any],
     _check_key_serdes(left.key_serde, right.key_serde, what)
     builder.check_copartitioned(left.node, right.node, what)
     key_serde = left.key_serde or right.key_serde or JsonSerde()
+    left_values = left.value_serde or JsonSerde()
+    right_values = right.value_serde or JsonSerde()
     this_store = builder.store_name("KSTREAM-JOINTHIS-STORE", None)
     other_store = builder.store_name("KSTREAM-JOINOTHER-STORE", None)
-    late = builder.late
+    outer_store = (builder.store_name("KSTREAM-OUTERSHARED-STORE", None)
+                   if kind != "inner" else None)
     w = windows
+    spec = JoinSpec(this_store, other_store, outer_store, w.before_ms, w.after_ms,
+                    w.grace_ms, joiner, JoinTimes())
     this_node = builder.add_processor(
         "KSTREAM-JOINTHIS",
-        lambda: StreamStreamJoinProcessor(this_store, other_store, w.before_ms, w.after_ms,
-                                          w.grace_ms, joiner, kind in ("left", "outer"),
-                                          late),
+        lambda: StreamStreamJoinProcessor(spec, is_left=True, outer=kind != "inner"),
         [left.node], name=None if name is None else f"{name}-this")
-    swapped = _swap(joiner)
     other_node = builder.add_processor(
         "KSTREAM-JOINOTHER",
-        lambda: StreamStreamJoinProcessor(other_store, this_store, w.after_ms, w.before_ms,
-                                          w.grace_ms, swapped, kind == "outer", late),
+        lambda: StreamStreamJoinProcessor(spec, is_left=False, outer=kind == "outer"),
         [right.node], name=None if name is None else f"{name}-other")
-    for store, serde in ((this_store, left.value_serde), (other_store, right.value_serde)):
+    # The stores keep a millisecond more than Kafka's retention: what is visible is cut
+    # exactly by the join's own store times (see stream_stream_join).
+    retention = (spec.retention_ms + 1) / 1000
+    for store, serde in ((this_store, left_values), (other_store, right_values)):
         builder.add_store(window_store_spec(
-            store, retention=w.retention, persistent=False, key_serde=key_serde,
-            value_serde=ListSerde(serde or JsonSerde())), this_node, other_node)
+            store, retention=retention, persistent=False, key_serde=key_serde,
+            value_serde=ListSerde(serde)), this_node, other_node)
+    if outer_store is not None:
+        builder.add_store(kv_store_spec(
+            outer_store, persistent=False, key_serde=WaitingKeySerde(key_serde),
+            value_serde=WaitingValueSerde(left_values, right_values)), this_node, other_node)
     merged = builder.add_processor("KSTREAM-MERGE", Passthrough, [this_node, other_node],
                                    name=name)
     return Stream(builder, merged, key_serde=key_serde)
@@ -304,6 +297,10 @@ def join_tables(this: Table[Any, Any], other: Table[Any, Any],
                             "stream with a table, call stream.join(table, ...)")
     builder = this.builder
     what = f"join of tables {this.node!r} and {other.node!r}"
+    if kind in ("left", "outer"):
+        this.old_values.enable()
+    if kind == "outer":
+        other.old_values.enable()
     _check_key_serdes(this.key_serde, other.key_serde, what)
     builder.check_copartitioned(this.node, other.node, what)
     left_getter, right_getter = this.getter, other.getter

@@ -27,14 +27,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_stores import (
-    TimestampedSerde,
-    ValueAndTimestamp,
-    kv_store_spec,
-    plain_value,
-)
+from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec, plain_value
 from aiostreams.topology.dsl_stream import Stream, _require_sync
 from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.topology.table_changes import (
+    NO_TIMESTAMP,
+    OldValues,
+    old_value,
+    read_stamped,
+    update,
+    write_stamped,
+)
+from aiostreams.topology.windows import to_ms
 from aiostreams.types import Record
 
 if TYPE_CHECKING:
@@ -74,14 +78,23 @@ class ValueGetter:
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         raise NotImplementedError
 
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        """The value of ``key`` and its timestamp (ms; ``NO_TIMESTAMP`` when unknown)."""
+        return await self.get(ctx, key), NO_TIMESTAMP
+
 
 class StoreGetter(ValueGetter):
+    """Reads a materialized table's store (values with their timestamps)."""
+
     def __init__(self, store: str) -> None:
         self.store = store
         self.stores = (store,)
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         return plain_value(await ctx.store(self.store).get(key))
+
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        return await read_stamped(ctx, self.store, key)
 
 
 class FilterGetter(ValueGetter):
@@ -92,11 +105,18 @@ class FilterGetter(ValueGetter):
         self.keep = keep
         self.stores = parent.stores
 
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        value = await self.parent.get(ctx, key)
+    def _apply(self, key: Any, value: Any) -> Any:
         if value is None or bool(self.predicate(key, value)) is not self.keep:
             return None
         return value
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        return self._apply(key, await self.parent.get(ctx, key))
+
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        value, stamp = await self.parent.get_stamped(ctx, key)
+        value = self._apply(key, value)
+        return value, stamp if value is not None else NO_TIMESTAMP
 
 
 class MapValuesGetter(ValueGetter):
@@ -109,67 +129,85 @@ class MapValuesGetter(ValueGetter):
         value = await self.parent.get(ctx, key)
         return None if value is None else self.mapper(value)
 
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        value, stamp = await self.parent.get_stamped(ctx, key)
+        return (None, stamp) if value is None else (self.mapper(value), stamp)
+
 
 # -- processors -------------------------------------------------------------------------
 
 
 class TableSourceProcessor(Processor[Any, Any]):
-    """Materializes a topic: put (or delete, for a null value) then forward the update.
-    Records with a null key cannot be stored and are dropped (counted)."""
+    """Materializes a topic: put (or delete, for a null value) with the record's timestamp,
+    then forward the update (a delete of a key it does not hold too, as Kafka Streams
+    does), with the old value when ``old_values`` is on. Records with a null key cannot be
+    stored and are dropped (counted)."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, old_values: OldValues) -> None:
         self.store_name = store
+        self.old_values = old_values
         self.null_keys_dropped = 0
 
-    def process(self, record: AnyRecord) -> None:
+    async def process(self, record: AnyRecord) -> None:
         if record.key is None:
             self.null_keys_dropped += 1
             return
-        store = self.context.store(self.store_name)
-        if record.value is None:
-            store.delete(record.key)
-        else:
-            store.put(record.key, record.value)
-        self.context.forward(record)
+        ctx = self.context
+        old = (plain_value(await ctx.store(self.store_name).get(record.key))
+               if self.old_values.enabled else None)
+        write_stamped(ctx, self.store_name, record.key, record.value,
+                      to_ms(record.timestamp))
+        ctx.forward(update(record, record.value, old))
 
 
 class TableFilterProcessor(Processor[Any, Any]):
     """Forwards updates that pass; a failing (or deleting) update becomes a tombstone, so
-    downstream forgets the key. Writes its own store when materialized."""
+    downstream forgets the key. With old values on, an update whose old and new results
+    are both absent forwards nothing (Kafka's ``KTableFilter``). Writes its own store when
+    materialized."""
 
     def __init__(self, predicate: Callable[[Any, Any], Any], keep: bool,
-                 store: str | None) -> None:
+                 store: str | None, old_values: OldValues) -> None:
         self.predicate = predicate
         self.keep = keep
         self.store_name = store
+        self.old_values = old_values
+
+    def _apply(self, key: Any, value: Any) -> Any:
+        if value is not None and bool(self.predicate(key, value)) is not self.keep:
+            return None
+        return value
 
     def process(self, record: AnyRecord) -> None:
-        value = record.value
-        if value is not None and bool(self.predicate(record.key, value)) is not self.keep:
-            value = None
-        _materialize(self.context, self.store_name, record.key, value)
-        self.context.forward(record if value is record.value else record.with_value(value))
+        value = self._apply(record.key, record.value)
+        old = (self._apply(record.key, old_value(record)) if self.old_values.enabled
+               else None)
+        if self.old_values.enabled and value is None and old is None:
+            return
+        _materialize(self.context, self.store_name, record, value)
+        self.context.forward(update(record, value, old))
 
 
 class TableMapValuesProcessor(Processor[Any, Any]):
-    def __init__(self, mapper: Callable[[Any], Any], store: str | None) -> None:
+    def __init__(self, mapper: Callable[[Any], Any], store: str | None,
+                 old_values: OldValues) -> None:
         self.mapper = mapper
         self.store_name = store
+        self.old_values = old_values
 
     def process(self, record: AnyRecord) -> None:
         value = None if record.value is None else self.mapper(record.value)
-        _materialize(self.context, self.store_name, record.key, value)
-        self.context.forward(record.with_value(value))
+        before = old_value(record) if self.old_values.enabled else None
+        old = None if before is None else self.mapper(before)
+        _materialize(self.context, self.store_name, record, value)
+        self.context.forward(update(record, value, old))
 
 
-def _materialize(ctx: ProcessorContext, store_name: str | None, key: Any, value: Any) -> None:
-    if store_name is None or key is None:
+def _materialize(ctx: ProcessorContext, store_name: str | None, record: AnyRecord,
+                 value: Any) -> None:
+    if store_name is None or record.key is None:
         return
-    store = ctx.store(store_name)
-    if value is None:
-        store.delete(key)
-    else:
-        store.put(key, value)
+    write_stamped(ctx, store_name, record.key, value, to_ms(record.timestamp))
 
 
 class AggregateProcessor(Processor[Any, Any]):
@@ -177,9 +215,9 @@ class AggregateProcessor(Processor[Any, Any]):
 
     ``old`` is the stored aggregate, or ``start()`` for a new key. Records with a null key
     or value are skipped (Kafka's rule), counted in ``skipped``. An adder returning
-    ``None`` deletes the key (a tombstone goes downstream). The aggregate is stored with its
-    timestamp, the largest of the records that made it, and each update is stamped with it
-    (Kafka Streams' rule)."""
+    ``None`` deletes the key (a tombstone goes downstream). The update is stamped with the
+    latest timestamp of the records that made the aggregate (Kafka's ``KStreamAggregate``),
+    kept in the store's companion timestamps store."""
 
     def __init__(self, store: str, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any]) -> None:
@@ -192,19 +230,13 @@ class AggregateProcessor(Processor[Any, Any]):
         if record.key is None or record.value is None:
             self.skipped += 1
             return
-        store = self.context.store(self.store_name)
-        old = await store.get(record.key)
-        if old is None:
-            stamp, new = record.timestamp, self.adder(record.key, record.value, self.start())
-        else:
-            stamp = max(record.timestamp, old.timestamp)
-            new = self.adder(record.key, record.value, old.value)
-        if new is None:
-            store.delete(record.key)
-        else:
-            store.put(record.key, ValueAndTimestamp(new, stamp))
-        self.context.forward(Record(record.key, new, record.topic, record.partition,
-                                    record.offset, stamp, record.headers))
+        ctx = self.context
+        ts = to_ms(record.timestamp)
+        old, old_ts = await read_stamped(ctx, self.store_name, record.key)
+        new = self.adder(record.key, record.value, self.start() if old is None else old)
+        stamp = ts if old is None else max(ts, old_ts)
+        write_stamped(ctx, self.store_name, record.key, new, stamp)
+        ctx.forward(update(record, new, old, stamp / 1000))
 
 
 # -- the user-facing classes ------------------------------------------------------------
@@ -216,13 +248,15 @@ class Table(Generic[K, V]):
 
     def __init__(self, builder: StreamsBuilder, node: str, getter: ValueGetter, *,
                  key_serde: Serde[Any] | None, value_serde: Serde[Any] | None,
-                 store: str | None = None) -> None:
+                 store: str | None = None, old_values: OldValues | None = None) -> None:
         self.builder = builder
         self.node = node
         self.getter = getter
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.store = store
+        self.old_values = old_values if old_values is not None else OldValues()
+        """Whether this table's updates carry old values (a left/outer join turns it on)."""
 
     def __repr__(self) -> str:
         return f"<Table {self.node} store={self.store}>"
@@ -237,20 +271,29 @@ class Table(Generic[K, V]):
         return Stream(self.builder, self.node, key_serde=self.key_serde,
                       value_serde=self.value_serde)
 
-    def _derived(self, kind: str, make: Callable[[str | None], Processor[Any, Any]],
+    def _derived(self, kind: str,
+                 make: Callable[[str | None, OldValues], Processor[Any, Any]],
                  getter: ValueGetter, *, name: str | None, materialized: str | None,
                  persistent: bool, value_serde: Serde[Any] | None) -> Table[Any, Any]:
         store = None
         if materialized is not None:
             store = self.builder.store_name("KTABLE-STATE-STORE", materialized)
-        node = self.builder.add_processor(kind, lambda: make(store), [self.node], name=name)
+        old_values = OldValues(self.old_values)
+        if kind == "KTABLE-FILTER":
+            # Kafka's KTableFilter turns old values on upstream when its parent chain is
+            # materialized (every aiostreams table chain is), so that it can drop deletes
+            # of keys that were never there.
+            old_values.enable()
+        node = self.builder.add_processor(kind, lambda: make(store, old_values), [self.node],
+                                          name=name)
         if store is not None:
+            key_serde = self.key_serde or JsonSerde()
             self.builder.add_store(kv_store_spec(
-                store, persistent=persistent, key_serde=self.key_serde or JsonSerde(),
-                value_serde=value_serde or JsonSerde()), node)
+                store, persistent=persistent, key_serde=key_serde,
+                value_serde=TimestampedSerde(value_serde or JsonSerde())), node)
             getter = StoreGetter(store)
         return Table(self.builder, node, getter, key_serde=self.key_serde,
-                     value_serde=value_serde, store=store)
+                     value_serde=value_serde, store=store, old_values=old_values)
 
     def filter(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
                materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
@@ -258,7 +301,8 @@ class Table(Generic[K, V]):
         fails becomes a delete downstream."""
         _require_sync(predicate, "filter")
         return self._derived(
-            "KTABLE-FILTER", lambda store: TableFilterProcessor(predicate, True, store),
+            "KTABLE-FILTER",
+            lambda store, old: TableFilterProcessor(predicate, True, store, old),
             FilterGetter(self.getter, predicate, True), name=name, materialized=materialized,
             persistent=persistent, value_serde=self.value_serde)
 
@@ -266,7 +310,8 @@ class Table(Generic[K, V]):
                    materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
         _require_sync(predicate, "filter_not")
         return self._derived(
-            "KTABLE-FILTER", lambda store: TableFilterProcessor(predicate, False, store),
+            "KTABLE-FILTER",
+            lambda store, old: TableFilterProcessor(predicate, False, store, old),
             FilterGetter(self.getter, predicate, False), name=name,
             materialized=materialized, persistent=persistent, value_serde=self.value_serde)
 
@@ -276,7 +321,8 @@ class Table(Generic[K, V]):
         """``mapper(value)`` of every value (deletes stay deletes)."""
         _require_sync(mapper, "map_values")
         return self._derived(
-            "KTABLE-MAPVALUES", lambda store: TableMapValuesProcessor(mapper, store),
+            "KTABLE-MAPVALUES",
+            lambda store, old: TableMapValuesProcessor(mapper, store, old),
             MapValuesGetter(self.getter, mapper), name=name, materialized=materialized,
             persistent=persistent,
             value_serde=serde_for(value_serde) if value_serde is not None else None)
@@ -398,12 +444,14 @@ def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str |
     key_serde = declared.key_serde if declared is not None else serde_for(None)
     value_serde = declared.value_serde if declared is not None else serde_for(None)
     store = builder.store_name(f"{topic_name}-STATE-STORE", materialized)
-    node = builder.add_processor("KTABLE-SOURCE", lambda: TableSourceProcessor(store),
+    old_values = OldValues()
+    node = builder.add_processor("KTABLE-SOURCE",
+                                 lambda: TableSourceProcessor(store, old_values),
                                  [source], name=name)
     builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
-                                    value_serde=value_serde), node)
+                                    value_serde=TimestampedSerde(value_serde)), node)
     return Table(builder, node, StoreGetter(store), key_serde=key_serde,
-                 value_serde=value_serde, store=store)
+                 value_serde=value_serde, store=store, old_values=old_values)
 
 
 def require_getter_stores(builder: StreamsBuilder, getter: ValueGetter, node: str,
