@@ -49,12 +49,14 @@ if TYPE_CHECKING:
         TimeWindowedStream,
         TimeWindows,
     )
+    from aiostreams.topology.table_regroup import GroupedTable
 
 K = TypeVar("K")
 V = TypeVar("V")
 VA = TypeVar("VA")
 VR = TypeVar("VR")
 VO = TypeVar("VO")
+KR = TypeVar("KR")
 
 AnyRecord = Record[Any, Any]
 
@@ -248,7 +250,8 @@ class Table(Generic[K, V]):
 
     def __init__(self, builder: StreamsBuilder, node: str, getter: ValueGetter, *,
                  key_serde: Serde[Any] | None, value_serde: Serde[Any] | None,
-                 store: str | None = None, old_values: OldValues | None = None) -> None:
+                 store: str | None = None, old_values: OldValues | None = None,
+                 materialized_upstream: bool = True) -> None:
         self.builder = builder
         self.node = node
         self.getter = getter
@@ -257,6 +260,10 @@ class Table(Generic[K, V]):
         self.store = store
         self.old_values = old_values if old_values is not None else OldValues()
         """Whether this table's updates carry old values (a left/outer join turns it on)."""
+        self.materialized_upstream = materialized_upstream
+        """Whether Kafka Streams would hold this table (or a table it derives from) in a
+        store, so that a ``filter`` gets old values without forcing one (Kafka's
+        ``enableSendingOldValues(false)``); false only for an unnamed ``to_table()``."""
 
     def __repr__(self) -> str:
         return f"<Table {self.node} store={self.store}>"
@@ -279,10 +286,9 @@ class Table(Generic[K, V]):
         if materialized is not None:
             store = self.builder.store_name("KTABLE-STATE-STORE", materialized)
         old_values = OldValues(self.old_values)
-        if kind == "KTABLE-FILTER":
+        if kind == "KTABLE-FILTER" and self.materialized_upstream:
             # Kafka's KTableFilter turns old values on upstream when its parent chain is
-            # materialized (every aiostreams table chain is), so that it can drop deletes
-            # of keys that were never there.
+            # materialized, so that it can drop deletes of keys that were never there.
             old_values.enable()
         node = self.builder.add_processor(kind, lambda: make(store, old_values), [self.node],
                                           name=name)
@@ -293,7 +299,8 @@ class Table(Generic[K, V]):
                 value_serde=TimestampedSerde(value_serde or JsonSerde())), node)
             getter = StoreGetter(store)
         return Table(self.builder, node, getter, key_serde=self.key_serde,
-                     value_serde=value_serde, store=store, old_values=old_values)
+                     value_serde=value_serde, store=store, old_values=old_values,
+                     materialized_upstream=store is not None or self.materialized_upstream)
 
     def filter(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
                materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
@@ -346,6 +353,16 @@ class Table(Generic[K, V]):
         from aiostreams.topology.dsl_joins import join_tables
 
         return join_tables(self, other, joiner, "outer", name=name)
+
+    def group_by(self, selector: Callable[[K, V], tuple[KR, VR]], *, key_serde: Any = None,
+                 value_serde: Any = None, name: str | None = None) -> GroupedTable[KR, VR]:
+        """Re-group the rows by ``selector(key, value) -> (group, value)`` to aggregate
+        them with an adder and a subtractor (a row that changes group leaves its old one);
+        goes through a repartition topic. See :mod:`aiostreams.topology.table_regroup`."""
+        from aiostreams.topology.table_regroup import GroupedTable
+
+        return GroupedTable(self, selector, key_serde=key_serde, value_serde=value_serde,
+                            name=name)
 
     def describe(self) -> str:
         return self.builder.describe()
@@ -444,10 +461,35 @@ def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str |
     key_serde = declared.key_serde if declared is not None else serde_for(None)
     value_serde = declared.value_serde if declared is not None else serde_for(None)
     store = builder.store_name(f"{topic_name}-STATE-STORE", materialized)
+    return _source_table(builder, "KTABLE-SOURCE", source, store, key_serde, value_serde,
+                         name=name, persistent=persistent)
+
+
+def table_from_stream(stream: Stream[Any, Any], *, name: str | None, materialized: str | None,
+                      persistent: bool, key_serde: Any, value_serde: Any) -> Table[Any, Any]:
+    """``stream`` read as a table's changelog (see :meth:`Stream.to_table`): Kafka's
+    ``toTable``, which repartitions a key-changed stream first."""
+    key_s = serde_for(key_serde) if key_serde is not None else stream.key_serde
+    value_s = serde_for(value_serde) if value_serde is not None else stream.value_serde
+    if stream.key_changed:
+        stream = stream.repartitioned(name=name, key_serde=key_s, value_serde=value_s)
+        key_s, value_s = stream.key_serde, stream.value_serde
+    store = stream.builder.store_name("KSTREAM-TOTABLE-STATE-STORE", materialized)
+    table = _source_table(stream.builder, "KSTREAM-TOTABLE", stream.node, store,
+                          key_s or JsonSerde(), value_s or JsonSerde(), name=name,
+                          persistent=persistent)
+    # The store is always kept (joins read it), but like Kafka's unnamed toTable() it
+    # computes old values only when something downstream asks for them.
+    table.materialized_upstream = materialized is not None
+    return table
+
+
+def _source_table(builder: StreamsBuilder, kind: str, parent: str, store: str,
+                  key_serde: Serde[Any], value_serde: Serde[Any], *, name: str | None,
+                  persistent: bool) -> Table[Any, Any]:
     old_values = OldValues()
-    node = builder.add_processor("KTABLE-SOURCE",
-                                 lambda: TableSourceProcessor(store, old_values),
-                                 [source], name=name)
+    node = builder.add_processor(kind, lambda: TableSourceProcessor(store, old_values),
+                                 [parent], name=name)
     builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
                                     value_serde=TimestampedSerde(value_serde)), node)
     return Table(builder, node, StoreGetter(store), key_serde=key_serde,
@@ -471,5 +513,6 @@ __all__ = [
     "TableSourceProcessor",
     "ValueGetter",
     "require_getter_stores",
+    "table_from_stream",
     "table_from_topic",
 ]

@@ -17,11 +17,14 @@ flat_map_values     ``copies(v, n)``
 merge               ``from`` and ``other``
 branch              ``<id>_0``: records with ``pick(v, m, r)``; ``<id>_1``: the rest
 group_by_key        group (repartitions after a key change)
-group_by            group by ``bucket("g", v, n)``
+group_by            group by ``bucket("g", v, n)``; a table: rows re-grouped to
+                    ``(bucket("g", v, n), affine(v, a, b))``
+to_table            a stream as a table (``toTable``)
 windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
                     session (``gap``), with ``grace`` (all milliseconds)
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
-                    ``total`` (sessions merge by ``total``)
+                    ``total`` (sessions merge by ``total``; a grouped table subtracts
+                    by ``minus``)
 to_stream, to       a table's updates as a stream; write a stream to ``topic``
 join/left_join/     stream-stream (``before``, ``after``, ``grace`` ms), stream-table or
 outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``
@@ -40,6 +43,7 @@ from typing import Any
 
 from aiostreams import App
 from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.topology.table_regroup import GroupedTable
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
@@ -54,7 +58,7 @@ from aiostreams.topology.dsl import (
 Case = dict[str, Any]
 IDLE_MS = 60_000.0
 Out = dict[str, Any]
-STATEFUL = {"table", "group_by_key", "group_by", "windowed_by", "count", "reduce",
+STATEFUL = {"table", "to_table", "group_by_key", "group_by", "windowed_by", "count", "reduce",
             "aggregate", "join", "left_join", "outer_join"}
 
 # -- the named functions (Oracle.java has the same) ------------------------------------------
@@ -79,6 +83,11 @@ def joined(left: int | None, right: int | None) -> int:
 def total(a: int | None, b: int | None) -> int:
     """Null-safe sum: windowed aggregations hand null values to the aggregator."""
     return (0 if a is None else a) + (0 if b is None else b)
+
+
+def minus(a: int | None, b: int | None) -> int:
+    """Null-safe difference: the subtractor of a re-grouped table's aggregation."""
+    return (0 if a is None else a) - (0 if b is None else b)
 
 
 def copies(v: int | None, n: int) -> list[int]:
@@ -181,8 +190,13 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         return
     elif kind == "group_by_key":
         result = src.group_by_key(key_serde=str, value_serde=int)
+    elif kind == "group_by" and isinstance(src, Table):
+        result = src.group_by(lambda k, v: (bucket("g", v, n), affine(v, a, b)),
+                              key_serde=str, value_serde=int)
     elif kind == "group_by":
         result = src.group_by(lambda k, v: bucket("g", v, n), key_serde=str, value_serde=int)
+    elif kind == "to_table":
+        result = src.to_table()
     elif kind == "windowed_by":
         grace = op["grace"] / 1000
         if op["windows"] == "session":
@@ -198,8 +212,14 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
                 else HoppingWindows(size, advance, grace=grace))
     elif kind == "count":
         result = src.count()
+    elif kind == "reduce" and isinstance(src, GroupedTable):
+        result = src.reduce(total, minus, value_serde=int)
     elif kind == "reduce":
         result = src.reduce(total, value_serde=int)
+    elif kind == "aggregate" and isinstance(src, GroupedTable):
+        init = op.get("init", 0)
+        result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),
+                               lambda k, v, agg: minus(agg, v), value_serde=int)
     elif kind == "aggregate":
         init = op.get("init", 0)
         if windowing == "session":

@@ -59,6 +59,7 @@ import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
+import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -225,6 +226,11 @@ public final class Oracle {
         return (a == null ? 0 : a) + (b == null ? 0 : b);
     }
 
+    /** Null-safe difference: the subtractor of a re-grouped table's aggregation. */
+    private static Long minus(Long a, Long b) {
+        return (a == null ? 0 : a) - (b == null ? 0 : b);
+    }
+
     // -- building the topology ---------------------------------------------------------------
 
     @SuppressWarnings("unchecked")
@@ -270,8 +276,11 @@ public final class Oracle {
                 return;
             }
             case "group_by_key" -> result = ((KStream<String, Long>) src).groupByKey();
-            case "group_by" -> result = ((KStream<String, Long>) src)
-                .groupBy((k, v) -> bucket("g", v, n));
+            case "group_by" -> result = src instanceof KTable<?, ?> t
+                ? ((KTable<String, Long>) t).groupBy(
+                    (k, v) -> KeyValue.pair(bucket("g", v, n), affine(v, a, b)))
+                : ((KStream<String, Long>) src).groupBy((k, v) -> bucket("g", v, n));
+            case "to_table" -> result = ((KStream<String, Long>) src).toTable();
             case "windowed_by" -> {
                 KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) src;
                 long grace = op.path("grace").asLong();
@@ -295,7 +304,15 @@ public final class Oracle {
             case "count", "reduce", "aggregate" -> {
                 long init = op.path("init").asLong(0);
                 String windowing = from.windowing();
-                if (src instanceof KGroupedStream<?, ?> g) {
+                if (src instanceof KGroupedTable<?, ?> g) {
+                    KGroupedTable<String, Long> grouped = (KGroupedTable<String, Long>) g;
+                    result = switch (kind) {
+                        case "count" -> grouped.count();
+                        case "reduce" -> grouped.reduce(Oracle::total, Oracle::minus);
+                        default -> grouped.aggregate(() -> init, (k, v, agg) -> total(agg, v),
+                            (k, v, agg) -> minus(agg, v));
+                    };
+                } else if (src instanceof KGroupedStream<?, ?> g) {
                     KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) g;
                     result = switch (kind) {
                         case "count" -> grouped.count();
