@@ -39,6 +39,7 @@ from aiostreams.topology.dsl_stream import BranchedStream, Stream
 from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
 from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
+from aiostreams.topology.table_regroup import GroupedTable
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.topology.windows import (
     HoppingWindows,
@@ -224,6 +225,7 @@ class StreamsBuilder:
 __all__ = [
     "BranchedStream",
     "GroupedStream",
+    "GroupedTable",
     "HoppingWindows",
     "JoinWindows",
     "LateRecords",

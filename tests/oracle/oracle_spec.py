@@ -43,7 +43,6 @@ from typing import Any
 
 from aiostreams import App
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.table_regroup import GroupedTable
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
@@ -54,6 +53,7 @@ from aiostreams.topology.dsl import (
     TimeWindowedSerde,
     TumblingWindows,
 )
+from aiostreams.topology.table_regroup import GroupedTable
 
 Case = dict[str, Any]
 IDLE_MS = 60_000.0
