@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         TimeWindowedStream,
         TimeWindows,
     )
+    from aiostreams.topology.suppress import Suppressed
     from aiostreams.topology.table_regroup import GroupedTable
 
 K = TypeVar("K")
@@ -251,7 +252,8 @@ class Table(Generic[K, V]):
     def __init__(self, builder: StreamsBuilder, node: str, getter: ValueGetter, *,
                  key_serde: Serde[Any] | None, value_serde: Serde[Any] | None,
                  store: str | None = None, old_values: OldValues | None = None,
-                 materialized_upstream: bool = True) -> None:
+                 materialized_upstream: bool = True,
+                 window_grace_ms: int | None = None) -> None:
         self.builder = builder
         self.node = node
         self.getter = getter
@@ -264,6 +266,9 @@ class Table(Generic[K, V]):
         """Whether Kafka Streams would hold this table (or a table it derives from) in a
         store, so that a ``filter`` gets old values without forcing one (Kafka's
         ``enableSendingOldValues(false)``); false only for an unnamed ``to_table()``."""
+        self.window_grace_ms = window_grace_ms
+        """For a windowed aggregation (and tables derived from it): how long after its end
+        a window closes (ms; sessions: gap + grace); ``None`` for other tables."""
 
     def __repr__(self) -> str:
         return f"<Table {self.node} store={self.store}>"
@@ -300,7 +305,8 @@ class Table(Generic[K, V]):
             getter = StoreGetter(store)
         return Table(self.builder, node, getter, key_serde=self.key_serde,
                      value_serde=value_serde, store=store, old_values=old_values,
-                     materialized_upstream=store is not None or self.materialized_upstream)
+                     materialized_upstream=store is not None or self.materialized_upstream,
+                     window_grace_ms=self.window_grace_ms)
 
     def filter(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
                materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
@@ -363,6 +369,14 @@ class Table(Generic[K, V]):
 
         return GroupedTable(self, selector, key_serde=key_serde, value_serde=value_serde,
                             name=name)
+
+    def suppress(self, suppressed: Suppressed, *, name: str | None = None) -> Table[K, V]:
+        """Hold updates back: ``until_window_closes()`` (final results of a windowed
+        aggregation) or ``until_time_limit(seconds, max_records=, when_full=)``. See
+        :mod:`aiostreams.topology.suppress`."""
+        from aiostreams.topology.suppress import suppress_table
+
+        return suppress_table(self, suppressed, name=name)
 
     def describe(self) -> str:
         return self.builder.describe()

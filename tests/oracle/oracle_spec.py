@@ -25,6 +25,8 @@ windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``adva
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
                     ``total`` (sessions merge by ``total``; a grouped table subtracts
                     by ``minus``)
+suppress            ``until``: ``window_closes`` / ``time_limit`` (``wait`` ms), with
+                    ``max_records`` and ``when_full`` (``emit_early``/``shut_down``)
 to_stream, to       a table's updates as a stream; write a stream to ``topic``
 join/left_join/     stream-stream (``before``, ``after``, ``grace`` ms), stream-table or
 outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``
@@ -53,12 +55,13 @@ from aiostreams.topology.dsl import (
     TimeWindowedSerde,
     TumblingWindows,
 )
+from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.topology.table_regroup import GroupedTable
 
 Case = dict[str, Any]
 IDLE_MS = 60_000.0
 Out = dict[str, Any]
-STATEFUL = {"table", "to_table", "group_by_key", "group_by", "windowed_by", "count", "reduce",
+STATEFUL = {"table", "suppress", "to_table", "group_by_key", "group_by", "windowed_by", "count", "reduce",
             "aggregate", "join", "left_join", "outer_join"}
 
 # -- the named functions (Oracle.java has the same) ------------------------------------------
@@ -228,6 +231,14 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         else:
             result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),
                                    value_serde=int)
+    elif kind == "suppress":
+        limit = op.get("max_records")
+        if op["until"] == "window_closes":
+            result = src.suppress(until_window_closes(max_records=limit))
+        else:
+            result = src.suppress(until_time_limit(
+                op["wait"] / 1000, max_records=limit,
+                when_full=op.get("when_full", "emit_early")))
     elif kind == "to_stream":
         result = src.to_stream()
     elif kind == "to":

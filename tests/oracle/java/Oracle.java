@@ -66,6 +66,8 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindowedKStream;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.Suppressed.BufferConfig;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
@@ -321,23 +323,45 @@ public final class Oracle {
                     };
                 } else if (src instanceof TimeWindowedKStream<?, ?> w) {
                     TimeWindowedKStream<String, Long> windowed = (TimeWindowedKStream<String, Long>) w;
+                    // Serdes given so that the table knows its windowed key serde (a
+                    // suppression buffer needs it); they are the defaults.
                     result = switch (kind) {
-                        case "count" -> windowed.count();
-                        case "reduce" -> windowed.reduce(Oracle::total);
-                        default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v));
+                        case "count" -> windowed.count(Materialized.with(Serdes.String(), Serdes.Long()));
+                        case "reduce" -> windowed.reduce(Oracle::total,
+                            Materialized.with(Serdes.String(), Serdes.Long()));
+                        default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v),
+                            Materialized.with(Serdes.String(), Serdes.Long()));
                     };
                 } else {
                     SessionWindowedKStream<String, Long> windowed =
                         (SessionWindowedKStream<String, Long>) src;
                     result = switch (kind) {
-                        case "count" -> windowed.count();
-                        case "reduce" -> windowed.reduce(Oracle::total);
+                        case "count" -> windowed.count(Materialized.with(Serdes.String(), Serdes.Long()));
+                        case "reduce" -> windowed.reduce(Oracle::total,
+                            Materialized.with(Serdes.String(), Serdes.Long()));
                         default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v),
-                            (k, x, y) -> total(x, y));
+                            (k, x, y) -> total(x, y), Materialized.with(Serdes.String(), Serdes.Long()));
                     };
                 }
                 vars.put(id, new Slot(result, windowing, from.sizeMs()));
                 return;
+            }
+            case "suppress" -> {
+                KTable<Object, Long> table = (KTable<Object, Long>) src;
+                boolean bounded = op.has("max_records");
+                boolean shutDown = "shut_down".equals(op.path("when_full").asText());
+                if ("window_closes".equals(op.path("until").asText())) {
+                    result = table.suppress((Suppressed<Object>) (Suppressed<?>) Suppressed
+                        .untilWindowCloses(bounded
+                            ? BufferConfig.maxRecords(op.path("max_records").asLong()).shutDownWhenFull()
+                            : BufferConfig.unbounded()));
+                } else {
+                    BufferConfig<?> config = !bounded ? BufferConfig.unbounded()
+                        : shutDown ? BufferConfig.maxRecords(op.path("max_records").asLong()).shutDownWhenFull()
+                        : BufferConfig.maxRecords(op.path("max_records").asLong()).emitEarlyWhenFull();
+                    result = table.suppress(Suppressed.untilTimeLimit(
+                        Duration.ofMillis(op.path("wait").asLong()), config));
+                }
             }
             case "to_stream" -> {
                 vars.put(id, new Slot(((KTable<Object, Long>) src).toStream(), from.windowing(),
