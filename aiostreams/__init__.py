@@ -49,6 +49,7 @@ from aiostreams.topology.dsl import (
     Windowed,
 )
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
+from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition
 
@@ -107,5 +108,7 @@ __all__ = [
     "load_settings",
     "run_event_loop",
     "serde_for",
+    "until_time_limit",
+    "until_window_closes",
     "window_store",
 ]

@@ -13,6 +13,7 @@ EXPECTED = {
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
     "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
+    "until_window_closes", "until_time_limit",
     # execution policy
     "Ordering", "Retry", "OnError",
     # serdes

@@ -61,8 +61,8 @@ from aiostreams.topology.table_regroup import GroupedTable
 Case = dict[str, Any]
 IDLE_MS = 60_000.0
 Out = dict[str, Any]
-STATEFUL = {"table", "suppress", "to_table", "group_by_key", "group_by", "windowed_by", "count", "reduce",
-            "aggregate", "join", "left_join", "outer_join"}
+STATEFUL = {"table", "suppress", "to_table", "group_by_key", "group_by", "windowed_by",
+            "count", "reduce", "aggregate", "join", "left_join", "outer_join"}
 
 # -- the named functions (Oracle.java has the same) ------------------------------------------
 
