@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         TimeWindowedStream,
         TimeWindows,
     )
+    from aiostreams.topology.sliding_windows import SlidingWindowedStream, SlidingWindows
     from aiostreams.topology.suppress import Suppressed
     from aiostreams.topology.table_regroup import GroupedTable
 
@@ -451,15 +452,19 @@ class GroupedStream(Generic[K, V]):
             return serde_for(given)
         return known if known is not None else JsonSerde()
 
-    def windowed_by(self, windows: TimeWindows | SessionWindows,
-                    ) -> TimeWindowedStream[K, V] | SessionWindowedStream[K, V]:
-        """Aggregate per window: tumbling/hopping windows or sessions."""
+    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows,
+                    ) -> (TimeWindowedStream[K, V] | SessionWindowedStream[K, V]
+                          | SlidingWindowedStream):
+        """Aggregate per window: tumbling/hopping windows, sessions or sliding windows."""
         from aiostreams.topology.dsl_windows import (
             SessionWindowedStream,
             SessionWindows,
             TimeWindowedStream,
         )
+        from aiostreams.topology.sliding_windows import SlidingWindowedStream, SlidingWindows
 
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedStream(self, windows)
         if isinstance(windows, SessionWindows):
             return SessionWindowedStream(self, windows)
         return TimeWindowedStream(self, windows)

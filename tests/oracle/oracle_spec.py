@@ -21,7 +21,7 @@ group_by            group by ``bucket("g", v, n)``; a table: rows re-grouped to
                     ``(bucket("g", v, n), affine(v, a, b))``
 to_table            a stream as a table (``toTable``)
 windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
-                    session (``gap``), with ``grace`` (all milliseconds)
+                    session (``gap``) / sliding (``diff``), with ``grace`` (all ms)
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
                     ``total`` (sessions merge by ``total``; a grouped table subtracts
                     by ``minus``)
@@ -55,6 +55,7 @@ from aiostreams.topology.dsl import (
     TimeWindowedSerde,
     TumblingWindows,
 )
+from aiostreams.topology.sliding_windows import SlidingWindows
 from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.topology.table_regroup import GroupedTable
 
@@ -205,6 +206,10 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         if op["windows"] == "session":
             windowing = "session"
             result = src.windowed_by(SessionWindows(op["gap"] / 1000, grace=grace))
+        elif op["windows"] == "sliding":
+            windowing, size_ms = "time", op["diff"]
+            result = src.windowed_by(
+                SlidingWindows.of_time_difference_and_grace(op["diff"] / 1000, grace))
         else:
             windowing = "time"
             size_ms = op["size"]

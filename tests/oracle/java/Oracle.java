@@ -69,6 +69,7 @@ import org.apache.kafka.streams.kstream.SessionWindowedKStream;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.Suppressed.BufferConfig;
 import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -291,6 +292,13 @@ public final class Oracle {
                         vars.put(id, new Slot(grouped.windowedBy(SessionWindows
                             .ofInactivityGapAndGrace(Duration.ofMillis(op.path("gap").asLong()),
                                 Duration.ofMillis(grace))), "session", 0));
+                        return;
+                    }
+                    case "sliding" -> {
+                        long diff = op.path("diff").asLong();
+                        vars.put(id, new Slot(grouped.windowedBy(SlidingWindows
+                            .ofTimeDifferenceAndGrace(Duration.ofMillis(diff), Duration.ofMillis(grace))),
+                            "time", diff));
                         return;
                     }
                     default -> {
