@@ -49,6 +49,7 @@ from aiostreams.topology.dsl import (
     Windowed,
 )
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
+from aiostreams.topology.sliding_windows import SlidingWindows
 from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition
@@ -89,6 +90,7 @@ __all__ = [
     "SessionWindowedSerde",
     "SessionWindows",
     "Settings",
+    "SlidingWindows",
     "StoreSpec",
     "StrSerde",
     "Stream",

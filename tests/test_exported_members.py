@@ -12,6 +12,7 @@ EXPECTED = {
     "AppProducer", "AppConsumer", "Resource", "ResourceClosedError", "run_event_loop",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
+    "SlidingWindows",
     "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
     "until_window_closes", "until_time_limit",
     # execution policy

@@ -39,6 +39,7 @@ from aiostreams.topology.dsl_stream import BranchedStream, Stream
 from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
 from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
+from aiostreams.topology.sliding_windows import SlidingWindows
 from aiostreams.topology.table_regroup import GroupedTable
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.topology.windows import (
@@ -231,6 +232,7 @@ __all__ = [
     "LateRecords",
     "SessionWindowedSerde",
     "SessionWindows",
+    "SlidingWindows",
     "Stream",
     "StreamsBuilder",
     "Table",
