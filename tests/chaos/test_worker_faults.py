@@ -25,7 +25,7 @@ from aiostreams.engine.worker import STOP_GRACE
 from aiostreams.localkafka import LocalKafka
 from aiostreams.transport.kafka import KafkaTransport
 
-pytestmark = [pytest.mark.kafka, pytest.mark.chaos]
+pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(420)]
 
 SESSION_TIMEOUT = 6.0
 
@@ -92,7 +92,7 @@ async def test_a_graceful_stop_during_a_broker_outage_ends_within_the_drain_time
             code = await wait_exit(worker, drain + STOP_GRACE + 20.0)
             took = time.monotonic() - started
         finally:
-            kafka.resume()
+            await loop.run_in_executor(None, kafka.resume)
         assert worker.stderr is not None
         with worker.stderr:
             stderr = worker.stderr.read().decode()
