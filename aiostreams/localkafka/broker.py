@@ -182,7 +182,7 @@ class LocalKafka:
         requests again."""
         if self._process is not None:
             _signal_group(self._process, signal.SIGCONT)
-            self._await_ready(time.monotonic() + timeout)
+            self._await_ready(time.monotonic() + timeout, log_start=0)
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the broker (SIGTERM; SIGKILL after ``timeout`` seconds) and remove its data.
