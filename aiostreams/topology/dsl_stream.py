@@ -369,7 +369,7 @@ class Stream(Generic[K, V]):
         """This stream as a table's changelog: each record is the key's new value (``None``
         deletes it); records with a null key are dropped. Repartitions first when the key
         changed. The table is kept in a changelog-backed store (``materialized`` names it)."""
-        from aiostreams.topology.dsl_table import table_from_stream
+        from aiostreams.topology.table_sources import table_from_stream
 
         return table_from_stream(self, name=name, materialized=materialized,
                                  persistent=persistent, key_serde=key_serde,

@@ -20,6 +20,8 @@ group_by_key        group (repartitions after a key change)
 group_by            group by ``bucket("g", v, n)``; a table: rows re-grouped to
                     ``(bucket("g", v, n), affine(v, a, b))``
 to_table            a stream as a table (``toTable``)
+cogroup             from a grouped stream: aggregate by ``total(agg, v)``; from a cogroup,
+                    add ``other`` (grouped) by ``total(agg, affine(v, a, b))``
 windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
                     session (``gap``) / sliding (``diff``), with ``grace`` (all ms)
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
@@ -45,6 +47,7 @@ from typing import Any
 
 from aiostreams import App
 from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.topology.cogroup import CogroupedStream
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
@@ -62,7 +65,7 @@ from aiostreams.topology.table_regroup import GroupedTable
 Case = dict[str, Any]
 IDLE_MS = 60_000.0
 Out = dict[str, Any]
-STATEFUL = {"table", "suppress", "to_table", "group_by_key", "group_by", "windowed_by",
+STATEFUL = {"table", "cogroup", "suppress", "to_table", "group_by_key", "group_by", "windowed_by",
             "count", "reduce", "aggregate", "join", "left_join", "outer_join"}
 
 # -- the named functions (Oracle.java has the same) ------------------------------------------
@@ -201,6 +204,11 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         result = src.group_by(lambda k, v: bucket("g", v, n), key_serde=str, value_serde=int)
     elif kind == "to_table":
         result = src.to_table()
+    elif kind == "cogroup" and isinstance(src, CogroupedStream):
+        result = src.cogroup(env[op["other"]].value,
+                             lambda k, v, agg: total(agg, affine(v, a, b)))
+    elif kind == "cogroup":
+        result = src.cogroup(lambda k, v, agg: total(agg, v))
     elif kind == "windowed_by":
         grace = op["grace"] / 1000
         if op["windows"] == "session":
@@ -224,6 +232,9 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         result = src.reduce(total, minus, value_serde=int)
     elif kind == "reduce":
         result = src.reduce(total, value_serde=int)
+    elif kind == "aggregate" and isinstance(src, CogroupedStream):
+        init = op.get("init", 0)
+        result = src.aggregate(lambda: init, value_serde=int)
     elif kind == "aggregate" and isinstance(src, GroupedTable):
         init = op.get("init", 0)
         result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),

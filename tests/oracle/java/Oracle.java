@@ -56,6 +56,7 @@ import org.apache.kafka.streams.TestOutputTopic;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyTestDriver;
 import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
@@ -284,6 +285,12 @@ public final class Oracle {
                     (k, v) -> KeyValue.pair(bucket("g", v, n), affine(v, a, b)))
                 : ((KStream<String, Long>) src).groupBy((k, v) -> bucket("g", v, n));
             case "to_table" -> result = ((KStream<String, Long>) src).toTable();
+            case "cogroup" -> result = src instanceof CogroupedKStream<?, ?> c
+                ? ((CogroupedKStream<String, Long>) c).cogroup(
+                    (KGroupedStream<String, Long>) vars.get(op.path("other").asText()).value(),
+                    (k, v, agg) -> total(agg, affine(v, a, b)))
+                : ((KGroupedStream<String, Long>) src).cogroup(
+                    (String k, Long v, Long agg) -> total(agg, v));
             case "windowed_by" -> {
                 KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) src;
                 long grace = op.path("grace").asLong();
@@ -314,7 +321,9 @@ public final class Oracle {
             case "count", "reduce", "aggregate" -> {
                 long init = op.path("init").asLong(0);
                 String windowing = from.windowing();
-                if (src instanceof KGroupedTable<?, ?> g) {
+                if (src instanceof CogroupedKStream<?, ?> c) {
+                    result = ((CogroupedKStream<String, Long>) c).aggregate(() -> init);
+                } else if (src instanceof KGroupedTable<?, ?> g) {
                     KGroupedTable<String, Long> grouped = (KGroupedTable<String, Long>) g;
                     result = switch (kind) {
                         case "count" -> grouped.count();
