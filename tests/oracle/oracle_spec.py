@@ -289,7 +289,7 @@ def chooser_order(case: Case, source_order: list[str]) -> list[dict[str, Any]]:
         queues.setdefault(record["topic"], []).append(record)
     rank = {t: i for i, t in enumerate(source_order)}
     heads = {t: 0 for t in queues}
-    ordered = []
+    ordered: list[dict[str, Any]] = []
     while len(ordered) < len(case["inputs"]):
         best = min((t for t in queues if heads[t] < len(queues[t])),
                    key=lambda t: (queues[t][heads[t]]["ts"], rank.get(t, len(rank))))
@@ -324,8 +324,8 @@ async def run_aiostreams(case: Case, *, max_in_flight: int, ordering: str,
         for record in case["inputs"]:
             driver.pipe_raw_input(record["topic"], key_bytes(record["key"]),
                                   value_bytes(record["value"]), record["ts"] / 1000,
-                                  headers=[(h, bytes.fromhex(x))
-                                           for h, x in record.get("headers", [])])
+                                  headers=tuple((h, bytes.fromhex(x))
+                                                for h, x in record.get("headers", [])))
         await driver.process_all()
         if several:
             for _ in range(len(case["inputs"])):
