@@ -157,3 +157,11 @@ def test_the_guides_final_results_example_runs_and_prints_what_it_says(
     expected = code.strip().splitlines()[-1].removeprefix("# ")
     exec(compile(code, str(guide), "exec"), {"__name__": "guide_example"})
     assert capsys.readouterr().out.strip() == expected
+
+
+def test_joining_a_suppressed_table_is_refused_at_build_time_naming_it() -> None:
+    app, clicks, _ = driver_app()
+    stream = app.stream(clicks)
+    held = stream.group_by_key().count().suppress(until_time_limit(1.0), name="held")
+    with pytest.raises(TopologyError, match=r"'held'.*no store to read"):
+        stream.join(held, lambda click, count: count)
