@@ -5,7 +5,8 @@ of records in flight, yet outputs, state and committed offsets are exactly those
 one-record-at-a-time run.
 """
 
-from aiostreams.app import App, AppState
+from aiostreams.app import App, AppState, run_event_loop
+from aiostreams.clients import AppConsumer, AppProducer
 from aiostreams.config import Settings, load_settings
 from aiostreams.engine.failure import OnError, Retry
 from aiostreams.engine.reservation_station import Ordering
@@ -22,6 +23,7 @@ from aiostreams.errors import (
     TransportError,
     UnknownTopicError,
 )
+from aiostreams.lifecycle import Resource, ResourceClosedError
 from aiostreams.serde import (
     BytesSerde,
     FloatSerde,
@@ -47,6 +49,8 @@ from aiostreams.topology.dsl import (
     Windowed,
 )
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
+from aiostreams.topology.sliding_windows import SlidingWindows
+from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition
 
@@ -55,6 +59,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AiostreamsError",
     "App",
+    "AppConsumer",
+    "AppProducer",
     "AppState",
     "BrokerUnavailableError",
     "BytesSerde",
@@ -76,12 +82,15 @@ __all__ = [
     "PunctuationType",
     "PydanticSerde",
     "Record",
+    "Resource",
+    "ResourceClosedError",
     "Retry",
     "Serde",
     "SerializationError",
     "SessionWindowedSerde",
     "SessionWindows",
     "Settings",
+    "SlidingWindows",
     "StoreSpec",
     "StrSerde",
     "Stream",
@@ -99,6 +108,9 @@ __all__ = [
     "__version__",
     "kv_store",
     "load_settings",
+    "run_event_loop",
     "serde_for",
+    "until_time_limit",
+    "until_window_closes",
     "window_store",
 ]

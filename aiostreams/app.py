@@ -18,11 +18,12 @@ import gc
 import logging
 import signal
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
 from aiostreams.engine.clock import Clock, LoopClock
 from aiostreams.engine.failure import OnError, Retry
@@ -30,10 +31,14 @@ from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
 from aiostreams.errors import ConfigError
+from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl_windows import LateRecords
 
 log = logging.getLogger("aiostreams.app")
 
@@ -82,6 +87,8 @@ class App:
         self.worker: Worker | None = None
         self.commit_log: list[CommitRecord] = []  # the latest COMMIT_LOG_LIMIT commits
         self._commit_listeners: list[Callable[[CommitRecord], None]] = []
+        self._lifecycle = Lifecycle()
+        self._sender: AppProducer | None = None
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -138,6 +145,83 @@ class App:
     def describe(self) -> str:
         return self.topology.describe()
 
+    @property
+    def late_records(self) -> LateRecords:
+        """Records the app's windows dropped as late (``.total``, ``.by_node``,
+        ``.on_late(hook)``)."""
+        from aiostreams.topology.dsl import StreamsBuilder
+
+        return StreamsBuilder.of(self).late
+
+    # -- lifecycle (ordering: aiostreams.lifecycle) ---------------------------------------
+
+    def on_startup(self, hook: Hook) -> Hook:
+        """Decorate an ``async def hook()`` to run in ``start()``, before the consumer
+        joins the group (in declaration order, with the resources)."""
+        return self._lifecycle.add_startup(hook)
+
+    def on_shutdown(self, hook: Hook) -> Hook:
+        """Decorate an ``async def hook()`` to run in ``stop()``, after the drain and the
+        last commit, before the resources close."""
+        return self._lifecycle.add_shutdown(hook)
+
+    def resource(self, name: str, factory: Callable[[], Any]) -> Resource[Any]:
+        """Declare a resource made by ``factory()`` at start and closed at stop (an async
+        context manager such as ``aiohttp.ClientSession``, or an awaitable); async steps
+        read it as ``handle.value`` (or ``app.resource_value(name)``)."""
+        return self._lifecycle.add_resource(name, factory)
+
+    def resource_value(self, name: str) -> Any:
+        """The value of the resource declared as ``name`` (the app must be running)."""
+        return self._lifecycle.resource(name).value
+
+    @contextlib.asynccontextmanager
+    async def lifecycle(self) -> AsyncIterator[None]:
+        """Startup hooks and resources without the app's worker, for a test driver
+        (``async with app.lifecycle(), TopologyTestDriver(app) as driver``); shutdown
+        hooks and closing on exit. Not while the app runs."""
+        if self.state is AppState.STARTING or self.state is AppState.RUNNING:
+            raise RuntimeError(f"app {self.name!r} is {self.state.value}: its lifecycle "
+                               "already runs")
+        await self._lifecycle.start()
+        try:
+            yield
+        finally:
+            await self._lifecycle.stop()
+
+    # -- in and out ----------------------------------------------------------------------
+
+    def producer(self) -> AppProducer:
+        """A typed producer on the app's broker (``async with app.producer() as p``);
+        see :mod:`aiostreams.clients`."""
+        return AppProducer(self.transport, topic_resolver(self.topology.topic),
+                           default_partitions=self.settings.default_partitions,
+                           client_id=f"{self.settings.client_id or self.name}-producer")
+
+    def consumer(self, topic: Topic | str, *, from_beginning: bool = True) -> AppConsumer:
+        """A typed reader of ``topic`` (``async with app.consumer(t) as records``)."""
+        return AppConsumer(self.transport, topic_resolver(self.topology.topic)(topic),
+                           from_beginning=from_beginning,
+                           client_id=f"{self.settings.client_id or self.name}-consumer")
+
+    async def send(self, topic: Topic | str, key: Any, value: Any, *,
+                   headers: HeadersLike = None, timestamp: float | None = None,
+                   partition: int | None = None) -> None:
+        """Produce one record typed by ``topic``'s serdes; returns once it is durable.
+        Works before, during and after a run: the producer opens on first use and closes
+        with ``stop()`` (which may be called again after a run to close it).
+        Cancellation: the record may or may not have been sent."""
+        if self._sender is None:
+            self._sender = self.producer()
+        await self._sender.send(topic, key, value, headers=headers, timestamp=timestamp,
+                                partition=partition)
+        await self._sender.flush()
+
+    async def _close_sender(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            await sender.stop()
+
     # -- running --------------------------------------------------------------------------
 
     @property
@@ -159,7 +243,7 @@ class App:
         if s.sasl_username:
             opts["sasl_plain_username"] = s.sasl_username
         if s.sasl_password is not None:
-            opts["sasl_plain_password"] = s.sasl_password.get_secret_value()
+            opts["sasl_plain_password"] = s.sasl_password  # unwrapped by the client only
         if s.security_protocol in ("SSL", "SASL_SSL") or s.ssl_cafile or s.ssl_certfile:
             opts["ssl_context"] = self._ssl_context()
         return opts
@@ -206,15 +290,20 @@ class App:
         return self.topology.build()
 
     async def start(self) -> None:
-        """Validate the topology, create missing topics, join the group and start.
-        Raises what went wrong (bad topology, broker unreachable, missing topics) and
-        leaves the app STOPPED."""
+        """Validate the topology, open the resources and run the startup hooks, create
+        missing topics, join the group and start. Raises what went wrong (bad topology, a
+        startup hook, broker unreachable, missing topics) and leaves the app STOPPED."""
         if self.state is not AppState.CREATED:
             raise RuntimeError(f"app {self.name!r} starts once; it is {self.state.value}")
         self.state = AppState.STARTING
         s = self.settings
         try:
-            subs = self.build()
+            subs = self.build()  # a bad topology fails before any hook runs
+            await self._lifecycle.start()
+        except BaseException:
+            self.state = AppState.STOPPED
+            raise
+        try:
             self.worker = Worker(
                 subs, self.topology.topics, self.transport,
                 WorkerConfig(
@@ -232,6 +321,7 @@ class App:
                     client_id=s.client_id or self.name,
                     state_dir=s.state_dir,
                     node_retry=self._node_retry,
+                    stuck_record_warning=s.stuck_record_warning,
                 ),
                 self.clock,
                 on_commit=self._committed,
@@ -242,19 +332,30 @@ class App:
                 tune_gc()
         except BaseException:
             self.state = AppState.STOPPED
-            if self.worker is not None:
-                await self.worker.stop()
+            try:
+                if self.worker is not None:
+                    await self.worker.stop()
+            finally:
+                await self._lifecycle.stop()
             raise
         self.state = AppState.RUNNING
 
     async def stop(self) -> None:
-        """Graceful stop: drain, retire, commit, leave the group. Idempotent."""
+        """Graceful stop: drain, retire, the last commit, leave the group; then the
+        shutdown hooks, the resources and ``app.send``'s producer close. Idempotent."""
         if self.state in (AppState.STOPPED, AppState.FAILED, AppState.CREATED):
+            await self._close_sender()
             return
         self.state = AppState.STOPPING
         assert self.worker is not None
-        await self.worker.stop()
-        self.state = AppState.FAILED if self.worker.failure else AppState.STOPPED
+        try:
+            await self.worker.stop()
+        finally:
+            self.state = AppState.FAILED if self.worker.failure else AppState.STOPPED
+            try:
+                await self._lifecycle.stop()
+            finally:
+                await self._close_sender()
 
     async def wait(self) -> None:
         """Run until a stop is requested (``request_stop``, a signal) or a task fails; then

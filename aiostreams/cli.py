@@ -1,7 +1,9 @@
 """The ``aiostreams`` command line (``python -m aiostreams``): argument parsing, dispatch, and
 the one rule for errors: **one line on stderr, no traceback** (``--debug`` adds it), and an
 exit code that means something (:class:`~aiostreams.commands.ExitCode`: 0 ok, 1 runtime
-failure, 2 usage or configuration error, 3 broker unreachable).
+failure, 2 usage or configuration error, 3 broker unreachable, 130 interrupted by Ctrl-C,
+141 the reader of stdout went away, as in ``aiostreams tail T | head -1``: quietly, as Unix
+tools do).
 
 ::
 
@@ -10,6 +12,7 @@ failure, 2 usage or configuration error, 3 broker unreachable).
     aiostreams describe myproject.app:app [--mermaid]
     aiostreams topics list | create NAME --partitions N | describe NAME
     aiostreams tail TOPIC [--from-beginning] [--limit N] [--key-serde/--value-serde S]
+    aiostreams send TOPIC [--app MODULE:APP] [--json | --key-separator SEP] < lines
     aiostreams dlq show TOPIC [--limit N] [--traceback]
     aiostreams dlq replay TOPIC [--limit N] [--dry-run]
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -32,7 +36,14 @@ from aiostreams.commands import CommandError, ExitCode, UsageError
 from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
-from aiostreams.commands.run import CurrentStderr, Reporter, RunOptions, run_app
+from aiostreams.commands.run import (
+    CurrentStderr,
+    Reporter,
+    RunOptions,
+    run_app,
+    signal_exit_code,
+)
+from aiostreams.commands.send import send
 from aiostreams.commands.supervisor import RestartPolicy, supervise, worker_overrides
 from aiostreams.commands.tail import tail
 from aiostreams.commands.target import (
@@ -53,6 +64,7 @@ from aiostreams.errors import (
     ConfigError,
     TopologyError,
 )
+from aiostreams.topic import Topic
 
 T = TypeVar("T")
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -125,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "30 s) unless it crashed more than N times in "
                           f"{RestartPolicy.restart_window:.0f} s; then stop all (default "
                           "%(default)s; 0: stop all at the first crash)")
-    run.add_argument("--metrics-port", type=int, metavar="PORT",
+    run.add_argument("--metrics-port", type=_port, metavar="PORT",
                      help="serve Prometheus metrics at /metrics and /health on PORT (0: a "
                           "free port, printed); worker I of --workers uses PORT+I")
     run.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
@@ -184,6 +196,25 @@ def build_parser() -> argparse.ArgumentParser:
     tail_cmd.add_argument("--headers", action="store_true", help="show record headers")
     tail_cmd.set_defaults(handler=_tail)
 
+    send_cmd = commands.add_parser(
+        "send", parents=[common, tool], help="produce records from stdin, one per line",
+        description="Produce one record per stdin line: the value, or KEY<SEP>VALUE with "
+                    "--key-separator, or with --json an object {\"key\": ..., \"value\": "
+                    "..., \"headers\": {...}, \"timestamp\": SECONDS, \"partition\": N}. "
+                    "With --app the topic's serdes check and encode each record (a bad "
+                    "line is refused with its number); without, text is sent as UTF-8.",
+        epilog="examples:\n  echo '{\"id\": \"o1\", \"amount\": 3}' | aiostreams send "
+               "orders --app myproject.app:app\n  printf 'k1=v1\\nk2=v2\\n' | aiostreams "
+               "send words --key-separator =",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    send_cmd.add_argument("topic", metavar="TOPIC")
+    how = send_cmd.add_mutually_exclusive_group()
+    how.add_argument("--json", action="store_true",
+                     help="each line is a JSON object with key, value, headers, ...")
+    how.add_argument("--key-separator", metavar="SEP",
+                     help="each line is KEY, SEP, VALUE (the first SEP splits)")
+    send_cmd.set_defaults(handler=_send)
+
     dlq = commands.add_parser("dlq", parents=[common], help="show or replay dead letters",
                               description="Dead-letter topics: what failed, and replay.")
     dlq_commands = dlq.add_subparsers(dest="dlq_command", metavar="ACTION", required=True,
@@ -217,6 +248,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{port} is not a TCP port: use 1-65535, or 0 for a free one")
+    return port
+
+
 # -- main -----------------------------------------------------------------------------
 
 
@@ -237,9 +279,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_closed()
     except Exception as e:
         _error(e, debug=args.debug)
         return exit_code_for(e)
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout left (``| head -1``): exit quietly with SIGPIPE's code. What is
+    still buffered for stdout goes nowhere, so the interpreter's final flush cannot fail
+    and print its own traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return ExitCode.PIPE_CLOSED
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -284,8 +340,8 @@ def _configure_logging(args: argparse.Namespace) -> None:
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
-async def _until_signal(work: Coroutine[Any, Any, T]) -> tuple[T | None, bool]:
-    """Run ``work``; SIGINT/SIGTERM cancel it. Returns (result, False) or (None, True)."""
+async def _until_signal(work: Coroutine[Any, Any, T]) -> tuple[T | None, int | None]:
+    """Run ``work``; SIGINT/SIGTERM cancel it. Returns (result, None) or (None, signum)."""
     loop = asyncio.get_running_loop()
     task = loop.create_task(work)
     interrupted: list[int] = []
@@ -297,20 +353,25 @@ async def _until_signal(work: Coroutine[Any, Any, T]) -> tuple[T | None, bool]:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, cancel, sig)
     try:
-        return await task, False
+        return await task, None
     except asyncio.CancelledError:
         if interrupted:  # the cancellation is ours (of the inner task), not of this one
-            return None, True
+            return None, interrupted[0]
         raise
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
 
-def _run_tool(work: Coroutine[Any, Any, int], *,
-              interrupt_code: int = ExitCode.INTERRUPTED) -> int:
-    result, interrupted = run_event_loop(_until_signal(work))
-    return interrupt_code if interrupted else int(result)
+def _run_tool(work: Coroutine[Any, Any, int], *, stops_on_sigterm: bool = False) -> int:
+    """Run a tool's coroutine; SIGINT exits 130, SIGTERM too unless the tool stops on it
+    as its normal end (``tail``: 0)."""
+    result, signum = run_event_loop(_until_signal(work))
+    if signum is None:
+        return int(result)
+    if stops_on_sigterm:
+        return signal_exit_code(signum)
+    return ExitCode.INTERRUPTED
 
 
 # -- the commands ---------------------------------------------------------------------
@@ -322,6 +383,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.max_restarts < 0:
         raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
+    if args.metrics_port and args.metrics_port + args.workers - 1 > 65535:
+        raise UsageError(f"--metrics-port {args.metrics_port} with --workers {args.workers}: "
+                         f"worker I serves on PORT+I, past 65535; choose a lower port")
     app = load_app(args.app)
     apply_settings(app, command_line_overrides(args.broker, args.set), args.config)
     if args.worker_index is not None:
@@ -399,14 +463,23 @@ def _tail(args: argparse.Namespace) -> int:
         from_beginning=args.from_beginning, limit=args.limit, follow=not args.no_follow,
         key=decoder(args.key_serde, topic, "key"),
         value=decoder(args.value_serde, topic, "value"),
-        as_json=args.json, headers=args.headers), interrupt_code=0)
+        as_json=args.json, headers=args.headers), stops_on_sigterm=True)
+
+
+def _send(args: argparse.Namespace) -> int:
+    settings, app = _tool_target(args)
+    declared = app.topology.topic(args.topic) if app is not None else None
+    topic = declared or Topic.of(args.topic, key=bytes, value=bytes)
+    return _run_tool(send(client_transport(settings, args.connect_timeout), topic,
+                          declared=declared is not None, as_json=args.json,
+                          key_separator=args.key_separator))
 
 
 def _dlq_topic(args: argparse.Namespace, settings: Settings) -> str:
     topic: str | None = args.topic or settings.dead_letter_topic
     if not topic:
-        raise UsageError("name the dead-letter topic (dlq show TOPIC), or give --app of an "
-                         "app that sets dead_letter_topic")
+        raise UsageError(f"name the dead-letter topic (aiostreams dlq {args.dlq_command} "
+                         "TOPIC), or give --app of an app that sets dead_letter_topic")
     return topic
 
 

@@ -1,15 +1,20 @@
 """Settings: one pydantic model, filled from code, ``AIOSTREAMS_*`` environment variables
 and a TOML file (in that order of precedence: code wins).
 
-Unknown keys and bad values are rejected with a message naming the key. Keys that users
+Unknown keys and bad values are rejected with a message naming the key, in every source:
+an ``AIOSTREAMS_*`` environment variable that is neither a setting nor one of the
+project's tool variables (:data:`TOOL_VARIABLES`) is an error too, so a misspelled
+``AIOSTREAMS_MAX_INFLIGHT=5`` is not silently ignored. Keys that users
 will search for under Kafka Streams' names keep them (``commit_interval_ms``,
 ``max_task_idle_ms``); other durations are float seconds.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,11 +58,23 @@ class Settings(BaseSettings):
     retry_attempts: int = Field(1, ge=1)
     retry_backoff: float = Field(0.1, ge=0)
     retry_max_backoff: float = Field(30.0, ge=0)
-    processing_timeout: float | None = Field(None, gt=0)
+    processing_timeout: float | None = Field(
+        300.0, gt=0, description="seconds one attempt of an async step may take before it "
+        "fails (retry / dead-letter / fail path); None: unbounded. 300 s is Kafka's "
+        "max.poll.interval.ms and aiohttp's default total timeout: a call still pending "
+        "after that is stuck, not slow, and would otherwise stop its partition for good. "
+        "Sync steps cannot be interrupted and are not bounded; Retry.timeout, when "
+        "shorter, wins")
+    stuck_record_warning: float | None = Field(
+        60.0, gt=0, description="seconds a task's oldest unretired record may hold its "
+        "partition's commit before a warning names it and /health reports the app "
+        "degraded (HTTP 503); None: never")
     default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
     max_record_bytes: int = Field(
-        1_000_000, ge=1, description="largest key + value a sink may produce; a bigger "
-        "result fails its record (retry / dead-letter path) instead of the producer")
+        1_000_000, ge=8192, description="largest key + value a sink may produce; a bigger "
+        "result fails its record (retry / dead-letter path) instead of the producer. A dead "
+        "letter (key, value and headers) is cut to fit it, so keep it below the producer's "
+        "max_request_size and the broker's message.max.bytes (both about 1 MiB by default)")
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")
@@ -87,11 +104,45 @@ class Settings(BaseSettings):
         return "dead_letter" if self.dead_letter_topic else "fail"
 
 
+ENV_PREFIX = "AIOSTREAMS_"
+TOOL_VARIABLES: dict[str, str] = {
+    "AIOSTREAMS_KAFKA": "host:port of a running Kafka broker for the tests and benchmarks",
+    "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
+    "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",
+    "AIOSTREAMS_ORACLE_EXAMPLES": "how many examples the Kafka Streams oracle tests draw",
+}
+"""``AIOSTREAMS_*`` variables that are not settings: the project's tools read them (add a
+new one here, or apps refuse to start where it is set)."""
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Raise :class:`ConfigError` for an ``AIOSTREAMS_*`` variable that is neither a
+    setting nor a tool variable, naming the closest setting and listing the known ones."""
+    env = os.environ if environ is None else environ
+    settings = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+    unknown = sorted(name for name in env
+                     if name.upper().startswith(ENV_PREFIX)
+                     and name.upper() not in settings and name.upper() not in TOOL_VARIABLES)
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.upper(), sorted(settings), n=1, cutoff=0.8)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    raise ConfigError(
+        f"unknown environment variable(s) {', '.join(parts)}: aiostreams reads "
+        f"{ENV_PREFIX}<SETTING> for these settings: "
+        f"{', '.join(sorted(Settings.model_fields))}; and, for its tools, "
+        f"{', '.join(sorted(TOOL_VARIABLES))}. Fix or unset the variable.")
+
+
 def load_settings(
     overrides: dict[str, Any] | None = None, toml_file: str | Path | None = None
 ) -> Settings:
     """Settings from a TOML file (optional, table ``[aiostreams]`` or top level), then the
-    environment, then ``overrides``; raises :class:`ConfigError` naming the bad key."""
+    environment, then ``overrides``; raises :class:`ConfigError` naming the bad key (an
+    unknown ``AIOSTREAMS_*`` variable included: :func:`check_environment`)."""
+    check_environment()
     values: dict[str, Any] = {}
     file_values: dict[str, Any] = {}
     if toml_file is not None:

@@ -70,7 +70,10 @@ _COUNTERS: dict[str, tuple[str, str]] = {
     "skipped": ("skipped", "Records that failed for good and were skipped (on_error=skip)."),
     "dead_lettered": ("dead_letters",
                       "Records that failed for good and went to the dead-letter topic."),
-    "punctuations": ("punctuations", "Punctuations issued."),
+    "punctuations": ("punctuations", "Scheduled callbacks (ctx.schedule) the task issued."),
+    "deferred": ("deferred",
+                 "Times a record asked to run again later (ctx.defer): waits that are not "
+                 "failures and do not count as attempts."),
 }
 _UNMAINTAINED = frozenset({"retired"})
 """TaskMetrics fields the engine does not update (yet): a series stuck at 0 would mislead."""
@@ -307,14 +310,27 @@ def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
 
 
 def health(app: App) -> tuple[int, dict[str, Any]]:
-    """``(200, body)`` when the app is RUNNING, else ``(503, body)``; the body names the
-    state, the task count and, when the app failed, the failure."""
+    """``(200, body)`` when the app is RUNNING and no partition is stuck, else
+    ``(503, body)``; the body names the state, the task count and, when the app failed, the
+    failure. A RUNNING app with a stalled task (its oldest record unretired for
+    ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
+    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long;
+    otherwise ``status`` is ``"ok"`` (running) or ``"down"``."""
     body: dict[str, Any] = {"app": app.name, "state": app.state.value,
                             "tasks": len(app.tasks)}
     worker = app.worker
     if worker is not None and worker.failure is not None:
         body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
-    return (200 if app.state is AppState.RUNNING else 503), body
+    stalls = worker.stall_watch.stalls if worker is not None else []
+    if app.state is not AppState.RUNNING:
+        body["status"] = "down"
+    elif stalls:
+        body["status"] = "degraded"
+        body["stalled"] = [{"task": s.task_id, "record": s.where,
+                            "seconds": round(s.seconds, 3)} for s in stalls]
+    else:
+        body["status"] = "ok"
+    return (200 if body["status"] == "ok" else 503), body
 
 
 # -- the HTTP server --------------------------------------------------------------------

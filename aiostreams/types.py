@@ -20,7 +20,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-Headers = tuple[tuple[str, bytes], ...]
+Headers = tuple[tuple[str, bytes | None], ...]
 """Record headers as Kafka has them: ordered (name, value) pairs, names may repeat."""
 
 

@@ -2,6 +2,11 @@
 
     python examples/enrich_rest.py                       # embedded default: no server
     python examples/enrich_rest.py --broker kafka://127.0.0.1:9092
+    AIOSTREAMS_BROKER=kafka://127.0.0.1:9092 python examples/enrich_rest.py   # the same
+
+Written against the public API only (``import aiostreams``): the app produces its input
+with ``app.producer()``, holds its HTTP session as an app resource (opened at start,
+closed at stop), and reads its results with ``app.consumer()``.
 
 What it does, end to end:
 
@@ -16,29 +21,37 @@ What it does, end to end:
    records, unknown customers), writes enriched orders to ``orders-enriched``, aggregates
    totals per customer (a SQLite-backed table with a changelog) and writes enriched orders
    to a Parquet dataset through the Spark bridge (exactly once, partitioned by tier);
-4. waits until every order is processed and committed, stops, reads the dataset back with
-   Spark SQL, and prints a summary.
+4. waits until every order is processed and committed (a progress bar on a terminal),
+   stops, reads the dataset back with Spark SQL, and prints a summary.
+
+Its files (the state store, the Parquet dataset, Spark's JVM log) live in a temporary
+directory named at the start and removed at the end (``--keep`` keeps it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import random
+import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import aiostreams as ais
-from aiostreams.transport.base import IsolationLevel, Transport
-from aiostreams.types import OutgoingRecord, TopicPartition
 
 
 class Order(BaseModel):
@@ -86,43 +99,43 @@ async def start_customer_service(latency: float, failure_rate: float,
     return runner, f"http://127.0.0.1:{port}"
 
 
-def make_orders(n: int, customers: int, seed: int) -> list[tuple[bytes, bytes]]:
+def make_orders(n: int, customers: int, seed: int) -> list[tuple[str, Order | bytes]]:
+    """Orders keyed by id; a few are bytes that are not a valid ``Order``."""
     rng = random.Random(seed)
-    out: list[tuple[bytes, bytes]] = []
+    out: list[tuple[str, Order | bytes]] = []
     for i in range(n):
-        key = f"order-{i}".encode()
+        key = f"order-{i}"
         roll = rng.random()
         if roll < 0.01:
             out.append((key, b"{not json"))  # malformed: dead-lettered
         elif roll < 0.02:
             out.append((key, b'{"id": "x", "customer_id": 7, "amount": "lots"}'))  # wrong types
-        elif roll < 0.03:
-            order = Order(id=f"order-{i}", customer_id=f"ghost-{i}", amount=10.0)
-            out.append((key, order.model_dump_json().encode()))  # unknown customer
+        elif roll < 0.03:  # unknown customer
+            out.append((key, Order(id=key, customer_id=f"ghost-{i}", amount=10.0)))
         else:
             amount = round(rng.uniform(-5, 100), 2)  # some <= 0: filtered out
-            order = Order(id=f"order-{i}", customer_id=f"cust-{rng.randrange(customers)}",
-                          amount=amount)
-            out.append((key, order.model_dump_json().encode()))
+            out.append((key, Order(id=key, customer_id=f"cust-{rng.randrange(customers)}",
+                                   amount=amount)))
     return out
 
 
-def build_app(broker: str, service_url: str, state_dir: Path, in_flight: int,
-              parquet_dir: Path | None, engine: str = "spark") -> tuple[ais.App, dict[str, Any]]:
+def build_app(broker: str | None, service_url: str, state_dir: Path, in_flight: int,
+              parquet_dir: Path | None, engine: str = "spark",
+              on_order: Callable[[], None] = lambda: None) -> tuple[ais.App, Counter[str]]:
+    """The app; ``broker=None`` takes it from the settings (``AIOSTREAMS_BROKER``, else
+    the embedded ``memory://``). ``on_order`` is called as each order starts."""
     app = ais.App("enrich-example", broker=broker, dead_letter_topic="orders-dlq",
                   max_in_flight=in_flight, state_dir=state_dir, commit_interval_ms=200,
                   default_partitions=4)
     orders = app.topic("orders", key=str, value=Order, partitions=4)
     enriched = app.topic("orders-enriched", key=str, value=EnrichedOrder, partitions=4)
     totals = app.topic("customer-totals", key=str, value=float, partitions=4)
-    shared: dict[str, Any] = {"session": None, "calls": 0}
+    http = app.resource("http", aiohttp.ClientSession)  # one session, closed at stop
+    calls: Counter[str] = Counter()
 
     async def enrich(order: Order) -> EnrichedOrder:
-        session = shared["session"]
-        if session is None:
-            session = shared["session"] = aiohttp.ClientSession()
-        shared["calls"] += 1
-        async with session.get(f"{service_url}/customers/{order.customer_id}") as response:
+        calls["http"] += 1
+        async with http.value.get(f"{service_url}/customers/{order.customer_id}") as response:
             if response.status == 404:
                 raise UnknownCustomer(f"customer {order.customer_id} does not exist")
             if response.status != 200:
@@ -131,6 +144,7 @@ def build_app(broker: str, service_url: str, state_dir: Path, in_flight: int,
         return EnrichedOrder(**order.model_dump(), **profile)
 
     valid = (app.stream(orders)
+             .peek(lambda _key, _order: on_order())
              .filter(lambda _key, order: order.amount > 0)
              .map_values_async(enrich, retry=ais.Retry(attempts=6, backoff=0.02,
                                                         max_backoff=0.5,
@@ -143,84 +157,112 @@ def build_app(broker: str, service_url: str, state_dir: Path, in_flight: int,
      .to_stream().to(totals))
     if parquet_dir is not None:
         valid.to_parquet(parquet_dir, EnrichedOrder, partition_by=["tier"], engine=engine)
-    return app, shared
+    app.topic("orders-dlq", key=bytes, value=bytes)  # dead letters: read back as bytes
+    return app, calls
 
 
-async def produce(transport: Transport, items: list[tuple[bytes, bytes]]) -> None:
-    admin = transport.admin()
-    await admin.start()
-    from aiostreams.transport.base import TopicSpec
-
-    await admin.create_topics([TopicSpec("orders", 4)])
-    await admin.stop()
-    producer = transport.producer()
-    await producer.start()
-    await producer.send_batch([OutgoingRecord("orders", k, v) for k, v in items])
-    await producer.flush()
-    await producer.stop()
+async def produce(app: ais.App, items: list[tuple[str, Order | bytes]]) -> None:
+    # a raw view of "orders", to send the malformed records a buggy producer would
+    raw = ais.Topic.of("orders", key=str, value=bytes, partitions=4)
+    async with app.producer() as producer:
+        for key, item in items:
+            await producer.send(raw if isinstance(item, bytes) else "orders", key, item)
 
 
-async def read_all(transport: Transport, topic: str) -> list[Any]:
-    admin = transport.admin()
-    await admin.start()
-    partitions = await admin.partitions_for(topic) or 0
-    await admin.stop()
-    consumer = transport.consumer(None, isolation_level=IsolationLevel.READ_COMMITTED)
-    await consumer.start()
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer.assign(tps)
-    ends = await consumer.end_offsets(tps)
-    for tp in tps:
-        consumer.seek(tp, 0)
-    records: list[Any] = []
-    while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-        batch = await consumer.getmany(1.0)
-        if not batch:
-            break  # only transaction markers left
-        for rs in batch.values():
-            records.extend(rs)
-    await consumer.stop()
-    return records
+async def read_all(app: ais.App, topic: str) -> list[ais.Record[Any, Any]]:
+    async with app.consumer(topic) as records:
+        return await records.read_to_end()
 
 
-async def main_async(args: argparse.Namespace) -> Path | None:
+class ProgressBars:
+    """Two bars (drawn on a terminal only): input records the app has started on, and those
+    whose offsets it committed; a commit waits for the Parquet dataset's next file."""
+
+    def __init__(self, topic: str, total: int, console: Console) -> None:
+        self.topic = topic
+        self.progress = Progress(
+            TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, disable=not console.is_terminal,
+            transient=True)
+        self._started = self.progress.add_task("started", total=total)
+        self._committed = self.progress.add_task("committed", total=total)
+        self._offsets: dict[Any, int] = {}
+        self._begun, self._total = 0, total
+
+    def order_started(self) -> None:
+        self._begun += 1  # a retried order runs again and counts again: capped, a hint
+        self.progress.update(self._started, completed=min(self._begun, self._total))
+
+    def watch(self, app: ais.App) -> None:
+        def on_commit(commit: Any) -> None:
+            self._offsets.update((tp, offset) for tp, offset in commit.offsets.items()
+                                 if tp.topic == self.topic)
+            self.progress.update(self._committed, completed=sum(self._offsets.values()))
+
+        app.on_commit(on_commit)
+
+
+async def main_async(args: argparse.Namespace, workdir: Path,
+                     console: Console) -> Path | None:
     runner, url = await start_customer_service(args.latency, args.failure_rate, args.seed)
-    workdir = Path(tempfile.mkdtemp(prefix="aiostreams-example-"))
     parquet_dir = None if args.no_parquet else workdir / "orders-parquet"
-    app, shared = build_app(args.broker, url, workdir / "state", args.in_flight, parquet_dir,
-                            args.parquet_engine)
     inputs = make_orders(args.orders, args.customers, args.seed)
+    bars = ProgressBars("orders", len(inputs), console)
+    app, calls = build_app(args.broker, url, workdir / "state", args.in_flight, parquet_dir,
+                           args.parquet_engine, on_order=bars.order_started)
+    bars.watch(app)
     started = time.perf_counter()
     try:
-        await produce(app.transport, inputs)
-        async with app:
-            await app.wait_until_caught_up(timeout=args.timeout)
+        await produce(app, inputs)
+        with bars.progress:
+            async with app:
+                await app.wait_until_caught_up(timeout=args.timeout)
         elapsed = time.perf_counter() - started
-        if shared["session"] is not None:
-            await shared["session"].close()
     finally:
         await runner.cleanup()
-    enriched = await read_all(app.transport, "orders-enriched")
-    dead = await read_all(app.transport, "orders-dlq")
-    totals = await read_all(app.transport, "customer-totals")
+    enriched = await read_all(app, "orders-enriched")
+    dead = await read_all(app, "orders-dlq")
+    totals = await read_all(app, "customer-totals")
     reasons = Counter(dict(r.headers).get("aiostreams.dlq.exception", b"?").decode()
                       for r in dead)
     latest: dict[str, float] = {}
     for r in sorted(totals, key=lambda r: (r.partition, r.offset)):
-        latest[r.key.decode()] = ais.FloatSerde().deserialize("customer-totals", r.value)
-    print(f"\naiostreams enrichment example — {args.broker}")
+        latest[r.key] = r.value
+    print(f"\naiostreams enrichment example — {app.settings.broker}")
     print(f"  orders produced          {len(inputs):>8}")
     print(f"  enriched                 {len(enriched):>8}")
     print(f"  dead-lettered            {len(dead):>8}  {dict(reasons)}")
     print(f"  filtered (amount <= 0)   {len(inputs) - len(enriched) - len(dead):>8}")
-    print(f"  HTTP calls (with retries){shared['calls']:>8}")
-    spark_note = ", Spark start-up included" if parquet_dir is not None else ""
+    print(f"  HTTP calls (with retries){calls['http']:>8}")
     print(f"  elapsed                  {elapsed:>8.2f} s  "
-          f"({len(inputs) / elapsed:,.0f} orders/s at {args.latency * 1000:.0f} ms latency"
-          f"{spark_note})")
+          f"({len(inputs) / elapsed:,.0f} orders/s at {args.latency * 1000:.0f} ms latency)")
     top = sorted(latest.items(), key=lambda kv: -kv[1])[:5]
     print("  top customers            " + ", ".join(f"{c}: {t:,.2f}" for c, t in top))
     return parquet_dir
+
+
+@contextlib.contextmanager
+def jvm_output_to(path: Path) -> Iterator[None]:
+    """Send what a JVM started meanwhile writes to stderr (Spark's start-up warnings) to
+    ``path``: the JVM inherits file descriptor 2, which points at ``path`` while it starts."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log_file:
+        os.dup2(log_file.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def start_spark(workdir: Path, console: Console) -> None:
+    """Start the Spark bridge's session before the app runs, quietly, with a spinner."""
+    from aiostreams.spark import get_session
+
+    with console.status("starting Spark (local mode); its log: spark.log in the working "
+                        "directory"), jvm_output_to(workdir / "spark.log"):
+        get_session()
 
 
 def summarize_parquet(parquet_dir: Path) -> None:
@@ -241,7 +283,7 @@ def summarize_parquet(parquet_dir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--broker", default="memory://enrich-example")
+    parser.add_argument("--broker", help="default: AIOSTREAMS_BROKER, else memory://")
     parser.add_argument("--orders", type=int, default=5000)
     parser.add_argument("--customers", type=int, default=200)
     parser.add_argument("--latency", type=float, default=0.02, help="mean seconds per call")
@@ -252,11 +294,23 @@ def main() -> None:
     parser.add_argument("--no-parquet", action="store_true",
                         help="skip the Parquet dataset (and Spark)")
     parser.add_argument("--parquet-engine", choices=["spark", "pyarrow"], default="spark")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the working directory (state, dataset, Spark log)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    parquet_dir = ais.app.run_event_loop(main_async(args))
-    if parquet_dir is not None:
-        summarize_parquet(parquet_dir)
+    console = Console(stderr=True)
+    workdir = Path(tempfile.mkdtemp(prefix="aiostreams-example-"))
+    kept = "kept" if args.keep else "removed at the end; --keep keeps it"
+    console.print(f"working directory {workdir} ({kept})", soft_wrap=True)
+    try:
+        if not args.no_parquet:  # the summary reads the dataset with Spark either way
+            start_spark(workdir, console)
+        parquet_dir = ais.run_event_loop(main_async(args, workdir, console))
+        if parquet_dir is not None:
+            summarize_parquet(parquet_dir)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
     python examples/windowed_totals.py [--broker kafka://127.0.0.1:9092]
 
-Tumbling one-minute windows with 10 s of grace, on event time (the records' timestamps,
-not the clock): an out-of-order sale within grace still counts in its window; one that
-arrives after its window closed is dropped and counted as late.
+The broker comes from ``--broker``, else from the settings (``AIOSTREAMS_BROKER``, else the
+embedded ``memory://``). Tumbling one-minute windows with 10 s of grace, on event time (the
+records' timestamps, not the clock): an out-of-order sale within grace still counts in its
+window; one that arrives after its window closed is dropped and counted as late.
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ from __future__ import annotations
 import argparse
 
 import aiostreams as ais
-from aiostreams.app import run_event_loop
-from aiostreams.topology.dsl import StreamsBuilder
-from aiostreams.transport.base import TopicSpec
-from aiostreams.types import OutgoingRecord
 
 T0 = 1_699_999_980.0  # a whole minute (windows align to the epoch), in seconds
 SALES = [  # (store, amount, seconds after T0)
@@ -27,7 +24,7 @@ SALES = [  # (store, amount, seconds after T0)
 ]
 
 
-async def main_async(broker: str) -> tuple[dict[tuple[str, float], float], int]:
+async def main_async(broker: str | None) -> tuple[dict[tuple[str, float], float], int]:
     app = ais.App("windowed-totals", broker=broker, commit_interval_ms=100)
     sales = app.topic("sales", key=str, value=float, partitions=1)
     totals = (app.stream(sales).group_by_key()
@@ -37,27 +34,19 @@ async def main_async(broker: str) -> tuple[dict[tuple[str, float], float], int]:
     latest: dict[tuple[str, float], float] = {}
     totals.to_stream().foreach(
         lambda window, total: latest.__setitem__((window.key, window.start - T0), total))
-    admin = app.transport.admin()
-    await admin.start()
-    await admin.create_topics([TopicSpec("sales", 1)])
-    await admin.stop()
-    producer = app.transport.producer()
-    await producer.start()
-    await producer.send_batch([
-        OutgoingRecord("sales", store.encode(), sales.value_serde.serialize("sales", amount),
-                       T0 + at) for store, amount, at in SALES])
-    await producer.flush()
-    await producer.stop()
+    async with app.producer() as producer:
+        for store, amount, at in SALES:
+            await producer.send(sales, store, amount, timestamp=T0 + at)
     async with app:
         await app.wait_until_caught_up(timeout=60)
-    return latest, StreamsBuilder.of(app).late.total
+    return latest, app.late_records.total
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--broker", default="memory://windowed-totals")
+    parser.add_argument("--broker", help="default: AIOSTREAMS_BROKER, else memory://")
     args = parser.parse_args()
-    latest, late = run_event_loop(main_async(args.broker))
+    latest, late = ais.run_event_loop(main_async(args.broker))
     for (store, start), total in sorted(latest.items()):
         print(f"{store:>6} minute {int(start // 60)}: {total:7.2f}")
     print(f"late records dropped: {late}")

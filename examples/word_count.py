@@ -2,8 +2,10 @@
 
     python examples/word_count.py [--broker kafka://127.0.0.1:9092]
 
-Splits lines into words, re-keys by word (a repartition topic), counts per word in a
-persistent store, and prints the final counts.
+The broker comes from ``--broker``, else from the settings (``AIOSTREAMS_BROKER``, else the
+embedded ``memory://``). Splits lines into words, re-keys by word (a repartition topic),
+counts per word in a persistent store, and prints the final counts as the app published
+them to ``word-counts``.
 """
 
 from __future__ import annotations
@@ -12,10 +14,6 @@ import argparse
 import tempfile
 
 import aiostreams as ais
-from aiostreams.app import run_event_loop
-from aiostreams.topology.dsl_stores import plain_value
-from aiostreams.transport.base import TopicSpec
-from aiostreams.types import OutgoingRecord
 
 LINES = [
     "the quick brown fox jumps over the lazy dog",
@@ -24,7 +22,7 @@ LINES = [
 ]
 
 
-async def main_async(broker: str) -> dict[str, int]:
+async def main_async(broker: str | None) -> dict[str, int]:
     app = ais.App("word-count", broker=broker, state_dir=tempfile.mkdtemp(),
                   commit_interval_ms=100)
     lines = app.topic("lines", key=str, value=str, partitions=2)
@@ -34,32 +32,23 @@ async def main_async(broker: str) -> dict[str, int]:
      .group_by(lambda _key, word: word, key_serde=str, value_serde=str)
      .count(materialized="word-counts", persistent=True)
      .to_stream().to(counts))
-    admin = app.transport.admin()
-    await admin.start()
-    await admin.create_topics([TopicSpec("lines", 2)])
-    await admin.stop()
-    producer = app.transport.producer()
-    await producer.start()
-    await producer.send_batch([OutgoingRecord("lines", f"line-{i}".encode(), line.encode())
-                               for i, line in enumerate(LINES)])
-    await producer.flush()
-    await producer.stop()
-    final: dict[str, int] = {}
+    async with app.producer() as producer:
+        for i, line in enumerate(LINES):
+            await producer.send(lines, f"line-{i}", line)
     async with app:
         await app.wait_until_caught_up(timeout=60)
-        for task in app.tasks.values():
-            store = task.stores.get("word-counts")
-            if store is not None:
-                async for word, stored in store.range(None, None):
-                    final[word] = plain_value(stored)  # counts are stored with a timestamp
+    final: dict[str, int] = {}
+    async with app.consumer(counts) as records:
+        for record in await records.read_to_end():  # the latest count per word wins
+            final[record.key] = record.value
     return final
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--broker", default="memory://word-count")
+    parser.add_argument("--broker", help="default: AIOSTREAMS_BROKER, else memory://")
     args = parser.parse_args()
-    final = run_event_loop(main_async(args.broker))
+    final = ais.run_event_loop(main_async(args.broker))
     for word, n in sorted(final.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{word:>8} {n}")
 

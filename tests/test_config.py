@@ -216,7 +216,8 @@ def test_tls_and_sasl_settings_become_kafka_client_options() -> None:
     assert options.security_protocol == "SASL_SSL"
     assert options.sasl_mechanism == "SCRAM-SHA-512"
     assert options.sasl_plain_username == "svc"
-    assert options.sasl_plain_password == "s3cret-value"
+    assert options.sasl_plain_password.get_secret_value() == "s3cret-value"
+    assert "s3cret-value" not in repr(options)
     assert options.ssl_context is not None
 
 

@@ -8,9 +8,13 @@ EXPECTED = {
     # the app and its building blocks
     "App", "AppState", "Settings", "load_settings", "Topic", "Topology", "StoreSpec",
     "Processor", "ProcessorContext", "PunctuationType", "Record", "TopicPartition", "Headers",
+    # in and out, lifecycle
+    "AppProducer", "AppConsumer", "Resource", "ResourceClosedError", "run_event_loop",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
+    "SlidingWindows",
     "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
+    "until_window_closes", "until_time_limit",
     # execution policy
     "Ordering", "Retry", "OnError",
     # serdes

@@ -158,13 +158,15 @@ async def test_health_is_200_only_while_the_app_runs(
         served: tuple[App, MemoryBroker, MetricsServer]) -> None:
     app, broker, server = served
     url = server.url.removesuffix("/metrics") + "/health"
-    assert await health(url) == (503, {"app": "choosy", "state": "created", "tasks": 0})
+    assert await health(url) == (503, {"app": "choosy", "state": "created", "tasks": 0,
+                                       "status": "down"})
     produce(broker, "in", ["ok-1"])
     await app.start()
     status, body = await health(url)
     assert (status, body["state"]) == (200, "running")
     await app.stop()
-    assert await health(url) == (503, {"app": "choosy", "state": "stopped", "tasks": 0})
+    assert await health(url) == (503, {"app": "choosy", "state": "stopped", "tasks": 0,
+                                       "status": "down"})
 
 
 async def test_failed_app_health_names_the_failure() -> None:
@@ -214,6 +216,52 @@ async def test_in_flight_and_retire_lag_show_a_record_stuck_at_the_head() -> Non
             tracker = TaskTracker()
             totals = tracker.totals(app)
             assert (totals.in_flight, totals.retire_lag, totals.records_in) == (2, 6.5, 2)
+        finally:
+            sequencer.release("stuck")
+            await app.stop()
+
+
+async def test_health_is_degraded_naming_a_record_stuck_at_the_head_and_warns_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    sequencer = Sequencer()
+    clock = ManualClock(start=1_000.0)
+
+    class Waits(Processor[str, str]):
+        async def process(self, record: Record[str, str]) -> None:
+            await sequencer.wait(record.value)
+            self.context.forward(record)
+
+    broker = MemoryBroker()
+    broker.create_topic("in", 1)
+    broker.append([(OutgoingRecord("in", b"k", b"stuck", 999.0), 0)])
+    app = App("stalls", transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01,
+              stuck_record_warning=30.0)
+    app.topic("in", key=str, value=str)
+    app.topic("out", key=str, value=str)
+    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
+        "sink", "out", "waits")
+    async with MetricsServer(app) as server:
+        url = server.url.removesuffix("/metrics") + "/health"
+        await app.start()
+        try:
+            await sequencer.wait_started("stuck")
+            clock.advance(29.0)  # the commit timer checks every second
+            status, body = await health(url)
+            assert (status, body["status"]) == (200, "ok")
+            clock.advance(2.0)
+            status, body = await health(url)
+            assert (status, body["status"], body["state"]) == (503, "degraded", "running")
+            (stalled,) = body["stalled"]
+            assert stalled["record"] == "in[0]@0" and stalled["seconds"] >= 30.0
+            assert stalled["task"] == next(iter(app.tasks))
+            clock.advance(60.0)
+            warnings = [r.getMessage() for r in caplog.records if r.name == "aiostreams.stall"]
+            assert len(warnings) == 1 and "record in[0]@0 has not retired" in warnings[0]
+            sequencer.release("stuck")
+            await app.worker.next_commit()  # type: ignore[union-attr]
+            clock.advance(1.0)
+            status, body = await health(url)
+            assert (status, body["status"]) == (200, "ok")
         finally:
             sequencer.release("stuck")
             await app.stop()

@@ -3,12 +3,16 @@ error handling live in :mod:`aiostreams.cli`).
 
 Exit codes (:class:`ExitCode`) mean the same for every command:
 
-* 0: done (also a run stopped by SIGINT/SIGTERM, and ``tail`` ended with Ctrl-C);
+* 0: done (also a run or a ``tail`` stopped by SIGTERM: a service manager's normal stop);
 * 1: a runtime failure: a task failed, a topic is missing, the broker refused a request;
 * 2: a usage or configuration error: bad arguments, a bad ``MODULE:APP``, a bad setting,
   an invalid topology;
 * 3: the broker could not be reached within ``--connect-timeout``;
-* 130: interrupted (SIGINT/SIGTERM) during a command other than ``run`` and ``tail``.
+* 130: interrupted by Ctrl-C (SIGINT), for every command (``run`` first stops
+  gracefully: drain, retire, commit), or by SIGTERM during a command other than ``run``
+  and ``tail``;
+* 141: stdout was closed by its reader (``aiostreams tail T | head -1``): a quiet exit, as
+  a Unix tool killed by SIGPIPE has (128 + 13).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     BROKER_UNREACHABLE = 3
     INTERRUPTED = 130
+    PIPE_CLOSED = 141
 
 
 class CommandError(Exception):

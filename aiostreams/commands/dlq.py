@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from aiostreams.commands import CommandError, UsageError
 from aiostreams.commands.reader import Start, TopicReader
-from aiostreams.commands.render import Decoder, header_text, show, timestamp
+from aiostreams.commands.render import Decoder, header_name, header_text, show, timestamp
 from aiostreams.engine.failure import DLQ_HEADER_PREFIX
 from aiostreams.transport.base import Transport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord
@@ -50,10 +50,10 @@ class DeadLetter:
         """None when the record has no ``aiostreams.dlq.topic`` header (not a dead letter
         aiostreams wrote)."""
         dlq: dict[str, str] = {}
-        own: list[tuple[str, bytes]] = []
+        own: list[tuple[str, bytes | None]] = []
         for name, value in record.headers:
             if name.startswith(DLQ_HEADER_PREFIX):
-                dlq[name.removeprefix(DLQ_HEADER_PREFIX)] = header_text(value)
+                dlq[name.removeprefix(DLQ_HEADER_PREFIX)] = header_text(value) or ""
             else:
                 own.append((name, value))
         if "topic" not in dlq:
@@ -99,7 +99,7 @@ def format_dead_letter(letter: DeadLetter, decoders: Decoders, *, with_traceback
         f"  value      {show(value(letter.record.value))}",
     ]
     if letter.headers:
-        lines.append("  headers    " + ", ".join(f"{n}: {header_text(v)!r}"
+        lines.append("  headers    " + ", ".join(f"{header_name(n)}: {header_text(v)!r}"
                                                    for n, v in letter.headers))
     if with_traceback and letter.traceback:
         lines.append("  traceback")

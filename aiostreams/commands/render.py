@@ -119,7 +119,21 @@ def timestamp(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def header_text(value: bytes) -> str:
+def header_name(name: str) -> str:
+    """A header name as printable text: a name read from bytes that are not UTF-8 (kept
+    with ``surrogateescape`` by the Kafka consumer) shows those bytes as ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
+
+
+def header_text(value: bytes | None) -> str | None:
+    """A header value as text: UTF-8 when it is, else a bytes literal; None (Kafka allows
+    a null header value) stays None, shown as ``None`` and written as JSON ``null``."""
+    if value is None:
+        return None
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:

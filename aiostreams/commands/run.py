@@ -7,10 +7,12 @@ The steps, each reported on stderr as one ``aiostreams: ...`` line:
 2. serve metrics and ``/health`` when ``--metrics-port`` is given (``/health`` answers 503
    until the app runs);
 3. start the app (``running`` line), show the live status line on a terminal;
-4. on SIGINT/SIGTERM stop gracefully (drain, retire, commit) and exit 0; on a task failure
-   stop and raise it (exit code 1). A final line sums up what the app did.
+4. on SIGINT/SIGTERM stop gracefully (drain, retire, commit); then exit 130 after SIGINT
+   (Ctrl-C: interrupted, as shells report it) and 0 after SIGTERM (a service manager's
+   normal stop); on a task failure stop and raise it (exit code 1). A final line sums up
+   what the app did.
 
-A signal during start-up cancels the start (the app cleans up) and exits 0.
+A signal during start-up cancels the start (the app cleans up) and exits the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import TextIO
 from rich.console import Console
 
 from aiostreams.app import App
-from aiostreams.commands import UsageError
+from aiostreams.commands import ExitCode, UsageError
 from aiostreams.commands.target import probe_broker
 from aiostreams.metrics import MetricsServer, TaskTracker
 from aiostreams.progress import ProgressLine
@@ -72,13 +74,18 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
     tracker.watch_commits(app)
     loop = asyncio.get_running_loop()
     interrupted = asyncio.Event()
+    received: list[int] = []
 
     def on_signal(signum: int) -> None:
         if not interrupted.is_set():
             reporter.say(f"{signal.Signals(signum).name}: stopping {app.name!r} (draining "
                          "in-flight records, then committing)")
+        received.append(signum)
         interrupted.set()
         app.request_stop()
+
+    def stopped_code() -> int:
+        return signal_exit_code(received[0]) if received else ExitCode.OK
 
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
@@ -101,7 +108,7 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
                          f"{server.url.removesuffix('/metrics')}/health)")
         if not await _start_unless_interrupted(app, interrupted):
             reporter.say("interrupted while starting; stopped")
-            return 0
+            return stopped_code()
         started = True
         reporter.say(f"app {app.name!r} running on {app.settings.broker} "
                      f"({len(app.tasks)} task(s) so far)")
@@ -111,7 +118,7 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
             console = Console(stderr=True, force_terminal=True)
             progress = loop.create_task(ProgressLine(app, tracker, console).run())
         await app.wait()
-        return 0
+        return stopped_code()
     finally:
         if progress is not None:
             progress.cancel()
@@ -124,6 +131,11 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
                 loop.remove_signal_handler(sig)
         if started:
             reporter.say(summary(app, tracker))
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit code of a graceful stop on ``signum``: 130 for SIGINT, 0 for SIGTERM."""
+    return ExitCode.INTERRUPTED if signum == signal.SIGINT else ExitCode.OK
 
 
 async def _start_unless_interrupted(app: App, interrupted: asyncio.Event) -> bool:

@@ -12,7 +12,8 @@ the broker shares the input partitions among them as group members. The supervis
   says so, stops the others (SIGTERM) and exits with that worker's code - a task that fails
   for good would otherwise move from worker to worker and fail everywhere. Exit code 2 (a
   usage or configuration error) is never retried;
-* exits 0 once every worker exited 0.
+* exits 0 once every worker exited 0, or 130 when it was interrupted by SIGINT (Ctrl-C)
+  and every worker stopped gracefully (a worker's 130 after a SIGINT is not a failure).
 
 Identity per worker (:func:`worker_overrides`): with static membership
 (``group_instance_id``) or ``exactly_once`` each worker needs an id of its own, so worker I
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from aiostreams.commands import ExitCode
 from aiostreams.commands.run import Reporter
 from aiostreams.config import Settings
 
@@ -158,7 +160,9 @@ def supervise(base: Sequence[str], workers: int, metrics_port: int | None,
                 break
             wait = max(0.0, min(due) - time.monotonic()) if due else None
             _await_child(wait)
-        return failure or 0
+        if failure is not None:
+            return failure
+        return ExitCode.INTERRUPTED if signal.SIGINT in stopping else ExitCode.OK
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for slot in slots:

@@ -19,7 +19,14 @@ from typing import Any
 
 from aiostreams.commands import UsageError
 from aiostreams.commands.reader import Start, TopicReader
-from aiostreams.commands.render import Decoder, header_text, show, timestamp, to_json
+from aiostreams.commands.render import (
+    Decoder,
+    header_name,
+    header_text,
+    show,
+    timestamp,
+    to_json,
+)
 from aiostreams.transport.base import Transport
 from aiostreams.types import RawRecord
 
@@ -51,11 +58,12 @@ def format_record(record: RawRecord, key: Decoder, value: Decoder, *, as_json: b
             "timestamp": record.timestamp, "key": to_json(k), "value": to_json(v),
         }
         if headers:
-            data["headers"] = [[name, header_text(raw)] for name, raw in record.headers]
+            data["headers"] = [[header_name(name), header_text(raw)]
+                               for name, raw in record.headers]
         return json.dumps(data, ensure_ascii=False, default=str)
     line = (f"{record.topic}[{record.partition}]@{record.offset} {timestamp(record.timestamp)} "
             f"key={show(k)} value={show(v)}")
     if headers and record.headers:
         line += " headers={" + ", ".join(
-            f"{name}: {header_text(raw)!r}" for name, raw in record.headers) + "}"
+            f"{header_name(name)}: {header_text(raw)!r}" for name, raw in record.headers) + "}"
     return line

@@ -21,9 +21,10 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from hashlib import sha256
 
 from aiostreams.errors import ConfigError, DeserializationError
-from aiostreams.types import OutgoingRecord, RawRecord
+from aiostreams.types import Headers, OutgoingRecord, RawRecord
 
 
 class Deferred(Exception):
@@ -103,6 +104,35 @@ NO_RETRY = Retry()
 DLQ_HEADER_PREFIX = "aiostreams.dlq."
 
 
+RECORD_OVERHEAD = 64
+"""Bytes a record costs Kafka beyond its key, value and headers, rounded up (the v2
+format's length, attributes, timestamp and offset deltas, and key/value length varints)."""
+
+HEADER_OVERHEAD = 10
+"""Bytes a header costs beyond its name and value (two length varints), rounded up."""
+
+MIN_RECORD_BYTES = 8192
+"""The smallest ``max_record_bytes``: room for a dead letter's error and origin headers."""
+
+_TRUNCATED = DLQ_HEADER_PREFIX + "truncated"
+_SHORT_MESSAGE, _SHORT_TRACEBACK = 512, 2048  # what error headers keep when space runs out
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    """An upper bound of what the record costs against Kafka's size limits."""
+    size = RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+    return size + sum(HEADER_OVERHEAD + _name_size(n) + len(v or b"") for n, v in headers)
+
+
+def _name_size(name: str) -> int:
+    """A header name's bytes as the producer writes it; a name that is not UTF-8 (decoded
+    with ``surrogateescape``, or user-made) is bounded by 4 bytes a code point."""
+    try:
+        return len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return 4 * len(name)
+
+
 def dead_letter_record(
     raw: RawRecord,
     error: BaseException,
@@ -111,15 +141,26 @@ def dead_letter_record(
     attempts: int,
     processor: str,
     now: float | None = None,
+    max_bytes: int = 1_000_000,
 ) -> OutgoingRecord:
     """The dead-letter record of ``raw``: its original key and value bytes, with headers
-    naming the error and the record's origin."""
+    naming the error and the record's origin.
+
+    It always fits ``max_bytes`` (:func:`record_size`), so the producer never refuses it:
+    when the whole does not fit, the error headers are cut short first, then the value,
+    then the key, then the record's own headers are dropped; header
+    ``aiostreams.dlq.truncated`` lists what was cut (``error-headers``, ``value``, ``key``,
+    ``headers``), and a cut key or value keeps its SHA-256 and original size in
+    ``aiostreams.dlq.{key,value}.sha256`` / ``.size``.
+    """
+    if max_bytes < MIN_RECORD_BYTES:
+        raise ValueError(f"max_record_bytes must leave room for a dead letter's headers "
+                          f"(at least {MIN_RECORD_BYTES} bytes), got {max_bytes}")
     tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    headers = (
-        *raw.headers,
+    message = str(error).encode("utf-8", "replace")[:4096]
+    trace = tb.encode("utf-8", "replace")[-16384:]
+    origin: Headers = (
         (DLQ_HEADER_PREFIX + "exception", _qualname(error).encode()),
-        (DLQ_HEADER_PREFIX + "message", str(error).encode("utf-8", "replace")[:4096]),
-        (DLQ_HEADER_PREFIX + "traceback", tb.encode("utf-8", "replace")[-16384:]),
         (DLQ_HEADER_PREFIX + "attempts", str(attempts).encode()),
         (DLQ_HEADER_PREFIX + "topic", raw.topic.encode()),
         (DLQ_HEADER_PREFIX + "partition", str(raw.partition).encode()),
@@ -127,7 +168,42 @@ def dead_letter_record(
         (DLQ_HEADER_PREFIX + "processor", processor.encode()),
         (DLQ_HEADER_PREFIX + "timestamp", repr(time.time() if now is None else now).encode()),
     )
-    return OutgoingRecord(topic, raw.key, raw.value, raw.timestamp, headers)
+    key, value, own = raw.key, raw.value, raw.headers
+    cut: list[str] = []
+    extra: Headers = ()
+
+    def fits() -> bool:
+        return record_size(key, value, (*own, *error_headers(), *origin, *extra)) <= max_bytes
+
+    def error_headers() -> Headers:
+        return ((DLQ_HEADER_PREFIX + "message", message),
+                (DLQ_HEADER_PREFIX + "traceback", trace),
+                *(((_TRUNCATED, ",".join(cut).encode()),) if cut else ()))
+
+    if not fits():
+        cut.append("error-headers")
+        message, trace = message[:_SHORT_MESSAGE], trace[-_SHORT_TRACEBACK:]
+    for part in ("value", "key"):
+        if fits():
+            break
+        data = value if part == "value" else key
+        if not data:
+            continue
+        cut.append(part)
+        extra = (*extra, (f"{DLQ_HEADER_PREFIX}{part}.sha256", sha256(data).hexdigest().encode()),
+                 (f"{DLQ_HEADER_PREFIX}{part}.size", str(len(data)).encode()))
+        room = max(0, max_bytes - (record_size(key, value, (*own, *error_headers(), *origin,
+                                                            *extra)) - len(data)))
+        if part == "value":
+            value = data[:room]
+        else:
+            key = data[:room]
+    if not fits():
+        cut.append("headers")
+        own = ()
+    assert fits(), "error headers, origin and hashes alone fit in MIN_RECORD_BYTES"
+    return OutgoingRecord(topic, key, value, raw.timestamp, (*own, *error_headers(), *origin,
+                                                             *extra))
 
 
 def _qualname(error: BaseException) -> str:

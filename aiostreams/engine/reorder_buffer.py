@@ -101,7 +101,7 @@ class Slot:
     def __repr__(self) -> str:
         where = (f"{self.raw.topic}[{self.raw.partition}]@{self.raw.offset}"
                  if self.raw is not None else "punctuation")
-        return f"<Slot #{self.seq} {where} {self.state.value}>"
+        return f"record {where}" if self.raw is not None else where  # logs show it
 
 
 class ReorderBuffer:

@@ -34,6 +34,7 @@ from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
+from aiostreams.engine.stall_watch import StallWatch
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.errors import (
     AiostreamsError,
@@ -110,6 +111,7 @@ class WorkerConfig:
     client_id: str = "aiostreams"
     state_dir: Any = None
     node_retry: Mapping[str, Retry] = field(default_factory=dict)
+    stuck_record_warning: float | None = None  # seconds; see engine/stall_watch.py
 
 
 @dataclass
@@ -182,6 +184,7 @@ class Worker:
         self._loops: list[asyncio.Task[None]] = []
         self._restorer = Restorer(transport, exactly_once=config.exactly_once,
                                   state_dir=config.state_dir)
+        self.stall_watch = StallWatch(config.stuck_record_warning)
         self._purger = RepartitionPurger(
             transport, [t for t in self._sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -195,6 +198,7 @@ class Worker:
         self.state = WorkerState.STARTING
         await self._ensure_topics()
         for sink in self._sinks.values():
+            getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)  # identity
             await sink.start()
         cfg = self.config
         if not cfg.exactly_once:
@@ -568,6 +572,7 @@ class Worker:
         commit is processed again: at-least-once, its outputs may repeat; exactly-once, the
         open transaction is aborted with its producer and redone by a new one."""
         error = channel.error
+        self._rewound_at.append(self.clock.monotonic())
         tasks = [t for t in self.tasks.values() if self._channel_of(t.task_id) is channel]
         log.warning("worker: %s failed (%s: %s); starting task(s) %s again from their last "
                     "commit - their records since then are processed again",
@@ -602,22 +607,17 @@ class Worker:
         self._orphans.clear()
 
     def _rewindable(self, error: BaseException) -> bool:
-        """Whether a failed send is answered by starting its tasks again from their last
-        commit (:meth:`_rewind`): any failure of the producer - including the odd
+        """Whether a failed send or flush is answered by starting its tasks again from
+        their last commit (:meth:`_rewind`): any failure of the producer - including the odd
         ``RuntimeError`` aiokafka raises on a connection reset mid-request - but fencing
-        (the task is lost instead) or a missing topic (which would fail again), and not
-        more than ``REWIND_LIMIT`` times within
-        ``REWIND_WINDOW`` seconds (a failure that repeats stops the worker)."""
+        (the task is lost instead) or a missing topic (which would fail again), and at most
+        ``REWIND_LIMIT`` times within ``REWIND_WINDOW`` seconds (a failure that keeps
+        coming back stops the worker)."""
         if isinstance(error, ProducerFencedError | UnknownTopicError):
             return False
         now = self.clock.monotonic()
         self._rewound_at = [t for t in self._rewound_at if now - t < REWIND_WINDOW]
-        if len(self._rewound_at) >= REWIND_LIMIT:
-            log.error("worker: sends failed %d times within %.0fs; stopping",
-                      len(self._rewound_at) + 1, REWIND_WINDOW)
-            return False
-        self._rewound_at.append(now)
-        return True
+        return len(self._rewound_at) < REWIND_LIMIT
 
     def _retriable(self, error: BaseException) -> bool:
         """A failure that passes with time (a timeout, a dropped connection), whatever the
@@ -638,15 +638,15 @@ class Worker:
 
     def _transient(self, error: TransportError) -> bool:
         """Worth retrying: the broker is restarting, a coordinator moves, a request timed
-        out. Not: fencing, a missing topic. Under exactly-once only a failed send is ridden
-        out (its tasks start again from their last transaction: :meth:`_rewind`); any other
-        failure stops the worker, since a transactional commit's outcome is in doubt and a
-        restart resumes from the last committed transaction."""
-        if not self._retriable(error):
-            return False
-        if not self.config.exactly_once:
-            return True
-        return any(channel.error is error for channel in self._all_channels())
+        out, and any failed send or flush (its tasks start again from their last commit:
+        :meth:`_rewind`). Not: fencing, a missing topic. Under exactly-once only a failed
+        send is ridden out; any other failure stops the worker, since a transactional
+        commit's outcome is in doubt and a restart resumes from the last committed
+        transaction."""
+        if any(channel.error is error for channel in self._all_channels()):
+            # a failed send or flush: the next fetch starts its tasks again (_rewind)
+            return self._rewindable(error)
+        return self._retriable(error) and not self.config.exactly_once
 
     def _on_pause(self, tp: TopicPartition, paused: bool) -> None:
         consumer = self._consumer
@@ -714,6 +714,7 @@ class Worker:
     def _arm_commit_timer(self) -> None:
         def due() -> None:
             self._commit_requested = True
+            self.stall_watch.check(self.tasks.values(), self.clock.monotonic())
             if self.state is WorkerState.RUNNING:
                 self._arm_commit_timer()
         self._commit_timer = self.clock.call_later(self.config.commit_interval, due)
@@ -749,11 +750,12 @@ class Worker:
                                                               closing, flush_all))
                 except (CommitFailedError, ProducerFencedError) as refused:
                     lost.append((group, refused))
-                except TransportError as refused:
+                except Exception as refused:
                     if not closing:
                         raise
                     # the tasks are being closed and cannot commit: their new owner (or
                     # the next start) resumes from the last commit, as after a crash
+                    log.debug("worker: the closing commit failed", exc_info=True)
                     lost.append((group, refused))
         for group, reason in lost:
             await self._lose_tasks(group, reason)

@@ -1,7 +1,10 @@
 """``python -m aiostreams.localkafka fetch|run``: download the broker's jars, or run a broker.
 
-``run`` prints the bootstrap address (and an ``AIOSTREAMS_KAFKA=...`` line the test suite
-understands) and keeps the broker up until Ctrl-C or SIGTERM, then stops it and removes its data.
+``run`` prints the bootstrap address on stdout, and on stderr the variables to export:
+``AIOSTREAMS_BROKER=kafka://...`` (what apps, examples and the CLI read) and
+``AIOSTREAMS_KAFKA=...`` (what the test suite and benchmarks read); then keeps the broker up
+until Ctrl-C or SIGTERM, stops it and removes its data. ``--port P`` must be free: a port
+another process holds is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def broker_variables(bootstrap: str) -> str:
+    """A line to paste into a shell: apps read the first variable, the tests the second."""
+    return f"export AIOSTREAMS_BROKER=kafka://{bootstrap} AIOSTREAMS_KAFKA={bootstrap}"
+
+
 def _run(kafka: LocalKafka, timeout: float) -> int:
     done = threading.Event()
 
@@ -43,7 +51,8 @@ def _run(kafka: LocalKafka, timeout: float) -> int:
     try:
         kafka.start(timeout)
         print(kafka.bootstrap)
-        print(f"AIOSTREAMS_KAFKA={kafka.bootstrap}  (Ctrl-C stops the broker)", file=sys.stderr)
+        print(broker_variables(kafka.bootstrap), file=sys.stderr)
+        print("(Ctrl-C stops the broker)", file=sys.stderr)
         sys.stdout.flush()
         done.wait()
     finally:

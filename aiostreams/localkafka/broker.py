@@ -37,6 +37,8 @@ _TOOL_HEAP = ("-Xmx256m",)
 _PROBE_TIMEOUT = 2.0
 _POLL_INTERVAL = 0.1
 _LOG_TAIL_LINES = 40
+_STARTED_LINE = b"Kafka Server started"
+"""What the broker logs once it serves (log4j.properties keeps that one INFO line)."""
 
 
 class BrokerState(enum.Enum):
@@ -180,7 +182,7 @@ class LocalKafka:
         requests again."""
         if self._process is not None:
             _signal_group(self._process, signal.SIGCONT)
-            self._await_ready(time.monotonic() + timeout)
+            self._await_ready(time.monotonic() + timeout, log_start=0)
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the broker (SIGTERM; SIGKILL after ``timeout`` seconds) and remove its data.
@@ -276,6 +278,8 @@ class LocalKafka:
             "kafka.Kafka", str(data_dir / "server.properties"),
         ]
         began = time.monotonic()
+        server_log = data_dir / "logs" / "server.log"
+        log_start = server_log.stat().st_size if server_log.exists() else 0  # a restart appends
         with open(data_dir / "logs" / "stdout.log", "ab") as output:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
@@ -284,7 +288,7 @@ class LocalKafka:
         self._process = process
         self._reaper = weakref.finalize(self, _kill_at_exit, process)
         try:
-            self._await_ready(deadline)
+            self._await_ready(deadline, log_start)
         except BaseException:
             self.kill()
             self._state = BrokerState.DOWN
@@ -293,10 +297,14 @@ class LocalKafka:
         log.info("Kafka broker ready at %s after %.1f s", self.bootstrap,
                  time.monotonic() - began)
 
-    def _await_ready(self, deadline: float) -> None:
+    def _await_ready(self, deadline: float, log_start: int) -> None:
+        """Ready means: *this* broker's log says it started, its process is alive, and its
+        port answers a metadata request. The port alone could be another process's (one
+        that took it after :func:`_free_ports` looked), while this JVM is dying."""
         process = self._process
         assert process is not None and self._port is not None
-        while not metadata_answers(HOST, self._port, timeout=_PROBE_TIMEOUT):
+        while not (self._logged_started(log_start) and process.poll() is None
+                   and metadata_answers(HOST, self._port, timeout=_PROBE_TIMEOUT)):
             if time.monotonic() > deadline:
                 raise LocalKafkaError(
                     f"the Kafka broker at {self.bootstrap} did not answer a metadata request "
@@ -313,6 +321,15 @@ class LocalKafka:
                 "what aiostreams tests with).\n"
                 + self._log_tail()
             )
+
+    def _logged_started(self, log_start: int) -> bool:
+        """Whether this run of the broker logged that it started (past ``log_start``)."""
+        try:
+            with open(self.data_dir / "logs" / "server.log", "rb") as log_file:
+                log_file.seek(log_start)
+                return _STARTED_LINE in log_file.read()
+        except FileNotFoundError:
+            return False
 
     def _terminate(self, timeout: float) -> None:
         process = self._process
@@ -378,10 +395,20 @@ def _java_path() -> str:
 
 
 def _free_ports(port: int | None) -> tuple[int, int]:
-    """A client port (``port`` if given) and a controller port, free on 127.0.0.1 now."""
+    """A client port (``port`` if given, checked to be free) and a controller port, free on
+    127.0.0.1 now. Raises :class:`LocalKafkaError` when ``port`` is taken: a broker
+    started there would fail, and clients would meet whatever holds the port."""
     with socket.socket() as controller, socket.socket() as broker:
         controller.bind((HOST, 0))
         if port:
+            broker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Kafka binds
+            try:
+                broker.bind((HOST, port))
+            except OSError as e:
+                raise LocalKafkaError(
+                    f"port {port} on {HOST} is taken by another process "
+                    f"({os.strerror(e.errno) if e.errno else e}): stop it, choose another "
+                    "port, or leave the port out to get a free one") from None
             return port, int(controller.getsockname()[1])
         broker.bind((HOST, 0))
         return int(broker.getsockname()[1]), int(controller.getsockname()[1])

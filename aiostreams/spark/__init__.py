@@ -6,6 +6,9 @@
 * :class:`SparkConfig`, :func:`get_session`, :func:`stop_session`: the process's one
   SparkSession.
 * :func:`committed_files`: the files a dataset's commit log lists.
+* :class:`UnreachableFilesError` (executors wrote where the driver cannot read) and
+  :class:`IncompatibleSchemaError` (the model no longer fits the dataset): the sink's loud
+  refusals.
 * :mod:`aiostreams.spark.structured`: the scale-out path, a Spark Structured Streaming job
   reading Kafka directly (imported on demand).
 
@@ -13,7 +16,7 @@ Requires the ``spark`` extra (``pyspark``, ``pyarrow``).
 """
 
 from aiostreams.spark.attach import ParquetValidator, add_parquet_sink
-from aiostreams.spark.commit_log import DatasetLockedError, committed_files
+from aiostreams.spark.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
 from aiostreams.spark.parquet_sink import (
     FlushStep,
     ParquetSink,
@@ -21,12 +24,16 @@ from aiostreams.spark.parquet_sink import (
     SinkMetrics,
     SinkState,
 )
+from aiostreams.spark.parquet_writer import UnreachableFilesError
 from aiostreams.spark.schema import RowSchema, SchemaMismatch, to_spark_schema
+from aiostreams.spark.schema_evolution import IncompatibleSchemaError
 from aiostreams.spark.session import SparkConfig, get_session, stop_session
 
 __all__ = [
     "DatasetLockedError",
+    "DatasetOwnerError",
     "FlushStep",
+    "IncompatibleSchemaError",
     "ParquetSink",
     "ParquetValidator",
     "RowSchema",
@@ -35,6 +42,7 @@ __all__ = [
     "SinkMetrics",
     "SinkState",
     "SparkConfig",
+    "UnreachableFilesError",
     "add_parquet_sink",
     "committed_files",
     "get_session",

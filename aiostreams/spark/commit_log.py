@@ -16,14 +16,18 @@ files complete in staging → renamed into the dataset → log entry written (te
 linked into place, directory fsynced). The entry is the commit point. Invariants:
 
 * an entry is never rewritten, and entries are numbered without gaps from 0;
-* every data file the log lists exists; after :meth:`CommitLog.recover`, every data file
-  of ours (by name) in the dataset is listed by the log: files of a batch whose entry was
-  never written (a crash after the rename) are deleted, so a replay writes them once;
+* an entry with rows lists files, and every data file the log lists exists; after
+  :meth:`CommitLog.recover`, every data file of ours (by name) in the dataset is listed
+  by the log: files of a batch whose entry was never written (a crash after the rename)
+  are deleted, so a replay writes them once;
 * the durable offset of a source partition is the highest ``last`` offset any entry lists
   for it, and it never decreases.
 
 One writer per dataset: :meth:`CommitLog.acquire` takes an exclusive ``flock``, released
-by :meth:`CommitLog.release` or by the process's death.
+by :meth:`CommitLog.release` or by the process's death. One app per dataset, over time:
+each entry names the app that wrote it, and a sink of another app refuses to start
+(:class:`DatasetOwnerError`) rather than drop its records as replays of offsets that
+another app wrote.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ try:
 except ImportError:  # pragma: no cover - not on Linux/macOS: no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOG_DIR", "STAGING_DIR", "CommitLog", "DataFile", "DatasetLockedError", "LogEntry",
+__all__ = ["LOG_DIR", "STAGING_DIR", "CommitLog", "DataFile", "DatasetLockedError",
+           "DatasetOwnerError", "LogEntry",
            "OffsetRange", "Recovery", "committed_files", "fsync_dir", "is_data_file"]
 
 log = logging.getLogger("aiostreams.spark")
@@ -56,11 +61,18 @@ LOG_DIR = "_aiostreams_log"
 STAGING_DIR = "_staging"
 _ENTRY = re.compile(r"^(\d+)\.json$")
 _DATA_FILE = re.compile(r"^part-\d{8,}-[0-9a-f]{8}-\d{5}(\.[a-z0-9]+)?\.parquet$")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 adds ``app`` (the writing app's id, or null); entries of version 1 are read as null."""
+_READABLE_VERSIONS = (1, 2)
 
 
 class DatasetLockedError(AiostreamsError):
     """Another process is writing the dataset."""
+
+
+class DatasetOwnerError(AiostreamsError):
+    """The dataset's commit log was written by another app: its durable offsets are not
+    this app's, so dropping records at or below them would lose this app's rows."""
 
 
 def is_data_file(name: str) -> bool:
@@ -96,6 +108,7 @@ class LogEntry:
     rows: int
     engine: str
     written_at: float = field(default_factory=time.time)
+    app: str | None = None  # the id of the app that wrote it (None: no app, or format 1)
 
     def to_json(self) -> bytes:
         doc = {
@@ -103,6 +116,7 @@ class LogEntry:
             "batch": self.batch,
             "rows": self.rows,
             "engine": self.engine,
+            "app": self.app,
             "written_at": self.written_at,
             "files": [{"path": f.path, "size": f.size} for f in self.files],
             "offsets": [{"topic": o.topic, "partition": o.partition, "first": o.first,
@@ -114,9 +128,10 @@ class LogEntry:
     def from_json(cls, data: bytes, where: Path) -> LogEntry:
         try:
             doc: dict[str, Any] = json.loads(data)
-            if doc.get("version") != FORMAT_VERSION:
-                raise ValueError(f"format version {doc.get('version')!r}, expected "
-                                 f"{FORMAT_VERSION}")
+            if doc.get("version") not in _READABLE_VERSIONS:
+                raise ValueError(f"format version {doc.get('version')!r}, expected one of "
+                                 f"{_READABLE_VERSIONS}")
+            app = doc.get("app")
             return cls(
                 batch=int(doc["batch"]),
                 files=tuple(DataFile(str(f["path"]), int(f["size"])) for f in doc["files"]),
@@ -125,6 +140,7 @@ class LogEntry:
                               for o in doc["offsets"]),
                 rows=int(doc["rows"]),
                 engine=str(doc["engine"]),
+                app=None if app is None else str(app),
                 written_at=float(doc["written_at"]),
             )
         except (ValueError, KeyError, TypeError) as e:
@@ -159,6 +175,9 @@ class CommitLog:
         self.dir = dataset / LOG_DIR
         self.durable: dict[TopicPartition, int] = {}
         self.files: set[str] = set()
+        self.last_files: tuple[DataFile, ...] = ()  # of the newest entry that has files
+        self.app: str | None = None  # the app of the newest entry that names one
+        self.app_entry = -1  # and that entry's number
         self.next_batch = 0
         self._lock_file: IO[bytes] | None = None
 
@@ -231,6 +250,10 @@ class CommitLog:
         assert entry.batch == self.next_batch, (entry.batch, self.next_batch)
         for f in entry.files:
             self.files.add(f.path)
+        if entry.files:
+            self.last_files = entry.files
+        if entry.app is not None:
+            self.app, self.app_entry = entry.app, entry.batch
         for o in entry.offsets:
             previous = self.durable.get(o.source, -1)
             # replays are dropped before writing, so ranges only move forward
@@ -245,6 +268,9 @@ class CommitLog:
         if entry.batch != self.next_batch:
             raise AssertionError(f"log entry {entry.batch} out of turn; next is "
                                  f"{self.next_batch}")
+        if entry.rows > 0 and not entry.files:  # never commit rows that are nowhere
+            raise AssertionError(f"log entry {entry.batch} of {self.dataset} lists "
+                                 f"{entry.rows} row(s) and no file")
         final = self.dir / f"{entry.batch}.json"
         tmp = self.dir / f".{entry.batch}.json.tmp"
         with open(tmp, "wb") as out:

@@ -27,7 +27,10 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
   exactly-once every commit flushes (a transaction's outputs must match its offsets), so
   there files are as large as what arrives between two commits.
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
-  (the durable offsets) and deletes staging leftovers and data files no entry lists.
+  (the durable offsets) and deletes staging leftovers and data files no entry lists. It
+  refuses (loudly, before writing) a dataset whose log names another app than the one the
+  worker bound the sink to (:meth:`ParquetSink.bind_app`), or whose newest file the model
+  no longer fits (:mod:`aiostreams.spark.schema_evolution`).
 
 So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
 whose batch has no log entry: the dataset holds each input's results once.
@@ -75,6 +78,7 @@ from aiostreams.errors import AiostreamsError, ConfigError, SerializationError
 from aiostreams.spark.commit_log import (
     STAGING_DIR,
     CommitLog,
+    DatasetOwnerError,
     LogEntry,
     OffsetRange,
     Recovery,
@@ -85,7 +89,9 @@ from aiostreams.spark.parquet_writer import (
     move_into_dataset,
     write_staged,
 )
+from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.schema import RowSchema, SchemaMismatch
+from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
 from aiostreams.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
 from aiostreams.types import TopicPartition
@@ -175,7 +181,10 @@ class _Written:
 
 class ParquetSink:
     """Writes the values reaching it (instances of ``model``) to the Parquet dataset at
-    ``path`` (a local or mounted filesystem directory). See the module docstring.
+    ``path``: a local or mounted directory, as a path or a ``file:`` URI
+    (:mod:`aiostreams.spark.paths`; a relative path is resolved now, against the current
+    directory). On a cluster it must be the same shared directory for the driver and every
+    executor. See the module docstring.
 
     ``partition_by``: columns (model fields or included metadata columns of type str, int,
     bool or date) to partition the directories by. ``include``: metadata columns to add,
@@ -206,13 +215,16 @@ class ParquetSink:
         engine: Engine = "spark",
         spark: SparkConfig | None = None,
     ) -> None:
-        text = str(path)
-        if "://" in text and not text.startswith("file://"):
+        where = parse_table_path(path)
+        if where.local is None:
             raise ConfigError(
-                f"ParquetSink writes to a local or mounted filesystem (it renames files "
-                f"atomically); got {text!r}. For object stores, run the Structured Streaming "
-                "job (aiostreams.spark.structured) instead")
-        self.path = Path(text.removeprefix("file://")).absolute()
+                f"ParquetSink writes to a local or mounted filesystem path, shared by the "
+                f"driver and every executor (it renames files atomically and locks the "
+                f"dataset with flock; neither engine can do that on {where.scheme}://); got "
+                f"{where.given!r}. For hdfs:// and s3a:// tables, run the Structured "
+                "Streaming job (python -m aiostreams.spark.structured), which hands the "
+                "path to Spark")
+        self.path = where.local
         if engine not in ("spark", "pyarrow"):
             raise ConfigError(f"engine must be 'spark' or 'pyarrow', got {engine!r}")
         if compression not in COMPRESSIONS:
@@ -229,6 +241,12 @@ class ParquetSink:
                                 metadata_prefix=metadata_prefix)
         self.partition_by = tuple(partition_by)
         self._check_partition_columns()
+        self._key_column = self.schema.metadata_names.get("key")
+        # string partition columns whose value comes from the model or the key:
+        self._text_partitions = tuple(
+            c for c in self.partition_by
+            if pa.types.is_string(self.schema.arrow_schema.field(c).type)
+            and (c == self._key_column or c in model.model_fields))
         self.name = ""
         self.model = model
         self.compression = compression
@@ -237,6 +255,7 @@ class ParquetSink:
         self.engine: Engine = engine
         self.spark = spark
         self.validated_upstream = False  # set by add_parquet_sink: values were checked
+        self.app_id: str | None = None  # set by bind_app (the worker, before start)
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
         self.recovery: Recovery | None = None
@@ -287,11 +306,29 @@ class ParquetSink:
 
     def validate(self, value: Any, key: Any = None) -> None:
         """Raise :class:`SchemaMismatch` unless ``value`` (and ``key``, when the key is a
-        column) fits the dataset's schema exactly. Pure and cheap (a few µs): safe on the
-        event loop, per record."""
+        column) fits the dataset's schema exactly, and its string partition values are not
+        empty. Pure and cheap (a few µs): safe on the event loop, per record."""
         self.schema.check(value, key)
+        for column in self._text_partitions:
+            text = key if column == self._key_column else getattr(value, column)
+            if isinstance(text, enum.Enum):
+                text = text.value
+            if text == "":
+                raise SchemaMismatch(
+                    "an empty string cannot be a partition value: a Hive-style directory "
+                    f"'{column}=' has no value (Spark writes it as null, and cannot read the "
+                    "directory pyarrow writes); map it to None or a placeholder before the "
+                    "sink", f"{self.model.__name__}.{column}"
+                    if column != self._key_column else column)
 
     # -- ExternalSink ---------------------------------------------------------------------
+
+    def bind_app(self, app_id: str) -> None:
+        """Name the app this sink writes for (the worker calls it before :meth:`start`):
+        its log entries carry it, and :meth:`start` refuses a dataset another app wrote."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
+        self.app_id = app_id
 
     async def start(self) -> None:
         """Take the writer lock, recover from the commit log (see the module docstring) and,
@@ -312,12 +349,39 @@ class ParquetSink:
         self._log.acquire()
         try:
             report = self._log.recover()
+            self._check_owner()
+            self._check_schema_appends()
             if self.engine == "spark":
                 get_session(self.spark)
         except BaseException:
             self._log.release()
             raise
         return report
+
+    def _check_owner(self) -> None:
+        """Raise :class:`DatasetOwnerError` if the log's newest entry naming an app names
+        another one than this sink's (an unnamed sink counts as another app)."""
+        owner = self._log.app
+        if owner is None or owner == self.app_id:
+            return
+        me = f"app {self.app_id!r}" if self.app_id else "a sink outside any app"
+        raise DatasetOwnerError(
+            f"{self.path} was written by app {owner!r} (commit log entry "
+            f"{self._log.app_entry}); this is {me}. Its durable offsets are that app's: "
+            "continuing would drop this app's records at or below them as replays. Give "
+            "each app its own path (a renamed app is another app: give it a new path)")
+
+    def _check_schema_appends(self) -> None:
+        """Raise :class:`IncompatibleSchemaError` unless this sink's rows can append to the
+        newest committed file's schema (each accepted change kept it readable)."""
+        if not self._log.last_files:
+            return
+        import pyarrow.parquet as pq
+
+        newest = self.path / self._log.last_files[-1].path
+        check_appendable(pq.read_schema(newest), self.schema.arrow_schema,
+                         model=self.model.__name__, dataset=str(self.path),
+                         partition_by=self.partition_by)
 
     def add(self, record: ExternalRecord) -> None:
         """Buffer a retired result; never blocks. Replays (at or below the durable offset)
@@ -502,7 +566,7 @@ class ParquetSink:
                                   compression=self.compression)
         self._after(FlushStep.MOVED)
         entry = LogEntry(batch_id, tuple(moved), ranges, sum(c.rows for c in converted),
-                         self.engine)
+                         self.engine, app=self.app_id)
         self._log.append(entry)
         self._after(FlushStep.LOGGED)
         shutil.rmtree(staging, ignore_errors=True)
@@ -513,7 +577,7 @@ class ParquetSink:
         tests override it to raise, as a crash at that point would."""
 
     def _check_rows(self, rows: list[ExternalRecord]) -> None:
-        check = self.schema.check
+        check = self.validate
         for r in rows:
             try:
                 check(r.value, r.key)

@@ -6,36 +6,62 @@ null value as ``__HIVE_DEFAULT_PARTITION__``), the partition columns stored in t
 not in the files, one file per partition value per batch.
 
 * ``engine="spark"``: ``spark.createDataFrame(arrow_table)`` (the Arrow path, no pandas),
-  ``coalesce(1)``, ``write.partitionBy(...).option("compression", ...).parquet(staging)``.
+  ``coalesce(tasks)``, ``write.partitionBy(...).option("compression", ...).parquet(staging)``.
   The table is first sorted by the partition columns in Arrow (a stable sort, milliseconds):
-  Spark sorts each write task's rows by them anyway, and a sorted input is its cheap case;
+  Spark sorts each write task's rows by them anyway, and a sorted input is its cheap case.
+  A task carries its rows inside its own serialized form, which a cluster caps at
+  ``spark.rpc.message.maxSize`` (128 MiB by default; ``local`` masters do not check): so a
+  batch is split into the fewest tasks of at most a quarter of that each
+  (:func:`split_plan`), one file per task (and partition value). A batch under the budget
+  is one task and one file, as before;
 * ``engine="pyarrow"``: ``pyarrow.parquet.write_table`` (or ``pyarrow.dataset.write_dataset``
   when partitioned), for when a JVM is not wanted.
 
 Each staged file is fsynced before it is renamed; the directories that gained entries are
 fsynced after. A rename within one filesystem is atomic, so a reader lists either no file or
 a complete one.
+
+After the engine returns, the driver counts the rows of the staged files it sees (their
+Parquet footers) and raises :class:`UnreachableFilesError` unless they are exactly the rows
+handed in. On a cluster whose executors write to a disk the driver does not see (a worker
+on another host, a path that is not shared), Spark's job succeeds and the driver finds no
+file: without this check the batch would be committed with its rows nowhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from aiostreams.errors import AiostreamsError
 from aiostreams.spark.commit_log import DataFile, fsync_dir
 from aiostreams.spark.session import SparkConfig, get_session
 
-__all__ = ["COMPRESSIONS", "Engine", "move_into_dataset", "write_staged"]
+__all__ = ["COMPRESSIONS", "Engine", "UnreachableFilesError", "move_into_dataset",
+           "write_staged"]
 
 Engine = Literal["spark", "pyarrow"]
 COMPRESSIONS = ("snappy", "zstd", "gzip", "none")
 """Codecs Spark and pyarrow both write and read back (Spark's ``lz4`` is not pyarrow's)."""
 
 _EXTENSION = {"snappy": ".snappy", "zstd": ".zstd", "gzip": ".gz", "none": ""}
+_MAX_MESSAGE_CONF = "spark.rpc.message.maxSize"  # MiB
+_ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+TASK_BUDGET_FRACTION = 4
+"""A write task carries at most ``spark.rpc.message.maxSize / TASK_BUDGET_FRACTION`` bytes
+of Arrow data (see :func:`task_byte_budget`)."""
+
+
+class UnreachableFilesError(AiostreamsError):
+    """The engine reported a successful write, but the files the driver finds at the path do
+    not hold the rows handed in: the executors wrote where the driver cannot read."""
 
 
 def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
@@ -49,9 +75,43 @@ def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
         _write_with_pyarrow(table, staging, partition_by, compression)
     files = sorted(p for p in staging.rglob("*.parquet")
                    if not p.name.startswith((".", "_")))
+    _check_rows_visible(files, staging, table.num_rows, engine)
     for path in files:
         _fsync_file(path)
     return files
+
+
+def _check_rows_visible(files: Sequence[Path], staging: Path, expected: int,
+                        engine: Engine) -> None:
+    """Raise :class:`UnreachableFilesError` unless ``files`` hold ``expected`` rows."""
+    found = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+    if found == expected:
+        return
+    raise UnreachableFilesError(
+        f"the {engine} engine reported writing {expected} row(s) under {staging}, but the "
+        f"driver finds {found} row(s) in {len(files)} file(s) there. The executors wrote "
+        "to a disk the driver does not see: the table path must be reachable by driver and "
+        "executors alike (a shared path mounted at the same place on every host, hdfs://, "
+        "or s3a://). Nothing of this batch was committed; fix the path and restart the app")
+
+
+def task_byte_budget(max_message_bytes: int) -> int:
+    """Arrow bytes one write task may carry: a :data:`TASK_BUDGET_FRACTION` of Spark's
+    ``spark.rpc.message.maxSize``, which leaves room for a task that gets one Arrow batch
+    more than its share and for the task's own serialized fields."""
+    return max(1, max_message_bytes // TASK_BUDGET_FRACTION)
+
+
+def split_plan(num_rows: int, nbytes: int, budget: int) -> tuple[int, int]:
+    """``(tasks, rows_per_arrow_batch)`` for a table of ``num_rows`` rows and ``nbytes``
+    Arrow bytes: the fewest tasks whose even share of the bytes is within ``budget``, and
+    Arrow batches (Spark's partitions before the coalesce) of at most one task's rows.
+
+    Invariants: ``tasks >= 1``; ``tasks * budget >= nbytes``; ``rows_per_arrow_batch >= 1``
+    and ``rows_per_arrow_batch * tasks >= num_rows``."""
+    tasks = max(1, -(-nbytes // budget))
+    rows = max(1, -(-num_rows // tasks))
+    return tasks, rows
 
 
 def _write_with_spark(table: pa.Table, staging: Path, partition_by: Sequence[str],
@@ -59,10 +119,33 @@ def _write_with_spark(table: pa.Table, staging: Path, partition_by: Sequence[str
     spark = get_session(config)
     if partition_by:
         table = table.sort_by([(column, "ascending") for column in partition_by])
-    writer = spark.createDataFrame(table).coalesce(1).write.mode("errorifexists")
+    max_message = int(spark.sparkContext.getConf().get(_MAX_MESSAGE_CONF, "128")) * 2**20
+    tasks, rows_per_batch = split_plan(table.num_rows, table.nbytes,
+                                       task_byte_budget(max_message))
+    with _arrow_batch_rows_at_most(spark, rows_per_batch):
+        frame = spark.createDataFrame(table)  # one Spark partition per Arrow batch
+    # coalesce groups neighbouring partitions, so with partition_by sorted a partition
+    # value's rows stay in as few tasks (files) as the budget allows
+    writer = frame.coalesce(tasks).write.mode("errorifexists")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.option("compression", compression).parquet(staging.as_uri())
+
+
+@contextlib.contextmanager
+def _arrow_batch_rows_at_most(spark: Any, rows: int) -> Iterator[None]:
+    """Lower ``spark.sql.execution.arrow.maxRecordsPerBatch`` (how ``createDataFrame``
+    slices an Arrow table) to ``rows`` while the block runs; restore it after. Safe: only the
+    Spark thread uses the session."""
+    before = spark.conf.get(_ARROW_BATCH_CONF)
+    if int(before) <= rows:
+        yield
+        return
+    spark.conf.set(_ARROW_BATCH_CONF, str(rows))
+    try:
+        yield
+    finally:
+        spark.conf.set(_ARROW_BATCH_CONF, before)
 
 
 def _write_with_pyarrow(table: pa.Table, staging: Path, partition_by: Sequence[str],

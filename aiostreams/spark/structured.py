@@ -24,6 +24,15 @@ That is why the ``spark`` extra pins pyspark: when this was written, Maven Centr
 so 4.0.0 is the newest Spark whose connector resolves completely. A pyspark without a
 resolvable connector fails at session start with an error naming the coordinates.
 
+The source reads with ``kafka.isolation.level=read_committed`` (:data:`DEFAULT_SOURCE_OPTIONS`)
+unless the caller sets it: records of aborted transactions, which an ``exactly_once`` app
+leaves behind whenever an attempt is killed or fenced, never reach the dataset. ``--option``
+passes any other option of Spark's Kafka source, ``--conf`` a Spark setting, ``--packages``
+more Maven packages (``hadoop-aws`` for ``s3a://``). ``--path`` and ``--checkpoint`` are
+parsed strictly (:mod:`aiostreams.spark.paths`; relative paths are made absolute here, not
+left to Spark's default filesystem). Bad options, and a path Spark has no filesystem for,
+end the command with one ``error:`` line and exit code 2.
+
 Values are parsed with ``mode=FAILFAST``: a value that is not JSON of the model stops the
 query with Spark's error (nothing of that micro-batch is committed), never a half-null row.
 ``bytes`` fields must be base64 in the JSON (``ser_json_bytes="base64"`` on the model).
@@ -45,18 +54,35 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from aiostreams.errors import ConfigError
+from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.schema import METADATA_COLUMNS, RowSchema, to_spark_schema
 from aiostreams.spark.session import SparkConfig, get_session
+from aiostreams.spark.spark_errors import explain_setup_failure
 
-__all__ = ["StructuredRun", "kafka_connector", "kafka_connector_config", "main",
-           "run_structured_job"]
+__all__ = ["DEFAULT_SOURCE_OPTIONS", "StructuredRun", "kafka_connector",
+           "kafka_connector_config", "main", "run_structured_job", "source_options"]
 
 log = logging.getLogger("aiostreams.spark")
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+
+ISOLATION_LEVEL = "kafka.isolation.level"
+DEFAULT_SOURCE_OPTIONS = {ISOLATION_LEVEL: "read_committed"}
+"""Options of Spark's Kafka source that the job sets unless the caller sets them: records of
+aborted transactions (an ``exactly_once`` app's zombie or killed attempts) are never read."""
+
+_RESERVED_OPTIONS = {
+    "kafka.bootstrap.servers": "--bootstrap (bootstrap=)",
+    "subscribe": "--topic (topic=)",
+    "subscribePattern": "--topic (topic=)",
+    "assign": "--topic (topic=)",
+    "startingOffsets": "--starting-offsets (starting_offsets=)",
+    "path": "--path (path=)",
+    "checkpointLocation": "--checkpoint (checkpoint=)",
+}
 
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -125,8 +151,13 @@ def run_structured_job(
     (Spark's ``availableNow``); else ``processing_time`` seconds per micro-batch, until
     ``timeout`` seconds have passed (forever if None). Blocks. ``spark``: the session config;
     the connector of pyspark's version is added to it (:func:`kafka_connector_config`).
-    Raises :class:`ConfigError` for bad arguments and if another session already runs in
-    this process without the connector."""
+    ``kafka_options``: options of Spark's Kafka source (``kafka.<consumer setting>``,
+    ``maxOffsetsPerTrigger``, ...) over :data:`DEFAULT_SOURCE_OPTIONS`: the job reads with
+    ``kafka.isolation.level=read_committed`` unless this sets it explicitly.
+    Raises :class:`ConfigError` for bad arguments, for options or a path Spark refuses when
+    the query starts (:class:`~aiostreams.spark.spark_errors.MissingFileSystemError` when
+    Spark has no filesystem for the path's scheme), and if another session already runs in
+    this process without the connector; :class:`RuntimeError` if the query fails later."""
     if trigger_once == (processing_time is not None):
         raise ConfigError("choose trigger_once=True or processing_time=<seconds> (and "
                           "trigger_once=False)")
@@ -136,12 +167,17 @@ def run_structured_job(
     for column in partition_by:
         if column not in schema.column_names:
             raise ConfigError(f"partition_by: {column!r} is not a column of {schema.column_names}")
+    options = source_options(kafka_options or {})
+    path, checkpoint = parse_table_path(path).uri, parse_table_path(checkpoint).uri
     config = kafka_connector_config(spark)
     session = _start(config)
-    query = _start_query(session, bootstrap, topic, path, schema, checkpoint,
-                         trigger_once=trigger_once, processing_time=processing_time,
-                         partition_by=partition_by, starting_offsets=starting_offsets,
-                         kafka_options=kafka_options or {})
+    try:
+        query = _start_query(session, bootstrap, topic, path, schema, checkpoint,
+                             trigger_once=trigger_once, processing_time=processing_time,
+                             partition_by=partition_by, starting_offsets=starting_offsets,
+                             kafka_options=options)
+    except Exception as e:  # Spark refused an option or the path: say which, on one line
+        raise explain_setup_failure(e, path, _hadoop_version(session)) from e
     started = time.monotonic()
     try:
         if trigger_once or timeout is None:
@@ -159,6 +195,13 @@ def run_structured_job(
     return StructuredRun(batches=sum(1 for p in progress if p.get("numInputRows", 0) > 0),
                          input_rows=sum(int(p.get("numInputRows", 0)) for p in progress),
                          seconds=time.monotonic() - started)
+
+
+def _hadoop_version(session: Any) -> str:
+    try:
+        return str(session.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+    except Exception:  # the gateway is gone: the message still names the package
+        return "<Spark's Hadoop version>"
 
 
 def _start(config: SparkConfig) -> Any:
@@ -212,6 +255,23 @@ def _start_query(spark: Any, bootstrap: str, topic: str, path: str, schema: RowS
     return writer.start()
 
 
+def source_options(options: dict[str, str]) -> dict[str, str]:
+    """The Kafka source's options: ``options`` over :data:`DEFAULT_SOURCE_OPTIONS` (so
+    ``kafka.isolation.level`` is ``read_committed`` unless set explicitly). Raises
+    :class:`ConfigError` for a key the job sets from its own arguments, or an unknown
+    isolation level."""
+    for key in options:
+        if key in _RESERVED_OPTIONS:
+            raise ConfigError(f"option {key!r} is set by the job itself; use "
+                              f"{_RESERVED_OPTIONS[key]} instead")
+    merged = {**DEFAULT_SOURCE_OPTIONS, **options}
+    level = merged[ISOLATION_LEVEL]
+    if level not in ("read_committed", "read_uncommitted"):
+        raise ConfigError(f"option {ISOLATION_LEVEL}={level!r}: use read_committed (the "
+                          "default: aborted transactions are never read) or read_uncommitted")
+    return merged
+
+
 def _model_part(schema: RowSchema) -> Any:
     import pyarrow as pa
 
@@ -234,16 +294,39 @@ def _load_model(spec: str) -> type[BaseModel]:
     return target
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _key_values(pairs: Sequence[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} takes key=value, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _packages(values: Sequence[str]) -> tuple[str, ...]:
+    out = tuple(p.strip() for value in values for p in value.split(",") if p.strip())
+    for package in out:
+        if package.count(":") != 2 or not all(package.split(":")):
+            raise ConfigError(f"--packages takes Maven coordinates group:artifact:version, "
+                              f"got {package!r}")
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m aiostreams.spark.structured",
         description="Kafka topic (JSON values of a pydantic model) to Parquet, with Spark "
-                    "Structured Streaming.")
+                    "Structured Streaming. Reads committed records only (aborted "
+                    "transactions are skipped) unless --option kafka.isolation.level="
+                    "read_uncommitted.")
     parser.add_argument("--bootstrap", required=True, help="host:port[,host:port]")
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--path", required=True, help="the Parquet dataset (any Spark path)")
+    parser.add_argument("--path", required=True,
+                        help="the Parquet dataset: /abs, relative, file:///abs, hdfs://..., "
+                             "s3a://bucket/...")
     parser.add_argument("--model", required=True, help="module:Class of the values")
-    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--checkpoint", required=True, help="Spark's checkpoint (same forms)")
     parser.add_argument("--processing-time", type=float, default=None,
                         help="seconds per micro-batch; default: process what is there, exit")
     parser.add_argument("--timeout", type=float, default=None,
@@ -253,20 +336,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="1g")
-    args = parser.parse_args(argv)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of Spark's Kafka source (repeatable), e.g. "
+                             "kafka.security.protocol=SSL or maxOffsetsPerTrigger=10000")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable), e.g. "
+                             "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000")
+    parser.add_argument("--packages", action="append", default=[],
+                        metavar="GROUP:ARTIFACT:VERSION[,...]",
+                        help="Maven packages for the session (repeatable), e.g. "
+                             "org.apache.hadoop:hadoop-aws:3.4.1 for s3a://")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. Exit 0 with a JSON summary on stdout; 2 with one ``error:`` line on
+    stderr for bad arguments, options or paths (Spark's refusal included); 1 when Spark did
+    not start or the query failed while running."""
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines follow our error
     try:
         model = _load_model(args.model)
         base = SparkConfig(master=args.master, driver_memory=args.driver_memory,
-                           app_name=f"aiostreams-structured-{args.topic}")
+                           app_name=f"aiostreams-structured-{args.topic}",
+                           packages=_packages(args.packages),
+                           conf=_key_values(args.conf, "--conf"))
         config = kafka_connector_config(base)
         run = run_structured_job(
             args.bootstrap, args.topic, args.path, model, args.checkpoint,
             trigger_once=args.processing_time is None, processing_time=args.processing_time,
             timeout=args.timeout, partition_by=args.partition_by, include=args.include,
-            starting_offsets=args.starting_offsets, spark=config)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+            starting_offsets=args.starting_offsets, spark=config,
+            kafka_options=_key_values(args.option, "--option"))
+    except (ConfigError, ValidationError) as e:
+        print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
     except RuntimeError as e:  # Spark did not start, or the query failed: Spark's log is above
         print(f"error: {e}", file=sys.stderr)
@@ -274,6 +378,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"batches": run.batches, "input_rows": run.input_rows,
                       "seconds": round(run.seconds, 3)}))
     return 0
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, ValidationError):  # a SparkConfig field: say which and why
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                         for e in error.errors())
+    return " ".join(str(error).split())
 
 
 if __name__ == "__main__":

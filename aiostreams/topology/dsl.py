@@ -36,9 +36,12 @@ from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_joins import JoinWindows
 from aiostreams.topology.dsl_stream import BranchedStream, Stream
-from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
+from aiostreams.topology.dsl_table import GroupedStream, Table
 from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
+from aiostreams.topology.sliding_windows import SlidingWindows
+from aiostreams.topology.table_regroup import GroupedTable
+from aiostreams.topology.table_sources import table_from_topic
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.topology.windows import (
     HoppingWindows,
@@ -224,11 +227,13 @@ class StreamsBuilder:
 __all__ = [
     "BranchedStream",
     "GroupedStream",
+    "GroupedTable",
     "HoppingWindows",
     "JoinWindows",
     "LateRecords",
     "SessionWindowedSerde",
     "SessionWindows",
+    "SlidingWindows",
     "Stream",
     "StreamsBuilder",
     "Table",

@@ -363,6 +363,18 @@ class Stream(Generic[K, V]):
         rekeyed = self.select_key(selector)
         return rekeyed.group_by_key(key_serde=key_serde, value_serde=value_serde, name=name)
 
+    def to_table(self, *, name: str | None = None, materialized: str | None = None,
+                 persistent: bool = False, key_serde: Any = None,
+                 value_serde: Any = None) -> Table[K, V]:
+        """This stream as a table's changelog: each record is the key's new value (``None``
+        deletes it); records with a null key are dropped. Repartitions first when the key
+        changed. The table is kept in a changelog-backed store (``materialized`` names it)."""
+        from aiostreams.topology.table_sources import table_from_stream
+
+        return table_from_stream(self, name=name, materialized=materialized,
+                                 persistent=persistent, key_serde=key_serde,
+                                 value_serde=value_serde)
+
     @overload
     def join(self, other: Table[K, VO], joiner: Callable[[V, VO], VR], windows: None = None,
              *, name: str | None = None) -> Stream[K, VR]: ...

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
-from aiostreams.topic import Topic
 from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec, plain_value
 from aiostreams.topology.dsl_stream import Stream, _require_sync
 from aiostreams.topology.processor import Processor, ProcessorContext
@@ -42,6 +41,7 @@ from aiostreams.topology.windows import to_ms
 from aiostreams.types import Record
 
 if TYPE_CHECKING:
+    from aiostreams.topology.cogroup import CogroupedStream
     from aiostreams.topology.dsl import StreamsBuilder
     from aiostreams.topology.dsl_windows import (
         SessionWindowedStream,
@@ -49,12 +49,16 @@ if TYPE_CHECKING:
         TimeWindowedStream,
         TimeWindows,
     )
+    from aiostreams.topology.sliding_windows import SlidingWindowedStream, SlidingWindows
+    from aiostreams.topology.suppress import Suppressed
+    from aiostreams.topology.table_regroup import GroupedTable
 
 K = TypeVar("K")
 V = TypeVar("V")
 VA = TypeVar("VA")
 VR = TypeVar("VR")
 VO = TypeVar("VO")
+KR = TypeVar("KR")
 
 AnyRecord = Record[Any, Any]
 
@@ -135,29 +139,6 @@ class MapValuesGetter(ValueGetter):
 
 
 # -- processors -------------------------------------------------------------------------
-
-
-class TableSourceProcessor(Processor[Any, Any]):
-    """Materializes a topic: put (or delete, for a null value) with the record's timestamp,
-    then forward the update (a delete of a key it does not hold too, as Kafka Streams
-    does), with the old value when ``old_values`` is on. Records with a null key cannot be
-    stored and are dropped (counted)."""
-
-    def __init__(self, store: str, old_values: OldValues) -> None:
-        self.store_name = store
-        self.old_values = old_values
-        self.null_keys_dropped = 0
-
-    async def process(self, record: AnyRecord) -> None:
-        if record.key is None:
-            self.null_keys_dropped += 1
-            return
-        ctx = self.context
-        old = (plain_value(await ctx.store(self.store_name).get(record.key))
-               if self.old_values.enabled else None)
-        write_stamped(ctx, self.store_name, record.key, record.value,
-                      to_ms(record.timestamp))
-        ctx.forward(update(record, record.value, old))
 
 
 class TableFilterProcessor(Processor[Any, Any]):
@@ -248,7 +229,9 @@ class Table(Generic[K, V]):
 
     def __init__(self, builder: StreamsBuilder, node: str, getter: ValueGetter, *,
                  key_serde: Serde[Any] | None, value_serde: Serde[Any] | None,
-                 store: str | None = None, old_values: OldValues | None = None) -> None:
+                 store: str | None = None, old_values: OldValues | None = None,
+                 materialized_upstream: bool = True,
+                 window_grace_ms: int | None = None) -> None:
         self.builder = builder
         self.node = node
         self.getter = getter
@@ -257,6 +240,13 @@ class Table(Generic[K, V]):
         self.store = store
         self.old_values = old_values if old_values is not None else OldValues()
         """Whether this table's updates carry old values (a left/outer join turns it on)."""
+        self.materialized_upstream = materialized_upstream
+        """Whether Kafka Streams would hold this table (or a table it derives from) in a
+        store, so that a ``filter`` gets old values without forcing one (Kafka's
+        ``enableSendingOldValues(false)``); false only for an unnamed ``to_table()``."""
+        self.window_grace_ms = window_grace_ms
+        """For a windowed aggregation (and tables derived from it): how long after its end
+        a window closes (ms; sessions: gap + grace); ``None`` for other tables."""
 
     def __repr__(self) -> str:
         return f"<Table {self.node} store={self.store}>"
@@ -279,10 +269,9 @@ class Table(Generic[K, V]):
         if materialized is not None:
             store = self.builder.store_name("KTABLE-STATE-STORE", materialized)
         old_values = OldValues(self.old_values)
-        if kind == "KTABLE-FILTER":
+        if kind == "KTABLE-FILTER" and self.materialized_upstream:
             # Kafka's KTableFilter turns old values on upstream when its parent chain is
-            # materialized (every aiostreams table chain is), so that it can drop deletes
-            # of keys that were never there.
+            # materialized, so that it can drop deletes of keys that were never there.
             old_values.enable()
         node = self.builder.add_processor(kind, lambda: make(store, old_values), [self.node],
                                           name=name)
@@ -293,7 +282,9 @@ class Table(Generic[K, V]):
                 value_serde=TimestampedSerde(value_serde or JsonSerde())), node)
             getter = StoreGetter(store)
         return Table(self.builder, node, getter, key_serde=self.key_serde,
-                     value_serde=value_serde, store=store, old_values=old_values)
+                     value_serde=value_serde, store=store, old_values=old_values,
+                     materialized_upstream=store is not None or self.materialized_upstream,
+                     window_grace_ms=self.window_grace_ms)
 
     def filter(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
                materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
@@ -346,6 +337,24 @@ class Table(Generic[K, V]):
         from aiostreams.topology.dsl_joins import join_tables
 
         return join_tables(self, other, joiner, "outer", name=name)
+
+    def group_by(self, selector: Callable[[K, V], tuple[KR, VR]], *, key_serde: Any = None,
+                 value_serde: Any = None, name: str | None = None) -> GroupedTable[KR, VR]:
+        """Re-group the rows by ``selector(key, value) -> (group, value)`` to aggregate
+        them with an adder and a subtractor (a row that changes group leaves its old one);
+        goes through a repartition topic. See :mod:`aiostreams.topology.table_regroup`."""
+        from aiostreams.topology.table_regroup import GroupedTable
+
+        return GroupedTable(self, selector, key_serde=key_serde, value_serde=value_serde,
+                            name=name)
+
+    def suppress(self, suppressed: Suppressed, *, name: str | None = None) -> Table[K, V]:
+        """Hold updates back: ``until_window_closes()`` (final results of a windowed
+        aggregation) or ``until_time_limit(seconds, max_records=, when_full=)``. See
+        :mod:`aiostreams.topology.suppress`."""
+        from aiostreams.topology.suppress import suppress_table
+
+        return suppress_table(self, suppressed, name=name)
 
     def describe(self) -> str:
         return self.builder.describe()
@@ -414,44 +423,37 @@ class GroupedStream(Generic[K, V]):
             materialized=materialized, persistent=persistent, name=name,
             value_serde=self._value_serde(value_serde, None))
 
+    def cogroup(self, aggregator: Callable[[K, V, Any], Any]) -> CogroupedStream:
+        """Start a cogroup: this stream aggregated by ``aggregator(key, value, aggregate)``,
+        with more grouped streams added by ``.cogroup(other, aggregator)``, then
+        ``.aggregate(initializer)``. See :mod:`aiostreams.topology.cogroup`."""
+        from aiostreams.topology.cogroup import CogroupedStream
+
+        _require_sync(aggregator, "cogroup")
+        return CogroupedStream([(self, aggregator)])
+
     @staticmethod
     def _value_serde(given: Any, known: Serde[Any] | None) -> Serde[Any]:
         if given is not None:
             return serde_for(given)
         return known if known is not None else JsonSerde()
 
-    def windowed_by(self, windows: TimeWindows | SessionWindows,
-                    ) -> TimeWindowedStream[K, V] | SessionWindowedStream[K, V]:
-        """Aggregate per window: tumbling/hopping windows or sessions."""
+    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows,
+                    ) -> (TimeWindowedStream[K, V] | SessionWindowedStream[K, V]
+                          | SlidingWindowedStream):
+        """Aggregate per window: tumbling/hopping windows, sessions or sliding windows."""
         from aiostreams.topology.dsl_windows import (
             SessionWindowedStream,
             SessionWindows,
             TimeWindowedStream,
         )
+        from aiostreams.topology.sliding_windows import SlidingWindowedStream, SlidingWindows
 
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedStream(self, windows)
         if isinstance(windows, SessionWindows):
             return SessionWindowedStream(self, windows)
         return TimeWindowedStream(self, windows)
-
-
-def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str | None,
-                     materialized: str | None, persistent: bool) -> Table[Any, Any]:
-    """``topic`` read into a materialized table (see :meth:`StreamsBuilder.table`)."""
-    topic_name = topic.name if isinstance(topic, Topic) else topic
-    source = builder.add_source("KTABLE-SOURCE", [topic],
-                                name=None if name is None else f"{name}-source")
-    declared = builder.topology.topic(topic_name)
-    key_serde = declared.key_serde if declared is not None else serde_for(None)
-    value_serde = declared.value_serde if declared is not None else serde_for(None)
-    store = builder.store_name(f"{topic_name}-STATE-STORE", materialized)
-    old_values = OldValues()
-    node = builder.add_processor("KTABLE-SOURCE",
-                                 lambda: TableSourceProcessor(store, old_values),
-                                 [source], name=name)
-    builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
-                                    value_serde=TimestampedSerde(value_serde)), node)
-    return Table(builder, node, StoreGetter(store), key_serde=key_serde,
-                 value_serde=value_serde, store=store, old_values=old_values)
 
 
 def require_getter_stores(builder: StreamsBuilder, getter: ValueGetter, node: str,
@@ -468,8 +470,6 @@ __all__ = [
     "AggregateProcessor",
     "GroupedStream",
     "Table",
-    "TableSourceProcessor",
     "ValueGetter",
     "require_getter_stores",
-    "table_from_topic",
 ]

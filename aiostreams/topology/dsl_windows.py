@@ -120,7 +120,7 @@ class TimeWindowedStream(Generic[K, V]):
             value_serde=TimestampedSerde(value_serde)), node)
         return Table(builder, node, TimeWindowGetter(store),
                      key_serde=TimeWindowedSerde(self.grouped.key_serde, size=windows.size),
-                     value_serde=value_serde, store=store)
+                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
               retention: float | None = None,
@@ -186,7 +186,8 @@ class SessionWindowedStream(Generic[K, V]):
             value_serde=TimedSerde(value_serde)), node)
         return Table(builder, node, SessionGetter(store),
                      key_serde=SessionWindowedSerde(self.grouped.key_serde),
-                     value_serde=value_serde, store=store)
+                     value_serde=value_serde, store=store,
+                     window_grace_ms=windows.gap_ms + windows.grace_ms)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
               retention: float | None = None,

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.protocol.metadata import MetadataRequest
+from pydantic import SecretStr
 
 from aiostreams.errors import BrokerUnavailableError, ConfigError, TransportError
 
@@ -47,7 +48,9 @@ class KafkaOptions:
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str = "PLAIN"
     sasl_plain_username: str | None = None
-    sasl_plain_password: str | None = None
+    sasl_plain_password: SecretStr | None = None
+    """Kept a ``SecretStr`` (a ``str`` given is wrapped) so no repr, log line or traceback
+    shows it; unwrapped only in :meth:`client_kwargs`, as it is handed to aiokafka."""
     connect_timeout: float = 30.0
     """How long ``start()`` keeps trying to reach a broker before BrokerUnavailableError."""
     request_timeout: float = 40.0
@@ -65,6 +68,8 @@ class KafkaOptions:
     transaction_timeout: float = 60.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.sasl_plain_password, str):
+            object.__setattr__(self, "sasl_plain_password", SecretStr(self.sasl_plain_password))
         if self.security_protocol not in _SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"security_protocol must be one of {_SECURITY_PROTOCOLS}, "
@@ -108,7 +113,8 @@ class KafkaOptions:
             "ssl_context": self.ssl_context,
             "sasl_mechanism": self.sasl_mechanism,
             "sasl_plain_username": self.sasl_plain_username,
-            "sasl_plain_password": self.sasl_plain_password,
+            "sasl_plain_password": (None if self.sasl_plain_password is None
+                                    else self.sasl_plain_password.get_secret_value()),
         }
 
 

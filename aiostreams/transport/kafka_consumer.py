@@ -22,6 +22,7 @@ owned and ``on_partitions_assigned`` its whole new assignment, even partitions i
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -38,10 +39,14 @@ from aiostreams.transport.kafka_connection import (
     start_or_unavailable,
     to_ms,
 )
+from aiostreams.transport.kafka_offsets import list_end_offsets
+from aiostreams.transport.kafka_raw_fetch import fetch_tolerant
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
 from aiostreams.transport.lifecycle import ConsumerState, check_consumer_options
 from aiostreams.types import RawRecord, TopicPartition
+
+log = logging.getLogger(__name__)
 
 __all__ = ["KafkaConsumer"]
 
@@ -268,6 +273,8 @@ class KafkaConsumer:
             remaining = max(deadline - loop.time(), 0.0)
             try:
                 fetched = await self._fetch(consumer, remaining, max_records)
+            except UnicodeDecodeError as exc:  # a header name aiokafka cannot decode
+                return await self._read_past_unparsable(consumer, max_records, exc)
             except _CLIENT_ERRORS:
                 if self._state is ConsumerState.STARTED:
                     raise
@@ -317,6 +324,54 @@ class KafkaConsumer:
                 f"assignment: {sorted(map(str, self.assignment()))}"
             ) from exc
         return result
+
+    async def _read_past_unparsable(
+        self, consumer: AIOKafkaConsumer, max_records: int | None, error: Exception
+    ) -> dict[TopicPartition, list[RawRecord]]:
+        """After aiokafka failed to parse a fetched record: read every fetchable partition
+        from where this consumer's caller left it with :func:`fetch_tolerant`, return what
+        that read, and move aiokafka past it (see :mod:`.kafka_raw_fetch`).
+
+        aiokafka's failed call may have moved other partitions' positions past records it
+        then dropped, so every fetchable partition is re-read from the offset after the
+        last record returned to the caller (its committed offset, or the reset policy's,
+        when none was returned since it was assigned)."""
+        fetchable = sorted(tp for tp in self.assignment() if tp not in self._paused)
+        log.warning("a fetched record of %s cannot be parsed by aiokafka (%s); reading "
+                    "those partitions with the tolerant parser", fetchable, error)
+        positions = {tp: await self._resume_position(consumer, tp) for tp in fetchable}
+        try:
+            fetched = await fetch_tolerant(
+                consumer._client, positions,
+                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+        except KafkaError as exc:
+            raise TransportError(f"re-reading {fetchable} from {self._bootstrap} after an "
+                                 f"unparsable record failed: {exc!r}") from exc
+        budget = self._max_poll_records if max_records is None else max_records
+        records: dict[TopicPartition, list[RawRecord]] = {}
+        for tp in fetchable:
+            batch = fetched.get(tp, [])[:budget]
+            budget -= len(batch)
+            position = batch[-1].offset + 1 if batch else positions[tp]
+            consumer.seek(_aio(tp), position)
+            if batch:
+                records[tp] = batch
+                self._next_offsets[tp] = position
+        return records
+
+    async def _resume_position(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
+        """The offset after the last record returned for ``tp``; before any, where a newly
+        assigned partition starts: the committed offset, else per ``auto_offset_reset``."""
+        if tp in self._next_offsets:
+            return self._next_offsets[tp]
+        aio_tp = _aio(tp)
+        if self._group_id is not None:
+            committed = await consumer.committed(aio_tp)
+            if committed is not None:
+                return int(committed)
+        ends = await (consumer.end_offsets([aio_tp]) if self._auto_offset_reset == "latest"
+                      else consumer.beginning_offsets([aio_tp]))
+        return int(ends[aio_tp])
 
     def _keep_owned(
         self, consumer: AIOKafkaConsumer, fetched: dict[AioTopicPartition, list[Any]]
@@ -481,6 +536,15 @@ class KafkaConsumer:
         """The offset after the last record (the last stable offset for read_committed)."""
         consumer = self._require_client("read end offsets")
         await self._check_partitions(consumer, partitions)
+        if not partitions:
+            return {}
+        try:  # off the fetch path (see kafka_offsets); aiokafka's own call if that fails
+            return await list_end_offsets(
+                consumer._client, partitions,
+                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+        except (TransportError, KafkaError) as exc:
+            log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
+                      "through the fetch connection", _show(partitions), exc)
         try:
             ends = await consumer.end_offsets([_aio(tp) for tp in partitions])
         except KafkaError as exc:

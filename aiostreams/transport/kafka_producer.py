@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
 from aiostreams.errors import ProducerFencedError, TransportError, UnknownTopicError
@@ -41,10 +41,11 @@ from aiostreams.transport.kafka_connection import (
     start_or_unavailable,
     to_ms,
 )
+from aiostreams.transport.kafka_raw_fetch import wire_header_name
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
 from aiostreams.transport.lifecycle import ProducerState
 from aiostreams.transport.partitioner import KeyPartitioner
-from aiostreams.types import OutgoingRecord, TopicPartition
+from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
 __all__ = ["KafkaProducer"]
 
@@ -165,7 +166,9 @@ class KafkaProducer:
         except ProducerFenced as exc:
             self._transition(ProducerState.FENCED)
             raise self._fenced("send records") from exc
-        except KafkaError as exc:
+        except (KafkaError, IllegalOperation) as exc:
+            # IllegalOperation: aiokafka's "not in transaction", when the coordinator
+            # aborted the open transaction under this producer (a timeout or a fence)
             raise TransportError(
                 f"cannot hand records for {sorted({tp.topic for tp in by_partition})} to the "
                 f"producer of {self._bootstrap}: {exc!r}. Earlier failures show at flush"
@@ -185,7 +188,7 @@ class KafkaProducer:
                 for record in share:
                     future = await producer.send(
                         tp.topic, record.value, key=record.key, partition=tp.partition,
-                        timestamp_ms=_timestamp_ms(record), headers=list(record.headers),
+                        timestamp_ms=_timestamp_ms(record), headers=_wire(record.headers),
                     )
                     self._deliveries.append((tp.topic, future))
             else:
@@ -203,7 +206,7 @@ class KafkaProducer:
         builders = [producer.create_batch()]
         for record in share:
             timestamp, key, value, headers = (
-                _timestamp_ms(record), record.key, record.value, list(record.headers)
+                _timestamp_ms(record), record.key, record.value, _wire(record.headers)
             )
             if builders[-1].append(timestamp=timestamp, key=key, value=value,
                                    headers=headers) is None:  # full: start the next one
@@ -424,3 +427,9 @@ def _consume_outcomes(deliveries: list[tuple[str, asyncio.Future[Any]]]) -> None
     for _, future in deliveries:
         if future.done() and not future.cancelled():
             future.exception()
+
+
+def _wire(headers: Headers) -> list[tuple[str, bytes | None]]:
+    """Headers as aiokafka can write them: a name read from bytes that are not UTF-8 (see
+    :mod:`.kafka_raw_fetch`) is written as a Java client would have read it."""
+    return [(wire_header_name(name), value) for name, value in headers]

@@ -35,8 +35,8 @@ def test_run_processes_until_the_app_stops_and_sums_up() -> None:
     assert done.stdout == ""
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_stops_run_gracefully_with_exit_code_0(signum: int) -> None:
+@pytest.mark.parametrize(("signum", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+def test_a_signal_stops_run_gracefully_ctrl_c_exiting_130(signum: int, exit_code: int) -> None:
     running = Running("run", "cli_demo:app")
     try:
         running.expect(r"app 'cli-demo' running")
@@ -45,7 +45,7 @@ def test_a_signal_stops_run_gracefully_with_exit_code_0(signum: int) -> None:
         code, stderr = running.finish()
     finally:
         running.kill()
-    assert code == 0, stderr
+    assert code == exit_code, stderr
     assert re.search(SUMMARY, stderr)
 
 
@@ -183,12 +183,13 @@ def test_run_serves_metrics_and_health_on_the_given_port() -> None:
         running.expect(r"app 'cli-demo' running")
         status, body = get(url.removesuffix("/metrics") + "/health")
         assert status == 200
-        assert json.loads(body) == {"app": "cli-demo", "state": "running", "tasks": 2}
+        assert json.loads(body) == {"app": "cli-demo", "state": "running", "status": "ok",
+                                    "tasks": 2}
         status, text = get(url)
         assert status == 200
         assert 'aiostreams_task_records_in_total{app="cli-demo",task="0_0"}' in text
         assert 'aiostreams_app_state{app="cli-demo",state="running"} 1.0' in text
-        running.signal()
+        running.signal(signal.SIGTERM)
         code, stderr = running.finish()
     finally:
         running.kill()
@@ -233,7 +234,7 @@ def test_progress_line_is_drawn_on_a_terminal() -> None:
     try:
         assert found.wait(timeout=30), seen.decode(errors="replace")
         running.signal()
-        assert running.proc.wait(timeout=30) == 0
+        assert running.proc.wait(timeout=30) == 130  # Ctrl-C
     finally:
         running.kill()
         reader.join(timeout=5)
@@ -317,7 +318,8 @@ def test_supervisor_forwards_sigint_and_workers_stop_gracefully() -> None:
         code, stderr = running.finish()
     finally:
         running.kill()
-    assert code == 0, stderr
+    assert code == 130, stderr  # interrupted, and no worker failed:
+    assert "exited with code" not in stderr
     for index in (0, 1):
         assert f"aiostreams[worker {index}]: SIGINT: stopping 'cli-demo'" in stderr
         assert re.search(rf"aiostreams\[worker {index}\]: {SUMMARY}", stderr)

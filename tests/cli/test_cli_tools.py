@@ -8,6 +8,7 @@ calling :func:`aiostreams.cli.main` in this process, where the test can look at 
 from __future__ import annotations
 
 import json
+import signal
 import uuid
 
 import pytest
@@ -118,16 +119,18 @@ def test_tail_shows_undecodable_bytes_instead_of_failing() -> None:
     assert "aiostreams.dlq.exception: 'ValueError'" in first
 
 
-def test_tail_follows_until_ctrl_c_and_exits_0() -> None:
+@pytest.mark.parametrize(("signum", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+def test_tail_follows_until_ctrl_c_exiting_130_or_sigterm_exiting_0(
+        signum: int, exit_code: int) -> None:
     tail = Running("tail", "demo-orders", "--from-beginning", *APP)
     try:
         tail.expect(r"aiostreams: tailing 'demo-orders' on memory://cli-demo from the "
                     r"beginning \(2 partition\(s\)\); Ctrl-C to stop")
-        tail.signal()
+        tail.signal(signum)
         code, stderr = tail.finish()
     finally:
         tail.kill()
-    assert code == 0, stderr
+    assert code == exit_code, stderr
     assert len(tail.stdout) == 20
     assert "Traceback" not in stderr
 
@@ -167,10 +170,11 @@ def test_dlq_show_traceback_and_limit() -> None:
     assert "1 dead letter(s) shown" in done.stdout
 
 
-def test_dlq_needs_a_topic_when_the_app_has_none() -> None:
-    done = cli("dlq", "show")
+@pytest.mark.parametrize("action", ["show", "replay"])
+def test_dlq_needs_a_topic_when_the_app_has_none_naming_the_command(action: str) -> None:
+    done = cli("dlq", action)
     assert done.returncode == 2
-    assert "name the dead-letter topic (dlq show TOPIC)" in done.stderr
+    assert f"name the dead-letter topic (aiostreams dlq {action} TOPIC)" in done.stderr
 
 
 def test_dlq_replay_dry_run_lists_and_changes_nothing() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -10,21 +11,35 @@ from pathlib import Path
 
 import pytest
 
+import aiostreams
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run_example(*args: str, timeout: float = 240.0) -> str:
+    return run_example_process(*args, timeout=timeout).stdout
+
+
+def run_example_process(*args: str, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     done = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return done
 
 
 @pytest.mark.spark
 def test_enrichment_example_accounts_for_every_order_and_spark_reads_the_dataset() -> None:
-    out = run_example("examples/enrich_rest.py", "--orders", "600")
+    done = run_example_process("examples/enrich_rest.py", "--orders", "600")
+    out = done.stdout
+    # Spark's JVM start-up chatter goes to a log file; the working directory is named,
+    # then removed; no progress bar off a terminal
+    workdir = re.search(r"^working directory (\S+) \(removed at the end", done.stderr, re.M)
+    assert workdir, done.stderr
+    assert not Path(workdir.group(1)).exists()
+    assert done.stderr.strip().splitlines() == [workdir.group(0) + "; --keep keeps it)"]
+
     def count(label: str) -> int:
         match = re.search(rf"^  {re.escape(label)}\s+(\d+)", out, re.M)
         assert match, f"no {label!r} line in:\n{out}"
@@ -58,3 +73,38 @@ def test_dead_letter_walkthrough_replays_after_the_fix() -> None:
     assert "exception  __main__.UnknownCurrency: no exchange rate for GBP" in out
     assert "replayed 3 dead letter(s)" in out
     assert "converted: 4, dead-letter topic now holds: 4" in out
+
+
+PUBLIC_MODULES = {"aiostreams", "aiostreams.cli", "aiostreams.spark"}
+INTERNAL_ATTRIBUTES = {"transport", "tasks", "worker", "_transport", "topology"}
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_example_uses_the_public_api_only(path: Path) -> None:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.startswith("aiostreams"):
+            assert node.module in PUBLIC_MODULES, f"{path.name}:{node.lineno} imports " \
+                f"{node.module}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("aiostreams"):
+                    assert alias.name in PUBLIC_MODULES, f"{path.name}:{node.lineno}"
+        elif isinstance(node, ast.Attribute):
+            assert node.attr not in INTERNAL_ATTRIBUTES, \
+                f"{path.name}:{node.lineno} uses .{node.attr}"
+            if isinstance(node.value, ast.Name) and node.value.id == "ais":
+                assert node.attr in aiostreams.__all__, \
+                    f"{path.name}:{node.lineno}: ais.{node.attr} is not in aiostreams.__all__"
+
+
+def test_examples_take_the_broker_from_the_environment() -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["AIOSTREAMS_BROKER"] = "nats://not-a-kafka"  # refused: proves it was read
+    done = subprocess.run([sys.executable, "examples/word_count.py"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "setting 'broker'" in done.stderr and "nats://not-a-kafka" in done.stderr

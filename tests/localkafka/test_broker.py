@@ -12,7 +12,10 @@ from collections.abc import Callable
 
 import pytest
 
+from aiostreams import App
 from aiostreams.localkafka import BrokerState, LocalKafka, LocalKafkaError
+from aiostreams.localkafka import broker as broker_module
+from aiostreams.localkafka.__main__ import broker_variables
 from aiostreams.transport.base import TopicSpec
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
@@ -29,16 +32,46 @@ def test_an_unstarted_broker_has_no_address_and_cannot_restart() -> None:
 
 
 @pytest.mark.kafka
-def test_a_broker_that_cannot_bind_fails_with_its_log_and_leaves_nothing() -> None:
+def test_a_taken_port_is_refused_before_a_broker_starts_and_leaves_nothing() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        kafka = LocalKafka(port=taken.getsockname()[1])
-        with pytest.raises(LocalKafkaError, match="exited") as raised:
+        port = taken.getsockname()[1]
+        kafka = LocalKafka(port=port)
+        with pytest.raises(LocalKafkaError, match=rf"port {port} on 127.0.0.1 is taken by "
+                                                  "another process") as raised:
             kafka.start(timeout=60)
 
-    assert "Address already in use" in str(raised.value)  # the log tail says why
+    assert "Address already in use" in str(raised.value)
+    assert "broker's" not in str(raised.value)  # refused up front: no broker log to show
+    assert kafka.state is BrokerState.NEW  # nothing started, nothing on disk
+
+
+@pytest.mark.kafka
+def test_a_broker_whose_port_another_broker_answers_is_not_declared_ready(
+        kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port was free when checked, then another broker took it: that broker answers
+    metadata requests, but this one's JVM dies. Start must fail, not hand out the other
+    broker's address."""
+    other_port = int(kafka_bootstrap.rsplit(":", 1)[1])
+    real_free_ports = broker_module._free_ports
+    monkeypatch.setattr(broker_module, "_free_ports",
+                        lambda port: (other_port, real_free_ports(None)[1]))
+    kafka = LocalKafka(port=other_port)
+    with pytest.raises(LocalKafkaError, match="exited") as raised:
+        kafka.start(timeout=90)
+    assert "Address already in use" in str(raised.value)  # its own log says why
     assert kafka.state is BrokerState.CLOSED
+
+
+def test_localkafka_run_prints_the_variable_apps_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    words = broker_variables("127.0.0.1:9092").split()
+    assert words[0] == "export"
+    assert "AIOSTREAMS_KAFKA=127.0.0.1:9092" in words  # what the test suite reads
+    name, value = words[1].split("=", 1)
+    monkeypatch.setenv(name, value)
+    assert App("pasted").settings.broker == "kafka://127.0.0.1:9092"  # what apps read
 
 
 async def produce_and_read_back(bootstrap: str, topic: str, values: list[bytes]) -> list[bytes]:

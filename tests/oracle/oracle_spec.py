@@ -17,11 +17,18 @@ flat_map_values     ``copies(v, n)``
 merge               ``from`` and ``other``
 branch              ``<id>_0``: records with ``pick(v, m, r)``; ``<id>_1``: the rest
 group_by_key        group (repartitions after a key change)
-group_by            group by ``bucket("g", v, n)``
+group_by            group by ``bucket("g", v, n)``; a table: rows re-grouped to
+                    ``(bucket("g", v, n), affine(v, a, b))``
+to_table            a stream as a table (``toTable``)
+cogroup             from a grouped stream: aggregate by ``total(agg, v)``; from a cogroup,
+                    add ``other`` (grouped) by ``total(agg, affine(v, a, b))``
 windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
-                    session (``gap``), with ``grace`` (all milliseconds)
+                    session (``gap``) / sliding (``diff``), with ``grace`` (all ms)
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
-                    ``total`` (sessions merge by ``total``)
+                    ``total`` (sessions merge by ``total``; a grouped table subtracts
+                    by ``minus``)
+suppress            ``until``: ``window_closes`` / ``time_limit`` (``wait`` ms), with
+                    ``max_records`` and ``when_full`` (``emit_early``/``shut_down``)
 to_stream, to       a table's updates as a stream; write a stream to ``topic``
 join/left_join/     stream-stream (``before``, ``after``, ``grace`` ms), stream-table or
 outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``
@@ -40,6 +47,7 @@ from typing import Any
 
 from aiostreams import App
 from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.topology.cogroup import CogroupedStream
 from aiostreams.topology.dsl import (
     HoppingWindows,
     JoinWindows,
@@ -50,12 +58,15 @@ from aiostreams.topology.dsl import (
     TimeWindowedSerde,
     TumblingWindows,
 )
+from aiostreams.topology.sliding_windows import SlidingWindows
+from aiostreams.topology.suppress import until_time_limit, until_window_closes
+from aiostreams.topology.table_regroup import GroupedTable
 
 Case = dict[str, Any]
 IDLE_MS = 60_000.0
 Out = dict[str, Any]
-STATEFUL = {"table", "group_by_key", "group_by", "windowed_by", "count", "reduce",
-            "aggregate", "join", "left_join", "outer_join"}
+STATEFUL = {"table", "cogroup", "suppress", "to_table", "group_by_key", "group_by", "windowed_by",
+            "count", "reduce", "aggregate", "join", "left_join", "outer_join"}
 
 # -- the named functions (Oracle.java has the same) ------------------------------------------
 
@@ -79,6 +90,11 @@ def joined(left: int | None, right: int | None) -> int:
 def total(a: int | None, b: int | None) -> int:
     """Null-safe sum: windowed aggregations hand null values to the aggregator."""
     return (0 if a is None else a) + (0 if b is None else b)
+
+
+def minus(a: int | None, b: int | None) -> int:
+    """Null-safe difference: the subtractor of a re-grouped table's aggregation."""
+    return (0 if a is None else a) - (0 if b is None else b)
 
 
 def copies(v: int | None, n: int) -> list[int]:
@@ -181,13 +197,27 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         return
     elif kind == "group_by_key":
         result = src.group_by_key(key_serde=str, value_serde=int)
+    elif kind == "group_by" and isinstance(src, Table):
+        result = src.group_by(lambda k, v: (bucket("g", v, n), affine(v, a, b)),
+                              key_serde=str, value_serde=int)
     elif kind == "group_by":
         result = src.group_by(lambda k, v: bucket("g", v, n), key_serde=str, value_serde=int)
+    elif kind == "to_table":
+        result = src.to_table()
+    elif kind == "cogroup" and isinstance(src, CogroupedStream):
+        result = src.cogroup(env[op["other"]].value,
+                             lambda k, v, agg: total(agg, affine(v, a, b)))
+    elif kind == "cogroup":
+        result = src.cogroup(lambda k, v, agg: total(agg, v))
     elif kind == "windowed_by":
         grace = op["grace"] / 1000
         if op["windows"] == "session":
             windowing = "session"
             result = src.windowed_by(SessionWindows(op["gap"] / 1000, grace=grace))
+        elif op["windows"] == "sliding":
+            windowing, size_ms = "time", op["diff"]
+            result = src.windowed_by(
+                SlidingWindows.of_time_difference_and_grace(op["diff"] / 1000, grace))
         else:
             windowing = "time"
             size_ms = op["size"]
@@ -198,8 +228,17 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
                 else HoppingWindows(size, advance, grace=grace))
     elif kind == "count":
         result = src.count()
+    elif kind == "reduce" and isinstance(src, GroupedTable):
+        result = src.reduce(total, minus, value_serde=int)
     elif kind == "reduce":
         result = src.reduce(total, value_serde=int)
+    elif kind == "aggregate" and isinstance(src, CogroupedStream):
+        init = op.get("init", 0)
+        result = src.aggregate(lambda: init, value_serde=int)
+    elif kind == "aggregate" and isinstance(src, GroupedTable):
+        init = op.get("init", 0)
+        result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),
+                               lambda k, v, agg: minus(agg, v), value_serde=int)
     elif kind == "aggregate":
         init = op.get("init", 0)
         if windowing == "session":
@@ -208,6 +247,14 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         else:
             result = src.aggregate(lambda: init, lambda k, v, agg: total(agg, v),
                                    value_serde=int)
+    elif kind == "suppress":
+        limit = op.get("max_records")
+        if op["until"] == "window_closes":
+            result = src.suppress(until_window_closes(max_records=limit))
+        else:
+            result = src.suppress(until_time_limit(
+                op["wait"] / 1000, max_records=limit,
+                when_full=op.get("when_full", "emit_early")))
     elif kind == "to_stream":
         result = src.to_stream()
     elif kind == "to":
@@ -242,7 +289,7 @@ def chooser_order(case: Case, source_order: list[str]) -> list[dict[str, Any]]:
         queues.setdefault(record["topic"], []).append(record)
     rank = {t: i for i, t in enumerate(source_order)}
     heads = {t: 0 for t in queues}
-    ordered = []
+    ordered: list[dict[str, Any]] = []
     while len(ordered) < len(case["inputs"]):
         best = min((t for t in queues if heads[t] < len(queues[t])),
                    key=lambda t: (queues[t][heads[t]]["ts"], rank.get(t, len(rank))))
@@ -277,8 +324,8 @@ async def run_aiostreams(case: Case, *, max_in_flight: int, ordering: str,
         for record in case["inputs"]:
             driver.pipe_raw_input(record["topic"], key_bytes(record["key"]),
                                   value_bytes(record["value"]), record["ts"] / 1000,
-                                  headers=[(h, bytes.fromhex(x))
-                                           for h, x in record.get("headers", [])])
+                                  headers=tuple((h, bytes.fromhex(x))
+                                                for h, x in record.get("headers", [])))
         await driver.process_all()
         if several:
             for _ in range(len(case["inputs"])):

@@ -1,11 +1,23 @@
-"""The Spark bridge's fixtures: one SparkSession for the whole test session."""
+"""The Spark bridge's fixtures: the process's SparkSession on ``local[2]``, and Spark
+standalone clusters on 127.0.0.1 (:mod:`localcluster`) for the cluster tests.
+
+A process has one SparkSession (:mod:`aiostreams.spark.session`): ``spark`` starts (or
+returns) the local one; a cluster test module takes the session of a cluster with
+:func:`cluster_session`, which stops whatever session runs first and stops its own at the
+module's end, so the next test asking for ``spark`` gets a local one again. Run cluster
+test files one at a time on a small machine: each cluster is a master, a worker and an
+executor JVM.
+"""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from localcluster import LocalSparkCluster
 
 from aiostreams.spark import SparkConfig, get_session, stop_session
 
@@ -13,9 +25,40 @@ TEST_SPARK = SparkConfig(master="local[2]", driver_memory="1g", app_name="aiostr
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The process's SparkSession (started once, stopped at the end of the session); sinks
-    with ``engine="spark"`` share it."""
-    session = get_session(TEST_SPARK)
+def _session_stopped_at_exit() -> Iterator[None]:
+    yield
+    stop_session()
+
+
+@pytest.fixture
+def spark(_session_stopped_at_exit: None) -> Any:
+    """The process's SparkSession on ``local[2]`` (started on first use, stopped at the end of
+    the test session); sinks with ``engine="spark"`` share it."""
+    return get_session(TEST_SPARK)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[LocalSparkCluster]:
+    """A standalone cluster whose worker shares the driver's disk (one core)."""
+    with LocalSparkCluster() as cluster:
+        yield cluster
+    assert cluster.alive_groups() == []
+
+
+@pytest.fixture(scope="session")
+def private_disk_cluster() -> Iterator[LocalSparkCluster]:
+    """A standalone cluster whose worker has a private disk at ``cluster.private_dir``: its
+    executors write there into a tmpfs only they see (as on another host), while the driver
+    sees the real, empty directory."""
+    with tempfile.TemporaryDirectory(prefix="aiostreams-private-") as directory:
+        with LocalSparkCluster(private_dir=Path(directory)) as cluster:
+            yield cluster
+        assert cluster.alive_groups() == []
+
+
+def cluster_session(config: SparkConfig) -> Iterator[Any]:
+    """Body of a module-scoped fixture: the process's session, on a cluster, for one module."""
+    stop_session()
+    session = get_session(config)
     yield session
     stop_session()

@@ -56,16 +56,21 @@ import org.apache.kafka.streams.TestOutputTopic;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyTestDriver;
 import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
+import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindowedKStream;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.Suppressed.BufferConfig;
 import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -225,6 +230,11 @@ public final class Oracle {
         return (a == null ? 0 : a) + (b == null ? 0 : b);
     }
 
+    /** Null-safe difference: the subtractor of a re-grouped table's aggregation. */
+    private static Long minus(Long a, Long b) {
+        return (a == null ? 0 : a) - (b == null ? 0 : b);
+    }
+
     // -- building the topology ---------------------------------------------------------------
 
     @SuppressWarnings("unchecked")
@@ -270,8 +280,17 @@ public final class Oracle {
                 return;
             }
             case "group_by_key" -> result = ((KStream<String, Long>) src).groupByKey();
-            case "group_by" -> result = ((KStream<String, Long>) src)
-                .groupBy((k, v) -> bucket("g", v, n));
+            case "group_by" -> result = src instanceof KTable<?, ?> t
+                ? ((KTable<String, Long>) t).groupBy(
+                    (k, v) -> KeyValue.pair(bucket("g", v, n), affine(v, a, b)))
+                : ((KStream<String, Long>) src).groupBy((k, v) -> bucket("g", v, n));
+            case "to_table" -> result = ((KStream<String, Long>) src).toTable();
+            case "cogroup" -> result = src instanceof CogroupedKStream<?, ?> c
+                ? ((CogroupedKStream<String, Long>) c).cogroup(
+                    (KGroupedStream<String, Long>) vars.get(op.path("other").asText()).value(),
+                    (k, v, agg) -> total(agg, affine(v, a, b)))
+                : ((KGroupedStream<String, Long>) src).cogroup(
+                    (String k, Long v, Long agg) -> total(agg, v));
             case "windowed_by" -> {
                 KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) src;
                 long grace = op.path("grace").asLong();
@@ -280,6 +299,13 @@ public final class Oracle {
                         vars.put(id, new Slot(grouped.windowedBy(SessionWindows
                             .ofInactivityGapAndGrace(Duration.ofMillis(op.path("gap").asLong()),
                                 Duration.ofMillis(grace))), "session", 0));
+                        return;
+                    }
+                    case "sliding" -> {
+                        long diff = op.path("diff").asLong();
+                        vars.put(id, new Slot(grouped.windowedBy(SlidingWindows
+                            .ofTimeDifferenceAndGrace(Duration.ofMillis(diff), Duration.ofMillis(grace))),
+                            "time", diff));
                         return;
                     }
                     default -> {
@@ -295,7 +321,17 @@ public final class Oracle {
             case "count", "reduce", "aggregate" -> {
                 long init = op.path("init").asLong(0);
                 String windowing = from.windowing();
-                if (src instanceof KGroupedStream<?, ?> g) {
+                if (src instanceof CogroupedKStream<?, ?> c) {
+                    result = ((CogroupedKStream<String, Long>) c).aggregate(() -> init);
+                } else if (src instanceof KGroupedTable<?, ?> g) {
+                    KGroupedTable<String, Long> grouped = (KGroupedTable<String, Long>) g;
+                    result = switch (kind) {
+                        case "count" -> grouped.count();
+                        case "reduce" -> grouped.reduce(Oracle::total, Oracle::minus);
+                        default -> grouped.aggregate(() -> init, (k, v, agg) -> total(agg, v),
+                            (k, v, agg) -> minus(agg, v));
+                    };
+                } else if (src instanceof KGroupedStream<?, ?> g) {
                     KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) g;
                     result = switch (kind) {
                         case "count" -> grouped.count();
@@ -304,23 +340,45 @@ public final class Oracle {
                     };
                 } else if (src instanceof TimeWindowedKStream<?, ?> w) {
                     TimeWindowedKStream<String, Long> windowed = (TimeWindowedKStream<String, Long>) w;
+                    // Serdes given so that the table knows its windowed key serde (a
+                    // suppression buffer needs it); they are the defaults.
                     result = switch (kind) {
-                        case "count" -> windowed.count();
-                        case "reduce" -> windowed.reduce(Oracle::total);
-                        default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v));
+                        case "count" -> windowed.count(Materialized.with(Serdes.String(), Serdes.Long()));
+                        case "reduce" -> windowed.reduce(Oracle::total,
+                            Materialized.with(Serdes.String(), Serdes.Long()));
+                        default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v),
+                            Materialized.with(Serdes.String(), Serdes.Long()));
                     };
                 } else {
                     SessionWindowedKStream<String, Long> windowed =
                         (SessionWindowedKStream<String, Long>) src;
                     result = switch (kind) {
-                        case "count" -> windowed.count();
-                        case "reduce" -> windowed.reduce(Oracle::total);
+                        case "count" -> windowed.count(Materialized.with(Serdes.String(), Serdes.Long()));
+                        case "reduce" -> windowed.reduce(Oracle::total,
+                            Materialized.with(Serdes.String(), Serdes.Long()));
                         default -> windowed.aggregate(() -> init, (k, v, agg) -> total(agg, v),
-                            (k, x, y) -> total(x, y));
+                            (k, x, y) -> total(x, y), Materialized.with(Serdes.String(), Serdes.Long()));
                     };
                 }
                 vars.put(id, new Slot(result, windowing, from.sizeMs()));
                 return;
+            }
+            case "suppress" -> {
+                KTable<Object, Long> table = (KTable<Object, Long>) src;
+                boolean bounded = op.has("max_records");
+                boolean shutDown = "shut_down".equals(op.path("when_full").asText());
+                if ("window_closes".equals(op.path("until").asText())) {
+                    result = table.suppress((Suppressed<Object>) (Suppressed<?>) Suppressed
+                        .untilWindowCloses(bounded
+                            ? BufferConfig.maxRecords(op.path("max_records").asLong()).shutDownWhenFull()
+                            : BufferConfig.unbounded()));
+                } else {
+                    BufferConfig<?> config = !bounded ? BufferConfig.unbounded()
+                        : shutDown ? BufferConfig.maxRecords(op.path("max_records").asLong()).shutDownWhenFull()
+                        : BufferConfig.maxRecords(op.path("max_records").asLong()).emitEarlyWhenFull();
+                    result = table.suppress(Suppressed.untilTimeLimit(
+                        Duration.ofMillis(op.path("wait").asLong()), config));
+                }
             }
             case "to_stream" -> {
                 vars.put(id, new Slot(((KTable<Object, Long>) src).toStream(), from.windowing(),

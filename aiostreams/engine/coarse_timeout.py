@@ -1,0 +1,107 @@
+"""Per-attempt timeouts for thousands of concurrent attempts, at the cost of a dict entry.
+
+``asyncio.timeout`` schedules a timer per use: with a reorder buffer of 1,000 attempts in
+flight, each attempt pays a push into (and a cancelled entry left in) the event loop's timer
+heap: measured here (CPU time, 1,000 tasks awaiting ``sleep(0)`` 100 times each), 1.3 µs per
+await bare, 7.4-8.1 µs inside ``asyncio.timeout(300)``, 2.8-3.0 µs inside ``bound(300)``. An
+engine that bounds every async attempt by default (``processing_timeout``) should not pay
+the former.
+
+:class:`CoarseTimeouts` gives the same contract as ``asyncio.timeout`` -- the block is
+cancelled once its deadline passes and ``TimeoutError`` comes out of it; a cancellation from
+elsewhere still comes out as ``CancelledError`` -- with one timer per owner instead of one per
+block: a sweep every ``granularity`` seconds, while blocks are open, cancels those past their
+deadline. So a block times out between ``timeout`` and ``timeout + granularity`` seconds after
+it was entered; :func:`granularity_for` keeps that slack to a tenth of the timeout.
+
+Time is the event loop's clock (as ``asyncio.timeout``'s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+__all__ = ["CoarseTimeouts", "granularity_for"]
+
+
+def granularity_for(timeout: float) -> float:
+    """The sweep interval for ``timeout``: a tenth of it, within [1 ms, 1 s]."""
+    return min(1.0, max(0.001, timeout / 10))
+
+
+class CoarseTimeouts:
+    """Deadlines of open :meth:`bound` blocks, swept every ``granularity`` seconds.
+
+    Invariants: ``_open`` holds exactly the blocks entered and not yet exited; a sweep timer
+    is pending whenever ``_open`` is not empty (and only then is one re-armed); a block is
+    cancelled at most once, and only once its deadline has passed.
+    """
+
+    def __init__(self, granularity: float) -> None:
+        if granularity <= 0:
+            raise ValueError(f"granularity must be > 0 seconds, got {granularity}")
+        self.granularity = granularity
+        self._open: dict[_Bound, None] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+
+    def bound(self, timeout: float) -> _Bound:
+        """``with timeouts.bound(seconds):`` inside a task -- as ``async with
+        asyncio.timeout(seconds):`` (a plain ``with``: entering and leaving await nothing,
+        which saves two coroutines per block).
+
+        Cancellation: a cancellation of the enclosing task that is not this block's own
+        propagates unchanged (``CancelledError``)."""
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        return _Bound(self, timeout)
+
+    @property
+    def open_blocks(self) -> int:
+        return len(self._open)
+
+    def _enter(self, block: _Bound, loop: asyncio.AbstractEventLoop) -> None:
+        self._open[block] = None
+        if self._sweep is None:
+            self._sweep = loop.call_later(self.granularity, self._expire, loop)
+
+    def _exit(self, block: _Bound) -> None:
+        del self._open[block]
+        if not self._open and self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        for block in list(self._open):
+            if not block.expired and block.deadline <= now:
+                block.expired = True
+                block.task.cancel()
+        self._sweep = loop.call_later(self.granularity, self._expire, loop) if self._open \
+            else None
+
+
+class _Bound:
+    __slots__ = ("_cancelling", "_owner", "deadline", "expired", "task", "timeout")
+
+    def __init__(self, owner: CoarseTimeouts, timeout: float) -> None:
+        self._owner = owner
+        self.timeout = timeout
+        self.expired = False
+
+    def __enter__(self) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("CoarseTimeouts.bound() must be used inside a task")
+        loop = asyncio.get_running_loop()
+        self.task = task
+        self._cancelling = task.cancelling()
+        self.deadline = loop.time() + self.timeout
+        self._owner._enter(self, loop)
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._owner._exit(self)
+        if self.expired and self.task.uncancel() <= self._cancelling \
+                and et is asyncio.CancelledError:
+            raise TimeoutError(f"the block ran past its {self.timeout} s timeout") from e

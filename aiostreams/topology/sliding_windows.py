@@ -1,0 +1,294 @@
+"""Sliding windows: Kafka Streams' ``SlidingWindows`` and ``KStreamSlidingWindowAggregate``.
+
+A sliding window is defined by the records, not by the epoch: every record at ``t``
+creates its *left* window ``[t - d, t]`` (ending at it) and, when a later record of the key
+falls within ``d`` after it, its *right* window ``[t + 1, t + 1 + d]``; a window holds the
+aggregate of the key's records within it. ``d`` is the time difference. A record also
+updates every existing window of its key that contains it. So each distinct set of
+records that fit within ``d`` of one another gets exactly one window.
+
+Per record ``(k, v)`` at ``t`` (null key or value: skipped), as Kafka 3.9 does with its
+in-memory store (which iterates backwards):
+
+1. the node's stream time advances; ``close = stream time - grace``; if ``t + d < close``
+   the record is late: dropped, counted;
+2. if ``t < d`` (an *early* record, whose left window would start before 0) it goes into
+   the window ``[0, d]`` instead, with right windows handled as below (``_process_early``);
+3. otherwise the key's windows starting in ``[t - 2d, t + 1]`` are read newest first:
+   a window starting at ``t + 1`` is the record's right window (already there); one ending
+   after ``t`` contains the record (updated; the newest is remembered as the source of the
+   record's right window); one ending at ``t`` is its left window (updated; if it holds a
+   record at ``t`` already, nothing is created); the first one ending before ``t`` gives the
+   aggregate of the records before ``t`` (the previous record's time, and what the left
+   window starts from) and ends the scan;
+4. missing windows are created: the previous record's right window (if that record is
+   within ``d`` before ``t``), the record's left window (from the earlier aggregate or the
+   initial value), and its right window (a copy of the newest containing window's
+   aggregate, when it holds a record after ``t``).
+
+Every window written is forwarded as ``(Windowed(k, start, start + d), aggregate)`` stamped
+with the latest timestamp among its records; a window already ending before ``close`` is
+never updated. The window store keeps ``2d + grace`` and, like Kafka's in-memory window
+store, drops a put (and hides a window) whose start is at or before its newest start minus
+that retention; its time is kept in memory (:class:`StoreTime`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiostreams.errors import ConfigError
+from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
+from aiostreams.topology.dsl_stores import (
+    TimestampedSerde,
+    ValueAndTimestamp,
+    WindowAccess,
+    window_access,
+    window_store_spec,
+)
+from aiostreams.topology.processor import Processor
+from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
+from aiostreams.topology.windows import (
+    LateRecords,
+    TimeWindowedSerde,
+    Windowed,
+    duration_ms,
+    restamped,
+    to_ms,
+)
+from aiostreams.types import Record
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl_table import GroupedStream, Table
+
+AnyRecord = Record[Any, Any]
+Stamped = ValueAndTimestamp
+
+
+class SlidingWindows:
+    """Windows of ``time_difference`` seconds defined by the records (see the module
+    docstring), accepting records ``grace`` seconds late."""
+
+    def __init__(self, time_difference: float, *, grace: float) -> None:
+        self.difference_ms = duration_ms("time difference", time_difference)
+        self.grace_ms = duration_ms("grace", grace)
+
+    @classmethod
+    def of_time_difference_and_grace(cls, time_difference: float,
+                                     grace: float) -> SlidingWindows:
+        """Kafka's ``SlidingWindows.ofTimeDifferenceAndGrace`` (seconds)."""
+        return cls(time_difference, grace=grace)
+
+    @classmethod
+    def of_time_difference_without_grace(cls, time_difference: float) -> SlidingWindows:
+        return cls(time_difference, grace=0.0)
+
+    def __repr__(self) -> str:
+        return (f"SlidingWindows(time_difference={self.difference_ms / 1000}, "
+                f"grace={self.grace_ms / 1000})")
+
+
+class SlidingWindowAggregateProcessor(Processor[Any, Any]):
+    """Steps 1-4 of the module docstring."""
+
+    def __init__(self, store: str, windows: SlidingWindows, start: Callable[[], Any],
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+        self.store_name = store
+        self.d = windows.difference_ms
+        self.grace_ms = windows.grace_ms
+        self.start = start
+        self.adder = adder
+        self.late = late
+        self.dropped_late = 0
+        self.skipped = 0
+        self._time = NodeStreamTime()
+        self._store_time = StoreTime(2 * self.d + self.grace_ms)
+
+    async def process(self, record: AnyRecord) -> None:
+        if record.key is None or record.value is None:
+            self.skipped += 1
+            return
+        ctx = self.context
+        ts = to_ms(record.timestamp)
+        close = await self._time.observe(ctx, ts) - self.grace_ms
+        if ts + self.d < close:
+            self.dropped_late += 1
+            self.late.record(ctx.node_name, record)
+            return
+        store = window_access(ctx.store(self.store_name))
+        if ts < self.d:
+            await self._process_early(store, record, ts, close)
+            return
+        starts: set[int] = set()
+        left_agg: Stamped | None = None
+        right_agg: Stamped | None = None
+        left_created = right_created = False
+        previous: int | None = None
+        for start, stored in reversed(await self._fetch(store, record.key,
+                                                        max(0, ts - 2 * self.d), ts + 1)):
+            starts.add(start)
+            end = start + self.d
+            if start == ts + 1:
+                right_created = True
+            elif end > ts:
+                if right_agg is None:
+                    right_agg = stored
+                self._update(store, record, start, stored, close)
+            elif end == ts:
+                left_created = True
+                self._update(store, record, start, stored, close)
+                if to_ms(stored.timestamp) < ts:
+                    previous = to_ms(stored.timestamp)
+                else:
+                    return
+            else:
+                left_agg = stored
+                previous = to_ms(stored.timestamp)
+                break
+        if previous is not None and previous + 1 not in starts and previous + 1 + self.d >= ts:
+            self._update(store, record, previous + 1, Stamped(self.start(), ts / 1000), close)
+        if not left_created:
+            if previous is not None and left_agg is not None and ts - self.d <= previous:
+                base = Stamped(left_agg.value, ts / 1000)
+            else:
+                base = Stamped(self.start(), ts / 1000)
+            self._update(store, record, ts - self.d, base, close)
+        if not right_created and right_agg is not None and to_ms(right_agg.timestamp) > ts:
+            self._put_right_window(store, record, ts, right_agg)
+
+    async def _process_early(self, store: WindowAccess, record: AnyRecord, ts: int,
+                             close: int) -> None:
+        """Step 2: ``0 <= t < d``; the window ``[0, d]`` stands for the left window."""
+        combined: tuple[int, Stamped] | None = None
+        right_agg: Stamped | None = None
+        right_created = False
+        starts: set[int] = set()
+        previous: int | None = None
+        for start, stored in await self._fetch(store, record.key, 0, ts + 1):
+            starts.add(start)
+            if start == 0:
+                combined = (start, stored)
+                if to_ms(stored.timestamp) < ts:
+                    previous = to_ms(stored.timestamp)
+            elif start <= ts:
+                right_agg = stored
+                self._update(store, record, start, stored, close)
+            elif start == ts + 1:
+                right_created = True
+        if right_agg is None and combined is not None and to_ms(combined[1].timestamp) > ts:
+            right_agg = combined[1]
+        if not right_created and right_agg is not None and to_ms(right_agg.timestamp) > ts:
+            self._put_right_window(store, record, ts, right_agg)
+        if previous is not None and previous + 1 not in starts:
+            self._update(store, record, previous + 1, Stamped(self.start(), ts / 1000), close)
+        if combined is None:
+            self._update(store, record, 0, Stamped(self.start(), ts / 1000), close)
+        else:
+            self._update(store, record, 0, combined[1], close)
+
+    async def _fetch(self, store: WindowAccess, key: Any, time_from: int,
+                     time_to: int) -> list[tuple[int, Stamped]]:
+        visible = max(time_from, self._store_time.earliest_visible())
+        if visible > time_to:
+            return []
+        return [(to_ms(start), stored) for start, stored in
+                await store.fetch(key, visible / 1000, time_to / 1000)]
+
+    def _put(self, store: WindowAccess, key: Any, start: int, value: Stamped) -> None:
+        self._store_time.advance(start)
+        if start <= self._store_time.ms - self._store_time.retention_ms:
+            return  # Kafka's in-memory window store drops an expired put
+        store.put(key, start / 1000, value)
+
+    def _update(self, store: WindowAccess, record: AnyRecord, start: int, held: Stamped,
+                close: int) -> None:
+        """Kafka's ``updateWindowAndForward``: add the record to the window ``start``."""
+        if start + self.d < close:
+            return
+        old = held.value
+        new = self.adder(record.key, record.value, old)
+        stamp = (to_ms(record.timestamp) if old is None
+                 else max(to_ms(record.timestamp), to_ms(held.timestamp)))
+        self._put(store, record.key, start, Stamped(new, stamp / 1000))
+        self.context.forward(restamped(
+            record, Windowed(record.key, start / 1000, (start + self.d) / 1000), new, stamp))
+
+    def _put_right_window(self, store: WindowAccess, record: AnyRecord, ts: int,
+                          agg: Stamped) -> None:
+        start = ts + 1
+        self._put(store, record.key, start, agg)
+        self.context.forward(restamped(
+            record, Windowed(record.key, start / 1000, (start + self.d) / 1000), agg.value,
+            to_ms(agg.timestamp)))
+
+
+class SlidingWindowedStream:
+    """A grouped stream aggregated over sliding windows (``windowed_by(SlidingWindows)``)."""
+
+    def __init__(self, grouped: GroupedStream[Any, Any], windows: SlidingWindows) -> None:
+        self.grouped = grouped
+        self.windows = windows
+
+    def _aggregate(self, start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any], *,
+                   materialized: str | None, persistent: bool, retention: float | None,
+                   value_serde: Serde[Any], name: str | None) -> Table[Windowed[Any], Any]:
+        from aiostreams.topology.dsl_table import Table
+
+        builder = self.grouped.builder
+        windows = self.windows
+        minimum_ms = 2 * windows.difference_ms + windows.grace_ms
+        if retention is not None and to_ms(retention) < minimum_ms:
+            raise ConfigError(f"retention ({retention}s) of a sliding-window store must be at "
+                              f"least 2 x time difference + grace ({minimum_ms / 1000}s)")
+        store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
+        late = builder.late
+        node = builder.add_processor(
+            "KSTREAM-AGGREGATE",
+            lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late),
+            [self.grouped.stream.node], name=name)
+        builder.add_store(window_store_spec(
+            store, retention=retention if retention is not None else minimum_ms / 1000,
+            persistent=persistent, key_serde=self.grouped.key_serde,
+            value_serde=TimestampedSerde(value_serde)), node)
+        from aiostreams.topology.window_processors import TimeWindowGetter
+
+        return Table(builder, node, TimeWindowGetter(store),
+                     key_serde=TimeWindowedSerde(self.grouped.key_serde,
+                                                 size=windows.difference_ms / 1000),
+                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
+
+    def count(self, *, materialized: str | None = None, persistent: bool = False,
+              retention: float | None = None, name: str | None = None) -> Table[Any, int]:
+        return self._aggregate(lambda: 0, lambda _k, _v, n: n + 1, materialized=materialized,
+                               persistent=persistent, retention=retention,
+                               value_serde=LongSerde(), name=name)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any], *, materialized: str | None = None,
+               persistent: bool = False, retention: float | None = None,
+               value_serde: Any = None, name: str | None = None) -> Table[Any, Any]:
+        """``reducer(aggregate, value)``; a window's first value is its aggregate."""
+        from aiostreams.topology.dsl_stream import _require_sync
+
+        _require_sync(reducer, "reduce")
+        return self._aggregate(
+            lambda: None, lambda _k, v, agg: v if agg is None else reducer(agg, v),
+            materialized=materialized, persistent=persistent, retention=retention, name=name,
+            value_serde=serde_for(value_serde) if value_serde is not None
+            else self.grouped.value_serde or JsonSerde())
+
+    def aggregate(self, initializer: Any, aggregator: Callable[[Any, Any, Any], Any], *,
+                  materialized: str | None = None, persistent: bool = False,
+                  retention: float | None = None, value_serde: Any = None,
+                  name: str | None = None) -> Table[Any, Any]:
+        from aiostreams.topology.dsl_stream import _require_sync
+        from aiostreams.topology.dsl_table import initial_value
+
+        _require_sync(aggregator, "aggregate")
+        return self._aggregate(
+            lambda: initial_value(initializer), aggregator, materialized=materialized,
+            persistent=persistent, retention=retention, name=name,
+            value_serde=serde_for(value_serde) if value_serde is not None else JsonSerde())
+
+
+__all__ = ["SlidingWindowAggregateProcessor", "SlidingWindowedStream", "SlidingWindows"]

@@ -1,0 +1,250 @@
+"""``table.suppress(...)``: hold a table's updates back, Kafka Streams' ``KTableSuppressProcessor``.
+
+Two kinds (:func:`until_window_closes`, :func:`until_time_limit`); both keep a *buffer*,
+one entry per key, in a changelogged store (so it is restored after a restart):
+
+1. A record (an update of the table) first advances the node's stream time (the largest
+   timestamp among the updates that reached it; it waits for every earlier record of the
+   task, as windowed aggregations do, because it evicts other keys' entries).
+2. It is buffered under its key. A key already buffered keeps its place (its *buffer
+   time*) and takes the new value, old value, timestamp and headers (Kafka's
+   non-resetting semantics). A new entry's buffer time is its window's end
+   (``until_window_closes``) or the record's timestamp (``until_time_limit``).
+3. Entries whose buffer time is at or before ``stream time - wait`` are emitted and
+   removed, in order of (buffer time, serialized key) — ``wait`` is the time limit, or the
+   windows' grace (sessions: gap + grace, as Kafka). Then, if more than ``max_records``
+   remain: ``emit_early`` emits the earliest until they fit; ``shut_down`` raises
+   :class:`SuppressBufferFullError`.
+4. An emitted entry is forwarded as an update with the values, timestamp, headers and
+   origin of the last record buffered under its key. ``until_window_closes`` drops
+   emitted deletes (a final result is never a tombstone); ``until_time_limit`` keeps them.
+
+Only stream time moves the buffer; wall-clock time never does (Kafka 3.9's suppression has
+no punctuator either). The node's stream time lives in memory and starts again after a
+restart, as Kafka's ``observedStreamTime`` does. Kafka's ``max_bytes`` bound is not
+offered (it counts Kafka's own serialized sizes). Step 3 reads the whole buffer each
+record: its cost grows with the number of keys held.
+
+Invariant (asserted): after a record, no buffered entry has buffer time ``<= stream time
+- wait``, and with ``max_records`` set at most ``max_records`` entries remain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from aiostreams.errors import AiostreamsError, ConfigError, TopologyError
+from aiostreams.serde import Serde
+from aiostreams.topology.dsl_stores import kv_store_spec
+from aiostreams.topology.processor import Processor
+from aiostreams.topology.stream_time import NodeStreamTime
+from aiostreams.topology.table_changes import TableUpdate, old_value
+from aiostreams.topology.windows import Windowed, duration_ms, to_ms
+from aiostreams.types import Record
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl_table import Table
+
+AnyRecord = Record[Any, Any]
+WhenFull = Literal["emit_early", "shut_down"]
+
+
+class SuppressBufferFullError(AiostreamsError):
+    """A ``shut_down`` suppression buffer would hold more than its ``max_records``."""
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    """How a suppression holds updates back; build it with :func:`until_window_closes` or
+    :func:`until_time_limit`."""
+
+    until: Literal["window_closes", "time_limit"]
+    wait_ms: int
+    max_records: int | None
+    when_full: WhenFull
+
+
+def until_window_closes(*, max_records: int | None = None) -> Suppressed:
+    """Emit only each window's final result, once stream time passes its end + grace.
+    The buffer is unbounded unless ``max_records`` is given; a full buffer then stops the
+    task (``shut_down``: emitting early would not be a final result)."""
+    return Suppressed("window_closes", 0, _max_records(max_records), "shut_down")
+
+
+def until_time_limit(time_to_wait: float, *, max_records: int | None = None,
+                     when_full: WhenFull = "emit_early") -> Suppressed:
+    """Emit a key's latest update ``time_to_wait`` seconds (of stream time) after its first
+    held update; at most ``max_records`` keys held (``emit_early`` the earliest when full,
+    or ``shut_down``)."""
+    if when_full not in ("emit_early", "shut_down"):
+        raise ConfigError(f"until_time_limit(when_full={when_full!r}): use 'emit_early' or "
+                          f"'shut_down'")
+    return Suppressed("time_limit", duration_ms("time_to_wait", time_to_wait),
+                      _max_records(max_records), when_full)
+
+
+def _max_records(n: int | None) -> int | None:
+    if n is not None and (not isinstance(n, int) or n < 0):
+        raise ConfigError(f"max_records must be a non-negative int or None, got {n!r}")
+    return n
+
+
+@dataclass(frozen=True, slots=True)
+class BufferEntry:
+    """A buffered update: its buffer time (ms) and its last record's values and context."""
+
+    time_ms: int
+    new: Any
+    old: Any
+    ts_ms: int
+    headers: tuple[tuple[str, bytes | None], ...]
+    topic: str
+    partition: int
+    offset: int
+
+
+class BufferEntrySerde:
+    """A :class:`BufferEntry` in the changelog: JSON with the values encoded by ``inner``."""
+
+    def __init__(self, inner: Serde[Any]) -> None:
+        self.inner = inner
+
+    def _hex(self, topic: str, value: Any) -> str | None:
+        data = None if value is None else self.inner.serialize(topic, value)
+        return None if data is None else data.hex()
+
+    def _value(self, topic: str, data: str | None) -> Any:
+        return None if data is None else self.inner.deserialize(topic, bytes.fromhex(data))
+
+    def serialize(self, topic: str, e: BufferEntry | None) -> bytes | None:
+        if e is None:
+            return None
+        return orjson.dumps([e.time_ms, self._hex(topic, e.new), self._hex(topic, e.old),
+                             e.ts_ms, [[h, None if v is None else v.hex()]
+                                       for h, v in e.headers],
+                             e.topic, e.partition, e.offset])
+
+    def deserialize(self, topic: str, data: bytes | None) -> BufferEntry | None:
+        if data is None:
+            return None
+        time_ms, new, old, ts_ms, headers, origin, partition, offset = orjson.loads(data)
+        return BufferEntry(time_ms, self._value(topic, new), self._value(topic, old), ts_ms,
+                           tuple((h, None if v is None else bytes.fromhex(v))
+                                 for h, v in headers), origin, partition, offset)
+
+
+class SuppressProcessor(Processor[Any, Any]):
+    """Steps 1-4 of the module docstring."""
+
+    def __init__(self, node: str, store: str, suppressed: Suppressed, wait_ms: int,
+                 key_serde: Serde[Any]) -> None:
+        self.node = node
+        self.store_name = store
+        self.suppressed = suppressed
+        self.wait_ms = wait_ms
+        self.key_serde = key_serde
+        self.time = NodeStreamTime()
+        self.emitted = 0
+
+    def _buffer_time(self, key: Any, ts_ms: int) -> int:
+        if self.suppressed.until == "time_limit":
+            return ts_ms
+        if not isinstance(key, Windowed):
+            raise TopologyError(f"{self.node}: until_window_closes() got a key that is not "
+                                f"windowed ({type(key).__name__})")
+        return to_ms(key.end)
+
+    async def process(self, record: AnyRecord) -> None:
+        ctx = self.context
+        ts = to_ms(record.timestamp)
+        now = await self.time.observe(ctx, ts)
+        store = ctx.store(self.store_name)
+        key = record.key
+        held = await store.get(key)
+        entry = BufferEntry(held.time_ms if held is not None else self._buffer_time(key, ts),
+                            record.value, old_value(record), ts, tuple(record.headers),
+                            record.topic, record.partition, record.offset)
+        entries = {k: e async for k, e in store.range(None, None)}
+        entries[key] = entry
+        ordered = sorted(entries.items(), key=lambda item: (
+            item[1].time_ms, self.key_serde.serialize(self.store_name, item[0]) or b""))
+        expiry = now - self.wait_ms
+        due = 0
+        while due < len(ordered) and ordered[due][1].time_ms <= expiry:
+            due += 1
+        limit = self.suppressed.max_records
+        if limit is not None and len(ordered) - due > limit:
+            if self.suppressed.when_full == "shut_down":
+                raise SuppressBufferFullError(
+                    f"{self.node}: the suppression buffer would hold {len(ordered) - due} "
+                    f"keys, more than max_records={limit} (when_full='shut_down'); raise "
+                    f"max_records, or use until_time_limit(..., when_full='emit_early')")
+            due = len(ordered) - limit
+        for k, e in ordered[:due]:
+            self._emit(k, e)
+            if k != key or held is not None:
+                store.delete(k)
+        if due == 0 or all(k != key for k, _ in ordered[:due]):
+            store.put(key, entry)
+        assert all(e.time_ms > expiry for _, e in ordered[due:])
+        assert limit is None or len(ordered) - due <= limit
+
+    def _emit(self, key: Any, e: BufferEntry) -> None:
+        if e.new is None and self.suppressed.until == "window_closes":
+            return
+        self.emitted += 1
+        self.context.forward(TableUpdate(key, e.new, e.topic, e.partition, e.offset,
+                                         e.ts_ms / 1000, e.headers, e.old))
+
+
+def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str | None,
+                   ) -> Table[Any, Any]:
+    """``table.suppress(suppressed)`` (see :meth:`Table.suppress`)."""
+    from aiostreams.topology.dsl_table import Table, ValueGetter
+
+    if not isinstance(suppressed, Suppressed):
+        raise TopologyError(f"suppress() takes until_window_closes(...) or "
+                            f"until_time_limit(...), got {type(suppressed).__name__}")
+    builder = table.builder
+    if suppressed.until == "window_closes":
+        if table.window_grace_ms is None:
+            raise TopologyError(
+                f"suppress(until_window_closes()) after {table.node}: window close time is "
+                f"only defined for windowed aggregations (windowed_by(...).count/reduce/"
+                f"aggregate and the tables derived from them); use until_time_limit() on "
+                f"other tables")
+        wait_ms = table.window_grace_ms
+    else:
+        wait_ms = suppressed.wait_ms
+    store = builder.store_name("KTABLE-SUPPRESS-STATE-STORE",
+                               None if name is None else f"{name}-store")
+    key_serde = table.key_serde
+    value_serde = table.value_serde
+    if key_serde is None or value_serde is None:
+        raise TopologyError(f"suppress() after {table.node}: the table's key and value "
+                            f"serdes are unknown; give value_serde= to the step before")
+    table.old_values.enable()
+    node = builder.new_name("KTABLE-SUPPRESS", name)
+    builder.add_processor("KTABLE-SUPPRESS",
+                          lambda: SuppressProcessor(node, store, suppressed, wait_ms,
+                                                    key_serde),
+                          [table.node], name=node)
+    builder.add_store(kv_store_spec(store, persistent=False, key_serde=key_serde,
+                                    value_serde=BufferEntrySerde(value_serde)), node)
+    # Kafka's view of a suppressed table answers from the buffer's prior values; none is
+    # offered here, so a join on it is refused at build time ("no store to read").
+    return Table(builder, node, ValueGetter(), key_serde=key_serde, value_serde=value_serde,
+                 store=None, materialized_upstream=table.materialized_upstream)
+
+
+__all__ = [
+    "SuppressBufferFullError",
+    "SuppressProcessor",
+    "Suppressed",
+    "suppress_table",
+    "until_time_limit",
+    "until_window_closes",
+]
