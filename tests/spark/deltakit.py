@@ -16,6 +16,7 @@ from sparkkit import Order
 from aiostreams import App
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.spark import DeltaSink, add_delta_sink
+from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport
 from aiostreams.types import TopicPartition
 
@@ -23,41 +24,60 @@ DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.0"
 
 
 class WatchedDeltaSink(DeltaSink):
-    """A DeltaSink whose progress can be awaited: :meth:`durable_through` (the given source
-    offsets are durable, checked after every flush) and :meth:`retired_through` (``add`` has
-    seen them, replays included)."""
+    """A DeltaSink whose progress can be awaited: :meth:`durable_through` (the table's app
+    transactions cover the given source offsets; checked at start and after every flush, by
+    reading the table, since a partition with nothing left to replay never reaches the sink)
+    and :meth:`retired_through` (``add`` has seen them, replays included)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._waiters: list[tuple[str, dict[TopicPartition, int], asyncio.Event]] = []
+        self._durable_waiters: list[tuple[dict[TopicPartition, int], asyncio.Event]] = []
+        self._retired_waiters: list[tuple[dict[TopicPartition, int], asyncio.Event]] = []
         self.seen: dict[TopicPartition, int] = {}
 
-    def _wait(self, kind: str, targets: dict[TopicPartition, int]) -> asyncio.Event:
+    def durable_through(self, targets: dict[TopicPartition, int]) -> asyncio.Event:
         event = asyncio.Event()
-        self._waiters.append((kind, targets, event))
-        self._wake()
+        self._durable_waiters.append((targets, event))
+        self._wake_durable()
         return event
 
-    def durable_through(self, targets: dict[TopicPartition, int]) -> asyncio.Event:
-        return self._wait("durable", targets)
-
     def retired_through(self, targets: dict[TopicPartition, int]) -> asyncio.Event:
-        return self._wait("retired", targets)
+        event = asyncio.Event()
+        self._retired_waiters.append((targets, event))
+        self._wake_retired()
+        return event
 
-    def _wake(self) -> None:
-        for kind, targets, event in self._waiters:
-            have = self.durable_offset if kind == "durable" else self.seen.get
-            if all((have(tp) or -1) >= off for tp, off in targets.items()):
+    def table_durable(self, tp: TopicPartition) -> int:
+        if not DeltaTable.is_deltatable(str(self.path)):
+            return -1
+        version = DeltaTable(str(self.path)).transaction_version(
+            transaction_app_id(self.app, tp))
+        return -1 if version is None else version
+
+    def _wake_durable(self) -> None:
+        for targets, event in self._durable_waiters:
+            if not event.is_set() and all(
+                    self.table_durable(tp) >= off for tp, off in targets.items()):
                 event.set()
+
+    def _wake_retired(self) -> None:
+        for targets, event in self._retired_waiters:
+            if all(self.seen.get(tp, -1) >= off for tp, off in targets.items()):
+                event.set()
+
+    async def start(self) -> None:
+        await super().start()
+        self._wake_durable()
 
     async def flush(self) -> None:
         await super().flush()
-        self._wake()
+        self._wake_durable()
 
     def add(self, record: ExternalRecord) -> None:
         super().add(record)
         self.seen[record.source] = record.offset
-        self._wake()
+        if self._retired_waiters:
+            self._wake_retired()
 
 
 def make_delta_app(name: str, transport: Transport, topic: str, sink: DeltaSink,
