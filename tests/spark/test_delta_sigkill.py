@@ -38,8 +38,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
-N = 6000
-NTH = 3  # the worker dies at its third batch
+N = 20_000
+NTH = 3  # the worker dies at its third batch (at most ~3 x 4000 rows: N leaves more)
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
