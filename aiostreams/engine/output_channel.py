@@ -50,6 +50,10 @@ class OutputChannel:
         """Produce ``batch`` (in the open transaction, begun if needed). Hold :attr:`lock`."""
         if not batch:
             return
+        if self.error is not None:
+            # after a failed send nothing more goes out, or a later output could land
+            # before an earlier one that is redone (a gap in a key's order)
+            raise self.error
         try:
             if self.transactional and not self.in_transaction:
                 await self.producer.begin_transaction()

@@ -62,6 +62,10 @@ log = logging.getLogger("aiostreams.worker")
 STOP_GRACE = 10.0
 """Seconds a stop may take beyond ``drain_timeout`` (commit, leaving the group, closing
 the clients) before it gives up waiting for the broker."""
+REWIND_LIMIT = 10
+REWIND_WINDOW = 60.0
+"""At most ``REWIND_LIMIT`` failed sends within ``REWIND_WINDOW`` seconds are answered by
+starting tasks again from their last commit; one more stops the worker."""
 CLIENT_CLOSE_MIN = 2.0
 """Seconds each client still gets to close once the stop's budget is spent."""
 
@@ -75,6 +79,8 @@ async def _close_within(closing: Awaitable[None], seconds: float, what: str) -> 
     except TimeoutError:
         log.warning("worker: gave up waiting for %s to close (the broker did not answer)",
                     what)
+    except Exception:  # a client that fails to close must not fail the stop
+        log.warning("worker: closing %s failed", what, exc_info=True)
 
 
 class WorkerState(enum.Enum):
@@ -155,6 +161,10 @@ class Worker:
         self.failure: BaseException | None = None
         self.commits = 0
         self.tasks_lost = 0  # closed without committing: the group moved them away
+        self.rewinds = 0  # sends that failed and made tasks start again from their commit
+        self._rewound_at: list[float] = []
+        # partitions whose task _rewind closed -> the committed offset to start again from
+        self._orphans: dict[TopicPartition, int | None] = {}
         self._on_commit = on_commit
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
         self._sink_failure: BaseException | None = None
@@ -358,6 +368,8 @@ class Worker:
     # -- rebalance (called by the consumer inside getmany) ------------------------------
 
     async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        for tp in revoked:
+            self._orphans.pop(tp, None)
         affected = {self._task_of[tp].task_id: self._task_of[tp] for tp in revoked
                     if tp in self._task_of}
         await self._revoke(list(affected.values()))
@@ -448,7 +460,8 @@ class Worker:
                 self._committed.pop(tp, None)
             channel = self._channels.pop(task.task_id, None)
             if channel is not None:
-                await channel.producer.stop()
+                # a producer cut off from the broker must not hold the worker
+                await _close_within(channel.producer.stop(), STOP_GRACE, channel.name)
 
     async def _lose_tasks(self, tasks: Sequence[StreamTask], error: BaseException) -> None:
         """The group took ``tasks`` from this worker while it was away (paused past the
@@ -536,6 +549,11 @@ class Worker:
         for task_id, channel in list(self._channels.items()):
             if isinstance(channel.error, ProducerFencedError) and task_id in self.tasks:
                 await self._lose_tasks([self.tasks[task_id]], channel.error)
+        for channel in self._all_channels():
+            if channel.error is not None and self._rewindable(channel.error):
+                await self._rewind(channel)
+        if self._orphans:
+            await self._reopen()
         failed = next((c.error for c in self._all_channels() if c.error), None)
         if failed is not None:
             raise failed
@@ -546,21 +564,89 @@ class Worker:
         # commit timer or the application's own coroutines run while input is waiting.
         await asyncio.sleep(0)
 
-    def _transient(self, error: TransportError) -> bool:
-        """Worth retrying: the broker is restarting, a coordinator moves, a request timed
-        out. Not: fencing, a missing topic, or a transactional commit (its outcome is in
-        doubt, so the worker stops and a restart resumes from the last committed
-        transaction)."""
+    async def _rewind(self, channel: OutputChannel) -> None:
+        """A send through ``channel`` failed for a reason that passes (the broker did not
+        answer in time, a connection dropped): its tasks' outputs since their last commit
+        may or may not have landed. Close those tasks without committing and start them
+        again from their last committed offsets (:meth:`_reopen`), so every record after the
+        commit is processed again: at-least-once, its outputs may repeat; exactly-once, the
+        open transaction is aborted with its producer and redone by a new one."""
+        error = channel.error
+        self._rewound_at.append(self.clock.monotonic())
+        tasks = [t for t in self.tasks.values() if self._channel_of(t.task_id) is channel]
+        log.warning("worker: %s failed (%s: %s); starting task(s) %s again from their last "
+                    "commit - their records since then are processed again",
+                    channel.name, type(error).__name__, error,
+                    ", ".join(t.task_id for t in tasks) or "-")
+        self.rewinds += 1
+        for task in tasks:
+            committed = {tp: self._committed.get(tp) for tp in task.partitions}
+            await self._close_task(task)
+            for tp, offset in committed.items():
+                self._orphans[tp] = offset
+        if channel is self._shared:
+            channel.take()  # in doubt: redone by the reopened tasks
+            channel.error = None
+
+    async def _reopen(self) -> None:
+        """Start tasks again for the partitions :meth:`_rewind` closed, at their last
+        committed offsets. If the broker still does not answer, they stay paused and this
+        is tried again at the next fetch; a rebalance that revokes them ends the attempt."""
+        consumer = self._consumer
+        assert consumer is not None
+        owned = consumer.assignment()
+        pending = {tp: o for tp, o in self._orphans.items() if tp in owned}
+        self._orphans = dict(pending)
+        fresh = {tp: o for tp, o in pending.items() if tp not in self._task_of}
+        for tp, offset in fresh.items():
+            if offset is not None:
+                consumer.seek(tp, offset)
+        consumer.pause(list(fresh))  # nothing is fetched for them until their task runs
+        await self.on_partitions_assigned(list(fresh))
+        consumer.resume(list(pending))
+        self._orphans.clear()
+
+    def _rewindable(self, error: BaseException) -> bool:
+        """Whether a failed send or flush is answered by starting its tasks again from
+        their last commit (:meth:`_rewind`): any failure of the producer - including the odd
+        ``RuntimeError`` aiokafka raises on a connection reset mid-request - but fencing
+        (the task is lost instead) or a missing topic (which would fail again), and at most
+        ``REWIND_LIMIT`` times within ``REWIND_WINDOW`` seconds (a failure that keeps
+        coming back stops the worker)."""
+        if isinstance(error, ProducerFencedError | UnknownTopicError):
+            return False
+        now = self.clock.monotonic()
+        self._rewound_at = [t for t in self._rewound_at if now - t < REWIND_WINDOW]
+        return len(self._rewound_at) < REWIND_LIMIT
+
+    def _retriable(self, error: BaseException) -> bool:
+        """A failure that passes with time (a timeout, a dropped connection), whatever the
+        processing guarantee: fencing and missing topics do not."""
         if isinstance(error, ProducerFencedError | UnknownTopicError | CommitFailedError):
             return False
-        if self.config.exactly_once:
-            return False
         cause = error.__cause__ or error.__context__
-        retriable = getattr(cause, "retriable", None)  # aiokafka's errors say so themselves
+        if type(cause).__name__ == "IllegalOperation":
+            # "not in transaction": the coordinator aborted the open transaction under the
+            # producer (a timeout, or a fence it has not reported yet): start again from the
+            # last committed one
+            return True
+        retriable = getattr(cause, "retriable", None)
         if isinstance(retriable, bool):
             return retriable or type(cause).__name__ in _CONNECTION_ERRORS
         return isinstance(error, BrokerUnavailableError) or isinstance(
             cause, ConnectionError | TimeoutError)
+
+    def _transient(self, error: TransportError) -> bool:
+        """Worth retrying: the broker is restarting, a coordinator moves, a request timed
+        out, and any failed send or flush (its tasks start again from their last commit:
+        :meth:`_rewind`). Not: fencing, a missing topic. Under exactly-once only a failed
+        send is ridden out; any other failure stops the worker, since a transactional
+        commit's outcome is in doubt and a restart resumes from the last committed
+        transaction."""
+        if any(channel.error is error for channel in self._all_channels()):
+            # a failed send or flush: the next fetch starts its tasks again (_rewind)
+            return self._rewindable(error)
+        return self._retriable(error) and not self.config.exactly_once
 
     def _on_pause(self, tp: TopicPartition, paused: bool) -> None:
         consumer = self._consumer
@@ -609,10 +695,10 @@ class Worker:
                         await channel.send_pending()
                     except asyncio.CancelledError:
                         raise
-                    except ProducerFencedError:
-                        pass  # the fetch loop closes the channel's task (see _lose_tasks)
-                    except Exception as e:
-                        self._set_failure(e)
+                    except Exception:
+                        # the fetch loop then loses the channel's task (fenced), starts its
+                        # tasks again from their last commit (_rewind) or stops the worker
+                        pass
 
     # -- committing ---------------------------------------------------------------------
 
@@ -663,6 +749,13 @@ class Worker:
                     committed.update(await self._commit_group(channel, group, consumer,
                                                               closing, flush_all))
                 except (CommitFailedError, ProducerFencedError) as refused:
+                    lost.append((group, refused))
+                except Exception as refused:
+                    if not closing:
+                        raise
+                    # the tasks are being closed and cannot commit: their new owner (or
+                    # the next start) resumes from the last commit, as after a crash
+                    log.debug("worker: the closing commit failed", exc_info=True)
                     lost.append((group, refused))
         for group, reason in lost:
             await self._lose_tasks(group, reason)
@@ -743,7 +836,11 @@ class Worker:
         await channel.send(channel.take())
         if channel.error is not None:
             raise channel.error
-        await channel.producer.flush()
+        try:
+            await channel.producer.flush()
+        except TransportError as e:
+            channel.error = e  # some outputs since the last commit may not have landed
+            raise
         await self._flush_sinks(flush_all)
         if self._sinks:
             # Records retired after the snapshot have higher offsets, so after a full flush
@@ -766,8 +863,15 @@ class Worker:
                     await channel.producer.begin_transaction()
                     channel.in_transaction = True
                 if offsets:
-                    await channel.producer.send_offsets_to_transaction(offsets,
-                                                                       self.config.app_id)
+                    try:
+                        await channel.producer.send_offsets_to_transaction(
+                            offsets, self.config.app_id)
+                    except TransportError as e:
+                        # before the commit point: the transaction did not commit, so its
+                        # tasks can start again from the last one (_rewind); a failure of
+                        # commit_transaction below is in doubt and stops the worker
+                        channel.error = e
+                        raise
                 await channel.producer.commit_transaction()
                 channel.in_transaction = False
         elif offsets:

@@ -69,9 +69,19 @@ class LocalKafka:
     if the loop must keep running meanwhile.
     """
 
-    def __init__(self, *, port: int | None = None, cache: Path | None = None) -> None:
+    def __init__(self, *, port: int | None = None, cache: Path | None = None,
+                 proxied_port: int | None = None) -> None:
         """``port``: the client port to bind (default: a free one). ``cache``: where jars
-        are cached (default: :func:`aiostreams.localkafka.jars.cache_dir`)."""
+        are cached (default: :func:`aiostreams.localkafka.jars.cache_dir`).
+
+        ``proxied_port``: also open a second listener (``PROXIED``, on a free port:
+        :attr:`proxied_target`) that tells its clients to connect to ``proxied_port``, where
+        a fault-injection proxy listens and forwards to :attr:`proxied_target`. A client
+        bootstrapped at ``127.0.0.1:<proxied_port>`` then talks to the broker only through
+        the proxy, while clients of :attr:`bootstrap` talk to it directly: a network fault
+        between one client and the broker."""
+        self._proxied_port = proxied_port
+        self.proxied_target: int | None = None
         self._requested_port = port
         self._cache = cache if cache is not None else cache_dir()
         self._state = BrokerState.NEW
@@ -125,6 +135,10 @@ class LocalKafka:
         libs = self.ensure_jars()  # not counted in ``timeout``: a cold download takes a while
         deadline = time.monotonic() + timeout
         self._port, self._controller_port = _free_ports(self._requested_port)
+        if self._proxied_port is not None:
+            taken = {self._port, self._controller_port, self._proxied_port}
+            while self.proxied_target is None or self.proxied_target in taken:
+                self.proxied_target = _free_ports(None)[0]
         self._data_dir = Path(tempfile.mkdtemp(prefix="aiostreams-kafka-"))
         try:
             (self._data_dir / "logs").mkdir()
@@ -163,10 +177,12 @@ class LocalKafka:
                                   f"{self._state.value}")
         _signal_group(self._process, signal.SIGSTOP)
 
-    def resume(self) -> None:
-        """Let a paused broker run again (SIGCONT)."""
+    def resume(self, timeout: float = 60.0) -> None:
+        """Let a paused broker run again (SIGCONT); return once it serves metadata
+        requests again."""
         if self._process is not None:
             _signal_group(self._process, signal.SIGCONT)
+            self._await_ready(time.monotonic() + timeout, log_start=0)
 
     def stop(self, timeout: float = 30.0) -> None:
         """End the broker (SIGTERM; SIGKILL after ``timeout`` seconds) and remove its data.
@@ -226,6 +242,10 @@ class LocalKafka:
             "broker.session.timeout.ms": "2000",
             "broker.heartbeat.interval.ms": "500",
         }
+        if self.proxied_target is not None:
+            properties["listeners"] += f",PROXIED://{HOST}:{self.proxied_target}"
+            properties["advertised.listeners"] += f",PROXIED://{HOST}:{self._proxied_port}"
+            properties["listener.security.protocol.map"] += ",PROXIED:PLAINTEXT"
         text = "".join(f"{key}={value}\n" for key, value in properties.items())
         (data_dir / "server.properties").write_text(text)
 

@@ -160,21 +160,19 @@ class TimeWindowGetter(ValueGetter):
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         if not isinstance(key, Windowed):
             return None
-        stored = await window_access(ctx.store(self.store)).get(key.key, key.start)
+        return await self._lookup(window_access(ctx.store(self.store)), key)
+
+    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
+        stored = await store.get(key.key, key.start)
         return None if stored is None else stored.value
 
 
-class SessionGetter(ValueGetter):
-    """A session-windowed table's value of a :class:`Windowed` key."""
+class SessionGetter(TimeWindowGetter):
+    """A session-windowed table's value of a :class:`Windowed` key (stored under its end,
+    with its start)."""
 
-    def __init__(self, store: str) -> None:
-        self.store = store
-        self.stores = (store,)
-
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        if not isinstance(key, Windowed):
-            return None
-        stored = await window_access(ctx.store(self.store)).get(key.key, key.end)
+    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
+        stored = await store.get(key.key, key.end)
         if stored is None or to_ms(stored[0]) != to_ms(key.start):
             return None
         return stored[1]

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
 from aiostreams.errors import ProducerFencedError, TransportError, UnknownTopicError
@@ -166,7 +166,9 @@ class KafkaProducer:
         except ProducerFenced as exc:
             self._transition(ProducerState.FENCED)
             raise self._fenced("send records") from exc
-        except KafkaError as exc:
+        except (KafkaError, IllegalOperation) as exc:
+            # IllegalOperation: aiokafka's "not in transaction", when the coordinator
+            # aborted the open transaction under this producer (a timeout or a fence)
             raise TransportError(
                 f"cannot hand records for {sorted({tp.topic for tp in by_partition})} to the "
                 f"producer of {self._bootstrap}: {exc!r}. Earlier failures show at flush"

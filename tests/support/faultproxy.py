@@ -1,0 +1,130 @@
+"""A fault-injection TCP proxy on 127.0.0.1, for network faults between a client and a
+broker (issue 24): it forwards, delays, black-holes or resets connections on demand.
+
+::
+
+    proxy = FaultProxy()
+    port = await proxy.start()                 # listen first, so the broker can advertise it
+    kafka = LocalKafka(proxied_port=port)      # then the broker, whose PROXIED listener
+    kafka.start()                              # tells clients to come through the proxy
+    proxy.target = kafka.proxied_target
+    ...
+    proxy.blackhole()   # connections stay open; nothing gets through either way
+    proxy.reset()       # every connection is reset (RST), and every new one too
+    proxy.forward(delay=0.2)                   # heal, with 200 ms added per chunk
+
+Modes apply at once to open connections and to new ones. The proxy runs on the test's event
+loop; the client under test is another process (a worker), so its own loop is not involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import socket
+import struct
+
+
+class Mode(enum.Enum):
+    FORWARD = "forward"
+    BLACKHOLE = "blackhole"
+    RESET = "reset"
+
+
+_CHUNK = 65536
+
+
+class FaultProxy:
+    """See the module docstring. Invariant: in FORWARD mode every byte read from one side is
+    written to the other, in order, after ``delay`` seconds; in BLACKHOLE mode bytes are
+    read and dropped (the peers see a silent network); in RESET mode no connection lives."""
+
+    def __init__(self) -> None:
+        self.target: int | None = None
+        self.mode = Mode.FORWARD
+        self.delay = 0.0
+        self.connections = 0  # accepted so far
+        self._server: asyncio.Server | None = None
+        self._open: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen on a free port of 127.0.0.1; returns it."""
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    def forward(self, delay: float = 0.0) -> None:
+        self.mode, self.delay = Mode.FORWARD, delay
+
+    def blackhole(self) -> None:
+        self.mode = Mode.BLACKHOLE
+
+    def reset(self) -> None:
+        """Reset every open connection now; new ones are reset until the mode changes."""
+        self.mode = Mode.RESET
+        for client, upstream in list(self._open):
+            _rst(client)
+            if upstream is not None:
+                _rst(upstream)
+        self._open.clear()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.reset()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        if self.mode is Mode.RESET or self.target is None:
+            _rst(writer)
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        except OSError:
+            _rst(writer)
+            return
+        pair = (writer, up_writer)
+        self._open.add(pair)
+        pumps = [asyncio.ensure_future(self._pump(reader, up_writer)),
+                 asyncio.ensure_future(self._pump(up_reader, writer))]
+        for pump in pumps:
+            self._tasks.add(pump)
+            pump.add_done_callback(self._tasks.discard)
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        for pump in pumps:
+            pump.cancel()
+        self._open.discard(pair)
+        for side in pair:
+            with contextlib.suppress(OSError):
+                side.close()
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while True:
+                data = await source.read(_CHUNK)
+                if not data:
+                    return
+                if self.mode is Mode.BLACKHOLE:
+                    continue
+                if self.mode is Mode.RESET:
+                    return
+                if self.delay:
+                    await asyncio.sleep(self.delay)  # the injected latency itself
+                sink.write(data)
+                await sink.drain()
+
+
+def _rst(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a dropped connection looks to the peer."""
+    sock = writer.get_extra_info("socket")
+    with contextlib.suppress(OSError):
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.close()
