@@ -19,6 +19,7 @@ from aiostreams.errors import ConfigError
 from aiostreams.spark import (
     DeltaSink,
     IncompatibleSchemaError,
+    SchemaMismatch,
     SinkFailedError,
     TableIdentityError,
 )
@@ -148,3 +149,18 @@ async def test_stream_to_delta_writes_every_input_once(tmp_path: Path) -> None:
     async with app:
         await app.wait_until_caught_up()
     assert sorted(read_with_deltars(tmp_path / "t").column("id").to_pylist()) == list(range(200))
+
+
+def test_an_empty_partition_value_fails_validation_before_the_sink(tmp_path: Path) -> None:
+    sink = DeltaSink(tmp_path / "t", Reading, partition_by=("site",))
+    sink.validate(Reading(id=1, site="a"))
+    with pytest.raises(SchemaMismatch, match="empty string"):
+        sink.validate(Reading(id=1, site=""))
+
+
+@pytest.mark.parametrize("path", ["s3a://bucket/orders", "hdfs://nn:8020/orders",
+                                  "file://otherhost/orders"])
+def test_a_path_the_sink_cannot_write_is_refused_not_written_elsewhere(
+        path: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        DeltaSink(path, Reading)
