@@ -19,8 +19,9 @@ through ``deltalake`` (delta-rs):
   partition, the app transaction ``(app_id, highest offset written)``. The Delta commit is the
   commit point: readers see all of the batch or none of it, and nothing staged. delta-rs does
   not skip a replayed app transaction by itself, so the re-read right before the commit is
-  what makes a replay a no-op; the commit is made against the snapshot that was read, so a
-  concurrent writer's commit in between makes it retry against Delta's conflict rules.
+  what makes a replay a no-op; the commit is made against the snapshot that was read, so if
+  another writer committed the same app transaction in between, Delta's conflict check fails
+  this commit ("Concurrent transaction") and the sink fails: nothing is written twice.
 * :meth:`DeltaSink.pending_offset`: per source partition the first record added and not yet
   durable (buffered, being written, or dropped after a failure); the worker commits no
   further.
