@@ -1,6 +1,6 @@
-"""Parquet sink throughput and latency, against ``pyarrow.parquet.write_table``.
+"""Parquet and Delta sink throughput and latency, against ``pyarrow.parquet.write_table``.
 
-    python -m benchmarks.parquet [--rows 1000000] [--engines pyarrow spark] [--rounds 3]
+    python -m benchmarks.parquet [--rows 1000000] [--engines pyarrow spark delta] [--rounds 3]
                                  [--batch-rows N] [--batch-interval 5.0]
 
 (a) baseline: the same rows (pydantic models) converted with the fastest path this package
@@ -18,7 +18,8 @@ latency, retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunk
     backlogged (and at the end); per row, the time from its ``add()`` to the end of the flush
     that made it durable.
 ``--batch-rows`` defaults to the sink's own default for each engine
-(``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 500k for Spark).
+(``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 500k for Spark; the Delta sink 50k).
+Engine ``delta`` is :class:`DeltaSink` (one Delta commit per batch, through delta-rs).
 
 Targets: (b) >= 0.5 x (a); latency p99 <= batch_interval + 1 s. Every case runs once as a
 warm-up first (untimed: the JVM's JIT, pyarrow's and Python's caches), then ``--rounds``
@@ -45,7 +46,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.spark import ParquetSink, RowSchema, SparkConfig, get_session
+from aiostreams.spark import DeltaSink, ParquetSink, RowSchema, SparkConfig, get_session
 from aiostreams.spark.parquet_sink import DEFAULT_BATCH_ROWS
 from aiostreams.spark.spark_thread import call_on_spark_thread
 from aiostreams.types import TopicPartition
@@ -131,12 +132,26 @@ def spark_floor(rows: list[Order], directory: Path, batch_rows: int,
     return len(rows) / (time.perf_counter() - began)
 
 
+def make_sink(path: Path, engine: str, batch_rows: int | None,
+              batch_interval: float = 5.0) -> ParquetSink | DeltaSink:
+    """The sink under test: ``engine`` "pyarrow" or "spark" (ParquetSink), or "delta"
+    (DeltaSink through delta-rs), partitioned by region, values checked upstream (as
+    add_parquet_sink/add_delta_sink wire it)."""
+    sink: ParquetSink | DeltaSink
+    if engine == "delta":
+        sink = DeltaSink(path, Order, batch_rows=batch_rows or DEFAULT_BATCH_ROWS["pyarrow"],
+                         batch_interval=batch_interval, partition_by=("region",))
+    else:
+        sink = ParquetSink(path, Order, engine=engine,  # type: ignore[arg-type]
+                           batch_rows=batch_rows, batch_interval=batch_interval,
+                           partition_by=("region",))
+    sink.validated_upstream = True
+    return sink
+
+
 async def throughput(rows: list[Order], directory: Path, engine: str, batch_rows: int | None,
-                     chunk: int = 1000) -> tuple[float, ParquetSink]:
-    sink = ParquetSink(directory / f"throughput-{engine}", Order,
-                       engine=engine,  # type: ignore[arg-type]
-                       batch_rows=batch_rows, partition_by=("region",))
-    sink.validated_upstream = True  # as add_parquet_sink wires it: values checked upstream
+                     chunk: int = 1000) -> tuple[float, ParquetSink | DeltaSink]:
+    sink = make_sink(directory / f"throughput-{engine}", engine, batch_rows)
     await sink.start()
     recs = records(rows)
     began = time.perf_counter()
@@ -155,11 +170,7 @@ async def throughput(rows: list[Order], directory: Path, engine: str, batch_rows
 async def latency(rows: list[Order], directory: Path, engine: str, rate: float,
                   commit_interval: float, batch_rows: int | None, batch_interval: float
                   ) -> list[float]:
-    sink = ParquetSink(directory / f"latency-{engine}", Order,
-                       engine=engine,  # type: ignore[arg-type]
-                       batch_rows=batch_rows, batch_interval=batch_interval,
-                       partition_by=("region",))
-    sink.validated_upstream = True
+    sink = make_sink(directory / f"latency-{engine}", engine, batch_rows, batch_interval)
     await sink.start()
     recs = records(rows)
     added_at: list[float] = []
@@ -260,7 +271,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--engines", nargs="+", default=["pyarrow", "spark"],
-                        choices=["pyarrow", "spark"])
+                        choices=["pyarrow", "spark", "delta"])
     parser.add_argument("--batch-rows", type=int, default=None,
                         help="rows per write (default: the sink's default for the engine)")
     parser.add_argument("--batch-interval", type=float, default=5.0)

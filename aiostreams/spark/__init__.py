@@ -1,5 +1,9 @@
 """The PySpark bridge: results to Parquet, durable before commit, exactly once.
 
+* :class:`DeltaSink` + :func:`add_delta_sink`: a Delta Lake table as an external sink (the
+  recommended format for new tables: one Delta commit per batch, idempotent by source offsets,
+  exactly once for every Delta reader); :class:`TableIdentityError` when the table belongs to
+  another app or source.
 * :class:`ParquetSink` + :func:`add_parquet_sink`: a Parquet dataset as an external sink of an
   app (Spark or pyarrow writes, a commit log beside the data, replays dropped).
 * :class:`RowSchema`: the Arrow schema of a pydantic model, and batches as Arrow tables.
@@ -12,11 +16,13 @@
 * :mod:`aiostreams.spark.structured`: the scale-out path, a Spark Structured Streaming job
   reading Kafka directly (imported on demand).
 
-Requires the ``spark`` extra (``pyspark``, ``pyarrow``).
+Requires the ``spark`` extra (``pyspark``, ``pyarrow``, ``deltalake``).
 """
 
-from aiostreams.spark.attach import ParquetValidator, add_parquet_sink
+from aiostreams.spark.attach import ParquetValidator, add_delta_sink, add_parquet_sink
 from aiostreams.spark.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
+from aiostreams.spark.delta_identity import TableIdentityError
+from aiostreams.spark.delta_sink import DeltaSink, DeltaStep
 from aiostreams.spark.parquet_sink import (
     FlushStep,
     ParquetSink,
@@ -32,6 +38,8 @@ from aiostreams.spark.session import SparkConfig, get_session, stop_session
 __all__ = [
     "DatasetLockedError",
     "DatasetOwnerError",
+    "DeltaSink",
+    "DeltaStep",
     "FlushStep",
     "IncompatibleSchemaError",
     "ParquetSink",
@@ -42,7 +50,9 @@ __all__ = [
     "SinkMetrics",
     "SinkState",
     "SparkConfig",
+    "TableIdentityError",
     "UnreachableFilesError",
+    "add_delta_sink",
     "add_parquet_sink",
     "committed_files",
     "get_session",

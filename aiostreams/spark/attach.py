@@ -10,7 +10,7 @@ fails the same way), then the app's error handler: the dead-letter topic when on
 ``skip``, or ``fail`` (the task stops, nothing past the record is committed, the error names
 the record and the field). Never a corrupt file.
 
-The DSL calls this for ``stream.to_parquet(...)``.
+The DSL calls these for ``stream.to_parquet(...)`` and ``stream.to_delta(...)``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from aiostreams.errors import SerializationError
+from aiostreams.spark.delta_sink import DeltaSink
 from aiostreams.spark.parquet_sink import ParquetSink
 from aiostreams.spark.schema import SchemaMismatch
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import Topology
 from aiostreams.types import Record
 
-__all__ = ["ParquetValidator", "add_parquet_sink", "validator_name"]
+__all__ = ["ParquetValidator", "add_delta_sink", "add_parquet_sink", "validator_name"]
 
 
 def validator_name(sink_name: str) -> str:
@@ -36,7 +37,7 @@ class ParquetValidator(Processor[Any, Any]):
     """Forwards records whose value fits ``sink``'s schema, unchanged; raises
     :class:`SerializationError` naming the record and the field for the others."""
 
-    def __init__(self, sink: ParquetSink) -> None:
+    def __init__(self, sink: ParquetSink | DeltaSink) -> None:
         self.sink = sink
 
     def process(self, record: Record[Any, Any]) -> None:
@@ -45,7 +46,7 @@ class ParquetValidator(Processor[Any, Any]):
         except SchemaMismatch as e:
             raise SerializationError(
                 f"the value of {record.topic}[{record.partition}]@{record.offset} does not fit "
-                f"the Parquet schema of {self.sink.path} ({self.sink.model.__name__}): {e}",
+                f"the schema of {self.sink.path} ({self.sink.model.__name__}): {e}",
                 topic=record.topic,
             ) from None
         self.context.forward(record)
@@ -53,6 +54,15 @@ class ParquetValidator(Processor[Any, Any]):
 
 def add_parquet_sink(topology: Topology, name: str, parent: str, sink: ParquetSink) -> None:
     """Add ``sink`` to ``topology`` as node ``name``, fed by ``parent`` through a
+    validation processor named :func:`validator_name` (``"<name>-validate"``)."""
+    check = validator_name(name)
+    topology.add_processor(check, lambda: ParquetValidator(sink), parent)
+    topology.add_external_sink(name, sink, check)
+    sink.validated_upstream = True
+
+
+def add_delta_sink(topology: Topology, name: str, parent: str, sink: DeltaSink) -> None:
+    """Add the Delta ``sink`` to ``topology`` as node ``name``, fed by ``parent`` through a
     validation processor named :func:`validator_name` (``"<name>-validate"``)."""
     check = validator_name(name)
     topology.add_processor(check, lambda: ParquetValidator(sink), parent)

@@ -304,6 +304,25 @@ class Stream(Generic[K, V]):
         add_parquet_sink(self.builder.topology, node, self.node, sink)
         return sink
 
+    def to_delta(self, path: Any, model: Any, *, name: str | None = None,
+                 **options: Any) -> Any:
+        """Write this stream's values (instances of the pydantic ``model``) to a Delta table
+        at ``path``, exactly once for every Delta reader: one Delta commit per batch,
+        carrying the source offsets as Delta app transactions, before offsets are
+        committed. ``options`` go to :class:`aiostreams.spark.DeltaSink` (``partition_by``,
+        ``include``, ``batch_rows``, ...). Values that do not fit the schema fail in a
+        validation step before the sink (the dead-letter path). Returns the sink."""
+        try:
+            from aiostreams.spark import DeltaSink, add_delta_sink
+        except ImportError as e:  # pragma: no cover - the spark extra is missing
+            raise TopologyError(
+                f"to_delta needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
+            ) from e
+        sink = DeltaSink(path, model, **options)
+        node = self.builder.new_name("KSTREAM-DELTA", name)
+        add_delta_sink(self.builder.topology, node, self.node, sink)
+        return sink
+
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:
         """``to(topic)`` and read it back: the records come back partitioned by their
         (serialized) key, in a new sub-topology. ``topic`` must be declared (with

@@ -1,0 +1,409 @@
+"""A Delta Lake table as an external sink: one Delta commit per batch, idempotent by source
+offsets, so every Delta reader (delta-rs, pandas, Spark, DuckDB) sees each input once.
+
+::
+
+    sink = DeltaSink("/data/orders", Order, partition_by=("region",))
+    add_delta_sink(app.topology, "orders-delta", "enrich", sink)   # or stream.to_delta(...)
+
+The algorithm (the contract is :mod:`aiostreams.engine.external_sink`), engine ``"pyarrow"``
+through ``deltalake`` (delta-rs):
+
+* :meth:`DeltaSink.add` (event loop, at retire) buffers the record; a record at or below its
+  source partition's durable offset (as last read from the table) is a replay and dropped.
+* :meth:`DeltaSink.flush` (event loop, in a commit, before offsets are committed) hands the
+  buffer to the writer thread (:mod:`aiostreams.spark.spark_thread`), which opens the table's
+  newest snapshot, reads each source partition's durable offset from it again
+  (``transaction_version`` of :func:`~aiostreams.spark.delta_identity.transaction_app_id`),
+  drops the rows at or below it, and appends the rest as ONE Delta commit carrying, per source
+  partition, the app transaction ``(app_id, highest offset written)``. The Delta commit is the
+  commit point: readers see all of the batch or none of it, and nothing staged. delta-rs does
+  not skip a replayed app transaction by itself, so the re-read right before the commit is
+  what makes a replay a no-op; the commit is made against the snapshot that was read, so if
+  another writer committed the same app transaction in between, Delta's conflict check fails
+  this commit ("Concurrent transaction") and the sink fails: nothing is written twice.
+* :meth:`DeltaSink.pending_offset`: per source partition the first record added and not yet
+  durable (buffered, being written, or dropped after a failure); the worker commits no
+  further.
+* :meth:`DeltaSink.start` opens the table if it exists and refuses, before anything is
+  written: a table written for another app or source (:class:`TableIdentityError`), other
+  partition columns, or a model that no longer fits its schema
+  (:class:`~aiostreams.spark.schema_evolution.IncompatibleSchemaError`, naming the field). A
+  new optional field is accepted and merged into the table's schema by the next commit
+  (``schema_mode="merge"``).
+
+Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease,
+and the durable offset never decreases.
+
+Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once; its write runs to
+completion on the writer thread and the commit that awaited it fails, so no offset is
+committed. Its rows stay pending until a later flush succeeds (the thread is FIFO, and a
+failed write fails every later one). Failure: any error in a write leaves the sink FAILED;
+restart the app: the next sink reads the durable offsets from the table.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.errors import AiostreamsError, ConfigError, SerializationError
+from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
+from aiostreams.spark.delta_table import open_table, write_batch
+from aiostreams.spark.parquet_sink import SinkFailedError, SinkMetrics, SinkState
+from aiostreams.spark.paths import parse_table_path
+from aiostreams.spark.schema import RowSchema, SchemaMismatch
+from aiostreams.spark.schema_evolution import check_appendable
+from aiostreams.spark.spark_thread import run_on_spark_thread
+from aiostreams.types import TopicPartition
+
+__all__ = ["DeltaSink", "DeltaStep"]
+
+log = logging.getLogger("aiostreams.spark")
+
+_PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
+
+_TRANSITIONS: dict[SinkState, frozenset[SinkState]] = {
+    SinkState.CREATED: frozenset({SinkState.RUNNING, SinkState.FAILED, SinkState.STOPPED}),
+    SinkState.RUNNING: frozenset({SinkState.FAILED, SinkState.STOPPED}),
+    SinkState.FAILED: frozenset({SinkState.STOPPED}),
+    SinkState.STOPPED: frozenset(),
+}
+
+
+class DeltaStep(enum.Enum):
+    """The points of a write after which a crash leaves a distinct table state."""
+
+    CHECKED = "checked"  # replays dropped against the snapshot; nothing written yet
+    COMMITTED = "committed"  # the Delta commit landed; offsets not committed yet
+
+
+@dataclass(frozen=True)
+class _Written:
+    rows: int
+    replayed: int
+    durable: dict[TopicPartition, int]  # per source partition of the batch, after the write
+
+
+class DeltaSink:
+    """Writes the values reaching it (instances of ``model``) to the Delta table at ``path``
+    (a local or mounted directory, as a path or ``file:`` URI; shared by every writer). See
+    the module docstring.
+
+    ``partition_by``: str, int, bool or date columns. ``include``/``key_type``/
+    ``metadata_prefix``: metadata columns, as for :class:`~aiostreams.spark.ParquetSink`.
+    ``batch_rows`` and ``batch_interval`` (seconds): a write starts once that many rows wait,
+    or once the oldest has waited ``batch_interval`` less the last write's duration.
+    ``sources``: the topics feeding the sink, recorded in the table's identity when it is
+    created (default: the topics of the first batch). ``target_file_size``: bytes per data
+    file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        model: type[BaseModel],
+        *,
+        partition_by: Sequence[str] = (),
+        include: Sequence[str] = (),
+        key_type: Any = str,
+        metadata_prefix: str = "",
+        batch_rows: int = 50_000,
+        batch_interval: float = 5.0,
+        sources: Sequence[str] = (),
+        target_file_size: int | None = None,
+        engine: str = "pyarrow",
+    ) -> None:
+        where = parse_table_path(path)
+        if where.local is None:
+            raise ConfigError(
+                f"DeltaSink writes to a local or mounted directory (a shared one on a "
+                f"cluster); got {where.given!r}, and object stores and HDFS are not supported "
+                "by this sink yet")
+        if engine != "pyarrow":
+            raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs); got {engine!r}")
+        if batch_rows < 1:
+            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
+        if batch_interval <= 0:
+            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
+        self.path = where.local
+        self.model = model
+        self.schema = RowSchema(model, include=include, key_type=key_type,
+                                metadata_prefix=metadata_prefix)
+        self.partition_by = tuple(partition_by)
+        self._check_partition_columns()
+        self._key_column = self.schema.metadata_names.get("key")
+        self._text_partitions = tuple(
+            c for c in self.partition_by
+            if pa.types.is_string(self.schema.arrow_schema.field(c).type)
+            and (c == self._key_column or c in model.model_fields))
+        self.batch_rows = batch_rows
+        self.batch_interval = batch_interval
+        self.sources = tuple(sorted(set(sources)))
+        self.target_file_size = target_file_size
+        self.engine = engine
+        self.name = ""
+        self.app_id: str | None = None  # set by bind_app (the worker, before start)
+        self.validated_upstream = False  # set by add_delta_sink
+        self.state = SinkState.CREATED
+        self.metrics = SinkMetrics()
+        self._open: list[ExternalRecord] = []
+        self._open_first: dict[TopicPartition, int] = {}
+        self._oldest = 0.0
+        self._writing: list[dict[TopicPartition, int]] = []  # firsts of unfinished writes
+        self._durable: dict[TopicPartition, int] = {}
+        self._last_added: dict[TopicPartition, int] = {}
+        self._identity: TableIdentity | None = None  # owned by the writer thread
+        self._failure: BaseException | None = None
+
+    def _check_partition_columns(self) -> None:
+        schema = self.schema.arrow_schema
+        for column in self.partition_by:
+            if column not in schema.names:
+                raise ConfigError(f"partition_by: {column!r} is not a column; columns: "
+                                  f"{schema.names}")
+            kind = str(schema.field(column).type)
+            if kind not in _PARTITION_TYPES:
+                raise ConfigError(f"partition_by: {column!r} is {kind}; partition by a "
+                                  "str, int, bool or date column")
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise ConfigError(f"partition_by names a column twice: {self.partition_by}")
+        if len(self.partition_by) >= len(schema.names):
+            raise ConfigError("partition_by cannot take every column")
+
+    def _move_to(self, state: SinkState) -> None:
+        if state not in _TRANSITIONS[self.state]:
+            raise RuntimeError(f"sink {self.name!r}: {self.state.value} -> {state.value} is not "
+                               "a lifecycle transition")
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"DeltaSink({str(self.path)!r}, {self.model.__name__}, state={self.state.value})"
+
+    @property
+    def app(self) -> str:
+        """The app id the table's identity and transaction ids name."""
+        return self.app_id or "aiostreams"
+
+    def validate(self, value: Any, key: Any = None) -> None:
+        """Raise :class:`SchemaMismatch` unless ``value`` (and ``key``) fit the table's
+        schema and its string partition values are not empty. Pure, a few µs."""
+        self.schema.check(value, key)
+        for column in self._text_partitions:
+            text = key if column == self._key_column else getattr(value, column)
+            if isinstance(text, enum.Enum):
+                text = text.value
+            if text == "":
+                raise SchemaMismatch(
+                    "an empty string cannot be a partition value (Delta writes it as null); "
+                    "map it to None or a placeholder before the sink", column)
+
+    # -- ExternalSink ---------------------------------------------------------------------
+
+    def bind_app(self, app_id: str) -> None:
+        """Name the app this sink writes for (the worker calls it before :meth:`start`)."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
+        self.app_id = app_id
+
+    async def start(self) -> None:
+        """Open the table when it exists and check identity, partitioning and schema (see
+        the module docstring). Cancellation: the check runs to completion on the writer
+        thread; the sink stays CREATED."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r} starts once; it is {self.state.value}")
+        await run_on_spark_thread(self._open_and_check)
+        self._move_to(SinkState.RUNNING)
+
+    def _open_and_check(self) -> None:
+        where = str(self.path)
+        table = open_table(where)
+        if table is None:
+            return
+        self._identity = TableIdentity.from_description(table.metadata().description, where)
+        if self._identity is not None:
+            self._identity.check(self.app, self.sources, where)
+        columns = tuple(table.metadata().partition_columns)
+        if columns != self.partition_by:
+            raise ConfigError(f"the Delta table at {where} is partitioned by {list(columns)}; "
+                              f"this sink by {list(self.partition_by)}. Use the same columns "
+                              "or another path")
+        check_appendable(pa.schema(table.schema().to_arrow()), self.schema.arrow_schema,
+                         model=self.model.__name__, dataset=where)
+
+    def add(self, record: ExternalRecord) -> None:
+        """Buffer a retired result; never blocks. Replays are dropped; after a failure,
+        records are dropped (they are replayed after a restart)."""
+        source, offset = record.source, record.offset
+        last = self._last_added.get(source)
+        if last is None:
+            durable = self._durable.get(source)
+            if durable is not None and offset <= durable:
+                self.metrics.rows_replayed += 1
+                return
+        elif offset < last:
+            raise AssertionError(f"{self!r}: {source} went back from offset {last} to {offset}")
+        self._last_added[source] = offset
+        self._open_first.setdefault(source, offset)
+        if self.state is SinkState.RUNNING:
+            if not self._open:
+                self._oldest = time.monotonic()
+            self._open.append(record)
+
+    @property
+    def backlogged(self) -> bool:
+        buffered = len(self._open)
+        if buffered >= self.batch_rows:
+            return True
+        write = self.metrics.last_flush_seconds if self.metrics.batches else 1.0
+        return buffered > 0 and time.monotonic() - self._oldest >= self.batch_interval - write
+
+    def durable_offset(self, source: TopicPartition) -> int | None:
+        """The durable offset of ``source`` as last read from the table (None before this
+        sink has written or checked a batch of it; the writer re-reads it anyway)."""
+        return self._durable.get(source)
+
+    def pending_offset(self, source: TopicPartition) -> int | None:
+        for firsts in self._writing:
+            first = firsts.get(source)
+            if first is not None:
+                return first
+        return self._open_first.get(source)
+
+    async def flush(self) -> None:
+        """Write everything added so far as one Delta commit; returns once it landed.
+        Raises :class:`SinkFailedError` if it did not. Cancellation: see the module
+        docstring (the write completes; nothing is committed)."""
+        if self.state is SinkState.FAILED:
+            raise SinkFailedError(f"{self!r} failed earlier ({self._failure!r}); restart the "
+                                  "app so a new sink reads the durable offsets from the table")
+        if self.state is not SinkState.RUNNING:
+            raise RuntimeError(f"{self!r}: flush() needs a started sink")
+        records, self._open = self._open, []
+        firsts, self._open_first = self._open_first, {}
+        if not records:
+            return
+        self._writing.append(firsts)
+        began = time.monotonic()
+        try:
+            written = await run_on_spark_thread(self._write, records)
+        except BaseException as e:
+            if self._failure is not None and self.state is SinkState.RUNNING:
+                self._move_to(SinkState.FAILED)
+            if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
+                raise SinkFailedError(f"{self!r}: writing {len(records)} row(s) failed: "
+                                      f"{type(e).__name__}: {e}") from e
+            raise
+        done = next(i for i, w in enumerate(self._writing) if w is firsts)
+        del self._writing[:done + 1]  # FIFO: every earlier write succeeded too
+        m = self.metrics
+        seconds = time.monotonic() - began
+        m.flush_seconds += seconds
+        m.rows_added += len(records)
+        m.rows_replayed += written.replayed
+        if written.rows:
+            m.rows_written += written.rows
+            m.batches += 1
+            m.last_flush_seconds = seconds
+        for source, offset in written.durable.items():
+            previous = self._durable.get(source, -1)
+            assert offset >= previous, f"{source}: durable offset {previous} -> {offset}"
+            self._durable[source] = offset
+
+    async def stop(self) -> None:
+        """Flush (when running). Idempotent. Cancellation: as :meth:`flush`."""
+        if self.state is SinkState.STOPPED:
+            return
+        try:
+            if self.state is SinkState.RUNNING:
+                await self.flush()
+        finally:
+            self._move_to(SinkState.STOPPED)
+
+    # -- the write, on the writer thread ---------------------------------------------------
+
+    def _write(self, records: list[ExternalRecord]) -> _Written:
+        if self._failure is not None:
+            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
+        try:
+            return self._write_batch(records)
+        except BaseException as e:
+            self._failure = e
+            raise
+
+    def _write_batch(self, records: list[ExternalRecord]) -> _Written:
+        where = str(self.path)
+        table = open_table(where)  # the newest snapshot: the one this commit is made on
+        sources = sorted({r.source for r in records})
+        durable: dict[TopicPartition, int] = {}
+        if table is not None:
+            if self._identity is None:
+                self._identity = TableIdentity.from_description(
+                    table.metadata().description, where)
+            for source in sources:
+                version = table.transaction_version(transaction_app_id(self.app, source))
+                if version is not None:
+                    durable[source] = version
+        rows = [r for r in records if r.offset > durable.get(r.source, -1)]
+        if self._identity is not None:
+            self._identity.check(self.app, {r.source.topic for r in rows}, where)
+        identity = self._identity or TableIdentity.of(
+            self.app, self.sources or {r.source.topic for r in rows})
+        self._after(DeltaStep.CHECKED)
+        if rows:
+            if not self.validated_upstream:
+                self._check_rows(rows)
+            lasts: dict[TopicPartition, int] = {}
+            for r in rows:
+                lasts[r.source] = r.offset  # per source, offsets never decrease
+            for source, last in lasts.items():
+                assert last > durable.get(source, -1), f"{source}: {last} is not past durable"
+            data = self.schema.to_table([r.value for r in rows], self._metadata(rows))
+            write_batch(table if table is not None else where, data,
+                        partition_by=self.partition_by, identity=identity,
+                        transactions={transaction_app_id(self.app, s): o
+                                      for s, o in lasts.items()},
+                        target_file_size=self.target_file_size)
+            self._identity = identity
+            durable.update(lasts)
+            self._after(DeltaStep.COMMITTED)
+        return _Written(len(rows), len(records) - len(rows), durable)
+
+    def _after(self, step: DeltaStep) -> None:
+        """Called on the writer thread after each step of a write; a no-op. Fault-injection
+        tests override it to raise or to kill the process, as a crash there would."""
+
+    def _check_rows(self, rows: list[ExternalRecord]) -> None:
+        for r in rows:
+            try:
+                self.validate(r.value, r.key)
+            except SchemaMismatch as e:
+                raise SerializationError(
+                    f"sink {self.name!r}: the result of {r.source}@{r.offset} does not fit "
+                    f"the Delta table's schema: {e}. Nothing was written; attach the sink "
+                    "with aiostreams.spark.add_delta_sink(...) so such values are checked "
+                    "before it and take the dead-letter path", topic=r.source.topic) from None
+
+    def _metadata(self, rows: list[ExternalRecord]) -> dict[str, list[Any]]:
+        columns: dict[str, list[Any]] = {}
+        for column in self.schema.include:
+            if column == "key":
+                columns[column] = [r.key for r in rows]
+            elif column == "topic":
+                columns[column] = [r.source.topic for r in rows]
+            elif column == "partition":
+                columns[column] = [r.source.partition for r in rows]
+            elif column == "offset":
+                columns[column] = [r.offset for r in rows]
+            else:
+                columns[column] = [r.timestamp for r in rows]
+        return columns

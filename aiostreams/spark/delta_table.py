@@ -1,0 +1,44 @@
+"""The delta-rs calls of the Delta sink: open a table's newest snapshot, append one batch.
+
+Blocking; called on the writer thread only (:mod:`aiostreams.spark.spark_thread`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+from aiostreams.spark.delta_identity import TableIdentity
+
+__all__ = ["open_table", "write_batch"]
+
+
+def open_table(where: str) -> DeltaTable | None:
+    """The newest snapshot of the Delta table at ``where``, or None when there is none."""
+    if not DeltaTable.is_deltatable(where):
+        return None
+    return DeltaTable(where)
+
+
+def write_batch(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequence[str],
+                identity: TableIdentity, transactions: Mapping[str, int],
+                target_file_size: int | None) -> None:
+    """Append ``data`` as one Delta commit carrying ``transactions`` (app id → version).
+
+    ``table``: the snapshot the caller checked the transaction versions on (the commit is
+    made against it, so a concurrent commit goes through Delta's conflict check), or the
+    path of a table to create, with ``identity`` in its description. New nullable columns
+    merge into the table's schema (``schema_mode="merge"``)."""
+    creating = isinstance(table, str)
+    write_deltalake(
+        table, data, mode="append", schema_mode="merge",
+        partition_by=list(partition_by) or None,
+        description=identity.to_description() if creating else None,
+        target_file_size=target_file_size,
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id, version)
+                              for app_id, version in sorted(transactions.items())],
+            custom_metadata={"aiostreams.app": identity.app}),
+    )

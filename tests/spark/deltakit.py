@@ -1,0 +1,127 @@
+"""Helpers for the Delta sink's tests: a sink whose progress can be awaited, an app wired to
+it, and the Delta table read by each reader (delta-rs, pandas, DuckDB, Spark)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from sparkkit import Order
+
+from aiostreams import App
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.spark import DeltaSink, add_delta_sink
+from aiostreams.spark.delta_identity import transaction_app_id
+from aiostreams.transport.base import Transport
+from aiostreams.types import TopicPartition
+
+DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.0"
+
+
+class WatchedDeltaSink(DeltaSink):
+    """A DeltaSink whose progress can be awaited: :meth:`durable_through` (the table's app
+    transactions cover the given source offsets; checked at start and after every flush, by
+    reading the table, since a partition with nothing left to replay never reaches the sink)
+    and :meth:`retired_through` (``add`` has seen them, replays included)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._durable_waiters: list[tuple[dict[TopicPartition, int], asyncio.Event]] = []
+        self._retired_waiters: list[tuple[dict[TopicPartition, int], asyncio.Event]] = []
+        self.seen: dict[TopicPartition, int] = {}
+
+    def durable_through(self, targets: dict[TopicPartition, int]) -> asyncio.Event:
+        event = asyncio.Event()
+        self._durable_waiters.append((targets, event))
+        self._wake_durable()
+        return event
+
+    def retired_through(self, targets: dict[TopicPartition, int]) -> asyncio.Event:
+        event = asyncio.Event()
+        self._retired_waiters.append((targets, event))
+        self._wake_retired()
+        return event
+
+    def table_durable(self, tp: TopicPartition) -> int:
+        if not DeltaTable.is_deltatable(str(self.path)):
+            return -1
+        version = DeltaTable(str(self.path)).transaction_version(
+            transaction_app_id(self.app, tp))
+        return -1 if version is None else version
+
+    def _wake_durable(self) -> None:
+        for targets, event in self._durable_waiters:
+            if not event.is_set() and all(
+                    self.table_durable(tp) >= off for tp, off in targets.items()):
+                event.set()
+
+    def _wake_retired(self) -> None:
+        for targets, event in self._retired_waiters:
+            if all(self.seen.get(tp, -1) >= off for tp, off in targets.items()):
+                event.set()
+
+    async def start(self) -> None:
+        await super().start()
+        self._wake_durable()
+
+    async def flush(self) -> None:
+        await super().flush()
+        self._wake_durable()
+
+    def add(self, record: ExternalRecord) -> None:
+        super().add(record)
+        self.seen[record.source] = record.offset
+        if self._retired_waiters:
+            self._wake_retired()
+
+
+def make_delta_app(name: str, transport: Transport, topic: str, sink: DeltaSink,
+                   **settings: Any) -> App:
+    settings.setdefault("commit_interval_ms", 100)
+    app = App(name, transport=transport, **settings)
+    app.topic(topic, key=str, value=Order)
+    app.topology.add_source("orders", topic)
+    add_delta_sink(app.topology, "delta", "orders", sink)
+    return app
+
+
+def read_with_deltars(path: Path) -> pa.Table:
+    return DeltaTable(str(path)).to_pyarrow_table()
+
+
+def read_with_pandas(path: Path) -> list[tuple[int, int]]:
+    """(partition, offset) of every row, through pandas (deltalake's ``to_pandas``)."""
+    frame = DeltaTable(str(path)).to_pandas(columns=["partition", "offset"])
+    return [(int(p), int(o)) for p, o in zip(frame["partition"], frame["offset"], strict=True)]
+
+
+def read_with_duckdb(path: Path) -> list[tuple[int, int]]:
+    """(partition, offset) of every row, through DuckDB. DuckDB's ``delta`` extension is
+    downloaded on first use and this machine is offline, so DuckDB scans the Arrow dataset
+    of the table's current snapshot (the files its log lists) instead."""
+    import duckdb
+
+    dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # noqa: F841 (DuckDB reads it)
+    with duckdb.connect() as con:
+        rows = con.execute('SELECT "partition", "offset" FROM dataset').fetchall()
+    return [(int(p), int(o)) for p, o in rows]
+
+
+def read_with_spark(spark: Any, path: Path) -> list[tuple[int, int]]:
+    """(partition, offset) of every row, read by Spark's Delta source (the delta jar)."""
+    df = spark.read.format("delta").load(str(path)).select("partition", "offset")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "unclosed <socket.socket", ResourceWarning)
+        rows = [(int(r[0]), int(r[1])) for r in df.collect()]
+        gc.collect()
+    return rows
+
+
+def pairs(table: pa.Table) -> list[tuple[int, int]]:
+    return list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
+                    strict=True))
