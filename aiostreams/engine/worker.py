@@ -62,10 +62,6 @@ log = logging.getLogger("aiostreams.worker")
 STOP_GRACE = 10.0
 """Seconds a stop may take beyond ``drain_timeout`` (commit, leaving the group, closing
 the clients) before it gives up waiting for the broker."""
-REWIND_LIMIT = 10
-REWIND_WINDOW = 60.0
-"""At most ``REWIND_LIMIT`` failed sends within ``REWIND_WINDOW`` seconds are answered by
-starting tasks again from their last commit; one more stops the worker."""
 CLIENT_CLOSE_MIN = 2.0
 """Seconds each client still gets to close once the stop's budget is spent."""
 
@@ -162,7 +158,7 @@ class Worker:
         self.commits = 0
         self.tasks_lost = 0  # closed without committing: the group moved them away
         self.rewinds = 0  # sends that failed and made tasks start again from their commit
-        self._rewound_at: list[float] = []
+        self._rewinding_since: float | None = None  # first rewind since the last commit
         # partitions whose task _rewind closed -> the committed offset to start again from
         self._orphans: dict[TopicPartition, int | None] = {}
         self._on_commit = on_commit
@@ -572,7 +568,8 @@ class Worker:
         commit is processed again: at-least-once, its outputs may repeat; exactly-once, the
         open transaction is aborted with its producer and redone by a new one."""
         error = channel.error
-        self._rewound_at.append(self.clock.monotonic())
+        if self._rewinding_since is None:
+            self._rewinding_since = self.clock.monotonic()
         tasks = [t for t in self.tasks.values() if self._channel_of(t.task_id) is channel]
         log.warning("worker: %s failed (%s: %s); starting task(s) %s again from their last "
                     "commit - their records since then are processed again",
@@ -585,8 +582,15 @@ class Worker:
             for tp, offset in committed.items():
                 self._orphans[tp] = offset
         if channel is self._shared:
+            # aiokafka's producer can stay broken after a reset mid-request (every send
+            # then fails at once): the shared channel gets a new one
+            broken = channel.producer
+            producer = self.transport.producer(client_id=self.config.client_id)
+            await producer.start()
+            channel.producer = producer
             channel.take()  # in doubt: redone by the reopened tasks
             channel.error = None
+            await _close_within(broken.stop(), STOP_GRACE, "the replaced producer")
 
     async def _reopen(self) -> None:
         """Start tasks again for the partitions :meth:`_rewind` closed, at their last
@@ -610,14 +614,13 @@ class Worker:
         """Whether a failed send or flush is answered by starting its tasks again from
         their last commit (:meth:`_rewind`): any failure of the producer - including the odd
         ``RuntimeError`` aiokafka raises on a connection reset mid-request - but fencing
-        (the task is lost instead) or a missing topic (which would fail again), and at most
-        ``REWIND_LIMIT`` times within ``REWIND_WINDOW`` seconds (a failure that keeps
-        coming back stops the worker)."""
+        (the task is lost instead) or a missing topic (which would fail again), for as long
+        as the trouble has lasted less than ``broker_timeout`` since the last successful
+        commit (then the worker stops, as for any outage that long)."""
         if isinstance(error, ProducerFencedError | UnknownTopicError):
             return False
-        now = self.clock.monotonic()
-        self._rewound_at = [t for t in self._rewound_at if now - t < REWIND_WINDOW]
-        return len(self._rewound_at) < REWIND_LIMIT
+        since = self._rewinding_since
+        return since is None or self.clock.monotonic() - since <= self.config.broker_timeout
 
     def _retriable(self, error: BaseException) -> bool:
         """A failure that passes with time (a timeout, a dropped connection), whatever the
@@ -760,6 +763,7 @@ class Worker:
         for group, reason in lost:
             await self._lose_tasks(group, reason)
         if committed:
+            self._rewinding_since = None
             self.commits += 1
             if self._on_commit is not None:
                 self._on_commit(CommitRecord(committed, self.clock.monotonic() - started))

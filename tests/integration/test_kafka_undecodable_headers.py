@@ -4,6 +4,7 @@ around it, in the same batch, are neither lost nor stuck."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import pytest
@@ -43,16 +44,25 @@ def batch_with_bad_header_name(values: list[bytes], poison: int, *, gzip: bool) 
     return bytes(data)
 
 
+_LEADERSHIP_MOVING = frozenset({3, 5, 6})  # unknown partition, no leader yet, not the leader
+
+
 async def produce_raw(bootstrap: str, topic: str, batch: bytes, partition: int = 0) -> None:
     client = AIOKafkaClient(bootstrap_servers=bootstrap)
     await client.bootstrap()
     try:
         client.add_topic(topic)
-        await client.force_metadata_update()
-        leader = client.cluster.leader_for_partition(AioTopicPartition(topic, partition))
-        response = await client.send(leader, ProduceRequest(None, -1, 30000,
-                                                            [(topic, [(partition, batch)])]))
-        assert response.topics[0][1][0][1] == 0, response  # no error code
+        for _ in range(100):
+            await client.force_metadata_update()
+            leader = client.cluster.leader_for_partition(AioTopicPartition(topic, partition))
+            response = await client.send(leader, ProduceRequest(
+                None, -1, 30000, [(topic, [(partition, batch)])]))
+            code = response.topics[0][1][0][1]
+            if code not in _LEADERSHIP_MOVING:
+                break
+            # a topic just created: its partition's leadership is still being settled
+            await asyncio.sleep(0.1)
+        assert code == 0, response  # no error code
     finally:
         await client.close()
 

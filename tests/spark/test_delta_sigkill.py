@@ -6,8 +6,10 @@ Delta source, on a standalone cluster) each see every input exactly once."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -15,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cluster_session
 from delta_chaos_worker import KILL_POINTS, chaos_app
 from deltakit import (
     DELTA_PACKAGE,
@@ -24,7 +25,6 @@ from deltakit import (
     read_with_deltars,
     read_with_duckdb,
     read_with_pandas,
-    read_with_spark,
 )
 from deltalake import DeltaTable
 from localcluster import LocalSparkCluster
@@ -49,9 +49,20 @@ DELTA_CONF = {
 
 @pytest.fixture(scope="module")
 def delta_spark(spark_cluster: LocalSparkCluster) -> Iterator[Any]:
-    """A session on the standalone cluster with Delta's jar and SQL extensions."""
+    """The config of a session on the standalone cluster with Delta's jar and SQL
+    extensions (read in a process of its own: see ``delta_spark_reader.py``)."""
     config = spark_cluster.config(conf=DELTA_CONF, app_name="aiostreams-delta-readers")
-    yield from cluster_session(config.model_copy(update={"packages": (DELTA_PACKAGE,)}))
+    yield config.model_copy(update={"packages": (DELTA_PACKAGE,)})
+
+
+def read_with_spark_process(config: Any, path: Path) -> list[tuple[int, int]]:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "delta_spark_reader.py"), config.model_dump_json(),
+         str(path)], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [(p, o) for p, o in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 async def end_offsets(transport: KafkaTransport, topic: str) -> dict[TopicPartition, int]:
@@ -97,7 +108,7 @@ async def test_a_worker_killed_at_each_point_of_a_batch_leaves_each_input_once_f
         "delta-rs": pairs(read_with_deltars(path)),
         "pandas": read_with_pandas(path),
         "duckdb": read_with_duckdb(path),
-        "spark": read_with_spark(delta_spark, path),
+        "spark": read_with_spark_process(delta_spark, path),
     }
     for reader, seen in readers.items():
         counts = Counter(seen)
