@@ -39,11 +39,6 @@ class RepartitionPurger:
         self._last: float | None = None
         self._purged: dict[TopicPartition, int] = {}
 
-    @property
-    def purged(self) -> Mapping[TopicPartition, int]:
-        """The offset below which each partition was last purged."""
-        return self._purged
-
     async def after_commit(self, committed: Mapping[TopicPartition, int]) -> None:
         """Purge below ``committed`` (this worker's committed offsets) if the interval has
         passed since the last purge. Cancellation: stops the request; nothing is lost."""

@@ -156,8 +156,6 @@ class Worker:
         self.tasks: dict[str, StreamTask] = {}
         self.failure: BaseException | None = None
         self.commits = 0
-        self.tasks_lost = 0  # closed without committing: the group moved them away
-        self.rewinds = 0  # sends that failed and made tasks start again from their commit
         self._rewinding_since: float | None = None  # first rewind since the last commit
         # partitions whose task _rewind closed -> the committed offset to start again from
         self._orphans: dict[TopicPartition, int | None] = {}
@@ -471,7 +469,6 @@ class Worker:
         lost = [t for t in tasks if self.tasks.get(t.task_id) is t]
         if not lost:
             return
-        self.tasks_lost += len(lost)
         log.warning("worker: the group moved task(s) %s away while this worker was out of it "
                     "(%s: %s); closing them without committing - their records since the "
                     "last commit will be processed again by their new owner - and rejoining",
@@ -575,7 +572,6 @@ class Worker:
                     "commit - their records since then are processed again",
                     channel.name, type(error).__name__, error,
                     ", ".join(t.task_id for t in tasks) or "-")
-        self.rewinds += 1
         for task in tasks:
             committed = {tp: self._committed.get(tp) for tp in task.partitions}
             await self._close_task(task)
