@@ -56,11 +56,12 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.errors import AiostreamsError, ConfigError, SerializationError
+from aiostreams.errors import AiostreamsError, ConfigError
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
 from aiostreams.spark.delta_table import open_table, write_batch
 from aiostreams.spark.parquet_sink import SinkFailedError, SinkMetrics, SinkState
 from aiostreams.spark.paths import parse_table_path
+from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema import RowSchema, SchemaMismatch
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.spark_thread import run_on_spark_thread
@@ -360,14 +361,15 @@ class DeltaSink:
             self.app, self.sources or {r.source.topic for r in rows})
         self._after(DeltaStep.CHECKED)
         if rows:
-            if not self.validated_upstream:
-                self._check_rows(rows)
             lasts: dict[TopicPartition, int] = {}
             for r in rows:
                 lasts[r.source] = r.offset  # per source, offsets never decrease
             for source, last in lasts.items():
                 assert last > durable.get(source, -1), f"{source}: {last} is not past durable"
-            data = self.schema.to_table([r.value for r in rows], self._metadata(rows))
+            data = rows_to_table(
+                rows, self.schema, sink=self.name, table_kind="Delta table's schema",
+                attach="add_delta_sink",
+                validate=None if self.validated_upstream else self.validate)
             write_batch(table if table is not None else where, data,
                         partition_by=self.partition_by, identity=identity,
                         transactions={transaction_app_id(self.app, s): o
@@ -381,29 +383,3 @@ class DeltaSink:
     def _after(self, step: DeltaStep) -> None:
         """Called on the writer thread after each step of a write; a no-op. Fault-injection
         tests override it to raise or to kill the process, as a crash there would."""
-
-    def _check_rows(self, rows: list[ExternalRecord]) -> None:
-        for r in rows:
-            try:
-                self.validate(r.value, r.key)
-            except SchemaMismatch as e:
-                raise SerializationError(
-                    f"sink {self.name!r}: the result of {r.source}@{r.offset} does not fit "
-                    f"the Delta table's schema: {e}. Nothing was written; attach the sink "
-                    "with aiostreams.spark.add_delta_sink(...) so such values are checked "
-                    "before it and take the dead-letter path", topic=r.source.topic) from None
-
-    def _metadata(self, rows: list[ExternalRecord]) -> dict[str, list[Any]]:
-        columns: dict[str, list[Any]] = {}
-        for column in self.schema.include:
-            if column == "key":
-                columns[column] = [r.key for r in rows]
-            elif column == "topic":
-                columns[column] = [r.source.topic for r in rows]
-            elif column == "partition":
-                columns[column] = [r.source.partition for r in rows]
-            elif column == "offset":
-                columns[column] = [r.offset for r in rows]
-            else:
-                columns[column] = [r.timestamp for r in rows]
-        return columns

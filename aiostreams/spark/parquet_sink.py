@@ -74,7 +74,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.errors import AiostreamsError, ConfigError, SerializationError
+from aiostreams.errors import AiostreamsError, ConfigError
 from aiostreams.spark.commit_log import (
     STAGING_DIR,
     CommitLog,
@@ -90,6 +90,7 @@ from aiostreams.spark.parquet_writer import (
     write_staged,
 )
 from aiostreams.spark.paths import parse_table_path
+from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema import RowSchema, SchemaMismatch
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
@@ -522,9 +523,10 @@ class ParquetSink:
                 ranges = _offset_ranges(rows)
             if not rows:
                 return _Converted(None, {}, 0, len(records))
-            if not self.validated_upstream:
-                self._check_rows(rows)
-            table = self.schema.to_table([r.value for r in rows], self._metadata(rows))
+            table = rows_to_table(
+                rows, self.schema, sink=self.name, table_kind="Parquet schema",
+                attach="add_parquet_sink",
+                validate=None if self.validated_upstream else self.validate)
         except BaseException as e:
             self._failure = e
             raise
@@ -575,33 +577,6 @@ class ParquetSink:
     def _after(self, step: FlushStep) -> None:
         """Called on the Spark thread after each step of a write; a no-op. Fault-injection
         tests override it to raise, as a crash at that point would."""
-
-    def _check_rows(self, rows: list[ExternalRecord]) -> None:
-        check = self.validate
-        for r in rows:
-            try:
-                check(r.value, r.key)
-            except SchemaMismatch as e:
-                raise SerializationError(
-                    f"sink {self.name!r}: the result of {r.source}@{r.offset} does not fit "
-                    f"the Parquet schema: {e}. Nothing was written; attach the sink with "
-                    "aiostreams.spark.add_parquet_sink(...) so such values are checked before "
-                    "it and take the dead-letter path", topic=r.source.topic) from None
-
-    def _metadata(self, rows: list[ExternalRecord]) -> dict[str, list[Any]]:
-        columns: dict[str, list[Any]] = {}
-        for column in self.schema.include:
-            if column == "key":
-                columns[column] = [r.key for r in rows]
-            elif column == "topic":
-                columns[column] = [r.source.topic for r in rows]
-            elif column == "partition":
-                columns[column] = [r.source.partition for r in rows]
-            elif column == "offset":
-                columns[column] = [r.offset for r in rows]
-            else:
-                columns[column] = [r.timestamp for r in rows]
-        return columns
 
 
 def _offset_ranges(rows: list[ExternalRecord]) -> dict[TopicPartition, tuple[int, int]]:
