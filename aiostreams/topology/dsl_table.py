@@ -59,6 +59,7 @@ VA = TypeVar("VA")
 VR = TypeVar("VR")
 VO = TypeVar("VO")
 KR = TypeVar("KR")
+KO = TypeVar("KO")
 
 AnyRecord = Record[Any, Any]
 
@@ -337,6 +338,34 @@ class Table(Generic[K, V]):
         from aiostreams.topology.dsl_joins import join_tables
 
         return join_tables(self, other, joiner, "outer", name=name)
+
+    def join_on_foreign_key(self, other: Table[KO, VO], foreign_key: Callable[[V], KO],
+                            joiner: Callable[[V, VO], VR], *, name: str | None = None,
+                            materialized: str | None = None, persistent: bool = False,
+                            value_serde: Any = None) -> Table[K, VR]:
+        """Foreign-key inner join (KIP-213): each row joins the row of ``other`` whose key is
+        ``foreign_key(value)``; keyed like this table. Goes through a subscription and a
+        response topic. See :mod:`aiostreams.topology.fk_join`."""
+        from aiostreams.topology.fk_join import join_on_foreign_key
+
+        return join_on_foreign_key(
+            self, other, foreign_key, joiner, left=False, name=name,
+            materialized=materialized, persistent=persistent,
+            value_serde=serde_for(value_serde) if value_serde is not None else None)
+
+    def left_join_on_foreign_key(self, other: Table[KO, VO], foreign_key: Callable[[V], KO],
+                                 joiner: Callable[[V, VO | None], VR], *,
+                                 name: str | None = None, materialized: str | None = None,
+                                 persistent: bool = False,
+                                 value_serde: Any = None) -> Table[K, VR]:
+        """Foreign-key left join: as :meth:`join_on_foreign_key`, but a row without a
+        matching ``other`` row (or with a ``None`` foreign key) joins ``None``."""
+        from aiostreams.topology.fk_join import join_on_foreign_key
+
+        return join_on_foreign_key(
+            self, other, foreign_key, joiner, left=True, name=name,
+            materialized=materialized, persistent=persistent,
+            value_serde=serde_for(value_serde) if value_serde is not None else None)
 
     def group_by(self, selector: Callable[[K, V], tuple[KR, VR]], *, key_serde: Any = None,
                  value_serde: Any = None, name: str | None = None) -> GroupedTable[KR, VR]:

@@ -214,6 +214,11 @@ public final class Oracle {
         return (left == null ? -1 : left) * 1000 + (right == null ? -1 : right);
     }
 
+    /** The foreign key of a left value: "f" + v mod n, none for a negative value. */
+    private static String foreign(Long v, long n) {
+        return v == null || v < 0 ? null : "f" + Math.floorMod(v, n);
+    }
+
     private static List<Long> copies(Long v, long n) {
         if (v == null) {
             return Collections.emptyList();
@@ -397,6 +402,13 @@ public final class Oracle {
                     default -> stream.to(topic);
                 }
                 return;
+            }
+            case "fk_join", "fk_left_join" -> {
+                KTable<String, Long> left = (KTable<String, Long>) src;
+                KTable<String, Long> right = (KTable<String, Long>) vars.get(op.path("other").asText()).value();
+                result = "fk_join".equals(kind)
+                    ? left.join(right, (Long v) -> foreign(v, n), Oracle::joined)
+                    : left.leftJoin(right, (Long v) -> foreign(v, n), Oracle::joined);
             }
             case "join", "left_join", "outer_join" -> result = join(kind, src,
                 vars.get(op.path("other").asText()).value(), op);

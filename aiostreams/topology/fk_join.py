@@ -1,0 +1,347 @@
+"""Foreign-key table-table joins (Kafka Streams' KIP-213): ``left.join_on_foreign_key(right,
+foreign_key, joiner)`` joins each row of ``left`` with the row of ``right`` whose key is
+``foreign_key(left value)``; the result is keyed like ``left``.
+
+The two tables are partitioned by different keys, so the join talks through two internal
+topics, as Kafka Streams 3.9.1 does (``kstream/internals/foreignkeyjoin``; wire formats in
+:mod:`aiostreams.topology.fk_join_wire`):
+
+1. **Subscribe** (:class:`SubscriptionSendProcessor`, left side): every left update ``(new,
+   old)`` becomes :class:`Subscription` records keyed by the foreign key, on
+   ``<app>-KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-<n>-topic`` (co-partitioned with
+   ``right``). Each carries the hash of the left row's new value, the primary key and its
+   partition. A row that moves to another foreign key unsubscribes from the old one.
+2. **Answer** (:class:`SubscriptionProcessor`, right side): records the subscription in a
+   store keyed by ``(foreign key, primary key)``, looks up the right row, and answers with a
+   :class:`Response` (the right value, or none) on
+   ``<app>-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-<n>-topic``, routed to the primary key's
+   partition. A right update (:class:`ForeignTableJoinProcessor`) answers every subscriber
+   of its key (a prefix range of the store).
+3. **Resolve** (:class:`ResponseJoinProcessor`, left side): a response whose hash is not the
+   hash of the left row's *current* value is stale (the row changed since) and is dropped;
+   otherwise it emits ``joiner(left, right)``, or a delete. The results are materialized
+   (Kafka's ``KTableSource`` of the output), so the joined table can be read and joined.
+
+Which instruction and which result, for inner and left joins, follow Kafka's processors
+line by line (the docstrings below); timestamps too: an answer is stamped with the later of
+the subscription's and the right row's timestamps, a right update's answers with its own.
+
+Invariants: the subscription store holds one entry per (foreign key, primary key) that is
+currently subscribed, and nothing else; a response is emitted as a result only when its
+hash equals the hash of the left row's current value (both ``None`` for a deleted row).
+Concurrency: step 2 is keyed by the foreign key (subscriptions and right updates of one
+foreign key never overlap, and a prefix range sees earlier buffered writes); steps 1 and 3
+by the primary key, so each reads what the serial run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiostreams.errors import TopologyError
+from aiostreams.serde import JsonSerde, Serde
+from aiostreams.topic import Topic
+from aiostreams.topology.dsl_stores import TimestampedSerde, ValueAndTimestamp, kv_store_spec
+from aiostreams.topology.dsl_table import StoreGetter, Table, ValueGetter, require_getter_stores
+from aiostreams.topology.fk_join_wire import (
+    CombinedKey,
+    CombinedKeySerde,
+    Instruction,
+    Response,
+    ResponseSerde,
+    Subscription,
+    SubscriptionSerde,
+    hash128,
+)
+from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
+from aiostreams.topology.processor import Processor
+from aiostreams.topology.table_changes import OldValues, old_value
+from aiostreams.topology.table_sources import TableSourceProcessor
+from aiostreams.topology.windows import to_ms
+from aiostreams.types import Record
+
+if TYPE_CHECKING:
+    from aiostreams.topology.dsl import StreamsBuilder
+
+AnyRecord = Record[Any, Any]
+
+
+def value_hash(serde: Serde[Any], topic: str, value: Any) -> tuple[int, int] | None:
+    """Kafka's hash of a left row's value (``None`` for no value)."""
+    if value is None:
+        return None
+    return hash128(serde.serialize(topic, value) or b"")
+
+
+class SubscriptionSendProcessor(Processor[Any, Any]):
+    """Step 1 (Kafka 3.9.1's ``SubscriptionSendProcessorSupplier``). With ``fk(v)`` the
+    foreign key of a value (``None`` for no value), on an update ``(new, old)``:
+
+    * left join: with ``old`` present, a changed foreign key first unsubscribes
+      ``fk(old)`` (``DELETE_KEY_NO_PROPAGATE``, when not ``None``), then ``fk(new)`` gets
+      ``PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE`` (even ``None``: the row joins nothing);
+      with only ``new``, ``fk(new)`` gets ``PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE``;
+    * inner join: with ``old`` present: both foreign keys ``None``: skipped (counted);
+      only ``fk(old)`` ``None``: ``PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE`` to ``fk(new)``;
+      only ``fk(new)`` ``None``: ``DELETE_KEY_AND_PROPAGATE`` to ``fk(old)``; a changed
+      key: ``DELETE_KEY_NO_PROPAGATE`` to the old, ``PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE``
+      to the new; the same key: ``PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE``. With only ``new``:
+      ``PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE``, or skipped for a ``None`` foreign key.
+
+    Foreign keys are compared by their serialized bytes, as Kafka does."""
+
+    def __init__(self, foreign_key: Callable[[Any], Any], foreign_key_serde: Serde[Any],
+                 value_serde: Serde[Any], left: bool, topic: str) -> None:
+        self.foreign_key = foreign_key
+        self.foreign_key_serde = foreign_key_serde
+        self.value_serde = value_serde
+        self.left = left
+        self.topic = topic
+        self.null_foreign_keys = 0
+
+    def _differ(self, a: Any, b: Any) -> bool:
+        serialize = self.foreign_key_serde.serialize
+        return (None if a is None else serialize(self.topic, a)) != \
+            (None if b is None else serialize(self.topic, b))
+
+    def process(self, record: AnyRecord) -> None:
+        new, old = record.value, old_value(record)
+        fk_new = None if new is None else self.foreign_key(new)
+        fk_old = None if old is None else self.foreign_key(old)
+        sends: list[tuple[Any, Instruction]] = []
+        if self.left:
+            if old is not None and fk_old is not None and self._differ(fk_new, fk_old):
+                sends.append((fk_old, Instruction.DELETE_KEY_NO_PROPAGATE))
+            if old is not None or new is not None:
+                sends.append((fk_new, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+        elif fk_old is None and fk_new is None:
+            if old is not None or new is not None:
+                self.null_foreign_keys += 1
+        elif fk_old is None:
+            sends.append((fk_new, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
+        elif fk_new is None:
+            sends.append((fk_old, Instruction.DELETE_KEY_AND_PROPAGATE))
+        elif self._differ(fk_new, fk_old):
+            sends.append((fk_old, Instruction.DELETE_KEY_NO_PROPAGATE))
+            sends.append((fk_new, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+        else:
+            sends.append((fk_new, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
+        if not sends:
+            return
+        hashed = value_hash(self.value_serde, self.topic, new)
+        for fk, instruction in sends:
+            self.context.forward(record.with_key_value(
+                fk, Subscription(hashed, instruction, record.key, record.partition)))
+
+
+class SubscriptionProcessor(Processor[Any, Any]):
+    """Step 2 (Kafka's ``SubscriptionReceiveProcessorSupplier`` and
+    ``SubscriptionJoinProcessorSupplier``): store (or, for the two delete instructions,
+    remove) the subscription under ``(foreign key, primary key)``, then answer by
+    instruction: ``DELETE_KEY_AND_PROPAGATE`` with no value; ``PROPAGATE_NULL_IF_...`` with
+    the right value or none; ``PROPAGATE_ONLY_IF_...`` only when there is a right value;
+    ``DELETE_KEY_NO_PROPAGATE`` not at all. A null foreign key (left joins only) is not
+    stored and answered with no value; with another instruction it is dropped."""
+
+    def __init__(self, store: str, foreign: ValueGetter) -> None:
+        self.store_name = store
+        self.foreign = foreign
+        self.dropped = 0
+
+    async def process(self, record: AnyRecord) -> None:
+        sub = record.value
+        assert isinstance(sub, Subscription), sub
+        fk = record.key
+        ts = to_ms(record.timestamp)
+        if fk is None:
+            if sub.instruction is not Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE:
+                self.dropped += 1
+                return
+            foreign, foreign_ms = None, -1
+        else:
+            store = self.context.store(self.store_name)
+            combined = CombinedKey(fk, sub.primary_key)
+            if sub.instruction in (Instruction.DELETE_KEY_AND_PROPAGATE,
+                                   Instruction.DELETE_KEY_NO_PROPAGATE):
+                store.delete(combined)
+            else:
+                store.put(combined, ValueAndTimestamp(sub, ts / 1000))
+            foreign, foreign_ms = await self.foreign.get_stamped(self.context, fk)
+        stamp = ts if foreign is None else max(ts, foreign_ms)
+        if sub.instruction is Instruction.DELETE_KEY_NO_PROPAGATE:
+            return
+        if sub.instruction is Instruction.DELETE_KEY_AND_PROPAGATE:
+            foreign = None
+        elif (sub.instruction is Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE
+              and foreign is None):
+            return
+        response = Response(sub.value_hash, foreign, sub.primary_partition)
+        self.context.forward(Record(sub.primary_key, response, record.topic,
+                                    record.partition, record.offset, stamp / 1000,
+                                    record.headers))
+
+
+class ForeignTableJoinProcessor(Processor[Any, Any]):
+    """Step 2 for right updates (Kafka's ``ForeignTableJoinProcessorSupplier``): answer every
+    subscriber of the updated key with its new value (or none), stamped with the update's
+    timestamp, in the store's key order. A null key is dropped."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    async def process(self, record: AnyRecord) -> None:
+        fk = record.key
+        if fk is None:
+            return
+        store = self.context.store(self.store_name)
+        low, high = CombinedKey(fk, None, "low"), CombinedKey(fk, None, "high")
+        async for combined, stamped in store.range(low, high):
+            if combined.foreign_key != fk:
+                continue  # the range's upper end is inclusive
+            sub = stamped.value
+            self.context.forward(record.with_key_value(
+                combined.primary_key,
+                Response(sub.value_hash, record.value, sub.primary_partition)))
+
+
+class ResponseJoinProcessor(Processor[Any, Any]):
+    """Step 3 (Kafka's ``ResponseJoinProcessorSupplier``): drop a response whose hash is not
+    the current left value's; else forward the join result: a delete when there is no
+    right value (inner join) or no left row, else ``joiner(left, right)``."""
+
+    def __init__(self, primary: ValueGetter, value_serde: Serde[Any],
+                 joiner: Callable[[Any, Any], Any], left: bool, topic: str) -> None:
+        self.primary = primary
+        self.value_serde = value_serde
+        self.joiner = joiner
+        self.left = left
+        self.topic = topic
+        self.stale = 0
+
+    async def process(self, record: AnyRecord) -> None:
+        response = record.value
+        assert isinstance(response, Response), response
+        current = await self.primary.get(self.context, record.key)
+        if value_hash(self.value_serde, self.topic, current) != response.value_hash:
+            self.stale += 1
+            return
+        foreign = response.foreign_value
+        if foreign is None and (not self.left or current is None):
+            result = None
+        else:
+            result = self.joiner(current, foreign)
+        self.context.forward(record.with_value(result))
+
+
+# -- building -------------------------------------------------------------------------------
+
+
+def _internal_topic(builder: StreamsBuilder, kind: str, name: str | None,
+                    key_serde: Serde[Any], value_serde: Serde[Any],
+                    partitions: int | None) -> Topic:
+    base = builder.new_name(kind, name)
+    topic = Topic.of(f"{builder.app.name}-{base}-topic", key_serde, value_serde,
+                     partitions=partitions, internal=True, config=REPARTITION_TOPIC_CONFIG)
+    builder.topology.add_topic(topic)
+    return topic
+
+
+def _primary_partition(_key: Any, value: Any, _partitions: int) -> int:
+    assert isinstance(value, Response) and value.primary_partition >= 0, value
+    return value.primary_partition
+
+
+def join_on_foreign_key(this: Table[Any, Any], other: Any, foreign_key: Callable[[Any], Any],
+                        joiner: Callable[[Any, Any], Any], *, left: bool, name: str | None,
+                        materialized: str | None, persistent: bool,
+                        value_serde: Serde[Any] | None) -> Table[Any, Any]:
+    """Build the join described in the module docstring; returns the joined table."""
+    from aiostreams.topology.dsl_stream import _require_sync
+
+    what = (f"{'left ' if left else ''}foreign-key join of table {this.node!r}")
+    if not isinstance(other, Table):
+        raise TopologyError(
+            f"{what}: the other side must be a Table (keyed by the foreign key), got "
+            f"{type(other).__name__}; turn a stream into one with .to_table() or read the "
+            "topic with app.table()")
+    if not callable(foreign_key):
+        raise TopologyError(f"{what}: foreign_key must be a function of the left value")
+    _require_sync(foreign_key, "join_on_foreign_key")
+    _require_sync(joiner, "join_on_foreign_key")
+    builder = this.builder
+    what = f"{what} with table {other.node!r}"
+    this.old_values.enable()
+    other.old_values.enable()
+    pk_serde = this.key_serde or JsonSerde()
+    fk_serde = other.key_serde or JsonSerde()
+    left_values = this.value_serde or JsonSerde()
+    prefix = None if name is None else f"{name}-"
+    sub_topic = _internal_topic(
+        builder, "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
+        prefix and f"{prefix}subscription-registration", fk_serde,
+        SubscriptionSerde(pk_serde), builder.declared_partitions([other.node]))
+    send = builder.add_processor(
+        "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
+        lambda: SubscriptionSendProcessor(foreign_key, fk_serde, left_values, left,
+                                          sub_topic.name),
+        [this.node], name=prefix and f"{prefix}subscription-registration-processor")
+    builder.add_sink("KTABLE-SINK", sub_topic, [send],
+                     name=prefix and f"{prefix}subscription-registration-sink")
+    sub_source = builder.add_source(
+        "KTABLE-SOURCE", [sub_topic], name=prefix and f"{prefix}subscription-registration-source")
+    store = builder.store_name("KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE",
+                               prefix and f"{prefix}subscription-store")
+    foreign_getter = other.getter
+    receive = builder.add_processor(
+        "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR",
+        lambda: SubscriptionProcessor(store, foreign_getter), [sub_source],
+        name=prefix and f"{prefix}subscription-receive")
+    builder.add_store(kv_store_spec(
+        store, persistent=persistent, key_serde=CombinedKeySerde(fk_serde, pk_serde),
+        value_serde=TimestampedSerde(SubscriptionSerde(pk_serde))), receive)
+    require_getter_stores(builder, foreign_getter, receive, what)
+    foreign = builder.add_processor(
+        "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR", lambda: ForeignTableJoinProcessor(store),
+        [other.node], name=prefix and f"{prefix}foreign-join-subscription")
+    builder.connect_store(store, foreign)
+    builder.check_copartitioned(sub_source, other.node, what)
+
+    response_topic = _internal_topic(
+        builder, "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE",
+        prefix and f"{prefix}subscription-response", pk_serde,
+        ResponseSerde(other.value_serde or JsonSerde()),
+        builder.declared_partitions([this.node]))
+    builder.add_sink("KTABLE-SINK", response_topic, [receive, foreign],
+                     partitioner=_primary_partition,
+                     name=prefix and f"{prefix}subscription-response-sink")
+    response_source = builder.add_source(
+        "KTABLE-SOURCE", [response_topic],
+        name=prefix and f"{prefix}subscription-response-source")
+    primary_getter = this.getter
+    resolver = builder.add_processor(
+        "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR",
+        lambda: ResponseJoinProcessor(primary_getter, left_values, joiner, left,
+                                      sub_topic.name),
+        [response_source], name=prefix and f"{prefix}subscription-response-resolver")
+    require_getter_stores(builder, primary_getter, resolver, what)
+
+    result_store = builder.store_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE", materialized)
+    old_values = OldValues()
+    result = builder.add_processor(
+        "KTABLE-FK-JOIN-OUTPUT", lambda: TableSourceProcessor(result_store, old_values),
+        [resolver], name=prefix and f"{prefix}result")
+    result_values = value_serde if value_serde is not None else JsonSerde()
+    builder.add_store(kv_store_spec(result_store, persistent=persistent, key_serde=pk_serde,
+                                    value_serde=TimestampedSerde(result_values)), result)
+    return Table(builder, result, StoreGetter(result_store), key_serde=this.key_serde,
+                 value_serde=value_serde, store=result_store, old_values=old_values)
+
+
+__all__ = [
+    "ForeignTableJoinProcessor",
+    "ResponseJoinProcessor",
+    "SubscriptionProcessor",
+    "SubscriptionSendProcessor",
+    "join_on_foreign_key",
+]
