@@ -37,22 +37,21 @@ from aiostreams.serde import (
 )
 from aiostreams.state import kv_store, window_store
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl import (
+from aiostreams.topology.dsl import Stream, Table
+from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
+from aiostreams.topology.suppress import until_time_limit, until_window_closes
+from aiostreams.topology.topology import StoreSpec, Topology
+from aiostreams.types import Headers, Record, TopicPartition
+from aiostreams.windows import (
     HoppingWindows,
     JoinWindows,
     SessionWindowedSerde,
     SessionWindows,
-    Stream,
-    Table,
+    SlidingWindows,
     TimeWindowedSerde,
     TumblingWindows,
     Windowed,
 )
-from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
-from aiostreams.topology.sliding_windows import SlidingWindows
-from aiostreams.topology.suppress import until_time_limit, until_window_closes
-from aiostreams.topology.topology import StoreSpec, Topology
-from aiostreams.types import Headers, Record, TopicPartition
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
@@ -33,12 +33,11 @@ from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
 from aiostreams.errors import ConfigError
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.topic import Topic
+from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
-
-if TYPE_CHECKING:
-    from aiostreams.topology.dsl_windows import LateRecords
+from aiostreams.windows import LateRecords
 
 log = logging.getLogger("aiostreams.app")
 
@@ -79,11 +78,11 @@ class App:
         self.name = name
         self.settings: Settings = load_settings(settings, config_file)
         self.topology = Topology()
+        self._builder = StreamsBuilder(self.topology, name)
         self.state = AppState.CREATED
         self.clock: Clock = clock or LoopClock()
         self._transport = transport
         self._retry = retry
-        self._node_retry: dict[str, Retry] = {}
         self.worker: Worker | None = None
         self.commit_log: list[CommitRecord] = []  # the latest COMMIT_LOG_LIMIT commits
         self._commit_listeners: list[Callable[[CommitRecord], None]] = []
@@ -119,28 +118,21 @@ class App:
         for listener in self._commit_listeners:
             listener(entry)
 
-    def set_node_retry(self, node: str, retry: Retry) -> None:
-        self._node_retry[node] = retry
-
     @property
     def node_retries(self) -> dict[str, Retry]:
         """Retry policies set per node (a copy); nodes not listed use the app's default."""
-        return dict(self._node_retry)
+        return self.topology.node_retries
 
-    def stream(self, *topics: Topic | str, name: str | None = None) -> Any:
+    def stream(self, *topics: Topic | str, name: str | None = None) -> Stream[Any, Any]:
         """A :class:`~aiostreams.topology.dsl.Stream` reading ``topics``."""
-        from aiostreams.topology.dsl import StreamsBuilder
-
-        return StreamsBuilder.of(self).stream(*topics, name=name)
+        return self._builder.stream(*topics, name=name)
 
     def table(self, topic: Topic | str, *, name: str | None = None,
-              materialized: str | None = None, persistent: bool = False) -> Any:
+              materialized: str | None = None, persistent: bool = False) -> Table[Any, Any]:
         """A :class:`~aiostreams.topology.dsl.Table` of ``topic``: its latest value per
         key, in a changelog-backed store (``materialized`` names it)."""
-        from aiostreams.topology.dsl import StreamsBuilder
-
-        return StreamsBuilder.of(self).table(topic, name=name, materialized=materialized,
-                                             persistent=persistent)
+        return self._builder.table(topic, name=name, materialized=materialized,
+                                   persistent=persistent)
 
     def describe(self) -> str:
         return self.topology.describe()
@@ -149,9 +141,7 @@ class App:
     def late_records(self) -> LateRecords:
         """Records the app's windows dropped as late (``.total``, ``.by_node``,
         ``.on_late(hook)``)."""
-        from aiostreams.topology.dsl import StreamsBuilder
-
-        return StreamsBuilder.of(self).late
+        return self._builder.late
 
     # -- lifecycle (ordering: aiostreams.lifecycle) ---------------------------------------
 
@@ -320,7 +310,7 @@ class App:
                     group_instance_id=s.group_instance_id,
                     client_id=s.client_id or self.name,
                     state_dir=s.state_dir,
-                    node_retry=self._node_retry,
+                    node_retry=self.topology.node_retries,
                     stuck_record_warning=s.stuck_record_warning,
                 ),
                 self.clock,

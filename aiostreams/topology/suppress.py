@@ -38,15 +38,14 @@ import orjson
 
 from aiostreams.errors import AiostreamsError, ConfigError, TopologyError
 from aiostreams.serde import Serde
-from aiostreams.topology.dsl_stores import kv_store_spec
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.stream_time import NodeStreamTime
 from aiostreams.topology.table_changes import TableUpdate, old_value
-from aiostreams.topology.windows import Windowed, duration_ms, to_ms
 from aiostreams.types import Record
+from aiostreams.windows import Windowed, duration_ms, to_ms
 
 if TYPE_CHECKING:
-    from aiostreams.topology.dsl_table import Table
+    pass
 
 AnyRecord = Record[Any, Any]
 WhenFull = Literal["emit_early", "shut_down"]
@@ -200,51 +199,12 @@ class SuppressProcessor(Processor[Any, Any]):
                                          e.ts_ms / 1000, e.headers, e.old))
 
 
-def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str | None,
-                   ) -> Table[Any, Any]:
-    """``table.suppress(suppressed)`` (see :meth:`Table.suppress`)."""
-    from aiostreams.topology.dsl_table import Table, ValueGetter
-
-    if not isinstance(suppressed, Suppressed):
-        raise TopologyError(f"suppress() takes until_window_closes(...) or "
-                            f"until_time_limit(...), got {type(suppressed).__name__}")
-    builder = table.builder
-    if suppressed.until == "window_closes":
-        if table.window_grace_ms is None:
-            raise TopologyError(
-                f"suppress(until_window_closes()) after {table.node}: window close time is "
-                f"only defined for windowed aggregations (windowed_by(...).count/reduce/"
-                f"aggregate and the tables derived from them); use until_time_limit() on "
-                f"other tables")
-        wait_ms = table.window_grace_ms
-    else:
-        wait_ms = suppressed.wait_ms
-    store = builder.store_name("KTABLE-SUPPRESS-STATE-STORE",
-                               None if name is None else f"{name}-store")
-    key_serde = table.key_serde
-    value_serde = table.value_serde
-    if key_serde is None or value_serde is None:
-        raise TopologyError(f"suppress() after {table.node}: the table's key and value "
-                            f"serdes are unknown; give value_serde= to the step before")
-    table.old_values.enable()
-    node = builder.new_name("KTABLE-SUPPRESS", name)
-    builder.add_processor("KTABLE-SUPPRESS",
-                          lambda: SuppressProcessor(node, store, suppressed, wait_ms,
-                                                    key_serde),
-                          [table.node], name=node)
-    builder.add_store(kv_store_spec(store, persistent=False, key_serde=key_serde,
-                                    value_serde=BufferEntrySerde(value_serde)), node)
-    # Kafka's view of a suppressed table answers from the buffer's prior values; none is
-    # offered here, so a join on it is refused at build time ("no store to read").
-    return Table(builder, node, ValueGetter(), key_serde=key_serde, value_serde=value_serde,
-                 store=None, materialized_upstream=table.materialized_upstream)
 
 
 __all__ = [
     "SuppressBufferFullError",
     "SuppressProcessor",
     "Suppressed",
-    "suppress_table",
     "until_time_limit",
     "until_window_closes",
 ]

@@ -14,12 +14,12 @@ from dslkit import In, produce, run_app
 from aiostreams import App, TopologyError
 from aiostreams.errors import ConfigError, TaskFailedError
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.dsl import TimeWindowedSerde, TumblingWindows
 from aiostreams.topology.suppress import (
     SuppressBufferFullError,
     until_time_limit,
     until_window_closes,
 )
+from aiostreams.windows import TimeWindowedSerde, TumblingWindows
 
 
 def driver_app(**settings: Any) -> tuple[App, Any, Any]:

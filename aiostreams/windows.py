@@ -236,3 +236,52 @@ class SessionWindows:
 
     def __repr__(self) -> str:
         return f"SessionWindows(gap={self.gap_ms / 1000}, grace={self.grace_ms / 1000})"
+
+
+class SlidingWindows:
+    """Windows of ``time_difference`` seconds defined by the records (see the module
+    docstring), accepting records ``grace`` seconds late."""
+
+    def __init__(self, time_difference: float, *, grace: float) -> None:
+        self.difference_ms = duration_ms("time difference", time_difference)
+        self.grace_ms = duration_ms("grace", grace)
+
+    @classmethod
+    def of_time_difference_and_grace(cls, time_difference: float,
+                                     grace: float) -> SlidingWindows:
+        """Kafka's ``SlidingWindows.ofTimeDifferenceAndGrace`` (seconds)."""
+        return cls(time_difference, grace=grace)
+
+    @classmethod
+    def of_time_difference_without_grace(cls, time_difference: float) -> SlidingWindows:
+        return cls(time_difference, grace=0.0)
+
+    def __repr__(self) -> str:
+        return (f"SlidingWindows(time_difference={self.difference_ms / 1000}, "
+                f"grace={self.grace_ms / 1000})")
+
+
+class JoinWindows:
+    """How close in time two records must be to join: a right record joins a left one at
+    ``t`` when its timestamp is in ``[t - before, t + after]`` (seconds; ``after``
+    defaults to ``before``). ``grace`` admits out-of-order records that late."""
+
+    def __init__(self, before: float, after: float | None = None, *,
+                 grace: float = 0.0) -> None:
+        self.before_ms = duration_ms("join window 'before'", before)
+        self.after_ms = duration_ms("join window 'after'",
+                                     before if after is None else after)
+        self.grace_ms = duration_ms("grace", grace)
+
+    @classmethod
+    def of(cls, difference: float, *, grace: float = 0.0) -> JoinWindows:
+        """Records at most ``difference`` seconds apart, either way, join."""
+        return cls(difference, difference, grace=grace)
+
+    @property
+    def retention(self) -> float:
+        return (self.before_ms + self.after_ms + self.grace_ms) / 1000
+
+    def __repr__(self) -> str:
+        return (f"JoinWindows(before={self.before_ms / 1000}, after={self.after_ms / 1000}, "
+                f"grace={self.grace_ms / 1000})")
