@@ -10,6 +10,8 @@ EXPECTED = {
     "Processor", "ProcessorContext", "PunctuationType", "Record", "TopicPartition", "Headers",
     # in and out, lifecycle
     "AppProducer", "AppConsumer", "Resource", "ResourceClosedError", "run_event_loop",
+    # read-only views of a running app (app.status())
+    "AppStatus", "TaskStatus", "WorkerStatus",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
     "SlidingWindows",
