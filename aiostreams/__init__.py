@@ -41,7 +41,6 @@ from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, Table
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
-from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition
 from aiostreams.windows import (
@@ -53,6 +52,8 @@ from aiostreams.windows import (
     TimeWindowedSerde,
     TumblingWindows,
     Windowed,
+    until_time_limit,
+    until_window_closes,
 )
 
 __version__ = "0.1.0"

@@ -52,6 +52,10 @@ every commit, use :meth:`App.on_commit`)."""
 
 
 class App:
+    """A named stream application: its topics, topology and settings, and the worker
+    that runs it (see the module docstring). ``name`` is the consumer group id and the
+    prefix of its internal topics."""
+
     def __init__(
         self,
         name: str,
@@ -252,7 +256,7 @@ class App:
             ) from None
         return context
 
-    def task_settings(self) -> TaskSettings:
+    def _task_settings(self) -> TaskSettings:
         s = self.settings
         retry = self._retry or Retry(attempts=s.retry_attempts, backoff=s.retry_backoff,
                                      max_backoff=s.retry_max_backoff)
@@ -297,7 +301,7 @@ class App:
                 subs, self.topology.topics, self.transport,
                 WorkerConfig(
                     app_id=self.name,
-                    task=self.task_settings(),
+                    task=self._task_settings(),
                     commit_interval=s.commit_interval_ms / 1000.0,
                     purge_interval=s.repartition_purge_interval_ms / 1000.0,
                     poll_timeout=s.poll_timeout,

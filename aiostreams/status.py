@@ -5,6 +5,9 @@ worker's (:class:`WorkerStatus`) and one :class:`TaskStatus` per task it runs no
 are frozen dataclasses holding copies: keeping one never keeps a task alive, and the
 engine's objects (tasks, worker, buffers) are never handed out.
 
+:class:`CommitRecord` (what one commit wrote, given to ``app.on_commit`` listeners and kept
+in ``app.commit_log``) is public here; it is defined with the worker's commit.
+
 Offsets follow Kafka's convention: an offset is the *next* record to read, so
 ``committed[tp] == 42`` means records up to 41 are done.
 """
@@ -15,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from aiostreams.engine.worker import CommitRecord
 from aiostreams.lifecycle_state import AppState
 from aiostreams.types import TopicPartition
 
@@ -91,4 +95,4 @@ class AppStatus:
                        f"{[t.task_id for t in self.tasks]}")
 
 
-__all__ = ["AppStatus", "TaskStatus", "WorkerStatus"]
+__all__ = ["AppStatus", "CommitRecord", "TaskStatus", "WorkerStatus"]

@@ -1,4 +1,9 @@
-"""Windows: their specifications, the windowed key, and its wire formats.
+"""Windows (public: ``from aiostreams.windows import ...``): every window specification
+(:class:`TumblingWindows`, :class:`HoppingWindows`, :class:`SessionWindows`,
+:class:`SlidingWindows`, :class:`JoinWindows`), the suppression specs
+(:func:`until_window_closes`, :func:`until_time_limit`), the windowed key and its wire
+formats, late-record accounting, and the time helpers the window processors share
+(:func:`to_ms`, :func:`duration_ms`, :func:`restamped`).
 
 Time is event time (record timestamps), in float seconds in the API; window arithmetic is
 done in whole milliseconds (Kafka's unit) so window bounds are exact and the same float
@@ -22,7 +27,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from aiostreams.errors import ConfigError, DeserializationError, SerializationError
 from aiostreams.serde import JsonSerde, Serde, serde_for
@@ -285,3 +290,65 @@ class JoinWindows:
     def __repr__(self) -> str:
         return (f"JoinWindows(before={self.before_ms / 1000}, after={self.after_ms / 1000}, "
                 f"grace={self.grace_ms / 1000})")
+
+
+# -- suppression: when a windowed table's updates go downstream ---------------------
+
+WhenFull = Literal["emit_early", "shut_down"]
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    """How a suppression holds updates back; build it with :func:`until_window_closes` or
+    :func:`until_time_limit`."""
+
+    until: Literal["window_closes", "time_limit"]
+    wait_ms: int
+    max_records: int | None
+    when_full: WhenFull
+
+
+def until_window_closes(*, max_records: int | None = None) -> Suppressed:
+    """Emit only each window's final result, once stream time passes its end + grace.
+    The buffer is unbounded unless ``max_records`` is given; a full buffer then stops the
+    task (``shut_down``: emitting early would not be a final result)."""
+    return Suppressed("window_closes", 0, _max_records(max_records), "shut_down")
+
+
+def until_time_limit(time_to_wait: float, *, max_records: int | None = None,
+                     when_full: WhenFull = "emit_early") -> Suppressed:
+    """Emit a key's latest update ``time_to_wait`` seconds (of stream time) after its first
+    held update; at most ``max_records`` keys held (``emit_early`` the earliest when full,
+    or ``shut_down``)."""
+    if when_full not in ("emit_early", "shut_down"):
+        raise ConfigError(f"until_time_limit(when_full={when_full!r}): use 'emit_early' or "
+                          f"'shut_down'")
+    return Suppressed("time_limit", duration_ms("time_to_wait", time_to_wait),
+                      _max_records(max_records), when_full)
+
+
+def _max_records(n: int | None) -> int | None:
+    if n is not None and (not isinstance(n, int) or n < 0):
+        raise ConfigError(f"max_records must be a non-negative int or None, got {n!r}")
+    return n
+
+
+__all__ = [
+    "HoppingWindows",
+    "JoinWindows",
+    "LateRecords",
+    "SessionWindowedSerde",
+    "SessionWindows",
+    "SlidingWindows",
+    "Suppressed",
+    "TimeWindowedSerde",
+    "TimeWindows",
+    "TumblingWindows",
+    "WhenFull",
+    "Windowed",
+    "duration_ms",
+    "restamped",
+    "to_ms",
+    "until_time_limit",
+    "until_window_closes",
+]

@@ -30,7 +30,7 @@ from aiostreams.topology.dsl_processors import require_sync
 from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec
 from aiostreams.topology.dsl_stream import Stream
 from aiostreams.topology.processor import Processor
-from aiostreams.topology.suppress import BufferEntrySerde, Suppressed, SuppressProcessor
+from aiostreams.topology.suppress import BufferEntrySerde, SuppressProcessor
 from aiostreams.topology.table_changes import (
     OldValues,
 )
@@ -46,7 +46,7 @@ from aiostreams.topology.table_processors import (
 )
 from aiostreams.topology.table_sources import TableSourceProcessor
 from aiostreams.types import Record
-from aiostreams.windows import SessionWindows, SlidingWindows, TimeWindows
+from aiostreams.windows import SessionWindows, SlidingWindows, Suppressed, TimeWindows
 
 if TYPE_CHECKING:
     from aiostreams.topology.dsl import StreamsBuilder

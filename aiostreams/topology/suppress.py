@@ -32,63 +32,26 @@ Invariant (asserted): after a record, no buffered entry has buffer time ``<= str
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from aiostreams.errors import AiostreamsError, ConfigError, TopologyError
+from aiostreams.errors import AiostreamsError, TopologyError
 from aiostreams.serde import Serde
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.stream_time import NodeStreamTime
 from aiostreams.topology.table_changes import TableUpdate, old_value
 from aiostreams.types import Record
-from aiostreams.windows import Windowed, duration_ms, to_ms
+from aiostreams.windows import Suppressed, Windowed, to_ms
 
 if TYPE_CHECKING:
     pass
 
 AnyRecord = Record[Any, Any]
-WhenFull = Literal["emit_early", "shut_down"]
 
 
 class SuppressBufferFullError(AiostreamsError):
     """A ``shut_down`` suppression buffer would hold more than its ``max_records``."""
-
-
-@dataclass(frozen=True)
-class Suppressed:
-    """How a suppression holds updates back; build it with :func:`until_window_closes` or
-    :func:`until_time_limit`."""
-
-    until: Literal["window_closes", "time_limit"]
-    wait_ms: int
-    max_records: int | None
-    when_full: WhenFull
-
-
-def until_window_closes(*, max_records: int | None = None) -> Suppressed:
-    """Emit only each window's final result, once stream time passes its end + grace.
-    The buffer is unbounded unless ``max_records`` is given; a full buffer then stops the
-    task (``shut_down``: emitting early would not be a final result)."""
-    return Suppressed("window_closes", 0, _max_records(max_records), "shut_down")
-
-
-def until_time_limit(time_to_wait: float, *, max_records: int | None = None,
-                     when_full: WhenFull = "emit_early") -> Suppressed:
-    """Emit a key's latest update ``time_to_wait`` seconds (of stream time) after its first
-    held update; at most ``max_records`` keys held (``emit_early`` the earliest when full,
-    or ``shut_down``)."""
-    if when_full not in ("emit_early", "shut_down"):
-        raise ConfigError(f"until_time_limit(when_full={when_full!r}): use 'emit_early' or "
-                          f"'shut_down'")
-    return Suppressed("time_limit", duration_ms("time_to_wait", time_to_wait),
-                      _max_records(max_records), when_full)
-
-
-def _max_records(n: int | None) -> int | None:
-    if n is not None and (not isinstance(n, int) or n < 0):
-        raise ConfigError(f"max_records must be a non-negative int or None, got {n!r}")
-    return n
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,10 +164,4 @@ class SuppressProcessor(Processor[Any, Any]):
 
 
 
-__all__ = [
-    "SuppressBufferFullError",
-    "SuppressProcessor",
-    "Suppressed",
-    "until_time_limit",
-    "until_window_closes",
-]
+__all__ = ["BufferEntrySerde", "SuppressBufferFullError", "SuppressProcessor"]

@@ -478,3 +478,15 @@ def _iter_nodes(sub: SubTopology) -> Iterable[Node]:
 
 def _mid(name: str) -> str:
     return "n_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+__all__ = [
+    "ExternalSinkNode",
+    "Node",
+    "ProcessorNode",
+    "SinkNode",
+    "SourceNode",
+    "StoreSpec",
+    "SubTopology",
+    "Topology",
+]

@@ -14,12 +14,13 @@ from dslkit import In, produce, run_app
 from aiostreams import App, TopologyError
 from aiostreams.errors import ConfigError, TaskFailedError
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.suppress import (
-    SuppressBufferFullError,
+from aiostreams.topology.suppress import SuppressBufferFullError
+from aiostreams.windows import (
+    TimeWindowedSerde,
+    TumblingWindows,
     until_time_limit,
     until_window_closes,
 )
-from aiostreams.windows import TimeWindowedSerde, TumblingWindows
 
 
 def driver_app(**settings: Any) -> tuple[App, Any, Any]:

@@ -50,7 +50,6 @@ from aiostreams.test_driver import TopologyTestDriver
 from aiostreams.topology.dsl import Stream, Table
 from aiostreams.topology.dsl_cogroup import CogroupedStream
 from aiostreams.topology.dsl_grouped_table import GroupedTable
-from aiostreams.topology.suppress import until_time_limit, until_window_closes
 from aiostreams.windows import (
     HoppingWindows,
     JoinWindows,
@@ -59,6 +58,8 @@ from aiostreams.windows import (
     SlidingWindows,
     TimeWindowedSerde,
     TumblingWindows,
+    until_time_limit,
+    until_window_closes,
 )
 
 Case = dict[str, Any]
