@@ -40,6 +40,9 @@ class Deferred(Exception):
 
 
 class OnError(enum.Enum):
+    """What a record that failed for good does: stop the task (``fail``), be dropped
+    (``skip``), or go to the dead-letter topic (``dead_letter``)."""
+
     FAIL = "fail"
     SKIP = "skip"
     DEAD_LETTER = "dead_letter"

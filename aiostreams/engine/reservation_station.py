@@ -23,6 +23,10 @@ from aiostreams.engine.reorder_buffer import Slot
 
 
 class Ordering(enum.Enum):
+    """Which records of a task may execute at once: never two of one key (``key``), one at
+    a time per partition (``partition``), or any (``unordered``); outputs and commits stay
+    in offset order either way."""
+
     KEY = "key"
     PARTITION = "partition"
     UNORDERED = "unordered"
