@@ -194,7 +194,7 @@ class Table(Generic[K, V]):
         """Foreign-key inner join (KIP-213): each row joins the row of ``other`` whose key is
         ``foreign_key(value)``; keyed like this table. Goes through a subscription and a
         response topic. See :mod:`aiostreams.topology.fk_join`."""
-        from aiostreams.topology.fk_join import join_on_foreign_key
+        from aiostreams.topology.dsl_fk_join import join_on_foreign_key
 
         return join_on_foreign_key(
             self, other, foreign_key, joiner, left=False, name=name,
@@ -208,7 +208,7 @@ class Table(Generic[K, V]):
                                  value_serde: Any = None) -> Table[K, VR]:
         """Foreign-key left join: as :meth:`join_on_foreign_key`, but a row without a
         matching ``other`` row (or with a ``None`` foreign key) joins ``None``."""
-        from aiostreams.topology.fk_join import join_on_foreign_key
+        from aiostreams.topology.dsl_fk_join import join_on_foreign_key
 
         return join_on_foreign_key(
             self, other, foreign_key, joiner, left=True, name=name,

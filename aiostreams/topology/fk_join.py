@@ -22,6 +22,8 @@ topics, as Kafka Streams 3.9.1 does (``kstream/internals/foreignkeyjoin``; wire 
    otherwise it emits ``joiner(left, right)``, or a delete. The results are materialized
    (Kafka's ``KTableSource`` of the output), so the joined table can be read and joined.
 
+The DSL method that wires these together is in :mod:`aiostreams.topology.dsl_fk_join`.
+
 Which instruction and which result, for inner and left joins, follow Kafka's processors
 line by line (the docstrings below); timestamps too: an answer is stamped with the later of
 the subscription's and the right row's timestamps, a right update's answers with its own.
@@ -37,32 +39,22 @@ by the primary key, so each reads what the serial run would.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from aiostreams.errors import TopologyError
-from aiostreams.serde import JsonSerde, Serde
-from aiostreams.topic import Topic
-from aiostreams.topology.dsl_stores import TimestampedSerde, ValueAndTimestamp, kv_store_spec
-from aiostreams.topology.dsl_table import StoreGetter, Table, ValueGetter, require_getter_stores
+from aiostreams.serde import Serde
+from aiostreams.topology.dsl_stores import ValueAndTimestamp
 from aiostreams.topology.fk_join_wire import (
     CombinedKey,
-    CombinedKeySerde,
     Instruction,
     Response,
-    ResponseSerde,
     Subscription,
-    SubscriptionSerde,
     hash128,
 )
-from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor
-from aiostreams.topology.table_changes import OldValues, old_value
-from aiostreams.topology.table_sources import TableSourceProcessor
-from aiostreams.topology.windows import to_ms
+from aiostreams.topology.table_changes import old_value
+from aiostreams.topology.table_processors import ValueGetter
 from aiostreams.types import Record
-
-if TYPE_CHECKING:
-    from aiostreams.topology.dsl import StreamsBuilder
+from aiostreams.windows import to_ms
 
 AnyRecord = Record[Any, Any]
 
@@ -234,114 +226,10 @@ class ResponseJoinProcessor(Processor[Any, Any]):
         self.context.forward(record.with_value(result))
 
 
-# -- building -------------------------------------------------------------------------------
-
-
-def _internal_topic(builder: StreamsBuilder, kind: str, name: str | None,
-                    key_serde: Serde[Any], value_serde: Serde[Any],
-                    partitions: int | None) -> Topic:
-    base = builder.new_name(kind, name)
-    topic = Topic.of(f"{builder.app.name}-{base}-topic", key_serde, value_serde,
-                     partitions=partitions, internal=True, config=REPARTITION_TOPIC_CONFIG)
-    builder.topology.add_topic(topic)
-    return topic
-
-
-def _primary_partition(_key: Any, value: Any, _partitions: int) -> int:
-    assert isinstance(value, Response) and value.primary_partition >= 0, value
-    return value.primary_partition
-
-
-def join_on_foreign_key(this: Table[Any, Any], other: Any, foreign_key: Callable[[Any], Any],
-                        joiner: Callable[[Any, Any], Any], *, left: bool, name: str | None,
-                        materialized: str | None, persistent: bool,
-                        value_serde: Serde[Any] | None) -> Table[Any, Any]:
-    """Build the join described in the module docstring; returns the joined table."""
-    from aiostreams.topology.dsl_stream import _require_sync
-
-    what = (f"{'left ' if left else ''}foreign-key join of table {this.node!r}")
-    if not isinstance(other, Table):
-        raise TopologyError(
-            f"{what}: the other side must be a Table (keyed by the foreign key), got "
-            f"{type(other).__name__}; turn a stream into one with .to_table() or read the "
-            "topic with app.table()")
-    if not callable(foreign_key):
-        raise TopologyError(f"{what}: foreign_key must be a function of the left value")
-    _require_sync(foreign_key, "join_on_foreign_key")
-    _require_sync(joiner, "join_on_foreign_key")
-    builder = this.builder
-    what = f"{what} with table {other.node!r}"
-    this.old_values.enable()
-    other.old_values.enable()
-    pk_serde = this.key_serde or JsonSerde()
-    fk_serde = other.key_serde or JsonSerde()
-    left_values = this.value_serde or JsonSerde()
-    prefix = None if name is None else f"{name}-"
-    sub_topic = _internal_topic(
-        builder, "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
-        prefix and f"{prefix}subscription-registration", fk_serde,
-        SubscriptionSerde(pk_serde), builder.declared_partitions([other.node]))
-    send = builder.add_processor(
-        "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
-        lambda: SubscriptionSendProcessor(foreign_key, fk_serde, left_values, left,
-                                          sub_topic.name),
-        [this.node], name=prefix and f"{prefix}subscription-registration-processor")
-    builder.add_sink("KTABLE-SINK", sub_topic, [send],
-                     name=prefix and f"{prefix}subscription-registration-sink")
-    sub_source = builder.add_source(
-        "KTABLE-SOURCE", [sub_topic], name=prefix and f"{prefix}subscription-registration-source")
-    store = builder.store_name("KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE",
-                               prefix and f"{prefix}subscription-store")
-    foreign_getter = other.getter
-    receive = builder.add_processor(
-        "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR",
-        lambda: SubscriptionProcessor(store, foreign_getter), [sub_source],
-        name=prefix and f"{prefix}subscription-receive")
-    builder.add_store(kv_store_spec(
-        store, persistent=persistent, key_serde=CombinedKeySerde(fk_serde, pk_serde),
-        value_serde=TimestampedSerde(SubscriptionSerde(pk_serde))), receive)
-    require_getter_stores(builder, foreign_getter, receive, what)
-    foreign = builder.add_processor(
-        "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR", lambda: ForeignTableJoinProcessor(store),
-        [other.node], name=prefix and f"{prefix}foreign-join-subscription")
-    builder.connect_store(store, foreign)
-    builder.check_copartitioned(sub_source, other.node, what)
-
-    response_topic = _internal_topic(
-        builder, "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE",
-        prefix and f"{prefix}subscription-response", pk_serde,
-        ResponseSerde(other.value_serde or JsonSerde()),
-        builder.declared_partitions([this.node]))
-    builder.add_sink("KTABLE-SINK", response_topic, [receive, foreign],
-                     partitioner=_primary_partition,
-                     name=prefix and f"{prefix}subscription-response-sink")
-    response_source = builder.add_source(
-        "KTABLE-SOURCE", [response_topic],
-        name=prefix and f"{prefix}subscription-response-source")
-    primary_getter = this.getter
-    resolver = builder.add_processor(
-        "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR",
-        lambda: ResponseJoinProcessor(primary_getter, left_values, joiner, left,
-                                      sub_topic.name),
-        [response_source], name=prefix and f"{prefix}subscription-response-resolver")
-    require_getter_stores(builder, primary_getter, resolver, what)
-
-    result_store = builder.store_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE", materialized)
-    old_values = OldValues()
-    result = builder.add_processor(
-        "KTABLE-FK-JOIN-OUTPUT", lambda: TableSourceProcessor(result_store, old_values),
-        [resolver], name=prefix and f"{prefix}result")
-    result_values = value_serde if value_serde is not None else JsonSerde()
-    builder.add_store(kv_store_spec(result_store, persistent=persistent, key_serde=pk_serde,
-                                    value_serde=TimestampedSerde(result_values)), result)
-    return Table(builder, result, StoreGetter(result_store), key_serde=this.key_serde,
-                 value_serde=value_serde, store=result_store, old_values=old_values)
-
-
 __all__ = [
     "ForeignTableJoinProcessor",
     "ResponseJoinProcessor",
     "SubscriptionProcessor",
     "SubscriptionSendProcessor",
-    "join_on_foreign_key",
+    "value_hash",
 ]
