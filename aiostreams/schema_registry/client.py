@@ -40,7 +40,7 @@ T = TypeVar("T")
 SchemaType = Literal["AVRO", "JSON", "PROTOBUF"]
 _CONTENT_TYPE: Final = "application/vnd.schemaregistry.v1+json"
 _FIELD_PATTERNS: Final = (
-    re.compile(r"/fields/(?:\d+/)?(\w+)"),           # Confluent Avro: '/fields/1/name'
+    re.compile(r"([A-Za-z_]\w*) at #?/"),              # Apicurio: 'customer at /fields/2'
     re.compile(r"[Ff]ield[ '\"]+([A-Za-z_][\w.]*)"),  # 'field 'x'', "field x"
     re.compile(r"#/properties/([\w.]+)"),              # JSON Schema pointer
     re.compile(r"property '?([A-Za-z_]\w*)'?"),
