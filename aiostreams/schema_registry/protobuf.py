@@ -95,7 +95,8 @@ class ProtobufSerde(RegistrySerde[Message, descriptor_pb2.FileDescriptorProto | 
         if not isinstance(value, self.message_class):
             raise TypeError(f"expected a {self.record_name} message, got "
                             f"{type(value).__name__}")
-        return value.SerializeToString()
+        payload: bytes = value.SerializeToString()
+        return payload
 
     def _decode(self, payload: memoryview,
                 writer: descriptor_pb2.FileDescriptorProto | None) -> Message:

@@ -21,7 +21,7 @@ cause is the registry's error, as the :class:`~aiostreams.serde.Serde` protocol 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from aiostreams.errors import DeserializationError, SerializationError
 from aiostreams.schema_registry.client import Schema, SchemaRegistryClient

@@ -156,7 +156,7 @@ async def test_protobuf_nested_message_round_trips_with_its_message_indexes(
     lines = ProtobufSerde(registry, OrderLine, subject_name_strategy=topic_record_name)
     line_bytes = lines.serialize(topic, OrderLine(sku="z", quantity=1))
     assert line_bytes is not None and line_bytes[5:8] == b"\x04\x02\x00"  # [1, 0]
-    with pytest.raises(DeserializationError, match="aiostreams.test.Order.Line"):
+    with pytest.raises(DeserializationError, match=r"aiostreams\.test\.Order\.Line"):
         orders.deserialize(topic, line_bytes)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from confluent_kafka.schema_registry.common.serde import SchemaId
 from hypothesis import given
@@ -51,7 +53,5 @@ def test_unframe_refuses_bytes_without_the_header(data: bytes) -> None:
 @given(st.binary(max_size=12))
 def test_reading_message_indexes_of_any_bytes_raises_only_wire_format_error(
         data: bytes) -> None:
-    try:
+    with contextlib.suppress(WireFormatError):
         read_message_indexes(memoryview(data))
-    except WireFormatError:
-        pass
