@@ -39,12 +39,13 @@ __all__ = ["RegisteredSchema", "Schema", "SchemaRegistryClient", "SchemaType"]
 T = TypeVar("T")
 SchemaType = Literal["AVRO", "JSON", "PROTOBUF"]
 _CONTENT_TYPE: Final = "application/vnd.schemaregistry.v1+json"
-_FIELD_PATTERNS: Final = (
-    re.compile(r"([A-Za-z_]\w*) at #?/"),              # Apicurio: 'customer at /fields/2'
-    re.compile(r"[Ff]ield[ '\"]+([A-Za-z_][\w.]*)"),  # 'field 'x'', "field x"
-    re.compile(r"#/properties/([\w.]+)"),              # JSON Schema pointer
-    re.compile(r"property '?([A-Za-z_]\w*)'?"),
-)
+# Where registries name what broke. Apicurio: "<what> at <path>", with <what> the Avro field
+# ("customer at /fields/2") or a diff type ("SUBSCHEMA_TYPE_CHANGED at /properties/a");
+# Confluent: "The field 'customer' at path '/fields/2' ...".
+_DIFF_AT: Final = re.compile(r"(\S+) at '?(/[^\s',\]]*)")
+_DIFF_TYPE: Final = re.compile(r"[A-Z0-9]+(?:_[A-Z0-9]+)+")
+_PROPERTY: Final = re.compile(r"/properties/([^/]+)")
+_QUOTED_FIELD: Final = re.compile(r"[Ff]ield '([^']+)'")
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,21 @@ class RegisteredSchema:
 
 
 def _fields_named_in(messages: list[str]) -> tuple[str, ...]:
+    """The field names a registry's compatibility messages point at, in order, once each."""
     found: list[str] = []
+
+    def add(name: str) -> None:
+        if name and name not in found:
+            found.append(name)
     for message in messages:
-        for pattern in _FIELD_PATTERNS:
-            for name in pattern.findall(message):
-                if name not in found:
-                    found.append(name)
+        for name in _QUOTED_FIELD.findall(message):
+            add(name)
+        for what, path in _DIFF_AT.findall(message):
+            properties = _PROPERTY.findall(path)
+            if properties:
+                add(".".join(properties))
+            elif "/fields/" in path and not _DIFF_TYPE.fullmatch(what):
+                add(what.strip("'[\""))
     return tuple(found)
 
 

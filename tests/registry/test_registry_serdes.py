@@ -171,3 +171,18 @@ async def test_bytes_from_another_format_or_no_registry_fail_as_deserialization_
         AvroSerde(registry, Shipment).deserialize(topic, b"\x07plain")
     with pytest.raises(DeserializationError, match="HTTP 404"):
         AvroSerde(registry, Shipment).deserialize(topic, b"\x00\x7f\xff\xff\xf0\x00")
+
+
+async def test_incompatible_json_schema_change_names_the_property(
+        registry: SchemaRegistryClient, fresh_topic: Callable[[str], str]) -> None:
+    topic = fresh_topic("json-compat")
+    v1 = {"type": "object", "title": "Reading", "additionalProperties": False,
+          "properties": {"sensor": {"type": "string"}, "celsius": {"type": "number"}}}
+    JsonSchemaSerde(registry, v1).serialize(topic, {"sensor": "s", "celsius": 1.5})
+    await registry.set_compatibility("BACKWARD", f"{topic}-value")
+    v2 = {**v1, "properties": {**v1["properties"], "celsius": {"type": "string"}}}
+    with pytest.raises(SerializationError) as caught:
+        JsonSchemaSerde(registry, v2).serialize(topic, {"sensor": "s", "celsius": "warm"})
+    cause = caught.value.__cause__
+    assert isinstance(cause, IncompatibleSchemaError)
+    assert (cause.subject, cause.fields) == (f"{topic}-value", ("celsius",))
