@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -68,6 +70,23 @@ def test_avro_bytes_equal_confluents_and_decode_both_ways(
     ours = AvroSerde(registry, AVRO)
     theirs = AvroSerializer(confluent, ours.schema.schema_str)
     _both_ways(ours, theirs, AvroDeserializer(confluent), topic, VALUES,
+               lambda a, b: bool(a == b))
+
+
+payments = st.fixed_dictionaries({
+    "id": st.text(max_size=20), "cents": st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    "memo": st.none() | st.text(max_size=10), "tags": st.lists(st.text(max_size=5), max_size=4)})
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=payments)
+def test_any_avro_value_encodes_to_confluents_bytes(
+        registry: SchemaRegistryClient, confluent: ConfluentClient, value: dict[str, Any]) -> None:
+    topic = "avro-compat-property"  # one subject for every example: one registration
+    ours = AvroSerde(registry, AVRO)
+    theirs = AvroSerializer(confluent, ours.schema.schema_str)
+    _both_ways(ours, theirs, AvroDeserializer(confluent), topic, [value],
                lambda a, b: bool(a == b))
 
 
