@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from protos import Header, Order, OrderLine
 
 from aiostreams.schema_registry import (
