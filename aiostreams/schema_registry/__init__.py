@@ -15,6 +15,7 @@ from aiostreams.schema_registry.avro_schema import avro_schema_for
 from aiostreams.schema_registry.client import (
     RegisteredSchema,
     Schema,
+    SchemaReference,
     SchemaRegistryClient,
     SchemaType,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RegisteredSchema",
     "RegistrySerde",
     "Schema",
+    "SchemaReference",
     "SchemaRegistryClient",
     "SchemaRegistryError",
     "SchemaType",

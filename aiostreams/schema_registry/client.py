@@ -34,7 +34,8 @@ import aiohttp
 
 from aiostreams.schema_registry.errors import IncompatibleSchemaError, SchemaRegistryError
 
-__all__ = ["RegisteredSchema", "Schema", "SchemaRegistryClient", "SchemaType"]
+__all__ = ["RegisteredSchema", "Schema", "SchemaReference", "SchemaRegistryClient",
+           "SchemaType"]
 
 T = TypeVar("T")
 SchemaType = Literal["AVRO", "JSON", "PROTOBUF"]
@@ -49,17 +50,37 @@ _QUOTED_FIELD: Final = re.compile(r"[Ff]ield '([^']+)'")
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """A schema that another imports as ``name`` (a Protobuf file name, say): ``version`` of
+    ``subject``."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
 class Schema:
-    """A schema as the registry stores it: its text, its type, the subjects it references."""
+    """A schema as the registry stores it: its text, its type, the schemas it references."""
 
     schema_str: str
     schema_type: SchemaType = "AVRO"
+    references: tuple[SchemaReference, ...] = ()
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"schema": self.schema_str}
         if self.schema_type != "AVRO":  # Confluent omits the default type; so do we
             body["schemaType"] = self.schema_type
+        if self.references:
+            body["references"] = [{"name": r.name, "subject": r.subject,
+                                   "version": r.version} for r in self.references]
         return body
+
+
+def _schema_from(answer: dict[str, Any]) -> Schema:
+    references = tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+                       for r in answer.get("references") or ())
+    return Schema(answer["schema"], answer.get("schemaType", "AVRO"), references)
 
 
 @dataclass(frozen=True)
@@ -222,10 +243,8 @@ class SchemaRegistryClient:
         messages = answer.get("messages") if isinstance(answer, dict) else None
         return [str(m) for m in messages] if isinstance(messages, list) else []
 
-    async def _lookup(self, subject: str, schema: Schema) -> int | None:
-        cached = self._ids_by_schema.get((subject, schema))
-        if cached is not None:
-            return cached
+    async def _lookup_registered(self, subject: str,
+                                 schema: Schema) -> RegisteredSchema | None:
         try:
             answer = await self._request("POST", f"/subjects/{quote(subject, safe='')}",
                                          schema.payload())
@@ -233,23 +252,31 @@ class SchemaRegistryClient:
             if exc.status == 404:
                 return None
             raise
-        schema_id = int(answer["id"])
-        self._remember(subject, schema, schema_id)
-        return schema_id
+        registered = RegisteredSchema(int(answer["id"]), subject, int(answer["version"]),
+                                      schema)
+        self._remember(subject, schema, registered.schema_id)
+        return registered
+
+    async def _lookup(self, subject: str, schema: Schema) -> int | None:
+        cached = self._ids_by_schema.get((subject, schema))
+        if cached is not None:
+            return cached
+        registered = await self._lookup_registered(subject, schema)
+        return None if registered is None else registered.schema_id
 
     async def _schema_by_id(self, schema_id: int) -> Schema:
         cached = self._schemas_by_id.get(schema_id)
         if cached is not None:
             return cached
         answer = await self._request("GET", f"/schemas/ids/{schema_id}")
-        schema = Schema(answer["schema"], answer.get("schemaType", "AVRO"))
+        schema = _schema_from(answer)
         self._schemas_by_id[schema_id] = schema
         return schema
 
     async def _latest(self, subject: str) -> RegisteredSchema:
         answer = await self._request("GET",
                                      f"/subjects/{quote(subject, safe='')}/versions/latest")
-        schema = Schema(answer["schema"], answer.get("schemaType", "AVRO"))
+        schema = _schema_from(answer)
         registered = RegisteredSchema(int(answer["id"]), subject, int(answer["version"]),
                                       schema)
         self._schemas_by_id.setdefault(registered.schema_id, schema)
@@ -272,6 +299,11 @@ class SchemaRegistryClient:
     async def lookup(self, subject: str, schema: Schema) -> int | None:
         """The id of ``schema`` under ``subject``, or ``None`` when it is not registered."""
         return await self._submit(self._lookup(subject, schema))
+
+    async def lookup_registered(self, subject: str,
+                                schema: Schema) -> RegisteredSchema | None:
+        """``schema`` as registered under ``subject`` (id and version), or ``None``."""
+        return await self._submit(self._lookup_registered(subject, schema))
 
     async def schema_by_id(self, schema_id: int) -> Schema:
         """The schema with the global id ``schema_id``."""

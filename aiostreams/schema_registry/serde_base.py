@@ -80,15 +80,21 @@ class RegistrySerde(ABC, Generic[T, W]):
         """The subject this serde's schema is registered under for ``topic``."""
         return self.subject_name_strategy(topic, self.is_key, self.record_name)
 
+    async def _schema_with_references(self) -> Schema:
+        """The schema to register or look up, its references resolved (runs on the
+        client's thread); Protobuf registers imported files here."""
+        return self.schema
+
     async def _resolve(self, subject: str) -> tuple[int, W]:
         client = self.client
         if self.use_latest:
             latest = await client._latest(subject)
             return latest.schema_id, self._parse(latest.schema)
+        schema = await self._schema_with_references()
         if self.auto_register:
-            schema_id = await client._register(subject, self.schema)
+            schema_id = await client._register(subject, schema)
         else:
-            found = await client._lookup(subject, self.schema)
+            found = await client._lookup(subject, schema)
             if found is None:
                 raise SchemaRegistryError(
                     f"the schema {self.record_name or '(unnamed)'} is not registered under "

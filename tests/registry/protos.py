@@ -1,9 +1,10 @@
-"""Protobuf message classes built at run time (no protoc): one file, two top-level messages,
-one nested, so message indexes other than [0] are exercised."""
+"""Protobuf message classes built at run time (no protoc): one file with two top-level
+messages and a nested one (message indexes other than [0]), and a file that imports another
+of ours and a well-known one (schema references)."""
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 from google.protobuf.message import Message
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -25,11 +26,44 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
+def _money_file() -> descriptor_pb2.FileDescriptorProto:
+    file = descriptor_pb2.FileDescriptorProto(name="aiostreams/test/money.proto",
+                                              package="aiostreams.money", syntax="proto3")
+    money = file.message_type.add(name="Money")
+    money.field.add(name="currency", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
+    money.field.add(name="units", number=2, type=_F.TYPE_INT64, label=_F.LABEL_OPTIONAL)
+    return file
+
+
+def _payment_file() -> descriptor_pb2.FileDescriptorProto:
+    file = descriptor_pb2.FileDescriptorProto(
+        name="aiostreams/test/payment.proto", package="aiostreams.payments", syntax="proto3",
+        dependency=["aiostreams/test/money.proto", "google/protobuf/timestamp.proto"])
+    payment = file.message_type.add(name="Payment")
+    payment.field.add(name="id", number=1, type=_F.TYPE_STRING, label=_F.LABEL_OPTIONAL)
+    payment.field.add(name="amount", number=2, type=_F.TYPE_MESSAGE, label=_F.LABEL_OPTIONAL,
+                      type_name=".aiostreams.money.Money")
+    payment.field.add(name="at", number=3, type=_F.TYPE_MESSAGE, label=_F.LABEL_OPTIONAL,
+                      type_name=".google.protobuf.Timestamp")
+    return file
+
+
+def _timestamp_file() -> descriptor_pb2.FileDescriptorProto:
+    file = descriptor_pb2.FileDescriptorProto()
+    timestamp_pb2.DESCRIPTOR.CopyToProto(file)
+    return file
+
+
 _pool = descriptor_pool.DescriptorPool()
-_pool.Add(_file())
+for _proto in (_file(), _money_file(), _timestamp_file(), _payment_file()):
+    _pool.Add(_proto)
 Header: type[Message] = message_factory.GetMessageClass(
     _pool.FindMessageTypeByName("aiostreams.test.Header"))
 Order: type[Message] = message_factory.GetMessageClass(
     _pool.FindMessageTypeByName("aiostreams.test.Order"))
 OrderLine: type[Message] = message_factory.GetMessageClass(
     _pool.FindMessageTypeByName("aiostreams.test.Order.Line"))
+Money: type[Message] = message_factory.GetMessageClass(
+    _pool.FindMessageTypeByName("aiostreams.money.Money"))
+Payment: type[Message] = message_factory.GetMessageClass(
+    _pool.FindMessageTypeByName("aiostreams.payments.Payment"))

@@ -16,7 +16,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from protos import Header, Order, OrderLine
+from protos import Header, Money, Order, OrderLine, Payment
 
 from aiostreams.schema_registry import (
     AvroSerde,
@@ -105,7 +105,8 @@ def test_json_schema_bytes_equal_confluents_and_decode_both_ways(
     Order(id="o1", amount=4.25, lines=[OrderLine(sku="s", quantity=3)]),
     Header(source="pos-7"),
     OrderLine(sku="nested", quantity=-1),
-], ids=["index-1", "index-0", "nested-1-0"])
+    Payment(id="pay", amount=Money(currency="EUR", units=-5)),
+], ids=["index-1", "index-0", "nested-1-0", "references"])
 def test_protobuf_bytes_equal_confluents_and_decode_both_ways(
         registry: SchemaRegistryClient, confluent: ConfluentClient,
         fresh_topic: Callable[[str], str], message: Any) -> None:

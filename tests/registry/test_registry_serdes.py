@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from protos import Order, OrderLine
+from protos import Money, Order, OrderLine, Payment
 from pydantic import BaseModel
 
 from aiostreams.errors import DeserializationError, SerializationError
@@ -18,6 +18,7 @@ from aiostreams.schema_registry import (
     JsonSchemaSerde,
     ProtobufSerde,
     Schema,
+    SchemaReference,
     SchemaRegistryClient,
     record_name,
     topic_record_name,
@@ -186,3 +187,17 @@ async def test_incompatible_json_schema_change_names_the_property(
     cause = caught.value.__cause__
     assert isinstance(cause, IncompatibleSchemaError)
     assert (cause.subject, cause.fields) == (f"{topic}-value", ("celsius",))
+
+
+async def test_protobuf_imports_are_registered_as_references_under_their_file_names(
+        registry: SchemaRegistryClient, fresh_topic: Callable[[str], str]) -> None:
+    topic = fresh_topic("payments")
+    serde = ProtobufSerde(registry, Payment)
+    payment = Payment(id="p", amount=Money(currency="EUR", units=12))
+    payment.at.FromSeconds(1_700_000_000)
+    assert serde.deserialize(topic, serde.serialize(topic, payment)) == payment
+    latest = await registry.latest(f"{topic}-value")
+    money = await registry.latest("aiostreams/test/money.proto")
+    assert latest.schema.references == (
+        SchemaReference("aiostreams/test/money.proto", "aiostreams/test/money.proto",
+                        money.version),)
