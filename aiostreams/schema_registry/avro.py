@@ -17,7 +17,7 @@ from typing import Any
 import fastavro
 from pydantic import BaseModel
 
-from aiostreams.schema_registry.avro_schema import avro_schema_for
+from aiostreams.schema_registry.avro_schema import avro_schema_for, avro_value
 from aiostreams.schema_registry.client import Schema, SchemaRegistryClient
 from aiostreams.schema_registry.naming import SubjectNameStrategy, topic_name
 from aiostreams.schema_registry.serde_base import RegistrySerde
@@ -54,7 +54,7 @@ class AvroSerde(RegistrySerde[Any, _Parsed]):
 
     def _encode(self, value: Any, writer: _Parsed) -> bytes:
         if isinstance(value, BaseModel):
-            value = value.model_dump()
+            value = avro_value(value)
         out = io.BytesIO()
         fastavro.schemaless_writer(out, writer, value)
         return out.getvalue()

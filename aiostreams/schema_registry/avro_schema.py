@@ -25,7 +25,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-__all__ = ["avro_schema_for"]
+__all__ = ["avro_schema_for", "avro_value"]
 
 _PRIMITIVES: dict[Any, str] = {str: "string", int: "long", float: "double", bool: "boolean",
                                bytes: "bytes"}
@@ -50,7 +50,7 @@ def _avro_type(annotation: Any, where: str, named: set[str], namespace: str) -> 
             raise ValueError(f"{where}: Avro maps have string keys, not {key}")
         return {"type": "map", "values": _avro_type(item, where, named, namespace)}
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return _record(annotation, named, namespace)
+        return _record(annotation, named, "")
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         if annotation.__name__ in named:
             return annotation.__name__
@@ -71,12 +71,15 @@ def _record(model: type[BaseModel], named: set[str], namespace: str) -> Any:
         field: dict[str, Any] = {"name": name,
                                  "type": _avro_type(info.annotation, where, named, namespace)}
         if info.default is not PydanticUndefined:
-            default = info.default.value if isinstance(info.default, enum.Enum) else (
-                info.default)
+            default = info.default
+            if isinstance(default, enum.Enum):
+                default = default.value
+            elif isinstance(default, bytes):  # Avro writes a bytes default as code points
+                default = default.decode("latin-1")
             field["default"] = default
         fields.append(field)
     record: dict[str, Any] = {"type": "record", "name": model.__name__, "fields": fields}
-    if namespace and not named - {model.__name__}:
+    if namespace:
         record["namespace"] = namespace
     return record
 
@@ -85,3 +88,18 @@ def avro_schema_for(model: type[BaseModel], namespace: str = "") -> dict[str, An
     """The Avro record schema of ``model`` (see the module docstring for the mapping)."""
     schema: dict[str, Any] = _record(model, set(), namespace)
     return schema
+
+
+def avro_value(model: BaseModel) -> dict[str, Any]:
+    """``model`` as the datum fastavro writes with :func:`avro_schema_for`'s schema: its
+    ``model_dump()`` with enum members replaced by their values."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, enum.Enum):
+            return value.value
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+    datum: dict[str, Any] = plain(model.model_dump())
+    return datum

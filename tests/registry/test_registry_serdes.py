@@ -201,3 +201,18 @@ async def test_protobuf_imports_are_registered_as_references_under_their_file_na
     assert latest.schema.references == (
         SchemaReference("aiostreams/test/money.proto", "aiostreams/test/money.proto",
                         money.version),)
+
+
+async def test_prepare_registers_before_the_first_record_so_writing_asks_nothing(
+        registry: SchemaRegistryClient, fresh_topic: Callable[[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    topic = fresh_topic("prepared")
+    serde = AvroSerde(registry, ORDER_V1)
+    schema_id = await serde.prepare(topic)
+    assert (await registry.latest(f"{topic}-value")).schema_id == schema_id
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("no request expected after prepare()")
+    monkeypatch.setattr(registry, "_request", refuse)
+    data = serde.serialize(topic, {"id": "a", "amount": 1.0})
+    assert data is not None and int.from_bytes(data[1:5], "big") == schema_id
