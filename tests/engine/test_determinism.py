@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 from taskkit import str_topic
 
 from aiostreams.engine.clock import LoopClock
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
+from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import StoreSpec, Topology

@@ -6,7 +6,7 @@ from typing import Any
 
 from taskkit import MakeTask, raw, str_topic
 
-from aiostreams.engine.failure import OnError, Retry
+from aiostreams.policies import OnError, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.testing import Sequencer, settle
 from aiostreams.topology.processor import Processor, PunctuationType

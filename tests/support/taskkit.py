@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from aiostreams.engine.clock import ManualClock
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.errors import TaskFailedError
+from aiostreams.policies import Ordering
 from aiostreams.serde import StrSerde
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import Topology
