@@ -19,6 +19,7 @@ the graph is acyclic), and ``run_async`` is set exactly for nodes with ``subtree
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,8 @@ from aiostreams.policies import Retry
 from aiostreams.topology.processor import Processor, is_async_processor
 from aiostreams.topology.topology import SinkNode, SourceNode, SubTopology
 from aiostreams.types import RawRecord, Record, TopicPartition
+
+log = logging.getLogger("aiostreams.task")
 
 SourceRun = Callable[[RawRecord, Slot], None]
 """Decode a raw record into ``slot.record`` and run the source's (synchronous) children."""
@@ -177,6 +180,28 @@ class TaskGraph:
             sx = SourceExec(src, [execs[c] for c in src.children])
             for topic in src.topics:
                 self.sources[topic] = sx
+
+    def retry_of(self, node: str) -> Retry | None:
+        """The retry policy set on ``node`` itself, if any (else the task's applies)."""
+        ne = self.nodes.get(node)
+        return ne.retry if ne is not None else None
+
+    async def init_processors(self) -> None:
+        """``init`` every processor, parents first."""
+        for ne in self.nodes.values():
+            if ne.processor is not None:
+                assert ne.context is not None
+                await ne.processor.init(ne.context)
+
+    async def close_processors(self, task_id: str) -> None:
+        """``close`` every processor, children first; a failing ``close`` is logged and the
+        others still close."""
+        for ne in reversed(list(self.nodes.values())):
+            if ne.processor is not None:
+                try:
+                    await ne.processor.close()
+                except Exception:
+                    log.exception("task %s: closing processor %r failed", task_id, ne.name)
 
 
 def _compile(execs: dict[str, NodeExec], max_record_bytes: int,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -182,3 +182,12 @@ class ReorderBuffer:
             if raw is not None and raw.topic == tp.topic and raw.partition == tp.partition:
                 return raw.offset
         return None
+
+    def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Assert that committing ``offsets`` passes no unretired record."""
+        for tp, offset in offsets.items():
+            oldest = self.oldest_unretired_offset(tp)
+            if oldest is not None and offset > oldest:
+                raise AssertionError(
+                    f"{tp}: commit at {offset} would pass unretired offset {oldest}"
+                )

@@ -27,13 +27,13 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
 from aiostreams.engine.executor_pool import ExecutorPool
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.failure import Action, dead_letter_record, decide
 from aiostreams.engine.graph import SourceExec, TaskGraph
 from aiostreams.engine.issue_order import IssueOrderGate
 from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
@@ -43,6 +43,7 @@ from aiostreams.engine.punctuation import (
     PunctuationQueue,
     punctuation_body,
 )
+from aiostreams.engine.recovery import Recovery
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, ReorderBuffer, Slot, SlotKind, SlotState
 from aiostreams.engine.reservation_station import ReservationStation
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState, check_transition
@@ -102,33 +103,35 @@ class StreamTask:
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
         self._station = ReservationStation()
         self._ordering = settings.ordering
-        self._max_record_bytes = settings.max_record_bytes
-        timeouts = [t for t in (settings.processing_timeout, settings.retry.timeout) if t]
-        self._attempt_timeout = min(timeouts) if timeouts else None  # both bound an attempt
-        self._timeouts = CoarseTimeouts(granularity_for(self._attempt_timeout or 1.0))
-        self._pool = ExecutorPool(
-            min(settings.max_concurrency or settings.max_in_flight, settings.max_in_flight),
-            execute=self._execute, on_error=self._on_error, on_done=self._finish)
-        self._gate = IssueOrderGate(self._rob.slots_view, self._pool.parked)
-        self._punctuations = PunctuationQueue(
-            clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
-        self._unfinished = 0
-        self._barrier: Slot | None = None
-        self._pump_scheduled = False
-        self._idle_timer: TimerHandle | None = None
-        self._paused: set[TopicPartition] = set()
-        self._backoff_timers: dict[Slot, TimerHandle] = {}
-        self._drained: asyncio.Event | None = None
-        self._state_dir = state_dir
         self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
         self._task_stores = TaskStores(sub.stores, partition=partitions[0].partition,
                                        changelog_topics=changelog_topics or {})
-        self._released: list[OutgoingRecord | ExternalRecord] = []
-        self._inline = Slot(SlotKind.RECORD, None, None, None)
+        self._state_dir = state_dir
         self._graph = TaskGraph(sub, self, store_views=self._task_stores.views,
                                 node_retry=node_retry or {},
-                                max_record_bytes=self._max_record_bytes, tp_of=self._tp_of)
+                                max_record_bytes=settings.max_record_bytes, tp_of=self._tp_of)
         self._sources = self._graph.sources
+        timeouts = [t for t in (settings.processing_timeout, settings.retry.timeout) if t]
+        self._attempt_timeout = min(timeouts) if timeouts else None  # both bound an attempt
+        self._timeouts = CoarseTimeouts(granularity_for(self._attempt_timeout or 1.0))
+        self._recovery = Recovery(
+            task_id, settings, self.metrics, clock, attempt_timeout=self._attempt_timeout,
+            node_retry=self._graph.retry_of, finish=self._finish, restart=self._restart,
+            fail=self._fail)
+        self._pool = ExecutorPool(
+            min(settings.max_concurrency or settings.max_in_flight, settings.max_in_flight),
+            execute=self._execute, on_error=self._recovery.on_error, on_done=self._finish)
+        self._gate = IssueOrderGate(self._rob.slots_view, self._pool.parked)
+        self._punctuations = PunctuationQueue(
+            clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
+        self._unfinished = 0  # issued slots not DONE (nor FAILED)
+        self._barrier: Slot | None = None  # the punctuation in flight, if any
+        self._pump_scheduled = False
+        self._idle_timer: TimerHandle | None = None
+        self._paused: set[TopicPartition] = set()
+        self._drained: asyncio.Event | None = None
+        self._released: list[OutgoingRecord | ExternalRecord] = []
+        self._inline = Slot(SlotKind.RECORD, None, None, None)  # the inline path's, reused
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -147,10 +150,7 @@ class StreamTask:
         first when the worker has not (no restore needed)."""
         if self.state is TaskState.CREATED:
             await self.open_stores()
-        for ne in self._graph.nodes.values():
-            if ne.processor is not None:
-                assert ne.context is not None
-                await ne.processor.init(ne.context)
+        await self._graph.init_processors()
         self._transition(TaskState.RUNNING)
 
     def _transition(self, new: TaskState) -> None:
@@ -218,12 +218,7 @@ class StreamTask:
 
     def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Assert that committing ``offsets`` passes no unretired record."""
-        for tp, offset in offsets.items():
-            oldest = self._rob.oldest_unretired_offset(tp)
-            if oldest is not None and offset > oldest:
-                raise AssertionError(
-                    f"{tp}: commit at {offset} would pass unretired offset {oldest}"
-                )
+        self._rob.check_commit_point(offsets)
 
     # -- the pump: retire, then issue as long as possible ------------------------------
 
@@ -401,7 +396,7 @@ class StreamTask:
         slot.state = SlotState.EXECUTING
         slot.attempts = 1
         slot.node = self._inline.node
-        self._on_error(slot, error)
+        self._recovery.on_error(slot, error)
 
     def _hazard_of(self, raw: RawRecord) -> Hashable | None:
         """What a record must wait for, by ordering: its key's bytes, its partition, or
@@ -433,7 +428,7 @@ class StreamTask:
             try:
                 source.run(slot.raw, slot)
             except Exception as error:
-                self._on_error(slot, error)
+                self._recovery.on_error(slot, error)
                 return
             finally:
                 CURRENT_SLOT.reset(token)
@@ -450,20 +445,15 @@ class StreamTask:
         return self._execute_timed(slot)
 
     async def _execute_timed(self, slot: Slot) -> None:
-        """A punctuation, or any slot under a per-attempt timeout."""
+        """A punctuation, or any slot under a per-attempt timeout (``bound`` is 4x cheaper
+        than ``asyncio.timeout`` here)."""
         timeout = self._attempt_timeout
-        if timeout is None:
-            await self._run_slot_async(slot)
-        else:
-            with self._timeouts.bound(timeout):  # 4x cheaper than asyncio.timeout here
-                await self._run_slot_async(slot)
-
-    async def _run_slot_async(self, slot: Slot) -> None:
-        if slot.kind is SlotKind.PUNCTUATION:
-            assert slot.punctuate is not None
-            await slot.punctuate()
-        else:
-            await slot.source.run_async(slot.raw, slot)
+        with self._timeouts.bound(timeout) if timeout is not None else nullcontext():
+            if slot.kind is SlotKind.PUNCTUATION:
+                assert slot.punctuate is not None
+                await slot.punctuate()
+            else:
+                await slot.source.run_async(slot.raw, slot)
 
     async def wait_for_earlier(self, slot: Slot) -> None:
         """Return once every record issued before ``slot`` has finished executing; see
@@ -500,60 +490,11 @@ class StreamTask:
             self._pump_scheduled = True
             asyncio.get_running_loop().call_soon(self._pump)
 
-    # -- failure: carry out what failure.decide says ------------------------------------
+    # -- failure (see recovery) ---------------------------------------------------------
 
-    def _on_error(self, slot: Slot, error: Exception) -> None:
-        TaskStores.withdraw(slot)
-        slot.reset_buffers()
-        if isinstance(error, TimeoutError) and self._attempt_timeout is not None:
-            error = TimeoutError(
-                f"processing took longer than its {self._attempt_timeout}s timeout "
-                "(processing_timeout / Retry.timeout)"
-            )
-        node = self._graph.nodes.get(slot.node)
-        settings = self.settings
-        decision = decide(
-            error, is_record=slot.kind is SlotKind.RECORD, attempts=slot.attempts,
-            retry=node.retry if node is not None and node.retry is not None else settings.retry,
-            on_error=settings.on_error, dead_letter_topic=settings.dead_letter_topic)
-        action = decision.action
-        if action is Action.DEFER or action is Action.RETRY:
-            if action is Action.DEFER:
-                slot.attempts -= 1  # a deferral is not an attempt
-                self.metrics.deferred += 1
-            else:
-                self.metrics.retries += 1
-                log.debug("task %s: %r failed (attempt %d), retrying in %.3fs: %s",
-                          self.task_id, slot, slot.attempts, decision.delay, error)
-            slot.state = SlotState.BACKOFF
-            self._backoff_timers[slot] = self._clock.call_later(
-                decision.delay, lambda: self._retry_now(slot))
-            return
-        errors = self.metrics.by_node_errors
-        errors[slot.node] = errors.get(slot.node, 0) + 1
-        if action is Action.DEAD_LETTER:
-            assert slot.raw is not None and settings.dead_letter_topic is not None
-            self.metrics.dead_lettered += 1
-            slot.outputs = [dead_letter_record(
-                slot.raw, error, topic=settings.dead_letter_topic,
-                attempts=slot.attempts, processor=slot.node,
-                now=self._clock.wall_time(), max_bytes=self._max_record_bytes)]
-            log.warning("task %s: %r dead-lettered to %s after %d attempt(s): %s: %s",
-                        self.task_id, slot, settings.dead_letter_topic, slot.attempts,
-                        type(error).__name__, error)
-            self._finish(slot)
-        elif action is Action.SKIP:
-            self.metrics.skipped += 1
-            log.warning("task %s: %r skipped after %d attempt(s): %s: %s", self.task_id,
-                        slot, slot.attempts, type(error).__name__, error)
-            self._finish(slot)
-        else:
-            self._fail(slot, error)
-
-    def _retry_now(self, slot: Slot) -> None:
-        self._backoff_timers.pop(slot, None)
-        if slot.state is SlotState.BACKOFF and self.state in (TaskState.RUNNING,
-                                                               TaskState.SUSPENDED):
+    def _restart(self, slot: Slot) -> None:
+        """A slot's backoff is over: run it again, unless the task stopped running."""
+        if self.state in (TaskState.RUNNING, TaskState.SUSPENDED):
             self._start(slot)
 
     def _fail(self, slot: Slot, error: Exception) -> None:
@@ -660,17 +601,9 @@ class StreamTask:
         self._punctuations.cancel_all()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        for timer in self._backoff_timers.values():
-            timer.cancel()
-        self._backoff_timers.clear()
+        self._recovery.cancel_all()
         await self._pool.cancel_all()
-        for ne in reversed(list(self._graph.nodes.values())):
-            if ne.processor is not None:
-                try:
-                    await ne.processor.close()
-                except Exception:
-                    log.exception("task %s: closing processor %r failed", self.task_id,
-                                  ne.name)
+        await self._graph.close_processors(self.task_id)
         await self._task_stores.close()
         if self.state is not TaskState.CLOSED:
             self._transition(TaskState.CLOSED)
