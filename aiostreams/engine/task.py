@@ -1,21 +1,26 @@
 """A stream task: one sub-topology over one input partition (or a co-partitioned group).
 
-The task is the Tomasulo machine of aiostreams:
+The task is the Tomasulo machine of aiostreams, and this module is its hot loop:
 
 1. **Choose** the next record from the partition queues (smallest head timestamp, with
    task idling; :mod:`~aiostreams.engine.partition_queue`).
-2. **Issue** it into the reorder buffer; a full buffer stops issuing.
+2. **Issue** it into the reorder buffer; a full buffer stops issuing (and pauses fetching).
 3. **Wait** in the reservation station for earlier same-key (or same-partition) records.
-4. **Execute** the processor chain: inline when every processor reachable from its source
-   is synchronous (no asyncio task), otherwise on a pool of executor coroutines through the
-   compiled async runners (:mod:`~aiostreams.engine.async_chain`). Forwards to sinks,
-   ``send``s and store writes are buffered in the slot.
-5. **Retire** the head once it has finished: release its outputs, apply its store writes,
-   advance the committable offset.
+4. **Execute** the source's compiled decode-and-run (:mod:`~aiostreams.engine.graph`):
+   inline when the chain is synchronous and nothing is in flight (no slot at all), at once
+   when synchronous, else on the executor pool (:mod:`~aiostreams.engine.executor_pool`).
+   Forwards to sinks, ``send``s and store writes are buffered in the slot.
+5. **Retire** the head once it has finished: release its outputs, apply its store writes
+   (:mod:`~aiostreams.engine.task_stores`), advance the committable offset.
 
-Failures go through :mod:`~aiostreams.engine.failure`. Punctuations are issued like
-records but as barriers: they start once every earlier slot has finished, and no later slot
-is issued until they finish.
+Collaborators, each testable alone: the task graph, the executor pool, the punctuation
+queue (:mod:`~aiostreams.engine.punctuation`; punctuations are issued as barriers: they
+start once every earlier slot has finished, and no later slot is issued until they
+finish), the stores and overlays, and recovery (:mod:`~aiostreams.engine.recovery`), which
+carries out the pure failure policy :func:`~aiostreams.engine.failure.decide`.
+
+The worker drives it: ``enqueue`` each fetched batch then ``pump``; ``committable()`` when
+committing; ``drain``/``close`` on revocation and shutdown.
 
 Everything here runs on the event loop thread; no locks. The only suspension points are
 inside processors' ``await``s, so the bookkeeping is atomic with respect to them.
@@ -65,9 +70,7 @@ _NULL_KEY = object()
 
 
 class StreamTask:
-    """See the module docstring. Driven by the worker: ``enqueue`` each fetched batch, then
-    ``pump``; ``committable()`` when committing, ``drain``/``close`` on revocation and
-    shutdown."""
+    """See the module docstring."""
 
     def __init__(
         self,

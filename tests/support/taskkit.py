@@ -4,7 +4,7 @@ Imported by the engine tests; ``make_task`` is re-exported as a fixture by conft
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,12 @@ def raw(topic: str, partition: int, offset: int, key: str | None, value: str,
         timestamp: float | None = None) -> RawRecord:
     return RawRecord(topic, partition, offset, float(offset) if timestamp is None else timestamp,
                      key.encode() if key is not None else None, value.encode())
+
+
+def feed(task: StreamTask, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
+    """What the worker does with a fetched batch: enqueue it, then pump."""
+    task.enqueue(tp, records)
+    task.pump()
 
 
 def str_topic(name: str) -> Topic:
