@@ -31,8 +31,8 @@ from aiokafka.errors import CommitFailedError as AioCommitFailedError
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import CommitFailedError, ConfigError, TransportError, UnknownTopicError
-from aiostreams.transport.base import IsolationLevel, RebalanceListener
+from aiostreams.errors import CommitFailedError, TransportError, UnknownTopicError
+from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.kafka_connection import (
     KafkaOptions,
     partition_counts,
@@ -42,8 +42,13 @@ from aiostreams.transport.kafka_connection import (
 from aiostreams.transport.kafka_offsets import list_end_offsets
 from aiostreams.transport.kafka_raw_fetch import fetch_tolerant
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
-from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ConsumerState, check_consumer_options
+from aiostreams.transport.lifecycle import (
+    ConsumerState,
+    check_consumer_transition,
+    check_getmany,
+    require_consumer_open,
+    require_consumer_started,
+)
 from aiostreams.types import RawRecord, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -67,25 +72,12 @@ class KafkaConsumer:
     def __init__(
         self,
         bootstrap: str,
-        options: KafkaOptions,
-        group_id: str | None,
-        *,
-        client_id: str = "aiostreams",
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        group_instance_id: str | None = None,
-        max_poll_records: int = 2000,
-        auto_offset_reset: str = "earliest",
+        kafka_options: KafkaOptions,
+        options: ConsumerOptions,
     ) -> None:
-        check_consumer_options(group_id, group_instance_id, max_poll_records,
-                               auto_offset_reset)
         self._bootstrap = bootstrap
-        self._options = options
-        self._group_id = group_id
-        self._client_id = client_id
-        self.isolation_level = isolation_level
-        self._group_instance_id = group_instance_id
-        self._max_poll_records = max_poll_records
-        self._auto_offset_reset = auto_offset_reset
+        self._kafka = kafka_options
+        self.options = options
         self._state = ConsumerState.CREATED
         self._consumer: AIOKafkaConsumer | None = None
         self._bridge = RebalanceBridge()
@@ -115,23 +107,23 @@ class KafkaConsumer:
         before takes effect at once; a subscription is joined by the first ``getmany``."""
         self._transition(ConsumerState.STARTED)
         consumer = AIOKafkaConsumer(
-            **self._options.client_kwargs(self._bootstrap, self._client_id),
-            group_id=self._group_id,
-            group_instance_id=self._group_instance_id,
+            **self._kafka.client_kwargs(self._bootstrap, self.options.client_id),
+            group_id=self.options.group_id,
+            group_instance_id=self.options.group_instance_id,
             enable_auto_commit=False,
-            auto_offset_reset=self._auto_offset_reset,
-            isolation_level=self.isolation_level.value,
-            max_poll_records=self._max_poll_records,
-            session_timeout_ms=to_ms(self._options.session_timeout),
-            heartbeat_interval_ms=to_ms(self._options.heartbeat_interval),
-            max_poll_interval_ms=to_ms(self._options.max_poll_interval),
-            rebalance_timeout_ms=to_ms(self._options.max_poll_interval),
-            fetch_max_wait_ms=to_ms(self._options.fetch_max_wait),
+            auto_offset_reset=self.options.auto_offset_reset,
+            isolation_level=self.options.isolation_level.value,
+            max_poll_records=self.options.max_poll_records,
+            session_timeout_ms=to_ms(self._kafka.session_timeout),
+            heartbeat_interval_ms=to_ms(self._kafka.heartbeat_interval),
+            max_poll_interval_ms=to_ms(self._kafka.max_poll_interval),
+            rebalance_timeout_ms=to_ms(self._kafka.max_poll_interval),
+            fetch_max_wait_ms=to_ms(self._kafka.fetch_max_wait),
         )
         try:
             await start_or_unavailable(
                 consumer.start, consumer.stop, bootstrap=self._bootstrap,
-                options=self._options, what=f"consumer {self._client_id!r}",
+                options=self._kafka, what=f"consumer {self.options.client_id!r}",
             )
         except BaseException:
             if self._state is ConsumerState.STARTED:
@@ -176,8 +168,8 @@ class KafkaConsumer:
     def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
         """Subscribe the group member to ``topics``; the next ``getmany`` checks that they
         exist (else :class:`UnknownTopicError`), joins the group and runs the callbacks."""
-        self._require_open("subscribe")
-        self._require_group("subscribe")
+        require_consumer_open(self._state, "subscribe")
+        self.options.require_group("subscribe")
         if self._manual is not None:
             raise TransportError(
                 "this consumer was given partitions with assign(); subscribe and assign "
@@ -200,7 +192,7 @@ class KafkaConsumer:
         at the group's committed offset (when there is a group_id), else per
         ``auto_offset_reset``. Unknown topics raise from the next ``getmany``.
         """
-        self._require_open("assign")
+        require_consumer_open(self._state, "assign")
         if self._topics is not None:
             raise TransportError(
                 "this consumer subscribed to topics; subscribe and assign are exclusive, "
@@ -240,14 +232,7 @@ class KafkaConsumer:
         does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
         """
         consumer = self._require_started("getmany")
-        if timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
-        if max_records is not None and max_records < 1:
-            raise ValueError(f"max_records must be at least 1, got {max_records}")
-        if self._polling:
-            raise TransportError(
-                "getmany is already running on this consumer; read a consumer from one task"
-            )
+        check_getmany(timeout, max_records, self._polling)
         self._polling = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -343,11 +328,11 @@ class KafkaConsumer:
         try:
             fetched = await fetch_tolerant(
                 consumer._client, positions,
-                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+                read_committed=self.options.read_committed)
         except KafkaError as exc:
             raise TransportError(f"re-reading {fetchable} from {self._bootstrap} after an "
                                  f"unparsable record failed: {exc!r}") from exc
-        budget = self._max_poll_records if max_records is None else max_records
+        budget = self.options.max_poll_records if max_records is None else max_records
         records: dict[TopicPartition, list[RawRecord]] = {}
         for tp in fetchable:
             batch = fetched.get(tp, [])[:budget]
@@ -365,11 +350,11 @@ class KafkaConsumer:
         if tp in self._next_offsets:
             return self._next_offsets[tp]
         aio_tp = _aio(tp)
-        if self._group_id is not None:
+        if self.options.group_id is not None:
             committed = await consumer.committed(aio_tp)
             if committed is not None:
                 return int(committed)
-        ends = await (consumer.end_offsets([aio_tp]) if self._auto_offset_reset == "latest"
+        ends = await (consumer.end_offsets([aio_tp]) if self.options.auto_offset_reset == "latest"
                       else consumer.beginning_offsets([aio_tp]))
         return int(ends[aio_tp])
 
@@ -490,7 +475,7 @@ class KafkaConsumer:
         or when the group rebalanced under it.
         """
         consumer = self._require_client("commit")
-        group_id = self._require_group("commit")
+        group_id = self.options.require_group("commit")
         owned = self.assignment()
         for tp, offset in offsets.items():
             if offset < 0:
@@ -518,14 +503,14 @@ class KafkaConsumer:
             ) from exc
 
     async def committed(self, tp: TopicPartition) -> int | None:
-        if self._group_id is None:
+        if self.options.group_id is None:
             return None
         consumer = self._require_client("read the committed offset")
         try:
             offset: int | None = await consumer.committed(_aio(tp))
         except KafkaError as exc:
             raise TransportError(
-                f"cannot read the committed offset of {tp} for group {self._group_id!r}: "
+                f"cannot read the committed offset of {tp} for group {self.options.group_id!r}: "
                 f"{exc!r}"
             ) from exc
         return offset
@@ -541,7 +526,7 @@ class KafkaConsumer:
         try:  # off the fetch path (see kafka_offsets); aiokafka's own call if that fails
             return await list_end_offsets(
                 consumer._client, partitions,
-                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+                read_committed=self.options.read_committed)
         except (TransportError, KafkaError) as exc:
             log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
                       "through the fetch connection", _show(partitions), exc)
@@ -608,11 +593,7 @@ class KafkaConsumer:
         return [aio_tp for aio_tp in map(_aio, partitions) if aio_tp in held]
 
     def _transition(self, new: ConsumerState) -> None:
-        if new not in _TRANSITIONS[self._state]:
-            raise TransportError(
-                f"consumer cannot go from {self._state.value} to {new.value}; "
-                "call start() once, before reading, and stop() when done"
-            )
+        check_consumer_transition(self._state, new)
         self._state = new
 
     def _require_client(self, action: str) -> AIOKafkaConsumer:
@@ -623,24 +604,11 @@ class KafkaConsumer:
         return self._require_started(action)
 
     def _require_started(self, action: str) -> AIOKafkaConsumer:
-        if self._state is not ConsumerState.STARTED or self._consumer is None:
+        require_consumer_started(self._state, action)
+        if self._consumer is None:
             raise TransportError(
-                f"cannot {action}: the consumer is {self._state.value}; "
-                "call `await consumer.start()` first (and do not use it after stop())"
-            )
+                f"cannot {action}: the consumer is still connecting; await its start() first")
         return self._consumer
-
-    def _require_open(self, action: str) -> None:
-        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
-            raise TransportError(f"cannot {action}: the consumer is {self._state.value}")
-
-    def _require_group(self, action: str) -> str:
-        if self._group_id is None:
-            raise ConfigError(
-                f"cannot {action} without a group: create the consumer with a group_id, "
-                "e.g. transport.consumer('my-group')"
-            )
-        return self._group_id
 
     def _require_assigned(self, tp: TopicPartition, action: str) -> None:
         if tp not in self.assignment():

@@ -43,7 +43,7 @@ from aiostreams.transport.kafka_connection import (
 )
 from aiostreams.transport.kafka_raw_fetch import wire_header_name
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ProducerState
+from aiostreams.transport.lifecycle import ProducerState, producer_state_error
 from aiostreams.transport.partitioner import KeyPartitioner
 from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
@@ -390,15 +390,7 @@ class KafkaProducer:
         if self._state is state:
             assert self._producer is not None
             return self._producer
-        if state is ProducerState.IN_TRANSACTION and self._state is ProducerState.READY:
-            hint = "call `await producer.begin_transaction()` first"
-        elif state is ProducerState.READY and self._state is ProducerState.IN_TRANSACTION:
-            hint = "a transaction is open: commit or abort it first"
-        elif self._state is ProducerState.CREATED:
-            hint = "call `await producer.start()` first"
-        else:
-            hint = "a stopped producer cannot be used again; create a new one"
-        raise TransportError(f"cannot {action}: the producer is {self._state.value}; {hint}")
+        raise producer_state_error(self._state, state, action)
 
     def _fenced(self, action: str) -> ProducerFencedError:
         return ProducerFencedError(
