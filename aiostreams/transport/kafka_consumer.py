@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -31,24 +31,20 @@ from aiokafka.errors import CommitFailedError as AioCommitFailedError
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import CommitFailedError, TransportError, UnknownTopicError
+from aiostreams.errors import CommitFailedError, TransportError
+from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.kafka_connection import (
+    CREATE_IT_FIRST,
     KafkaOptions,
-    partition_counts,
+    existing_partition_counts,
     start_or_unavailable,
     to_ms,
 )
 from aiostreams.transport.kafka_offsets import list_end_offsets
 from aiostreams.transport.kafka_raw_fetch import fetch_tolerant
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
-from aiostreams.transport.lifecycle import (
-    ConsumerState,
-    check_consumer_transition,
-    check_getmany,
-    require_consumer_open,
-    require_consumer_started,
-)
+from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.types import RawRecord, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -168,17 +164,8 @@ class KafkaConsumer:
     def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
         """Subscribe the group member to ``topics``; the next ``getmany`` checks that they
         exist (else :class:`UnknownTopicError`), joins the group and runs the callbacks."""
-        require_consumer_open(self._state, "subscribe")
-        self.options.require_group("subscribe")
-        if self._manual is not None:
-            raise TransportError(
-                "this consumer was given partitions with assign(); subscribe and assign "
-                "are exclusive, use a separate consumer for each"
-            )
-        if isinstance(topics, str) or not topics:
-            raise ValueError(
-                f"subscribe needs a non-empty collection of topic names, got {topics!r}"
-            )
+        lifecycle.check_subscribe(self._state, self.options, topics,
+                                  assigned=self._manual is not None)
         self._topics = frozenset(topics)
         self._listener = listener
         self._subscription_applied = False
@@ -192,7 +179,7 @@ class KafkaConsumer:
         at the group's committed offset (when there is a group_id), else per
         ``auto_offset_reset``. Unknown topics raise from the next ``getmany``.
         """
-        require_consumer_open(self._state, "assign")
+        lifecycle.require_consumer_open(self._state, "assign")
         if self._topics is not None:
             raise TransportError(
                 "this consumer subscribed to topics; subscribe and assign are exclusive, "
@@ -232,7 +219,7 @@ class KafkaConsumer:
         does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
         """
         consumer = self._require_started("getmany")
-        check_getmany(timeout, max_records, self._polling)
+        lifecycle.check_getmany(timeout, max_records, self._polling)
         self._polling = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -530,26 +517,14 @@ class KafkaConsumer:
         except (TransportError, KafkaError) as exc:
             log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
                       "through the fetch connection", _show(partitions), exc)
-        try:
-            ends = await consumer.end_offsets([_aio(tp) for tp in partitions])
-        except KafkaError as exc:
-            raise TransportError(
-                f"cannot read end offsets of {_show(partitions)}: {exc!r}"
-            ) from exc
-        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+        return await _list_offsets(consumer.end_offsets, "end", partitions)
 
     async def beginning_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
         consumer = self._require_client("read beginning offsets")
         await self._check_partitions(consumer, partitions)
-        try:
-            starts = await consumer.beginning_offsets([_aio(tp) for tp in partitions])
-        except KafkaError as exc:
-            raise TransportError(
-                f"cannot read beginning offsets of {_show(partitions)}: {exc!r}"
-            ) from exc
-        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in starts.items()}
+        return await _list_offsets(consumer.beginning_offsets, "beginning", partitions)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -557,16 +532,9 @@ class KafkaConsumer:
         """Raise UnknownTopicError if a subscribed or assigned topic does not exist."""
         if not self._unverified_topics:
             return
-        counts = await partition_counts(
-            consumer._client, self._unverified_topics, bootstrap=self._bootstrap
-        )
-        missing = sorted(topic for topic, count in counts.items() if count is None)
-        if missing:
-            raise UnknownTopicError(
-                f"cannot read topic(s) {missing}: the broker at {self._bootstrap} has no such "
-                "topic. Create it first (Admin.create_topics), or check the name"
-            )
-        self._known_topics.update({topic: n for topic, n in counts.items() if n is not None})
+        self._known_topics.update(await existing_partition_counts(
+            consumer._client, self._unverified_topics, bootstrap=self._bootstrap,
+            action="read", advice=CREATE_IT_FIRST))
         self._unverified_topics.clear()
 
     async def _check_partitions(
@@ -593,7 +561,7 @@ class KafkaConsumer:
         return [aio_tp for aio_tp in map(_aio, partitions) if aio_tp in held]
 
     def _transition(self, new: ConsumerState) -> None:
-        check_consumer_transition(self._state, new)
+        lifecycle.check_consumer_transition(self._state, new)
         self._state = new
 
     def _require_client(self, action: str) -> AIOKafkaConsumer:
@@ -604,7 +572,7 @@ class KafkaConsumer:
         return self._require_started(action)
 
     def _require_started(self, action: str) -> AIOKafkaConsumer:
-        require_consumer_started(self._state, action)
+        lifecycle.require_consumer_started(self._state, action)
         if self._consumer is None:
             raise TransportError(
                 f"cannot {action}: the consumer is still connecting; await its start() first")
@@ -620,6 +588,19 @@ class KafkaConsumer:
 
 def _aio(tp: TopicPartition) -> AioTopicPartition:
     return AioTopicPartition(tp.topic, tp.partition)
+
+
+async def _list_offsets(
+    call: Callable[[list[AioTopicPartition]], Awaitable[dict[AioTopicPartition, int]]],
+    which: str, partitions: Collection[TopicPartition],
+) -> dict[TopicPartition, int]:
+    """aiokafka's ``end_offsets`` or ``beginning_offsets`` (``call``) in our types."""
+    try:
+        found = await call([_aio(tp) for tp in partitions])
+    except KafkaError as exc:
+        raise TransportError(
+            f"cannot read {which} offsets of {_show(partitions)}: {exc!r}") from exc
+    return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
 
 def _show(partitions: Collection[TopicPartition] | Mapping[TopicPartition, int]) -> str:

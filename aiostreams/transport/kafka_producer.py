@@ -34,10 +34,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import ProducerFencedError, TransportError, UnknownTopicError
+from aiostreams.errors import ProducerFencedError, TransportError
 from aiostreams.transport.kafka_connection import (
+    CREATE_IT_FIRST,
     KafkaOptions,
-    partition_counts,
+    existing_partition_counts,
     start_or_unavailable,
     to_ms,
 )
@@ -253,14 +254,9 @@ class KafkaProducer:
                 counts[topic] = len(known)
         unknown = topics - counts.keys()
         if unknown:
-            fetched = await partition_counts(producer.client, unknown, bootstrap=self._bootstrap)
-            missing = sorted(topic for topic, count in fetched.items() if count is None)
-            if missing:
-                raise UnknownTopicError(
-                    f"cannot send to topic(s) {missing}: the broker at {self._bootstrap} has "
-                    "no such topic. Create it first (Admin.create_topics), or check the name"
-                )
-            counts.update((topic, count) for topic, count in fetched.items() if count)
+            counts.update(await existing_partition_counts(
+                producer.client, unknown, bootstrap=self._bootstrap, action="send to",
+                advice=CREATE_IT_FIRST))
         return counts
 
     async def flush(self) -> None:

@@ -5,8 +5,10 @@ the wrong state raises (saying what to call instead)."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 
 from aiostreams.errors import TransportError
+from aiostreams.transport.base import ConsumerOptions
 
 
 class ConsumerState(enum.Enum):
@@ -84,6 +86,25 @@ def check_getmany(timeout: float, max_records: int | None, polling: bool) -> Non
         raise TransportError(
             "getmany is already running on this consumer; read a consumer from one task"
         )
+
+
+def check_subscribe(state: ConsumerState, options: ConsumerOptions, topics: Collection[str],
+                    *, assigned: bool) -> str:
+    """The group id ``subscribe(topics)`` joins; raises if the consumer is closed, has no
+    group, was given partitions with ``assign`` (``assigned``), or ``topics`` is empty or
+    a lone string."""
+    require_consumer_open(state, "subscribe")
+    group_id = options.require_group("subscribe")
+    if assigned:
+        raise TransportError(
+            "this consumer was given partitions with assign(); subscribe and assign "
+            "are exclusive, use a separate consumer for each"
+        )
+    if isinstance(topics, str) or not topics:
+        raise ValueError(
+            f"subscribe needs a non-empty collection of topic names, got {topics!r}"
+        )
+    return group_id
 
 
 def producer_state_error(state: ProducerState, wanted: ProducerState,

@@ -6,14 +6,9 @@ import asyncio
 from collections.abc import Collection, Mapping
 
 from aiostreams.errors import CommitFailedError, TransportError
+from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
-from aiostreams.transport.lifecycle import (
-    ConsumerState,
-    check_consumer_transition,
-    check_getmany,
-    require_consumer_open,
-    require_consumer_started,
-)
+from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
 from aiostreams.transport.memory_group import GroupCoordinator
 from aiostreams.types import RawRecord, TopicPartition
@@ -67,7 +62,7 @@ class MemoryConsumer:
 
     async def start(self) -> None:
         """Start, joining the group at once if ``subscribe`` was called before."""
-        check_consumer_transition(self._state, ConsumerState.STARTED)
+        lifecycle.check_consumer_transition(self._state, ConsumerState.STARTED)
         if self._subscription is not None:
             with self._broker._lock:
                 self._join(self._subscription)
@@ -101,17 +96,8 @@ class MemoryConsumer:
 
     def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
         """Join (or change the subscription in) the group; assignment happens in getmany."""
-        require_consumer_open(self._state, "subscribe")
-        group_id = self.options.require_group("subscribe")
-        if self._manual:
-            raise TransportError(
-                "this consumer was given partitions with assign(); subscribe and assign "
-                "are exclusive, use a separate consumer for each"
-            )
-        if isinstance(topics, str) or not topics:
-            raise ValueError(
-                f"subscribe needs a non-empty collection of topic names, got {topics!r}"
-            )
+        group_id = lifecycle.check_subscribe(self._state, self.options, topics,
+                                             assigned=self._manual)
         with self._broker._lock:
             for topic in topics:
                 self._broker.require_topic(topic)
@@ -130,7 +116,7 @@ class MemoryConsumer:
         at the group's committed offset (when there is a group_id), else per
         ``auto_offset_reset``.
         """
-        require_consumer_open(self._state, "assign")
+        lifecycle.require_consumer_open(self._state, "assign")
         if self._subscription is not None:
             raise TransportError(
                 "this consumer subscribed to topics; subscribe and assign are exclusive, "
@@ -166,8 +152,8 @@ class MemoryConsumer:
         are released all the same (as Kafka completes a rebalance whatever the callback
         does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
         """
-        require_consumer_started(self._state, "getmany")
-        check_getmany(timeout, max_records, self._polling)
+        lifecycle.require_consumer_started(self._state, "getmany")
+        lifecycle.check_getmany(timeout, max_records, self._polling)
         limit = self.options.max_poll_records if max_records is None else max_records
         self._polling = True
         loop = asyncio.get_running_loop()
@@ -237,7 +223,7 @@ class MemoryConsumer:
         Allowed inside the ``on_partitions_revoked`` that ``stop()`` runs.
         """
         if self._state is not ConsumerState.STOPPING:
-            require_consumer_started(self._state, "commit")
+            lifecycle.require_consumer_started(self._state, "commit")
         group_id = self.options.require_group("commit")
         with self._broker._lock:
             for tp, offset in offsets.items():
@@ -365,7 +351,7 @@ class MemoryConsumer:
             self._waiter.wake()
 
     def _transition(self, new: ConsumerState) -> None:
-        check_consumer_transition(self._state, new)
+        lifecycle.check_consumer_transition(self._state, new)
         self._state = new
 
     def _require_assigned(self, tp: TopicPartition, action: str) -> None:
