@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -285,20 +285,26 @@ class AppCollector:
         return worker.committed_offset(tp) if worker is not None else None
 
 
-def _counter(name: str, doc: str, labels: Sequence[str],
-             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, doc, labels=labels)
+_Family = TypeVar("_Family", CounterMetricFamily, GaugeMetricFamily)
+
+
+def _family(kind: type[_Family], name: str, doc: str, labels: Sequence[str],
+            samples: Iterable[tuple[list[str], float]]) -> _Family:
+    """A metric family of ``kind`` with one sample per ``(label values, value)``."""
+    family = kind(name, doc, labels=labels)
     for values, value in samples:
         family.add_metric(values, value)
     return family
+
+
+def _counter(name: str, doc: str, labels: Sequence[str],
+             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
+    return _family(CounterMetricFamily, name, doc, labels, samples)
 
 
 def _gauge(name: str, doc: str, labels: Sequence[str],
            samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=labels)
-    for values, value in samples:
-        family.add_metric(values, value)
-    return family
+    return _family(GaugeMetricFamily, name, doc, labels, samples)
 
 
 def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
