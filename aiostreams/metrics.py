@@ -30,7 +30,6 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -44,6 +43,7 @@ from prometheus_client.core import (
 
 from aiostreams.app import App, AppState
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.start_stop import StartStop
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
 
@@ -342,7 +342,7 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
 # -- the HTTP server --------------------------------------------------------------------
 
 
-class MetricsServer:
+class MetricsServer(StartStop):
     """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
     app's event loop (aiohttp).
 
@@ -401,14 +401,6 @@ class MetricsServer:
         if consumer is not None:
             with contextlib.suppress(Exception):
                 await consumer.stop()
-
-    async def __aenter__(self) -> MetricsServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def _metrics(self, request: web.Request) -> web.Response:
         await self._refresh_end_offsets()
