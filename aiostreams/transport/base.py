@@ -36,6 +36,12 @@ class IsolationLevel(enum.Enum):
     READ_UNCOMMITTED = "read_uncommitted"
     READ_COMMITTED = "read_committed"
 
+    @classmethod
+    def of(cls, read_committed: bool) -> IsolationLevel:
+        """``READ_COMMITTED`` when ``read_committed`` (an exactly-once app), else
+        ``READ_UNCOMMITTED``."""
+        return cls.READ_COMMITTED if read_committed else cls.READ_UNCOMMITTED
+
 
 OFFSET_RESETS = ("earliest", "latest")
 

@@ -50,6 +50,12 @@ def test_keywords_and_an_options_object_configure_the_same_consumer(
     assert by_object.options is expected  # type: ignore[attr-defined]
 
 
+def test_isolation_level_of_an_exactly_once_app_reads_committed_only() -> None:
+    assert IsolationLevel.of(True) is IsolationLevel.READ_COMMITTED
+    assert IsolationLevel.of(False) is IsolationLevel.READ_UNCOMMITTED
+    assert ConsumerOptions(isolation_level=IsolationLevel.of(True)).read_committed
+
+
 def test_unset_fields_take_the_documented_defaults() -> None:
     options = MemoryTransport().consumer("g").options
     assert options == ConsumerOptions(
