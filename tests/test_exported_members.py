@@ -169,7 +169,7 @@ def test_no_internal_type_in_a_public_signature() -> None:
 
 
 def test_the_leak_check_sees_an_internal_return_type() -> None:
-    from aiostreams.engine.task import TaskSettings
+    from aiostreams.engine.task_state import TaskSettings
 
     def task_settings() -> TaskSettings:
         """An exported function returning an engine type."""
@@ -179,7 +179,7 @@ def test_the_leak_check_sees_an_internal_return_type() -> None:
     aiostreams.task_settings = task_settings  # type: ignore[attr-defined]
     try:
         assert internal_types_in_public_signatures() == {
-            "aiostreams.engine.task.TaskSettings": ["task_settings"]}
+            "aiostreams.engine.task_state.TaskSettings": ["task_settings"]}
     finally:
         aiostreams.__all__.remove("task_settings")
         del aiostreams.task_settings  # type: ignore[attr-defined]
