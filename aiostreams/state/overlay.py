@@ -251,6 +251,23 @@ class WindowStoreView:
     async def approximate_num_entries(self) -> int:
         return await self._store.approximate_num_entries()
 
+    async def fetch_all(self, time_from: float,
+                        time_to: float) -> list[tuple[Any, float, Any]]:
+        """``(key, window_start, value)`` of every key's windows with ``time_from <= start
+        <= time_to``, buffered writes included, in no particular order (a scan of the whole
+        store: for emitting closed windows, not for per-record lookups)."""
+        lo = max(bound_ms(time_from) / 1000, self._store.retained_from)
+        hi = bound_ms(time_to) / 1000
+        merged: dict[tuple[Any, float], Any] = {}
+        async for (key, start), value in self._store.range(None, None):
+            if lo <= start <= hi:
+                merged[(key, start)] = value
+        for (key, start), value in self._overlay.pending_items().items():
+            if lo <= start <= hi:
+                merged[(key, start)] = value
+        return [(key, start, value) for (key, start), value in merged.items()
+                if value is not TOMBSTONE]
+
 
 def view_for(overlay: StoreOverlay) -> KeyValueStoreView | WindowStoreView:
     """The view processors get for ``overlay``'s store, chosen by its kind."""

@@ -19,10 +19,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import ConfigError
-from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
+from aiostreams.serde import JsonSerde, LongSerde, Serde, StrSerde, serde_for
 from aiostreams.topology.dsl_processors import require_sync
-from aiostreams.topology.dsl_stores import TimedSerde, TimestampedSerde, window_store_spec
+from aiostreams.topology.dsl_stores import (
+    TimedSerde,
+    TimestampedSerde,
+    kv_store_spec,
+    window_store_spec,
+)
 from aiostreams.topology.dsl_table import Table
+from aiostreams.topology.emit_final import EmitOnWindowCloseProcessor
 from aiostreams.topology.sliding_windows import SlidingWindowAggregateProcessor
 from aiostreams.topology.table_processors import initial_value
 from aiostreams.topology.window_processors import (
@@ -42,6 +48,7 @@ from aiostreams.windows import (
 )
 
 if TYPE_CHECKING:
+    from aiostreams.topology.dsl import StreamsBuilder
     from aiostreams.topology.dsl_table import GroupedStream
 
 K = TypeVar("K")
@@ -71,6 +78,15 @@ class TimeWindowedStream(Generic[K, V]):
                 f"got {type(windows).__name__}")
         self.grouped = grouped
         self.windows = windows
+        self.on_window_close = False
+
+    def emit_on_window_close(self) -> TimeWindowedStream[K, V]:
+        """Emit each window once, its final value, when it closes (stream time passes its
+        end + grace), instead of every update: Kafka Streams' ``EmitStrategy
+        .onWindowClose()``. See :mod:`aiostreams.topology.emit_final`."""
+        final = TimeWindowedStream(self.grouped, self.windows)
+        final.on_window_close = True
+        return final
 
     def _aggregate(self, kind: str, start: Callable[[], Any],
                    adder: Callable[[Any, Any, Any], Any], *, materialized: str | None,
@@ -85,9 +101,16 @@ class TimeWindowedStream(Generic[K, V]):
                 f"({minimum}s), or open windows would be forgotten")
         store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
         late = builder.late
-        node = builder.add_processor(
-            kind, lambda: TimeWindowAggregateProcessor(store, windows, start, adder, late),
-            [self.grouped.stream.node], name=name)
+        if self.on_window_close:
+            node = emit_on_window_close(
+                builder, kind, store, windows, start, adder, self.grouped,
+                persistent=persistent, name=name,
+                retention_ms=to_ms(retention) if retention is not None
+                else windows.size_ms + windows.grace_ms)
+        else:
+            node = builder.add_processor(
+                kind, lambda: TimeWindowAggregateProcessor(store, windows, start, adder, late),
+                [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum,
             persistent=persistent, key_serde=self.grouped.key_serde,
@@ -263,5 +286,23 @@ class SlidingWindowedStream:
             persistent=persistent, retention=retention, name=name,
             value_serde=serde_for(value_serde) if value_serde is not None else JsonSerde())
 
+
+
+def emit_on_window_close(builder: StreamsBuilder, kind: str, store: str, windows: TimeWindows,
+                         start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
+                         grouped: GroupedStream[Any, Any], *, persistent: bool,
+                         name: str | None, retention_ms: int) -> str:
+    """The node of a time-windowed aggregation that emits on window close, with the
+    changelogged store of its last emission's close time."""
+    emit_store = f"{store}-EMIT-TIME"
+    late = builder.late
+    key_serde = grouped.key_serde
+    node = builder.add_processor(
+        kind, lambda: EmitOnWindowCloseProcessor(store, windows, start, adder, late,
+                                                 emit_store, key_serde, retention_ms),
+        [grouped.stream.node], name=name)
+    builder.add_store(kv_store_spec(emit_store, persistent=persistent, key_serde=StrSerde(),
+                                    value_serde=LongSerde()), node)
+    return node
 
 __all__ = ["SessionWindowedStream", "SlidingWindowedStream", "TimeWindowedStream"]

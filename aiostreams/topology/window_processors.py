@@ -54,6 +54,10 @@ class TimeWindowAggregateProcessor(Processor[Any, Any]):
     """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
     timestamp (:class:`~aiostreams.topology.dsl_stores.ValueAndTimestamp`)."""
 
+    forwards_updates = True
+    """Whether each update is forwarded (emit on window update, Kafka's default); the
+    emit-on-window-close subclass forwards closed windows instead."""
+
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
         self.store_name = store
@@ -89,7 +93,8 @@ class TimeWindowAggregateProcessor(Processor[Any, Any]):
                 store.delete(key, start)
             else:
                 store.put(key, start, ValueAndTimestamp(new, stamp / 1000))
-            ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
+            if self.forwards_updates:
+                ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
 
 class SessionAggregateProcessor(Processor[Any, Any]):

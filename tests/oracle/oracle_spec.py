@@ -24,6 +24,7 @@ cogroup             from a grouped stream: aggregate by ``total(agg, v)``; from 
                     add ``other`` (grouped) by ``total(agg, affine(v, a, b))``
 windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
                     session (``gap``) / sliding (``diff``), with ``grace`` (all ms)
+                    ``emit: "on_window_close"`` (time windows): final results only
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
                     ``total`` (sessions merge by ``total``; a grouped table subtracts
                     by ``minus``)
@@ -234,6 +235,8 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
             result = src.windowed_by(
                 TumblingWindows(size, grace=grace) if advance == size
                 else HoppingWindows(size, advance, grace=grace))
+            if op.get("emit") == "on_window_close":
+                result = result.emit_on_window_close()
     elif kind == "count":
         result = src.count()
     elif kind == "reduce" and isinstance(src, GroupedTable):

@@ -58,6 +58,7 @@ import org.apache.kafka.streams.TopologyTestDriver;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
@@ -156,6 +157,9 @@ public final class Oracle {
         // Kafka throttles the emission of non-joined stream-stream join results by wall-clock
         // time (1 s); the oracle compares the semantics without the throttle.
         props.put("__emit.interval.ms.kstreams.outer.join.spurious.results.fix__", 0L);
+        // Likewise Kafka emits a window-close aggregation's final results at most once per
+        // second of wall-clock time; the oracle compares the semantics without the throttle.
+        props.put("__emit.interval.ms.kstreams.windowed.aggregation__", 0L);
         // A case may override settings (tests/oracle/deviations.py shows Kafka's defaults).
         request.path("config").fields().forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
         ObjectNode outputs = JSON.createObjectNode();
@@ -316,9 +320,13 @@ public final class Oracle {
                     default -> {
                         long size = op.path("size").asLong();
                         long advance = op.path("advance").asLong(size);
-                        vars.put(id, new Slot(grouped.windowedBy(TimeWindows
+                        TimeWindowedKStream<String, Long> windowed = grouped.windowedBy(TimeWindows
                             .ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace))
-                            .advanceBy(Duration.ofMillis(advance))), "time", size));
+                            .advanceBy(Duration.ofMillis(advance)));
+                        if ("on_window_close".equals(op.path("emit").asText())) {
+                            windowed = windowed.emitStrategy(EmitStrategy.onWindowClose());
+                        }
+                        vars.put(id, new Slot(windowed, "time", size));
                         return;
                     }
                 }
