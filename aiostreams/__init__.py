@@ -39,6 +39,7 @@ from aiostreams.state import kv_store, window_store
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, Table
+from aiostreams.topology.global_table import GlobalTable
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition
@@ -70,6 +71,7 @@ __all__ = [
     "ConfigError",
     "DeserializationError",
     "FloatSerde",
+    "GlobalTable",
     "Headers",
     "HoppingWindows",
     "IntSerde",

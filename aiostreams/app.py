@@ -37,6 +37,7 @@ from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
+from aiostreams.topology.global_table import GlobalTable, declare_global_table
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
@@ -132,6 +133,15 @@ class App:
         key, in a changelog-backed store (``materialized`` names it)."""
         return self._builder.table(topic, name=name, materialized=materialized,
                                    persistent=persistent)
+
+    def global_table(self, topic: Topic | str) -> GlobalTable:
+        """``topic`` replicated in full on every worker, bootstrapped before processing
+        starts; join streams with it by ``stream.join_global(table, key_selector, joiner)``.
+        See :mod:`aiostreams.topology.global_table`."""
+        declared = topic if isinstance(topic, Topic) else (
+            self.topology.topic(topic) or self.topic(topic))
+        return declare_global_table(self.topology, declared, lambda: self.transport,
+                                    self.resource, self.settings.poll_timeout)
 
     def describe(self) -> str:
         return self.topology.describe()

@@ -56,6 +56,7 @@ from aiostreams.engine.worker import CommitRecord
 from aiostreams.errors import CoPartitioningError, TaskFailedError, TopologyError
 from aiostreams.serde import BytesSerde, Serde
 from aiostreams.topology.dsl_stores import plain_value
+from aiostreams.topology.global_table import GlobalFeeder, global_tables_of
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.transport.partitioner import default_partition
@@ -142,6 +143,7 @@ class TopologyTestDriver:
         self._commit_requested = False
         self._commit_timer: TimerHandle | None = None
         self._snapshots: dict[str, dict[Any, Any]] = {}
+        self._globals: GlobalFeeder | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -159,6 +161,8 @@ class TopologyTestDriver:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="aiostreams-driver-"))
             state_dir = self._temp_dir
         self._sinks = {s.name: s for s in app.topology.external_sinks}
+        self._globals = GlobalFeeder(global_tables_of(app.topology), self.broker)
+        self._source_serdes.update(self._globals.serdes())
         for sink in self._sinks.values():
             await sink.start()
         self.state = DriverState.RUNNING
@@ -455,6 +459,8 @@ class TopologyTestDriver:
     def _feed(self) -> None:
         """Hand every record appended to a source partition since the last feed to its
         task (which may process it at once and produce more)."""
+        if self._globals is not None:
+            self._globals.feed()
         progressed = True
         while progressed and self.failure is None:
             progressed = False

@@ -37,7 +37,7 @@ EXPECTED = {
     "AppStatus", "TaskStatus", "WorkerStatus",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
-    "SlidingWindows",
+    "SlidingWindows", "GlobalTable",
     "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
     "until_window_closes", "until_time_limit",
     # execution policy

@@ -58,6 +58,7 @@ from aiostreams.topology.topology import StoreSpec
 if TYPE_CHECKING:
     from aiostreams.topology.dsl import StreamsBuilder
     from aiostreams.topology.dsl_table import GroupedStream, Table
+    from aiostreams.topology.global_table import GlobalTable
     from aiostreams.windows import JoinWindows
 
 K = TypeVar("K")
@@ -398,6 +399,43 @@ class Stream(Generic[K, V]):
         from aiostreams.topology.dsl_joins import join_streams
 
         return join_streams(self, other, joiner, windows, "inner", name=name)
+
+    def join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
+                    joiner: Callable[[V, Any], VR], *, name: str | None = None,
+                    ) -> Stream[K, VR]:
+        """Inner join with a global table: each record joins the table's value of
+        ``key_selector(key, value)`` (records without one are dropped); no repartition.
+        See :mod:`aiostreams.topology.global_table`."""
+        return self._join_global(table, key_selector, joiner, False, name)
+
+    def left_join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
+                         joiner: Callable[[V, Any], VR], *, name: str | None = None,
+                         ) -> Stream[K, VR]:
+        """Like :meth:`join_global`, but a record without a match is emitted too, as
+        ``joiner(value, None)``."""
+        return self._join_global(table, key_selector, joiner, True, name)
+
+    def _join_global(self, table: GlobalTable, key_selector: Callable[[Any, Any], Any],
+                     joiner: Callable[[Any, Any], Any], left: bool,
+                     name: str | None) -> Stream[Any, Any]:
+        from aiostreams.topology.global_table import GlobalJoinProcessor, GlobalTable
+
+        what = "left_join_global" if left else "join_global"
+        if not isinstance(table, GlobalTable):
+            raise TopologyError(
+                f"{what} on stream {self.node!r} needs a GlobalTable (app.global_table(...)), "
+                f"got {type(table).__name__}; join a Table with join()/left_join()")
+        require_sync(key_selector, what)
+        require_sync(joiner, what)
+        node = ""
+
+        def make() -> GlobalJoinProcessor:
+            return GlobalJoinProcessor(table, key_selector, joiner, left, lambda: node)
+
+        node = self.builder.add_processor("KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
+                                          make, [self.node], name=name)
+        return Stream(self.builder, node, key_serde=self.key_serde,
+                      key_changed=self.key_changed)
 
     @overload
     def left_join(self, other: Table[K, VO], joiner: Callable[[V, VO | None], VR],

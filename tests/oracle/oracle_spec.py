@@ -33,6 +33,9 @@ suppress            ``until``: ``window_closes`` / ``time_limit`` (``wait`` ms),
 to_stream, to       a table's updates as a stream; write a stream to ``topic``
 join/left_join/     stream-stream (``before``, ``after``, ``grace`` ms), stream-table or
 outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``
+global_table        ``topic`` as a global table (replicated, not partitioned)
+join_global/        stream ``from`` with global table ``other`` on key
+left_join_global    ``bucket("g", v, n)``, by ``joined(l, r)``
 fk_join/            foreign-key table-table join (KIP-213) of table ``from`` with table
 fk_left_join        ``other`` on ``foreign(v, n)``, by ``joined(l, r)``
 ==================  ============================================================
@@ -162,7 +165,8 @@ def windowed_serde(windowing: str, size_ms: int) -> TimeWindowedSerde | SessionW
 def build(app: App, case: Case, seed: int | None) -> None:
     """Declare ``case``'s topology on ``app``; an async identity step with seeded random
     completion order follows every stream source when ``seed`` is given."""
-    sources = {op["topic"] for op in case["ops"] if op["op"] in ("stream", "table")}
+    sources = {op["topic"] for op in case["ops"]
+               if op["op"] in ("stream", "table", "global_table")}
     for name in sorted(sources):
         app.topic(name, key=str, value=int, partitions=1)
     env: dict[str, Var] = {}
@@ -272,6 +276,11 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         key = windowed_serde(windowing, size_ms) if windowing else str
         src.to(app.topic(op["topic"], key=key, value=int, partitions=1))
         return
+    elif kind == "global_table":
+        result = app.global_table(op["topic"])
+    elif kind in ("join_global", "left_join_global"):
+        method = src.join_global if kind == "join_global" else src.left_join_global
+        result = method(env[op["other"]].value, lambda k, v: bucket("g", v, n), joined)
     elif kind in ("fk_join", "fk_left_join"):
         other = env[op["other"]].value
         method = (src.join_on_foreign_key if kind == "fk_join"

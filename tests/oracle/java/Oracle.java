@@ -59,6 +59,7 @@ import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
@@ -410,6 +411,16 @@ public final class Oracle {
                     default -> stream.to(topic);
                 }
                 return;
+            }
+            case "global_table" -> result = builder.globalTable(op.path("topic").asText(),
+                Materialized.as("global-" + id));
+            case "join_global", "left_join_global" -> {
+                KStream<String, Long> stream = (KStream<String, Long>) src;
+                GlobalKTable<String, Long> global =
+                    (GlobalKTable<String, Long>) vars.get(op.path("other").asText()).value();
+                result = "join_global".equals(kind)
+                    ? stream.join(global, (k, v) -> bucket("g", v, n), Oracle::joined)
+                    : stream.leftJoin(global, (k, v) -> bucket("g", v, n), Oracle::joined);
             }
             case "fk_join", "fk_left_join" -> {
                 KTable<String, Long> left = (KTable<String, Long>) src;
