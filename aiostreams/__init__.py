@@ -8,8 +8,6 @@ one-record-at-a-time run.
 from aiostreams.app import App, run_event_loop
 from aiostreams.clients import AppConsumer, AppProducer
 from aiostreams.config import Settings, load_settings
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.errors import (
     AiostreamsError,
     BrokerUnavailableError,
@@ -25,6 +23,7 @@ from aiostreams.errors import (
 )
 from aiostreams.lifecycle import Resource, ResourceClosedError
 from aiostreams.lifecycle_state import AppState
+from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.serde import (
     BytesSerde,
     FloatSerde,

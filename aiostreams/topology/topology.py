@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiostreams.engine.failure import Retry
 from aiostreams.errors import TopologyError
+from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.topic import Topic
 from aiostreams.topology.internal_topics import KV_CHANGELOG_CONFIG
