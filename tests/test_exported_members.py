@@ -179,7 +179,7 @@ def test_the_leak_check_sees_an_internal_return_type() -> None:
     aiostreams.task_settings = task_settings  # type: ignore[attr-defined]
     try:
         assert internal_types_in_public_signatures() == {
-            "aiostreams.engine.task_state.TaskSettings": ["task_settings"]}
+            f"{TaskSettings.__module__}.{TaskSettings.__qualname__}": ["task_settings"]}
     finally:
         aiostreams.__all__.remove("task_settings")
         del aiostreams.task_settings  # type: ignore[attr-defined]

@@ -180,3 +180,15 @@ class AggregateProcessor(Processor[Any, Any]):
         stamp = ts if old is None else max(ts, old_ts)
         write_stamped(ctx, self.store_name, record.key, new, stamp)
         ctx.forward(update(record, new, old, stamp / 1000))
+
+
+__all__ = [
+    "AggregateProcessor",
+    "FilterGetter",
+    "MapValuesGetter",
+    "StoreGetter",
+    "TableFilterProcessor",
+    "TableMapValuesProcessor",
+    "ValueGetter",
+    "initial_value",
+]

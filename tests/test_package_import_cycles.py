@@ -9,10 +9,6 @@ One circle is allowed, and only among the fluent DSL classes (``topology/dsl*.py
 methods return each other (``Stream.group_by → GroupedStream``, ``GroupedStream.count →
 Table``, ``Table.to_stream → Stream``), like Kafka's ``KStreamImpl`` and ``KTableImpl``.
 Everything they build on (processors, windows, stores, the topology) is below them.
-
-Circles wholly inside ``aiostreams/engine/`` are left to the engine's own test (the task
-split removes the ``task → context → sync_chain/async_chain → task`` one); this test
-covers every other module and any circle that leaves the engine.
 """
 
 from __future__ import annotations
@@ -102,14 +98,9 @@ def is_fluent_dsl(module: str) -> bool:
     return module.startswith("aiostreams.topology.dsl")
 
 
-def is_engine(module: str) -> bool:
-    return module.startswith("aiostreams.engine.")
-
-
 def test_the_only_import_circle_is_among_the_fluent_dsl_classes() -> None:
     found = circles(import_graph())
-    assert [sorted(c) for c in found
-            if not all(map(is_fluent_dsl, c)) and not all(map(is_engine, c))] == []
+    assert [sorted(c) for c in found if not all(map(is_fluent_dsl, c))] == []
 
 
 def test_nothing_below_the_app_imports_it() -> None:
