@@ -22,7 +22,8 @@ group_by            group by ``bucket("g", v, n)``; a table: rows re-grouped to
 to_table            a stream as a table (``toTable``)
 cogroup             from a grouped stream: aggregate by ``total(agg, v)``; from a cogroup,
                     add ``other`` (grouped) by ``total(agg, affine(v, a, b))``
-windowed_by         ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
+windowed_by         (of a grouped stream or a cogroup; a cogroup: time windows only)
+                    ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
                     session (``gap``) / sliding (``diff``), with ``grace`` (all ms)
                     ``emit: "on_window_close"`` (time windows): final results only
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
@@ -54,7 +55,7 @@ from typing import Any
 from aiostreams import App
 from aiostreams.test_driver import TopologyTestDriver
 from aiostreams.topology.dsl import Stream, Table
-from aiostreams.topology.dsl_cogroup import CogroupedStream
+from aiostreams.topology.dsl_cogroup import CogroupedStream, TimeWindowedCogroupedStream
 from aiostreams.topology.dsl_grouped_table import GroupedTable
 from aiostreams.windows import (
     HoppingWindows,
@@ -247,7 +248,8 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         result = src.reduce(total, minus, value_serde=int)
     elif kind == "reduce":
         result = src.reduce(total, value_serde=int)
-    elif kind == "aggregate" and isinstance(src, CogroupedStream):
+    elif kind == "aggregate" and isinstance(src, (CogroupedStream,
+                                                   TimeWindowedCogroupedStream)):
         init = op.get("init", 0)
         result = src.aggregate(lambda: init, value_serde=int)
     elif kind == "aggregate" and isinstance(src, GroupedTable):

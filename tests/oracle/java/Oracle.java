@@ -73,6 +73,7 @@ import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.Suppressed.BufferConfig;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
+import org.apache.kafka.streams.kstream.TimeWindowedCogroupedKStream;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -302,8 +303,15 @@ public final class Oracle {
                 : ((KGroupedStream<String, Long>) src).cogroup(
                     (String k, Long v, Long agg) -> total(agg, v));
             case "windowed_by" -> {
-                KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) src;
                 long grace = op.path("grace").asLong();
+                if (src instanceof CogroupedKStream<?, ?> c) {
+                    long size = op.path("size").asLong();
+                    vars.put(id, new Slot(((CogroupedKStream<String, Long>) c).windowedBy(TimeWindows
+                        .ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace))
+                        .advanceBy(Duration.ofMillis(op.path("advance").asLong(size)))), "time", size));
+                    return;
+                }
+                KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) src;
                 switch (op.path("windows").asText()) {
                     case "session" -> {
                         vars.put(id, new Slot(grouped.windowedBy(SessionWindows
@@ -335,7 +343,10 @@ public final class Oracle {
             case "count", "reduce", "aggregate" -> {
                 long init = op.path("init").asLong(0);
                 String windowing = from.windowing();
-                if (src instanceof CogroupedKStream<?, ?> c) {
+                if (src instanceof TimeWindowedCogroupedKStream<?, ?> c) {
+                    result = ((TimeWindowedCogroupedKStream<String, Long>) c).aggregate(() -> init,
+                        Materialized.with(Serdes.String(), Serdes.Long()));
+                } else if (src instanceof CogroupedKStream<?, ?> c) {
                     result = ((CogroupedKStream<String, Long>) c).aggregate(() -> init);
                 } else if (src instanceof KGroupedTable<?, ?> g) {
                     KGroupedTable<String, Long> grouped = (KGroupedTable<String, Long>) g;
