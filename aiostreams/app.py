@@ -38,6 +38,7 @@ from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
 
 if TYPE_CHECKING:
+    from aiostreams.queries import ReadOnlyStore
     from aiostreams.topology.dsl_windows import LateRecords
 
 log = logging.getLogger("aiostreams.app")
@@ -413,6 +414,13 @@ class App:
     def run(self) -> None:
         """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
         run_event_loop(self.run_async())
+
+    def store(self, name: str) -> ReadOnlyStore:
+        """A read-only view of table or window store ``name`` across the tasks of this
+        worker, for interactive queries (:mod:`aiostreams.queries`): reads see retired
+        state only. Raises ``UnknownStoreError`` for a name the topology lacks."""
+        from aiostreams.queries import store_view
+        return store_view(self, name)
 
     @property
     def tasks(self) -> dict[str, StreamTask]:

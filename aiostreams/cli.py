@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true",
                      help="no live status line (it is shown only on a terminal anyway)")
     run.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    run.add_argument("--query-peers", default="", help=argparse.SUPPRESS)  # queries.py
     run.set_defaults(handler=_run)
 
     describe = commands.add_parser(
@@ -395,7 +396,8 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(
         metrics_host=args.metrics_host, metrics_port=args.metrics_port,
         progress=not args.no_progress and sys.stderr.isatty(),
-        connect_timeout=args.connect_timeout)
+        connect_timeout=args.connect_timeout,
+        query_peers=tuple(p for p in args.query_peers.split(",") if p))
     code: int = run_event_loop(run_app(app, options, reporter))
     return code
 
