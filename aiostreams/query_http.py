@@ -150,7 +150,7 @@ class StoreRoutes:
                 windows = await view.fetch(key, _bound(request, "from", -math.inf),
                                            _bound(request, "to", math.inf))
                 return _json(200, {
-                    "store": name, "key": jsonable(key),
+                    "store": name, "key": jsonable(key), "worker": self.self_url,
                     "partition": await view.partition_of(key),
                     "windows": [{"start": s, "value": jsonable(v)} for s, v in windows]})
             value = await view.get(key)
@@ -164,7 +164,7 @@ class StoreRoutes:
             return await self._redirect(request, e)
         if value is None:
             return _error(404, f"store {name!r} has no value for key {key!r}")
-        return _json(200, {"store": name, "key": jsonable(key),
+        return _json(200, {"store": name, "key": jsonable(key), "worker": self.self_url,
                            "partition": await view.partition_of(key),
                            "value": jsonable(value)})
 

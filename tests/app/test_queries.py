@@ -87,7 +87,8 @@ async def test_a_window_store_is_fetched_by_key_and_time_range() -> None:
     app = App("windows", broker=f"memory://q-{uuid.uuid4().hex[:8]}", commit_interval_ms=20)
     clicks = app.topic("clicks", key=str, value=str, partitions=2)
     (app.stream(clicks).group_by_key()
-     .windowed_by(TumblingWindows(size=60.0, grace=0.0)).count(materialized="per-minute", retention=600.0))
+     .windowed_by(TumblingWindows(size=60.0, grace=0.0))
+     .count(materialized="per-minute", retention=600.0))
     async with app:
         for t in (0.0, 10.0, 70.0, 130.0, 131.0):
             await app.send(clicks, "alice", "c", timestamp=1_700_000_040.0 + t)
