@@ -33,6 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 from aiostreams.app import App, run_event_loop
 from aiostreams.commands import CommandError, ExitCode, UsageError
+from aiostreams.commands.admin import register as register_admin
 from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
@@ -178,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      help="partitions and offsets of a topic")
     desc.add_argument("name", metavar="NAME")
     desc.set_defaults(handler=_topics_describe)
+    register_admin(commands, topic_commands, [common, tool], _tool_target, _run_tool)
 
     tail_cmd = commands.add_parser(
         "tail", parents=[common, tool], help="print a topic's records, decoded",
