@@ -30,6 +30,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KafkaTP
 
@@ -229,6 +230,10 @@ async def _commit(transport: KafkaTransport, group: str, plan: dict[KafkaTP, int
                                options=transport.options, what="consumer")
     try:
         consumer.assign(list(plan))  # manual assignment: no join, a member-less commit
-        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in plan.items()})
+        try:
+            await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in plan.items()})
+        except CommitFailedError:
+            raise CommandError(f"the broker refused the reset of group {group!r}: a member "
+                               "joined it meanwhile; nothing was changed") from None
     finally:
         await consumer.stop()

@@ -1,18 +1,20 @@
-"""Topic and group administration against a real Kafka broker: ``topics delete``,
-``groups`` (members, lag per partition) and ``groups reset`` (refused while the group has
-members)."""
+"""Against a real Kafka broker: topic and group administration (``topics delete``,
+``groups`` with members and lag per partition, ``groups reset``, refused while the group
+has members), and interactive queries across ``run --workers 2``."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import signal
 from collections.abc import AsyncIterator, Callable
 
+import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from clikit import cli
+from clikit import Running, cli, free_port
 
 pytestmark = pytest.mark.kafka
 
@@ -139,3 +141,74 @@ def test_topics_delete_deletes_and_refuses_unknown_names(
 def test_groups_need_a_kafka_broker() -> None:
     done = cli("groups", "--broker", "memory://x")
     assert done.returncode == 2 and "need a Kafka broker" in done.stderr
+
+
+def test_run_workers_answer_store_queries_for_keys_the_other_worker_owns(
+        kafka_bootstrap: str, topic_name: Callable[[str], str]) -> None:
+    """Interactive queries with ``--workers 2``: each worker's metrics server answers the
+    keys of its partitions and redirects (307) the others to the owning worker."""
+    url = f"kafka://{kafka_bootstrap}"
+    prefix = topic_name("q")
+    port = free_port()
+    running = Running("run", "query_counts:app", "--workers", "2", "--broker", url,
+                      "--metrics-port", str(port), QUERY_PREFIX=prefix)
+    try:
+        owners: dict[str, str] = {}
+        while len(set(owners.values())) < 2:  # until each worker owns one partition
+            match = running.expect(r"\[worker (\d)\] INFO aiostreams\.worker: assigned "
+                                   rf"({re.escape(prefix)}-words-\d)\s*$", timeout=90)
+            owners[match.group(2)] = match.group(1)
+        keys = [f"k{i}" for i in range(10)]
+        asyncio.run(produce_words(kafka_bootstrap, f"{prefix}-words", keys * 3))
+        asyncio.run(read_updates(kafka_bootstrap, f"{prefix}-counts", len(keys) * 3))
+        redirected = asyncio.run(query_all(port, keys, expected=3))
+        running.signal(signal.SIGTERM)
+        code, stderr = running.finish(timeout=90)
+    finally:
+        running.kill()
+    assert code == 0, stderr
+    assert 0 < redirected[0] < len(keys) and redirected[0] + redirected[1] == len(keys)
+
+
+async def produce_words(bootstrap: str, topic: str, keys: list[str]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for key in keys:
+            await producer.send_and_wait(topic, b"w", key=key.encode())
+    finally:
+        await producer.stop()
+
+
+async def read_updates(bootstrap: str, topic: str, count: int) -> None:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        seen = 0
+        async with asyncio.timeout(60):
+            while seen < count:
+                batches = await consumer.getmany(timeout_ms=1000)
+                seen += sum(len(b) for b in batches.values())
+    finally:
+        await consumer.stop()
+
+
+async def query_all(port: int, keys: list[str], expected: int) -> list[int]:
+    """Asks both workers for every key; returns how many each redirected."""
+    redirected = [0, 0]
+    async with aiohttp.ClientSession() as session:
+        for worker in (0, 1):
+            for key in keys:
+                url = f"http://127.0.0.1:{port + worker}/stores/counts/{key}"
+                async with session.get(url) as response:
+                    body = await response.json()
+                    assert response.status == 200, body
+                    assert body["value"] == expected
+                    if response.history:
+                        assert response.history[0].status == 307
+                        assert body["worker"] == f"http://127.0.0.1:{port + 1 - worker}"
+                        redirected[worker] += 1
+                    else:
+                        assert body["worker"] == f"http://127.0.0.1:{port + worker}"
+    return redirected
