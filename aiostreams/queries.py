@@ -75,7 +75,7 @@ class KeyNotLocalError(QueryError):
         super().__init__(
             f"store {store!r}: key {key!r} is in partition {partition}, which no task of "
             f"this worker runs (it runs partitions {list(self.local)}); it is {where}. "
-            "Query that worker, e.g. GET /stores/{name}/{key} on its metrics server")
+            f"Query that worker: GET /stores/{store}/<key> on its metrics server")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import newuser_app
 import aiohttp
+import newuser_app
 import pytest
 from aiohttp import web
 

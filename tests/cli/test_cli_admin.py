@@ -165,6 +165,9 @@ def test_run_workers_answer_store_queries_for_keys_the_other_worker_owns(
         running.signal(signal.SIGTERM)
         code, stderr = running.finish(timeout=90)
     finally:
+        if running.proc.poll() is None:  # a failed assertion: stop the workers too
+            running.signal(signal.SIGTERM)
+            running.proc.wait(timeout=90)
         running.kill()
     assert code == 0, stderr
     assert 0 < redirected[0] < len(keys) and redirected[0] + redirected[1] == len(keys)
