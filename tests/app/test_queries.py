@@ -3,9 +3,12 @@ across its tasks, and says where a key lives when no local task owns it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiostreams import App, Processor, Record, TumblingWindows
 from aiostreams.queries import KeyNotLocalError, StoreNotReadyError, UnknownStoreError
@@ -133,3 +136,31 @@ async def test_queries_say_what_is_wrong() -> None:
     with pytest.raises(StoreNotReadyError, match="is created"):
         await app.store("counts").get("k1")
 
+
+
+@settings(max_examples=25, deadline=None)
+@given(keys=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=30),
+       partitions=st.integers(1, 4))
+def test_every_key_is_read_from_the_partition_its_records_went_to(
+        keys: list[str], partitions: int) -> None:
+    """For any keys and partition count: ``partition_of`` is where the producer put the
+    key's records, ``get`` returns each key's count, and ``all`` is every key once, in
+    serialized-key order."""
+    async def run() -> None:
+        app = App("prop", broker=f"memory://q-{uuid.uuid4().hex[:8]}", commit_interval_ms=20)
+        words = app.topic("words", key=str, value=str, partitions=partitions)
+        app.stream(words).group_by_key().count(materialized="counts")
+        async with app:
+            for key in keys:
+                await app.send(words, key, "w")
+            await app.wait_until_caught_up(timeout=30)
+            async with app.consumer(words) as consumer:
+                landed = {r.key: r.partition for r in await consumer.read_to_end()}
+            view = app.store("counts")
+            for key in set(keys):
+                assert await view.partition_of(key) == landed[key]
+                assert await view.get(key) == keys.count(key)
+            listed = [k async for k, _ in view.all()]
+            assert listed == sorted(set(keys), key=lambda k: k.encode())
+
+    asyncio.run(run())
