@@ -93,8 +93,7 @@ def local_stores(app: App, name: str) -> list[LocalStore]:
 
     The only function that reaches into the engine for queries; point it at the app's
     read-only status view when one exists."""
-    worker = app.worker
-    tasks = dict(worker.tasks) if worker is not None else {}
+    tasks = app._tasks  # the live tasks: App.status() gives no access to their stores
     found: list[LocalStore] = []
     for task in tasks.values():
         store = task.stores.get(name)
@@ -248,3 +247,7 @@ class ReadOnlyStore:
 def store_view(app: App, name: str) -> ReadOnlyStore:
     """The view ``app.store(name)`` returns (raises :class:`UnknownStoreError`)."""
     return ReadOnlyStore(app, name)
+
+
+__all__ = ["KeyNotLocalError", "QueryError", "ReadOnlyStore", "StoreNotReadyError",
+           "UnknownStoreError"]

@@ -30,7 +30,6 @@ from typing import Any
 
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
-from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
@@ -46,6 +45,7 @@ from aiostreams.errors import (
     TransportError,
     UnknownTopicError,
 )
+from aiostreams.policies import Retry
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import (
