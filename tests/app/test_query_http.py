@@ -25,6 +25,8 @@ def make_app(transport: MemoryTransport) -> App:
     app.stream(words).group_by_key().count(materialized="counts")
     numbers = app.topic("numbers", key=int, value=str, partitions=2)
     app.stream(numbers).group_by_key().count(materialized="by-number")
+    tagged = app.topic("tagged", key="json", value=str, partitions=2)
+    app.stream(tagged).group_by_key().count(materialized="by-json")
     clicks = app.topic("clicks", key=str, value=str, partitions=2)
     (app.stream(clicks).group_by_key().windowed_by(TumblingWindows(size=60.0))
      .count(materialized="per-minute", retention=600.0))
@@ -38,6 +40,8 @@ async def fill(app: App) -> dict[str, int]:
         expected[key] += 1
         await app.send("words", key, f"w{i}")
     await app.send("numbers", 42, "x")
+    await app.send("tagged", "alice smith", "x")
+    await app.send("tagged", 7, "x")
     for t in (0.0, 70.0, 80.0):
         await app.send("clicks", "alice", "c", timestamp=1_700_000_040.0 + t)
     await app.wait_until_caught_up(timeout=30)
@@ -67,6 +71,10 @@ async def test_a_key_is_answered_as_json_by_the_stores_serde(
         assert body["partition"] == (murmur2(key.encode()) & 0x7FFFFFFF) % 3
     status, body, _ = await get(f"{base}/stores/by-number/42")  # int keys parse as ints
     assert (status, body["value"], body["key"]) == (200, 1, 42)
+    status, body, _ = await get(f"{base}/stores/by-json/%22alice%20smith%22")  # JSON keys
+    assert (status, body["value"], body["key"]) == (200, 1, "alice smith")
+    status, body, _ = await get(f"{base}/stores/by-json/7")  # JSON: a number, not "7"
+    assert (status, body["key"]) == (200, 7)
 
 
 async def test_missing_keys_stores_and_bad_keys_say_what_is_wrong(
@@ -79,6 +87,8 @@ async def test_missing_keys_stores_and_bad_keys_say_what_is_wrong(
     assert "'counts'" in body["error"]
     status, body, _ = await get(f"{base}/stores/by-number/forty-two")
     assert status == 400 and "int keys" in body["error"] and "'forty-two'" in body["error"]
+    status, body, _ = await get(f"{base}/stores/by-json/alice")
+    assert status == 400 and "a string key of a JSON store is quoted" in body["error"]
     status, body, _ = await get(f"{base}/stores/per-minute/alice?from=soon")
     assert status == 400 and "?from= must be a time in seconds" in body["error"]
 
