@@ -91,8 +91,8 @@ class LocalStore:
 def local_stores(app: App, name: str) -> list[LocalStore]:
     """The applied stores named ``name`` of the tasks this worker runs now, by partition.
 
-    The only function that reaches into the engine for queries; point it at the app's
-    read-only status view when one exists."""
+    The only function that reaches into the engine for queries: ``App.status()`` gives
+    read-only views of the tasks but not their stores, so this reads ``App._tasks``."""
     tasks = app._tasks  # the live tasks: App.status() gives no access to their stores
     found: list[LocalStore] = []
     for task in tasks.values():
@@ -216,7 +216,8 @@ class ReadOnlyStore:
     async def range(self, start: Any | None = None,
                     end: Any | None = None) -> AsyncIterator[tuple[Any, Any]]:
         """``(key, value)`` with ``start <= key <= end`` (None: unbounded), in serialized-key
-        order, from every local running task (merged)."""
+        order, from every local running task (merged in memory: for a large store, bound
+        the range)."""
         self._require_running()
         stores = [s for s in local_stores(self.app, self.name) if s.running]
         entries: list[tuple[bytes, Any, Any]] = []
