@@ -125,6 +125,13 @@ class StoreRoutes:
         self.peers = tuple(p.rstrip("/") for p in peers)
         self.self_url = self_url.rstrip("/") if self_url else None
         self._views: dict[str, ReadOnlyStore] = {}
+        self._session: aiohttp.ClientSession | None = None  # to the peers, made when needed
+
+    async def close(self, _web_app: web.Application | None = None) -> None:
+        """Close the connections to the peers (on the server's cleanup). Idempotent."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     def _view(self, name: str) -> ReadOnlyStore:
         view = self._views.get(name)
@@ -184,10 +191,12 @@ class StoreRoutes:
         peers = [p for p in self.peers if p != self.self_url]
         if not peers:
             return None
-        timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            answers = await asyncio.gather(*(self._partitions_of(session, peer, store)
-                                             for peer in peers))
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=PEER_TIMEOUT))
+        session = self._session
+        answers = await asyncio.gather(*(self._partitions_of(session, peer, store)
+                                         for peer in peers))
         for peer, partitions in zip(peers, answers, strict=True):
             if partition in partitions:
                 return peer
@@ -213,4 +222,5 @@ def add_store_routes(web_app: web.Application, app: App, peers: Sequence[str] = 
     routes = StoreRoutes(app, peers, self_url)
     web_app.router.add_get("/stores/{name}", routes.partitions)
     web_app.router.add_get("/stores/{name}/{key}", routes.lookup)
+    web_app.on_cleanup.append(routes.close)
     return routes
