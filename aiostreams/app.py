@@ -143,8 +143,10 @@ class App:
         See :mod:`aiostreams.topology.global_table`."""
         declared = topic if isinstance(topic, Topic) else (
             self.topology.topic(topic) or self.topic(topic))
-        return declare_global_table(self.topology, declared, lambda: self.transport,
-                                    self.resource, self.settings.poll_timeout)
+        return declare_global_table(
+            self.topology, declared, lambda: self.transport, self.resource,
+            self.settings.poll_timeout,
+            read_committed=self.settings.processing_guarantee == "exactly_once")
 
     def describe(self) -> str:
         return self.topology.describe()

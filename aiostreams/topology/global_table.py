@@ -8,6 +8,7 @@ consumer (:func:`global_table_updater`, no consumer group, every partition assig
 1. **Bootstrap.** When the app starts - before its worker joins the group and before any
    record is processed (it runs as an app resource; see :mod:`aiostreams.lifecycle`) - the
    consumer reads every partition from its beginning up to the end offsets it found then.
+   Under ``exactly_once`` it reads committed records only.
 2. **Keep up.** It then goes on consuming in the background until the app stops; a join
    reads whatever the store holds when its record executes (as in Kafka Streams, global
    updates and stream records are not ordered with respect to each other).
@@ -39,7 +40,7 @@ from aiostreams.errors import SerializationError, TopologyError
 from aiostreams.serde import Serde
 from aiostreams.topic import Topic
 from aiostreams.topology.processor import Processor
-from aiostreams.transport.base import Transport
+from aiostreams.transport.base import IsolationLevel, Transport
 from aiostreams.types import RawRecord, Record, TopicPartition
 
 if TYPE_CHECKING:
@@ -138,7 +139,8 @@ class GlobalJoinProcessor(Processor[Any, Any]):
 
 @contextlib.asynccontextmanager
 async def global_table_updater(transport: Transport, store: GlobalStore, *,
-                               poll_timeout: float) -> AsyncIterator[GlobalStore]:
+                               poll_timeout: float,
+                               read_committed: bool = False) -> AsyncIterator[GlobalStore]:
     """Bootstrap ``store`` from its topic up to the current end offsets, then keep it up to
     date in the background until the context exits (see the module docstring).
 
@@ -155,7 +157,8 @@ async def global_table_updater(transport: Transport, store: GlobalStore, *,
         raise TopologyError(f"global table {name!r}: the topic does not exist; create it "
                             "(with its partitions) before starting the app")
     tps = [TopicPartition(name, p) for p in range(partitions)]
-    consumer = transport.consumer(None)
+    consumer = transport.consumer(None, isolation_level=(
+        IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED))
     await consumer.start()
     try:
         consumer.assign(tps)
@@ -220,14 +223,17 @@ class GlobalFeeder:
 
 def declare_global_table(topology: Topology, topic: Topic, transport: Callable[[], Transport],
                          add_resource: Callable[[str, Callable[[], Any]], Any],
-                         poll_timeout: float) -> GlobalTable:
+                         poll_timeout: float, read_committed: bool) -> GlobalTable:
     """``topic`` as a global table of ``topology``, its updater an app resource (made by
-    ``add_resource(name, factory)``) reading through ``transport()``."""
+    ``add_resource(name, factory)``) reading through ``transport()``; ``read_committed``
+    under exactly-once (a global table never sees an aborted or open transaction's
+    records, as Kafka's global consumer does)."""
     table = GlobalTable(topic)
     register_global_table(topology, table)
     add_resource(f"global-table:{topic.name}",
                  lambda: global_table_updater(transport(), table.store,
-                                              poll_timeout=poll_timeout))
+                                              poll_timeout=poll_timeout,
+                                              read_committed=read_committed))
     return table
 
 
