@@ -55,6 +55,7 @@ from aiostreams.engine.task import StreamTask, task_id_for
 from aiostreams.engine.worker import CommitRecord
 from aiostreams.errors import CoPartitioningError, TaskFailedError, TopologyError
 from aiostreams.serde import BytesSerde, Serde
+from aiostreams.state.key_identity import EncodedKey
 from aiostreams.topology.dsl_stores import plain_value
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
@@ -514,7 +515,10 @@ class TopologyTestDriver:
             for name, store in task.stores.items():
                 contents = snapshots.setdefault(name, {})
                 async for key, value in store.range(None, None):
-                    contents[key] = plain_value(value)
+                    try:
+                        contents[key] = plain_value(value)
+                    except TypeError:  # an unhashable key (a JSON list): by its bytes
+                        contents[EncodedKey(store.sort_key(key))] = plain_value(value)
         self._snapshots = snapshots
 
 
