@@ -1,0 +1,156 @@
+"""The worker's tasks: opening them for assigned partitions, closing them, and the two
+ways to lose them without committing (recovery).
+
+* **open**: one task per sub-topology and partition (co-partitioned topics together);
+  its channel (exactly-once: a transactional producer that fences the previous owner),
+  its stores restored from their changelogs, its processors initialized; then it starts
+  from the group's committed position.
+* **lose** (:meth:`TaskTable.lose`): the group moved the task away while the worker was
+  out of it - the commit was refused or a newer owner fenced the producer. Closed without
+  committing; the partitions stay paused until the consumer rejoins.
+* **rewind** (:meth:`TaskTable.rewind`) and **reopen** (:meth:`TaskTable.reopen`): a send
+  failed for a reason that passes; the channel's tasks are closed without committing and
+  started again from their last committed offsets, so every record since is processed
+  again (at-least-once: outputs may repeat; exactly-once: the open transaction is aborted
+  with its producer and redone by a new one).
+
+Invariant: ``task_of`` maps exactly the partitions of the tasks in ``tasks``; a task's
+partitions leave ``committed`` when it closes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+
+from aiostreams.engine.output_channel import OutputChannel
+from aiostreams.engine.output_router import OutputRouter
+from aiostreams.engine.restore import Restorer
+from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
+from aiostreams.engine.task import StreamTask
+from aiostreams.topology.topology import SubTopology
+from aiostreams.transport.base import Consumer
+from aiostreams.types import TopicPartition
+
+log = logging.getLogger("aiostreams.worker")
+
+MakeTask = Callable[[SubTopology, int, list[TopicPartition]], StreamTask]
+
+
+class TaskTable:
+    def __init__(self, subs: Sequence[SubTopology], make_task: MakeTask,
+                 router: OutputRouter, restorer: Restorer,
+                 committed: dict[TopicPartition, int]) -> None:
+        self._subs = {sub.id: sub for sub in subs}
+        self.sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
+        self._make_task = make_task
+        self._router = router
+        self._restorer = restorer
+        self._committed = committed
+        self.tasks: dict[str, StreamTask] = {}
+        self.task_of: dict[TopicPartition, StreamTask] = {}
+        # partitions whose task rewind closed -> the committed offset to start again from
+        self.orphans: dict[TopicPartition, int | None] = {}
+
+    def owns(self, task: StreamTask) -> bool:
+        return self.tasks.get(task.task_id) is task
+
+    async def open(self, assigned: Collection[TopicPartition], consumer: Consumer | None
+                   ) -> None:
+        """Open a task for each sub-topology and partition in ``assigned`` not owned yet.
+
+        Cancellation: the task being opened is closed (stores hold threads and files)."""
+        by_task: dict[tuple[int, int], list[TopicPartition]] = {}
+        for tp in sorted(assigned):
+            if tp not in self.task_of:
+                sub = self.sub_of_topic[tp.topic]
+                by_task.setdefault((sub.id, tp.partition), []).append(tp)
+        for (sub_id, partition), tps in sorted(by_task.items()):
+            task = self._make_task(self._subs[sub_id], partition, tps)
+            await self._router.open(task.task_id)
+            try:
+                await task.open_stores()
+                await self._restorer.restore(task)
+                await task.initialize()
+            except BaseException:
+                await task.close()  # stores hold threads and files: never leave them open
+                await self._router.close(task.task_id)
+                raise
+            self.tasks[task.task_id] = task
+            for tp in tps:
+                self.task_of[tp] = task
+                if consumer is not None:
+                    position = await consumer.position(tp)
+                    self._committed[tp] = position
+                    task.seed_position(tp, position)
+
+    async def close(self, task: StreamTask) -> None:
+        """Close ``task`` and forget it (its producer too, under exactly-once)."""
+        try:
+            await task.close()
+        finally:
+            self.tasks.pop(task.task_id, None)
+            for tp in task.partitions:
+                self.task_of.pop(tp, None)
+                self._committed.pop(tp, None)
+            await self._router.close(task.task_id)
+
+    async def close_quietly(self, task: StreamTask) -> None:
+        """Close ``task`` within :data:`CLIENT_CLOSE_MIN` seconds, logging a failure."""
+        try:
+            await close_within(self.close(task), CLIENT_CLOSE_MIN, f"task {task.task_id}")
+        except Exception:
+            log.exception("worker: closing task %s failed", task.task_id)
+
+    async def lose(self, tasks: Sequence[StreamTask], error: BaseException,
+                   consumer: Consumer | None) -> None:
+        """The group took ``tasks`` while this worker was away (paused past the session
+        timeout, cut off from the broker): their commit was refused or their producer
+        fenced. Close them without committing and pause their partitions until the
+        consumer, at its next fetch, rejoins and learns its new assignment (a partition it
+        gets back starts again from the committed offset)."""
+        lost = [t for t in tasks if self.owns(t)]
+        if not lost:
+            return
+        log.warning("worker: the group moved task(s) %s away while this worker was out of it "
+                    "(%s: %s); closing them without committing - their records since the "
+                    "last commit will be processed again by their new owner - and rejoining",
+                    ", ".join(t.task_id for t in lost), type(error).__name__, error)
+        for task in lost:
+            await self.close(task)
+            if consumer is not None:
+                consumer.pause([tp for tp in task.partitions if tp in consumer.assignment()])
+
+    async def rewind(self, channel: OutputChannel) -> None:
+        """A send through ``channel`` failed for a reason that passes: close its tasks
+        without committing and note their partitions, with their last committed offsets,
+        for :meth:`reopen`."""
+        error = channel.error
+        tasks = [t for t in self.tasks.values()
+                 if self._router.channel_of(t.task_id) is channel]
+        log.warning("worker: %s failed (%s: %s); starting task(s) %s again from their last "
+                    "commit - their records since then are processed again",
+                    channel.name, type(error).__name__, error,
+                    ", ".join(t.task_id for t in tasks) or "-")
+        for task in tasks:
+            committed = {tp: self._committed.get(tp) for tp in task.partitions}
+            await self.close(task)
+            self.orphans.update(committed)
+        if self._router.is_shared(channel):
+            await self._router.replace_shared_producer()
+
+    async def reopen(self, consumer: Consumer) -> None:
+        """Start tasks again for the partitions :meth:`rewind` closed, at their last
+        committed offsets. If the broker still does not answer, they stay paused and this
+        is tried again at the next fetch; a rebalance that revokes them ends the attempt."""
+        owned = consumer.assignment()
+        pending = {tp: o for tp, o in self.orphans.items() if tp in owned}
+        self.orphans = dict(pending)
+        fresh = {tp: o for tp, o in pending.items() if tp not in self.task_of}
+        for tp, offset in fresh.items():
+            if offset is not None:
+                consumer.seek(tp, offset)
+        consumer.pause(list(fresh))  # nothing is fetched for them until their task runs
+        await self.open(list(fresh), consumer)
+        consumer.resume(list(pending))
+        self.orphans.clear()
