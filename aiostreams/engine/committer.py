@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.external_sink import ExternalSink
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.restore import Restorer
@@ -208,3 +209,41 @@ class Committer:
             if offset > self.committed.get(tp, -1):
                 capped[tp] = offset
         return capped
+
+
+class CommitTimer:
+    """Asks for a commit every ``interval`` seconds of ``clock`` (the commit interval), and
+    on request (a task's ``ctx.commit()``, a backlogged sink): :attr:`requested` says one is
+    due; the fetch loop (or the test driver) commits and :meth:`take` clears it.
+    ``on_due`` also runs at each tick (e.g. the stall watch)."""
+
+    def __init__(self, clock: Clock, interval: float,
+                 on_due: Callable[[], None] = lambda: None) -> None:
+        assert interval >= 0, f"the commit interval must not be negative, got {interval}"
+        self._clock = clock
+        self._interval = interval
+        self._on_due = on_due
+        self._handle: TimerHandle | None = None
+        self.requested = False
+
+    def start(self) -> None:
+        """Tick every ``interval`` seconds from now until :meth:`cancel`."""
+        def due() -> None:
+            self.requested = True
+            self._on_due()
+            if self._handle is not None:
+                self.start()
+        self._handle = self._clock.call_later(self._interval, due)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def request(self) -> None:
+        self.requested = True
+
+    def take(self) -> bool:
+        """Whether a commit was due; clears the request."""
+        due, self.requested = self.requested, False
+        return due

@@ -14,12 +14,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiostreams.engine.clock import Clock
 from aiostreams.errors import (
     BrokerUnavailableError,
     CommitFailedError,
     ProducerFencedError,
+    TransportError,
     UnknownTopicError,
 )
+
+log = logging.getLogger("aiostreams.worker")
 
 _CONNECTION_ERRORS = frozenset({"KafkaConnectionError", "NodeNotReadyError",
                                 "KafkaTimeoutError", "RequestTimedOutError"})
@@ -65,3 +73,44 @@ def retriable(error: BaseException) -> bool:
         return flag or type(cause).__name__ in _CONNECTION_ERRORS
     return isinstance(error, BrokerUnavailableError) or isinstance(
         cause, ConnectionError | TimeoutError)
+
+
+async def ride_out(step: Callable[[], Awaitable[None]], *, stopping: asyncio.Event,
+                   transient: Callable[[TransportError], bool], clock: Clock,
+                   broker_timeout: float, on_retry: Callable[[], None]) -> Exception | None:
+    """Run ``step`` again and again until ``stopping`` is set, riding out transient broker
+    trouble: a :class:`TransportError` that ``transient`` accepts is retried with backoff
+    (``on_retry`` first: e.g. ask for the interrupted commit again) for up to
+    ``broker_timeout`` seconds of continuous trouble. Returns the error that ends the run
+    (anything else, or an outage longer than that), or None once ``stopping`` is set.
+
+    Cancellation: propagates at once (``step`` is cancelled where it is)."""
+    outage: Outage | None = None
+    while not stopping.is_set():
+        try:
+            await step()
+            if outage is not None:
+                log.warning("worker: the broker is back after %.1fs",
+                            clock.monotonic() - outage.since)
+                outage = None
+        except asyncio.CancelledError:
+            raise
+        except TransportError as e:
+            if not transient(e):
+                log.error("worker: stopping: %s", e)
+                return e
+            now = clock.monotonic()
+            if outage is None:
+                outage = Outage(now)
+                log.warning("worker: broker trouble, retrying for up to %.0fs: %s",
+                            broker_timeout, e)
+            if now - outage.since > broker_timeout:
+                log.error("worker: the broker has been unreachable for %.0fs; stopping: %s",
+                          now - outage.since, e)
+                return e
+            on_retry()
+            await asyncio.sleep(outage.next_backoff())
+        except Exception as e:  # a bug, or a failure we cannot ride out: stop cleanly
+            log.exception("worker: fetch loop failed")
+            return e
+    return None

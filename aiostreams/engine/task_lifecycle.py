@@ -20,11 +20,14 @@ partitions leave ``committed`` when it closes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
+from aiostreams.engine.clock import Clock
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
+from aiostreams.engine.recovery import rewindable
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
 from aiostreams.engine.task import StreamTask
@@ -40,7 +43,8 @@ MakeTask = Callable[[SubTopology, int, list[TopicPartition]], StreamTask]
 class TaskTable:
     def __init__(self, subs: Sequence[SubTopology], make_task: MakeTask,
                  router: OutputRouter, restorer: Restorer,
-                 committed: dict[TopicPartition, int]) -> None:
+                 committed: dict[TopicPartition, int], *, clock: Clock,
+                 broker_timeout: float) -> None:
         self._subs = {sub.id: sub for sub in subs}
         self.sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
         self._make_task = make_task
@@ -51,6 +55,11 @@ class TaskTable:
         self.task_of: dict[TopicPartition, StreamTask] = {}
         # partitions whose task rewind closed -> the committed offset to start again from
         self.orphans: dict[TopicPartition, int | None] = {}
+        self._clock = clock
+        self._broker_timeout = broker_timeout
+        self.rewinding_since: float | None = None
+        """When the first rewind since the last successful commit happened (the worker
+        sets it back to None at each commit)."""
 
     def owns(self, task: StreamTask) -> bool:
         return self.tasks.get(task.task_id) is task
@@ -83,6 +92,24 @@ class TaskTable:
                     position = await consumer.position(tp)
                     self._committed[tp] = position
                     task.seed_position(tp, position)
+
+    async def revoke(self, tasks: list[StreamTask], drain_timeout: float,
+                     commit: Callable[[list[StreamTask]], Awaitable[None]]) -> None:
+        """Drain ``tasks`` (up to ``drain_timeout`` seconds), ``commit`` them (a failed task
+        too: up to its failed record) and close them.
+
+        Cancellation: the tasks stay open for whoever cancelled it (a stop, which closes
+        them once the shielded commit that may still use them is over)."""
+        if not tasks:
+            return
+        await asyncio.gather(*(t.drain(drain_timeout) for t in tasks))
+        try:
+            await commit(tasks)
+        finally:
+            if not _cancelling():
+                for task in tasks:
+                    if self.owns(task):
+                        await self.close(task)
 
     async def close(self, task: StreamTask) -> None:
         """Close ``task`` and forget it (its producer too, under exactly-once)."""
@@ -121,6 +148,30 @@ class TaskTable:
             if consumer is not None:
                 consumer.pause([tp for tp in task.partitions if tp in consumer.assignment()])
 
+    def rewindable(self, error: BaseException) -> bool:
+        """Whether a failed send or flush is answered by a rewind (see
+        :func:`~aiostreams.engine.recovery.rewindable`)."""
+        return rewindable(error, self.rewinding_since, self._clock.monotonic(),
+                          self._broker_timeout)
+
+    async def recover(self, consumer: Consumer) -> None:
+        """After a fetch: lose the tasks whose producer was fenced, rewind the channels
+        whose send failed for a reason that passes, reopen what a rewind closed; raise the
+        error of a channel left failed (the fetch loop decides whether to ride it out)."""
+        for task_id, fenced in self._router.fenced():
+            if task_id in self.tasks:
+                await self.lose([self.tasks[task_id]], fenced, consumer)
+        for channel in self._router.channels():
+            if channel.error is not None and self.rewindable(channel.error):
+                if self.rewinding_since is None:
+                    self.rewinding_since = self._clock.monotonic()
+                await self.rewind(channel)
+        if self.orphans:
+            await self.reopen(consumer)
+        failed = self._router.failure()
+        if failed is not None:
+            raise failed
+
     async def rewind(self, channel: OutputChannel) -> None:
         """A send through ``channel`` failed for a reason that passes: close its tasks
         without committing and note their partitions, with their last committed offsets,
@@ -154,3 +205,9 @@ class TaskTable:
         await self.open(list(fresh), consumer)
         consumer.resume(list(pending))
         self.orphans.clear()
+
+
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (``Task.cancelling``)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

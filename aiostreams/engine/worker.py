@@ -22,32 +22,23 @@ overlap the fetch loop's own work.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from aiostreams.engine.clock import Clock, TimerHandle
-from aiostreams.engine.committer import Committer
+from aiostreams.engine.clock import Clock
+from aiostreams.engine.committer import Committer, CommitTimer
 from aiostreams.engine.external_sink import ExternalSink
-from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_router import OutputRouter
+from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
-from aiostreams.engine.recovery import Outage, retriable, rewindable
+from aiostreams.engine.recovery import retriable, ride_out
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stall_watch import StallWatch
 from aiostreams.engine.stop_budget import STOP_GRACE, close_within
-from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
+from aiostreams.engine.task import StreamTask, task_id_for
 from aiostreams.engine.task_lifecycle import TaskTable
-from aiostreams.engine.topic_plan import (
-    changelog_names,
-    changelog_topic,
-    plan_changelogs,
-    plan_topics,
-    sub_widths,
-    wanted_topics,
-)
+from aiostreams.engine.topic_plan import changelog_names, changelog_topic
+from aiostreams.engine.worker_config import CommitRecord, WorkerConfig, WorkerState
 from aiostreams.errors import AiostreamsError, TaskFailedError, TransportError
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
@@ -57,45 +48,6 @@ from aiostreams.types import TopicPartition
 log = logging.getLogger("aiostreams.worker")
 
 __all__ = ["STOP_GRACE", "CommitRecord", "Worker", "WorkerConfig", "WorkerState"]
-
-
-class WorkerState(enum.Enum):
-    """``CREATED → STARTING → RUNNING → STOPPING → STOPPED``; ``FAILED`` when a task failed
-    or the broker gave up on us (it still stops cleanly)."""
-
-    CREATED = "created"
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-    FAILED = "failed"
-
-
-@dataclass
-class WorkerConfig:
-    app_id: str
-    task: TaskSettings
-    commit_interval: float = 1.0
-    purge_interval: float = 30.0
-    poll_timeout: float = 0.1
-    max_poll_records: int = 2000
-    drain_timeout: float = 30.0
-    broker_timeout: float = 120.0
-    exactly_once: bool = False
-    default_partitions: int = 1
-    group_instance_id: str | None = None
-    client_id: str = "aiostreams"
-    state_dir: Any = None
-    node_retry: Mapping[str, Retry] = field(default_factory=dict)
-    stuck_record_warning: float | None = None  # seconds; see engine/stall_watch.py
-
-
-@dataclass
-class CommitRecord:
-    """What one commit wrote (kept for tests and metrics)."""
-
-    offsets: dict[TopicPartition, int]
-    duration: float
 
 
 class Worker:
@@ -118,13 +70,11 @@ class Worker:
         self.state = WorkerState.CREATED
         self.failure: BaseException | None = None
         self.commits = 0
-        self._rewinding_since: float | None = None  # first rewind since the last commit
         self._on_commit = on_commit
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
-        self._commit_requested = False
         self._sink_flush_requested = False
         self._committed_event = asyncio.Event()
-        self._commit_timer: TimerHandle | None = None
+        self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits_in_flight: set[asyncio.Task[dict[TopicPartition, int]]] = set()
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()
@@ -140,7 +90,8 @@ class Worker:
         self._committer = Committer(app_id=config.app_id, exactly_once=config.exactly_once,
                                     restorer=restorer, sinks=self._sinks)
         self._table = TaskTable(self.subs, self._make_task, self._router, restorer,
-                                self._committer.committed)
+                                self._committer.committed, clock=clock,
+                                broker_timeout=config.broker_timeout)
         self.stall_watch = StallWatch(config.stuck_record_warning)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
@@ -157,7 +108,9 @@ class Worker:
         if self.state is not WorkerState.CREATED:
             raise RuntimeError(f"a worker starts once; this one is {self.state.value}")
         self.state = WorkerState.STARTING
-        await self._ensure_topics()
+        await ensure_topics(self.transport, self.subs, self.topics, app_id=self.config.app_id,
+                            dead_letter_topic=self.config.task.dead_letter_topic,
+                            default_partitions=self.config.default_partitions)
         for sink in self._sinks.values():
             getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)  # identity
             await sink.start()
@@ -176,40 +129,13 @@ class Worker:
         self.state = WorkerState.RUNNING
         self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
                                                               name="aiostreams-worker")
-        self._arm_commit_timer()
+        self._commit_timer.start()
 
     async def _run_loops(self) -> None:
         async with asyncio.TaskGroup() as group:
             self._loop_tasks = [
                 group.create_task(self._fetch_loop(), name="aiostreams-fetch"),
                 group.create_task(self._router.send_loop(), name="aiostreams-send")]
-
-    async def _ensure_topics(self) -> None:
-        """Create the topics :mod:`~aiostreams.engine.topic_plan` says are missing."""
-        cfg = self.config
-        admin = self.transport.admin()
-        await admin.start()
-        try:
-            wanted = wanted_topics(self.subs, cfg.task.dead_letter_topic)
-            existing = {name: await admin.partitions_for(name) for name in sorted(wanted)}
-            writers = {t for sub in self.subs for t in sub.sink_topics}
-            if cfg.task.dead_letter_topic:
-                writers.add(cfg.task.dead_letter_topic)
-            specs = plan_topics(wanted, self.topics, existing, writers=writers,
-                                default_partitions=cfg.default_partitions,
-                                where=self.transport.url)
-            if specs:
-                await admin.create_topics(list(specs.values()))
-            sources = {t for sub in self.subs for t in sub.source_topics}
-            widths = sub_widths(self.subs, {t: await admin.partitions_for(t)
-                                            for t in sorted(sources)})
-            names = [n for sub in self.subs for n in changelog_names(cfg.app_id, sub).values()]
-            changelogs = plan_changelogs(cfg.app_id, self.subs, widths,
-                                         {n: await admin.partitions_for(n) for n in names})
-            if changelogs:
-                await admin.create_topics(changelogs)
-        finally:
-            await admin.stop()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
@@ -246,8 +172,7 @@ class Worker:
         failed = self.state is WorkerState.FAILED
         self.state = WorkerState.STOPPING
         self._stop_requested.set()
-        if self._commit_timer is not None:
-            self._commit_timer.cancel()
+        self._commit_timer.cancel()
         await self._stop_loops()
         try:
             async with asyncio.timeout(left()):
@@ -331,19 +256,10 @@ class Worker:
         return highwater is not None and highwater > next_offset
 
     async def _revoke(self, tasks: list[StreamTask]) -> None:
-        """Drain ``tasks``, commit them (a failed task too: up to its failed record) and
-        close them. Cancellation: the tasks stay open for the stop that cancelled it (the
-        shielded commit may still be using them)."""
-        if not tasks:
-            return
-        await asyncio.gather(*(t.drain(self.config.drain_timeout) for t in tasks))
-        try:
-            await self.commit(tasks, closing=True)
-        finally:
-            if not _cancelling():
-                for task in tasks:
-                    if self._table.owns(task):
-                        await self._table.close(task)
+        await self._table.revoke(tasks, self.config.drain_timeout, self._commit_closing)
+
+    async def _commit_closing(self, tasks: list[StreamTask]) -> None:
+        await self.commit(tasks, closing=True)
 
     def _on_pause(self, tp: TopicPartition, paused: bool) -> None:
         consumer = self._consumer
@@ -357,43 +273,15 @@ class Worker:
     # -- fetching -----------------------------------------------------------------------
 
     async def _fetch_loop(self) -> None:
-        """Fetch, hand records to tasks, commit when due; ride out broker trouble.
-
-        A transient broker error (see :mod:`~aiostreams.engine.recovery`) is retried with
-        backoff for up to ``broker_timeout`` seconds of continuous trouble; the uncommitted
-        work simply waits (nothing is committed past it). Anything else, or an outage
-        longer than that, stops the worker with the error."""
-        outage: Outage | None = None
-        while not self._stop_requested.is_set():
-            try:
-                await self._fetch_once()
-                if outage is not None:
-                    log.warning("worker: the broker is back after %.1fs",
-                                self.clock.monotonic() - outage.since)
-                    outage = None
-            except asyncio.CancelledError:
-                raise
-            except TransportError as e:
-                if not self._transient(e):
-                    log.error("worker: stopping: %s", e)
-                    self._set_failure(e)
-                    return
-                now = self.clock.monotonic()
-                if outage is None:
-                    outage = Outage(now)
-                    log.warning("worker: broker trouble, retrying for up to %.0fs: %s",
-                                self.config.broker_timeout, e)
-                if now - outage.since > self.config.broker_timeout:
-                    log.error("worker: the broker has been unreachable for %.0fs; stopping: "
-                              "%s", now - outage.since, e)
-                    self._set_failure(e)
-                    return
-                self._commit_requested = True  # the interrupted commit is redone
-                await asyncio.sleep(outage.next_backoff())
-            except Exception as e:  # a bug, or a failure we cannot ride out: stop cleanly
-                log.exception("worker: fetch loop failed")
-                self._set_failure(e)
-                return
+        """Fetch, hand records to tasks, commit when due; ride out broker trouble (see
+        :func:`~aiostreams.engine.recovery.ride_out`): the uncommitted work simply waits,
+        nothing is committed past it. An error it cannot ride out stops the worker."""
+        error = await ride_out(self._fetch_once, stopping=self._stop_requested,
+                               transient=self._transient, clock=self.clock,
+                               broker_timeout=self.config.broker_timeout,
+                               on_retry=self.request_commit)
+        if error is not None:
+            self._set_failure(error)
 
     async def _fetch_once(self) -> None:
         consumer = self._consumer
@@ -413,42 +301,26 @@ class Worker:
                 touched[task.task_id] = task
         for task in touched.values():
             task.pump()
-        for task_id, fenced in self._router.fenced():
-            if task_id in self.tasks:
-                await self._table.lose([self.tasks[task_id]], fenced, consumer)
-        for channel in self._router.channels():
-            if channel.error is not None and self._rewindable(channel.error):
-                if self._rewinding_since is None:
-                    self._rewinding_since = self.clock.monotonic()
-                await self._table.rewind(channel)
-        if self._table.orphans:
-            await self._table.reopen(consumer)
-        failed = self._router.failure()
-        if failed is not None:
-            raise failed
-        if self._commit_requested:
+        await self._table.recover(consumer)
+        if self._commit_timer.requested:
             await self.commit()
         # A fetch that found records ready returns without suspending, and sync processors
         # retire without awaiting: without this the loop would never let the sender, the
         # commit timer or the application's own coroutines run while input is waiting.
         await asyncio.sleep(0)
 
-    def _rewindable(self, error: BaseException) -> bool:
-        return rewindable(error, self._rewinding_since, self.clock.monotonic(),
-                          self.config.broker_timeout)
-
     def _transient(self, error: TransportError) -> bool:
         """Worth retrying: see :mod:`~aiostreams.engine.recovery`. A failed send or flush
         is answered by a rewind at the next fetch; under exactly-once any other failure
         stops the worker (a transactional commit's outcome is in doubt)."""
         if any(channel.error is error for channel in self._router.channels()):
-            return self._rewindable(error)
+            return self._table.rewindable(error)
         return retriable(error) and not self.config.exactly_once
 
     # -- committing ---------------------------------------------------------------------
 
     def request_commit(self) -> None:
-        self._commit_requested = True
+        self._commit_timer.request()
 
     def request_sink_flush(self) -> None:
         """Make the next commit flush every external sink, backlogged or not (an
@@ -456,13 +328,8 @@ class Worker:
         committed offsets to reach the end of the input."""
         self._sink_flush_requested = True
 
-    def _arm_commit_timer(self) -> None:
-        def due() -> None:
-            self._commit_requested = True
-            self.stall_watch.check(self.tasks.values(), self.clock.monotonic())
-            if self.state is WorkerState.RUNNING:
-                self._arm_commit_timer()
-        self._commit_timer = self.clock.call_later(self.config.commit_interval, due)
+    def _check_stalls(self) -> None:
+        self.stall_watch.check(self.tasks.values(), self.clock.monotonic())
 
     async def commit(self, tasks: Sequence[StreamTask] | None = None, *,
                      closing: bool = False) -> dict[TopicPartition, int]:
@@ -481,7 +348,6 @@ class Worker:
 
     async def _commit(self, tasks: Sequence[StreamTask] | None, closing: bool
                       ) -> dict[TopicPartition, int]:
-        self._commit_requested = False
         flush_all = closing or self.config.exactly_once or self._sink_flush_requested
         self._sink_flush_requested = False
         consumer = self._consumer
@@ -495,7 +361,7 @@ class Worker:
         for group, reason in lost:
             await self._table.lose(group, reason, consumer)
         if committed:
-            self._rewinding_since = None
+            self._table.rewinding_since = None
             self.commits += 1
             if self._on_commit is not None:
                 self._on_commit(CommitRecord(committed, self.clock.monotonic() - started))
@@ -541,9 +407,3 @@ class Worker:
             if isinstance(self.failure, AiostreamsError):
                 raise self.failure
             raise TaskFailedError(f"the worker stopped: {self.failure}") from self.failure
-
-
-def _cancelling() -> bool:
-    """Whether the current task is being cancelled (``Task.cancelling``)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
