@@ -22,22 +22,61 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from aiostreams.engine.clock import Clock
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.engine.failure import Retry
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
+from aiostreams.engine.partition_queue import HasUnfetched
 from aiostreams.engine.recovery import rewindable
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
-from aiostreams.engine.task import StreamTask
+from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
+from aiostreams.engine.topic_plan import changelog_names
+from aiostreams.errors import TaskFailedError
+from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer
-from aiostreams.types import TopicPartition
+from aiostreams.types import OutgoingRecord, TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
 
 MakeTask = Callable[[SubTopology, int, list[TopicPartition]], StreamTask]
+
+
+@dataclass(frozen=True)
+class TaskFactory:
+    """How an app's tasks are built - by the worker and by the test driver alike: one
+    task per sub-topology and partition, its outputs emitted under its task id, its
+    logged stores writing to their changelog topics."""
+
+    app_id: str
+    settings: TaskSettings
+    topics: Mapping[str, Topic]
+    clock: Clock
+    emit: Callable[[str, list[OutgoingRecord | ExternalRecord]], None]
+    on_failed: Callable[[StreamTask, TaskFailedError], None]
+    request_commit: Callable[[], None]
+    node_retry: Mapping[str, Retry]
+    state_dir: Any = None
+    on_pause: Callable[[TopicPartition, bool], None] = lambda tp, paused: None
+    has_unfetched: HasUnfetched | None = None
+
+    def __call__(self, sub: SubTopology, partition: int,
+                 tps: list[TopicPartition]) -> StreamTask:
+        task_id = task_id_for(sub, partition)
+        emit = self.emit
+        return StreamTask(
+            task_id, sub, tps, self.settings, topics=self.topics, clock=self.clock,
+            emit=lambda records: emit(task_id, records), on_failed=self.on_failed,
+            on_pause=self.on_pause, request_commit=self.request_commit,
+            node_retry=self.node_retry, state_dir=self.state_dir,
+            changelog_topics=changelog_names(self.app_id, sub),
+            has_unfetched=self.has_unfetched)
 
 
 class TaskTable:

@@ -35,9 +35,9 @@ from aiostreams.engine.recovery import retriable, ride_out
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stall_watch import StallWatch
 from aiostreams.engine.stop_budget import STOP_GRACE, close_within
-from aiostreams.engine.task import StreamTask, task_id_for
-from aiostreams.engine.task_lifecycle import TaskTable
-from aiostreams.engine.topic_plan import changelog_names, changelog_topic
+from aiostreams.engine.task import StreamTask
+from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
+from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig, WorkerState
 from aiostreams.errors import AiostreamsError, TaskFailedError, TransportError
 from aiostreams.topic import Topic
@@ -89,7 +89,12 @@ class Worker:
                                     request_commit=self.request_commit)
         self._committer = Committer(app_id=config.app_id, exactly_once=config.exactly_once,
                                     restorer=restorer, sinks=self._sinks)
-        self._table = TaskTable(self.subs, self._make_task, self._router, restorer,
+        make_task = TaskFactory(
+            config.app_id, config.task, self.topics, clock, emit=self._router.emit,
+            on_failed=self._on_task_failed, request_commit=self.request_commit,
+            node_retry=config.node_retry, state_dir=config.state_dir,
+            on_pause=self._on_pause, has_unfetched=self._has_unfetched)
+        self._table = TaskTable(self.subs, make_task, self._router, restorer,
                                 self._committer.committed, clock=clock,
                                 broker_timeout=config.broker_timeout)
         self.stall_watch = StallWatch(config.stuck_record_warning)
@@ -233,20 +238,6 @@ class Worker:
 
     def changelog_topic(self, store: str) -> str:
         return changelog_topic(self.config.app_id, store)
-
-    def _make_task(self, sub: SubTopology, partition: int,
-                   tps: list[TopicPartition]) -> StreamTask:
-        task_id = task_id_for(sub, partition)
-        return StreamTask(
-            task_id, sub, tps, self.config.task,
-            topics=self.topics, clock=self.clock,
-            emit=lambda records: self._router.emit(task_id, records),
-            on_failed=self._on_task_failed, on_pause=self._on_pause,
-            request_commit=self.request_commit, node_retry=self.config.node_retry,
-            state_dir=self.config.state_dir,
-            changelog_topics=changelog_names(self.config.app_id, sub),
-            has_unfetched=self._has_unfetched,
-        )
 
     def _has_unfetched(self, tp: TopicPartition, next_offset: int) -> bool:
         consumer = self._consumer
