@@ -8,8 +8,6 @@ one-record-at-a-time run.
 from aiostreams.app import App, AppState, run_event_loop
 from aiostreams.clients import AppConsumer, AppProducer
 from aiostreams.config import Settings, load_settings
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.errors import (
     AiostreamsError,
     BrokerUnavailableError,
@@ -24,6 +22,7 @@ from aiostreams.errors import (
     UnknownTopicError,
 )
 from aiostreams.lifecycle import Resource, ResourceClosedError
+from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.serde import (
     BytesSerde,
     FloatSerde,

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
 from aiostreams.engine.clock import Clock, LoopClock
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
 from aiostreams.errors import ConfigError
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
+from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url

@@ -30,8 +30,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -44,6 +43,7 @@ from prometheus_client.core import (
 
 from aiostreams.app import App, AppState
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.start_stop import StartStop
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
 
@@ -285,20 +285,26 @@ class AppCollector:
         return worker.committed_offset(tp) if worker is not None else None
 
 
-def _counter(name: str, doc: str, labels: Sequence[str],
-             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, doc, labels=labels)
+_Family = TypeVar("_Family", CounterMetricFamily, GaugeMetricFamily)
+
+
+def _family(kind: type[_Family], name: str, doc: str, labels: Sequence[str],
+            samples: Iterable[tuple[list[str], float]]) -> _Family:
+    """A metric family of ``kind`` with one sample per ``(label values, value)``."""
+    family = kind(name, doc, labels=labels)
     for values, value in samples:
         family.add_metric(values, value)
     return family
+
+
+def _counter(name: str, doc: str, labels: Sequence[str],
+             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
+    return _family(CounterMetricFamily, name, doc, labels, samples)
 
 
 def _gauge(name: str, doc: str, labels: Sequence[str],
            samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=labels)
-    for values, value in samples:
-        family.add_metric(values, value)
-    return family
+    return _family(GaugeMetricFamily, name, doc, labels, samples)
 
 
 def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
@@ -336,7 +342,7 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
 # -- the HTTP server --------------------------------------------------------------------
 
 
-class MetricsServer:
+class MetricsServer(StartStop):
     """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
     app's event loop (aiohttp).
 
@@ -395,14 +401,6 @@ class MetricsServer:
         if consumer is not None:
             with contextlib.suppress(Exception):
                 await consumer.stop()
-
-    async def __aenter__(self) -> MetricsServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def _metrics(self, request: web.Request) -> web.Response:
         await self._refresh_end_offsets()

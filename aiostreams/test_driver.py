@@ -429,17 +429,21 @@ class TopologyTestDriver:
 
     def _feed(self) -> None:
         """Hand every record appended to a source partition since the last feed to its
-        task (which may process it at once and produce more)."""
+        task (which may process it at once and produce more). As the worker does with a
+        fetch: every new record goes in first, then each task that got some is pumped."""
         progressed = True
         while progressed and self.failure is None:
-            progressed = False
+            touched: dict[str, StreamTask] = {}
             for tp, task in self._task_of.items():
                 end = self.broker.end_offset(tp)
                 fed = self._fed[tp]
                 if fed < end:
                     self._fed[tp] = end
-                    task.add_records(tp, self.broker.records(tp.topic, tp.partition)[fed:end])
-                    progressed = True
+                    task.enqueue(tp, self.broker.records(tp.topic, tp.partition)[fed:end])
+                    touched[task.task_id] = task
+            for task in touched.values():
+                task.pump()
+            progressed = bool(touched)
 
     def _unfed(self) -> int:
         return sum(self.broker.end_offset(tp) - fed for tp, fed in self._fed.items())

@@ -1,116 +1,106 @@
-"""Which broker trouble a worker rides out, and for how long.
+"""A task's recovery from failed attempts: carries out what :func:`failure.decide
+<aiostreams.engine.failure.decide>` decides, and holds the delay queue.
 
-* a failed **send or flush** is answered by starting its tasks again from their last
-  commit (a rewind), for as long as the trouble has lasted at most ``broker_timeout``
-  since the last successful commit - except fencing (the task is lost instead) and a
-  missing topic (it would fail again);
-* any other failure that passes with time (a timeout, a dropped connection, a coordinator
-  moving) is retried with backoff (:class:`Outage`) for up to ``broker_timeout`` seconds of
-  continuous trouble - at-least-once only: under exactly-once a transactional commit's
-  outcome is in doubt, so the worker stops and a restart resumes from the last committed
-  transaction;
-* anything else stops the worker.
+A failed attempt's buffered outputs and store writes are discarded first (the writes are
+withdrawn from the overlays). Then, by the decision:
+
+* ``retry`` / ``defer``: the slot goes to BACKOFF and waits in the delay queue (one clock
+  timer per slot); when due, ``restart(slot)`` runs it again. A deferral does not count as
+  an attempt. The slot keeps holding the commit point and the same-key records behind it.
+* ``dead_letter``: the slot's only output becomes the dead-letter record; it finishes.
+* ``skip``: it finishes with no output.
+* ``fail``: ``fail(slot, error)`` (the task stops).
+
+Invariant: a slot is in the delay queue exactly while it is in BACKOFF and the queue has
+not been cancelled.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from aiostreams.engine.clock import Clock
-from aiostreams.errors import (
-    BrokerUnavailableError,
-    CommitFailedError,
-    ProducerFencedError,
-    TransportError,
-    UnknownTopicError,
-)
+from aiostreams.engine.clock import Clock, TimerHandle
+from aiostreams.engine.failure import Action, dead_letter_record, decide
+from aiostreams.engine.reorder_buffer import Slot, SlotKind, SlotState
+from aiostreams.engine.task_state import TaskMetrics, TaskSettings
+from aiostreams.engine.task_stores import TaskStores
+from aiostreams.policies import Retry
 
-log = logging.getLogger("aiostreams.worker")
-
-_CONNECTION_ERRORS = frozenset({"KafkaConnectionError", "NodeNotReadyError",
-                                "KafkaTimeoutError", "RequestTimedOutError"})
+log = logging.getLogger("aiostreams.task")
 
 
-class Outage:
-    """A stretch of continuous broker trouble, with exponential backoff (0.1 s → 5 s)."""
+class Recovery:
+    def __init__(self, task_id: str, settings: TaskSettings, metrics: TaskMetrics,
+                 clock: Clock, *, attempt_timeout: float | None,
+                 node_retry: Callable[[str], Retry | None],
+                 finish: Callable[[Slot], None], restart: Callable[[Slot], None],
+                 fail: Callable[[Slot, Exception], None]) -> None:
+        self._task_id = task_id
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._attempt_timeout = attempt_timeout
+        self._node_retry = node_retry
+        self._finish = finish
+        self._restart = restart
+        self._fail = fail
+        self._delayed: dict[Slot, TimerHandle] = {}
 
-    def __init__(self, since: float) -> None:
-        self.since = since
-        self._backoff = 0.1
+    def on_error(self, slot: Slot, error: Exception) -> None:
+        """``slot``'s attempt raised ``error`` (not a cancellation)."""
+        TaskStores.withdraw(slot)
+        slot.reset_buffers()
+        if isinstance(error, TimeoutError) and self._attempt_timeout is not None:
+            error = TimeoutError(
+                f"processing took longer than its {self._attempt_timeout}s timeout "
+                "(processing_timeout / Retry.timeout)"
+            )
+        settings, metrics = self._settings, self._metrics
+        decision = decide(
+            error, is_record=slot.kind is SlotKind.RECORD, attempts=slot.attempts,
+            retry=self._node_retry(slot.node) or settings.retry,
+            on_error=settings.on_error, dead_letter_topic=settings.dead_letter_topic)
+        action = decision.action
+        if action is Action.DEFER or action is Action.RETRY:
+            if action is Action.DEFER:
+                slot.attempts -= 1  # a deferral is not an attempt
+                metrics.deferred += 1
+            else:
+                metrics.retries += 1
+                log.debug("task %s: %r failed (attempt %d), retrying in %.3fs: %s",
+                          self._task_id, slot, slot.attempts, decision.delay, error)
+            slot.state = SlotState.BACKOFF
+            self._delayed[slot] = self._clock.call_later(decision.delay,
+                                                         lambda: self._due(slot))
+            return
+        metrics.by_node_errors[slot.node] = metrics.by_node_errors.get(slot.node, 0) + 1
+        if action is Action.DEAD_LETTER:
+            topic = settings.dead_letter_topic
+            assert slot.raw is not None and topic is not None
+            metrics.dead_lettered += 1
+            slot.outputs = [dead_letter_record(
+                slot.raw, error, topic=topic, attempts=slot.attempts, processor=slot.node,
+                now=self._clock.wall_time(), max_bytes=settings.max_record_bytes)]
+            log.warning("task %s: %r dead-lettered to %s after %d attempt(s): %s: %s",
+                        self._task_id, slot, topic, slot.attempts, type(error).__name__,
+                        error)
+            self._finish(slot)
+        elif action is Action.SKIP:
+            metrics.skipped += 1
+            log.warning("task %s: %r skipped after %d attempt(s): %s: %s", self._task_id,
+                        slot, slot.attempts, type(error).__name__, error)
+            self._finish(slot)
+        else:
+            self._fail(slot, error)
 
-    def next_backoff(self) -> float:
-        delay = self._backoff
-        self._backoff = min(5.0, self._backoff * 2)
-        return delay
+    def _due(self, slot: Slot) -> None:
+        self._delayed.pop(slot, None)
+        if slot.state is SlotState.BACKOFF:
+            self._restart(slot)
 
-
-def rewindable(error: BaseException, rewinding_since: float | None, now: float,
-               broker_timeout: float) -> bool:
-    """Whether a failed send or flush is answered by a rewind: any failure of the
-    producer - including the odd ``RuntimeError`` aiokafka raises on a connection reset
-    mid-request - but fencing or a missing topic, while the trouble since the last
-    successful commit (``rewinding_since``: the first rewind since then) is young."""
-    if isinstance(error, ProducerFencedError | UnknownTopicError):
-        return False
-    return rewinding_since is None or now - rewinding_since <= broker_timeout
-
-
-def retriable(error: BaseException) -> bool:
-    """A failure that passes with time (a timeout, a dropped connection), whatever the
-    processing guarantee: fencing, missing topics and refused commits do not."""
-    if isinstance(error, ProducerFencedError | UnknownTopicError | CommitFailedError):
-        return False
-    cause = error.__cause__ or error.__context__
-    if type(cause).__name__ == "IllegalOperation":
-        # "not in transaction": the coordinator aborted the open transaction under the
-        # producer (a timeout, or a fence it has not reported yet): start again from the
-        # last committed one
-        return True
-    flag = getattr(cause, "retriable", None)
-    if isinstance(flag, bool):
-        return flag or type(cause).__name__ in _CONNECTION_ERRORS
-    return isinstance(error, BrokerUnavailableError) or isinstance(
-        cause, ConnectionError | TimeoutError)
-
-
-async def ride_out(step: Callable[[], Awaitable[None]], *, stopping: asyncio.Event,
-                   transient: Callable[[TransportError], bool], clock: Clock,
-                   broker_timeout: float, on_retry: Callable[[], None]) -> Exception | None:
-    """Run ``step`` again and again until ``stopping`` is set, riding out transient broker
-    trouble: a :class:`TransportError` that ``transient`` accepts is retried with backoff
-    (``on_retry`` first: e.g. ask for the interrupted commit again) for up to
-    ``broker_timeout`` seconds of continuous trouble. Returns the error that ends the run
-    (anything else, or an outage longer than that), or None once ``stopping`` is set.
-
-    Cancellation: propagates at once (``step`` is cancelled where it is)."""
-    outage: Outage | None = None
-    while not stopping.is_set():
-        try:
-            await step()
-            if outage is not None:
-                log.warning("worker: the broker is back after %.1fs",
-                            clock.monotonic() - outage.since)
-                outage = None
-        except asyncio.CancelledError:
-            raise
-        except TransportError as e:
-            if not transient(e):
-                log.error("worker: stopping: %s", e)
-                return e
-            now = clock.monotonic()
-            if outage is None:
-                outage = Outage(now)
-                log.warning("worker: broker trouble, retrying for up to %.0fs: %s",
-                            broker_timeout, e)
-            if now - outage.since > broker_timeout:
-                log.error("worker: the broker has been unreachable for %.0fs; stopping: %s",
-                          now - outage.since, e)
-                return e
-            on_retry()
-            await asyncio.sleep(outage.next_backoff())
-        except Exception as e:  # a bug, or a failure we cannot ride out: stop cleanly
-            log.exception("worker: fetch loop failed")
-            return e
-    return None
+    def cancel_all(self) -> None:
+        """Empty the delay queue: its slots are not run again."""
+        for timer in self._delayed.values():
+            timer.cancel()
+        self._delayed.clear()

@@ -1,5 +1,5 @@
 """The worker's tasks: opening them for assigned partitions, closing them, and the two
-ways to lose them without committing (recovery).
+ways to lose them without committing (after broker trouble).
 
 * **open**: one task per sub-topology and partition (co-partitioned topics together);
   its channel (exactly-once: a transactional producer that fences the previous owner),
@@ -28,16 +28,16 @@ from typing import Any
 
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.failure import Retry
+from aiostreams.engine.outage import rewindable
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.partition_queue import HasUnfetched
-from aiostreams.engine.recovery import rewindable
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
 from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
 from aiostreams.engine.topic_plan import changelog_names
 from aiostreams.errors import TaskFailedError
+from aiostreams.policies import Retry
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer
@@ -189,7 +189,7 @@ class TaskTable:
 
     def rewindable(self, error: BaseException) -> bool:
         """Whether a failed send or flush is answered by a rewind (see
-        :func:`~aiostreams.engine.recovery.rewindable`)."""
+        :func:`~aiostreams.engine.outage.rewindable`)."""
         return rewindable(error, self.rewinding_since, self._clock.monotonic(),
                           self._broker_timeout)
 

@@ -9,7 +9,7 @@ It is the conductor of a few collaborators, each in a module of its own:
 * :mod:`~aiostreams.engine.output_router` takes each task's retired outputs to its output
   channel (or external sink) and sends them in batches;
 * :mod:`~aiostreams.engine.committer` runs the commit protocol's steps;
-* :mod:`~aiostreams.engine.recovery` says which trouble is ridden out and for how long.
+* :mod:`~aiostreams.engine.outage` says which trouble is ridden out and for how long.
 
 The fetch loop and the sender run in one :class:`asyncio.TaskGroup`. A commit - from the
 commit timer, a task's request, a rebalance or the stop - runs as a task of its own that its
@@ -28,10 +28,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.committer import Committer, CommitTimer
 from aiostreams.engine.external_sink import ExternalSink
+from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
-from aiostreams.engine.recovery import retriable, ride_out
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stall_watch import StallWatch
 from aiostreams.engine.stop_budget import STOP_GRACE, close_within
@@ -265,7 +265,7 @@ class Worker:
 
     async def _fetch_loop(self) -> None:
         """Fetch, hand records to tasks, commit when due; ride out broker trouble (see
-        :func:`~aiostreams.engine.recovery.ride_out`): the uncommitted work simply waits,
+        :func:`~aiostreams.engine.outage.ride_out`): the uncommitted work simply waits,
         nothing is committed past it. An error it cannot ride out stops the worker."""
         error = await ride_out(self._fetch_once, stopping=self._stop_requested,
                                transient=self._transient, clock=self.clock,
@@ -301,7 +301,7 @@ class Worker:
         await asyncio.sleep(0)
 
     def _transient(self, error: TransportError) -> bool:
-        """Worth retrying: see :mod:`~aiostreams.engine.recovery`. A failed send or flush
+        """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send or flush
         is answered by a rewind at the next fetch; under exactly-once any other failure
         stops the worker (a transactional commit's outcome is in doubt)."""
         if any(channel.error is error for channel in self._router.channels()):

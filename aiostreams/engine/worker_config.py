@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiostreams.engine.failure import Retry
 from aiostreams.engine.task import TaskSettings
+from aiostreams.policies import Retry
 from aiostreams.types import TopicPartition
 
 

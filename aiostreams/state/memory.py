@@ -13,18 +13,17 @@ from collections.abc import AsyncIterator
 from operator import itemgetter
 from typing import Any
 
-from aiostreams.serde import JsonSerde, Serde
+from aiostreams.serde import Serde
 from aiostreams.state.base import (
     TOMBSTONE,
     StoreContext,
     StoreKind,
     StoreState,
-    StoreStateError,
-    check_store_name,
 )
+from aiostreams.state.core import StoreCore
 
 
-class InMemoryKeyValueStore:
+class InMemoryKeyValueStore(StoreCore):
     """Key-value state in a dict.
 
     Invariant: ``_data`` holds exactly the applied writes (and restored records) that were
@@ -40,19 +39,12 @@ class InMemoryKeyValueStore:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
     ) -> None:
-        self.name = check_store_name(name)
-        self.key_serde: Serde[Any] = key_serde if key_serde is not None else JsonSerde()
-        self.value_serde: Serde[Any] = value_serde if value_serde is not None else JsonSerde()
-        self.fresh = True
-        self.state = StoreState.CREATED
+        super().__init__(name, key_serde, value_serde)
         self.context: StoreContext | None = None
         self._data: dict[Any, Any] = {}
 
     async def open(self, context: StoreContext) -> None:
-        if self.state is not StoreState.CREATED:
-            raise StoreStateError(
-                f"store {self.name!r} is {self.state.value}; open() a new instance instead"
-            )
+        self._require_created()
         self.context = context
         self.state = StoreState.OPEN
 
@@ -66,23 +58,10 @@ class InMemoryKeyValueStore:
             self._data[key] = value
 
     def sort_key(self, key: Any) -> bytes:
-        data = self.key_serde.serialize(self.name, key)
-        if data is None:
-            raise ValueError(f"store {self.name!r}: a key cannot be None")
-        return data
-
-    def changelog_record(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
-        if value is TOMBSTONE:
-            return self.sort_key(key), None
-        return self.sort_key(key), self.value_serde.serialize(self.name, value)
+        return self._key_bytes(key)
 
     def restore(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            raise ValueError(
-                f"store {self.name!r}: a changelog record has a null key; the changelog "
-                "topic holds records this store did not write"
-            )
-        k = self.key_serde.deserialize(self.name, key)
+        k = self.key_serde.deserialize(self.name, self._changelog_key(key))
         if value is None:
             self._data.pop(k, None)
         else:

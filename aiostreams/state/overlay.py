@@ -15,18 +15,12 @@ withdrawn it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
 from aiostreams.state.base import TOMBSTONE, StateStore, StoreKind, WindowStore
 from aiostreams.state.window import bound_ms, normalize_window_start
-
-if TYPE_CHECKING:
-    from aiostreams.engine.reorder_buffer import Slot
-
-CURRENT_SLOT: ContextVar[Slot] = ContextVar("aiostreams_current_slot")
-"""The slot whose processor chain is running in this context (task or inline run)."""
 
 
 def store_kind(store: StateStore) -> StoreKind:

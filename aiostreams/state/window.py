@@ -35,15 +35,14 @@ from typing import Any, Final
 import aiosqlite
 
 from aiostreams.errors import ConfigError
-from aiostreams.serde import JsonSerde, Serde
+from aiostreams.serde import Serde
 from aiostreams.state.base import (
     TOMBSTONE,
     StoreContext,
     StoreKind,
     StoreState,
-    StoreStateError,
-    check_store_name,
 )
+from aiostreams.state.core import StoreCore
 from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, Pending, SQLiteKeyValueStore
 
 __all__ = [
@@ -154,7 +153,7 @@ class _Retention:
         return -math.inf if cutoff is None else cutoff / 1000
 
 
-class InMemoryWindowStore:
+class InMemoryWindowStore(StoreCore):
     """Windowed state in dicts: per key, window start -> value.
 
     Invariants: ``_windows`` never holds an empty dict, ``TOMBSTONE`` or ``None``; every
@@ -174,12 +173,8 @@ class InMemoryWindowStore:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
     ) -> None:
-        self.name = check_store_name(name)
+        super().__init__(name, key_serde, value_serde)
         self.retention = check_retention(name, retention)
-        self.key_serde: Serde[Any] = key_serde if key_serde is not None else JsonSerde()
-        self.value_serde: Serde[Any] = value_serde if value_serde is not None else JsonSerde()
-        self.fresh = True
-        self.state = StoreState.CREATED
         self.context: StoreContext | None = None
         self._retention = _Retention(self.retention)
         self._windows: dict[Any, dict[float, Any]] = {}
@@ -191,18 +186,9 @@ class InMemoryWindowStore:
         return self._retention.retained_from
 
     async def open(self, context: StoreContext) -> None:
-        if self.state is not StoreState.CREATED:
-            raise StoreStateError(
-                f"store {self.name!r} is {self.state.value}; open() a new instance instead"
-            )
+        self._require_created()
         self.context = context
         self.state = StoreState.OPEN
-
-    def _key_bytes(self, key: Any) -> bytes:
-        data = self.key_serde.serialize(self.name, key)
-        if data is None:
-            raise ValueError(f"store {self.name!r}: a key cannot be None")
-        return data
 
     def sort_key(self, key: Any) -> bytes:
         k, ms = _split(self.name, key)
@@ -238,19 +224,8 @@ class InMemoryWindowStore:
             heapq.heappush(self._starts, ms)
         keys.add(key)
 
-    def changelog_record(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
-        kb = self.sort_key(key)
-        if value is TOMBSTONE:
-            return kb, None
-        return kb, self.value_serde.serialize(self.name, value)
-
     def restore(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            raise ValueError(
-                f"store {self.name!r}: a changelog record has a null key; the changelog "
-                "topic holds records this store did not write"
-            )
-        kb, ms = decode_window_key(key)
+        kb, ms = decode_window_key(self._changelog_key(key))
         k = self.key_serde.deserialize(self.name, kb)
         self._put(k, ms,
                   TOMBSTONE if value is None else self.value_serde.deserialize(self.name, value))
@@ -376,14 +351,12 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         self._note_pending(kb, composite)
 
     def restore(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            super().restore(key, value)  # raises
-            return
-        kb, ms = decode_window_key(key)
+        composite = self._changelog_key(key)
+        kb, ms = decode_window_key(composite)
         if not self._retention.expired(ms):
             self._retention.observe(ms)
-            super().restore(key, value)
-            self._note_pending(kb, key)
+            super().restore(composite, value)
+            self._note_pending(kb, composite)
 
     def _note_pending(self, kb: bytes, composite: bytes) -> None:
         keys = self._pending_by_key.get(kb)

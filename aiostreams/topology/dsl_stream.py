@@ -30,8 +30,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from aiostreams.engine.failure import Retry
 from aiostreams.errors import TopologyError
+from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_processors import (

@@ -66,8 +66,9 @@ class Rig:
         return committed
 
     def feed(self, *values: str, start: int = 0) -> None:
-        self.task.add_records(IN, [raw("in", 0, start + i, "k" + v, v)
-                                   for i, v in enumerate(values)])
+        self.task.enqueue(IN, [raw("in", 0, start + i, "k" + v, v)
+                               for i, v in enumerate(values)])
+        self.task.pump()
 
     def landed(self) -> list[str]:
         """The values on "out" (under exactly-once: of committed transactions only)."""
