@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 log = logging.getLogger("aiostreams.worker")
+
+T = TypeVar("T")
 
 STOP_GRACE = 10.0
 """Seconds a stop may take beyond ``drain_timeout`` (commit, leaving the group, closing
@@ -33,3 +36,39 @@ async def close_within(closing: Awaitable[None], seconds: float, what: str) -> N
                     what)
     except Exception:  # a client that fails to close must not fail the stop
         log.warning("worker: closing %s failed", what, exc_info=True)
+
+
+class Shielded:
+    """Runs coroutines that must not be cut half-way (commits) as tasks of their own,
+    awaited through :func:`asyncio.shield`: cancelling a caller cancels only its wait. A
+    stop then :meth:`settle`\\ s them within its budget, or :meth:`abandon`\\ s them when the
+    budget is spent."""
+
+    def __init__(self) -> None:
+        self._jobs: set[asyncio.Task[Any]] = set()
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` to its end whatever happens to the caller; return its result.
+
+        Cancellation: the caller stops waiting; ``work`` goes on."""
+        job = asyncio.ensure_future(work)
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        job.add_done_callback(_retrieve)  # its caller may be gone (cancelled)
+        return await asyncio.shield(job)
+
+    async def settle(self) -> None:
+        """Wait for everything in flight to end (its errors are its callers')."""
+        await asyncio.gather(*self._jobs, return_exceptions=True)
+
+    async def abandon(self) -> None:
+        """Cancel everything in flight and wait for it to end."""
+        for job in list(self._jobs):
+            job.cancel()
+        await self.settle()
+
+
+def _retrieve(job: asyncio.Future[Any]) -> None:
+    """Mark a finished job's exception as seen (a caller still waiting re-raises it)."""
+    if not job.cancelled():
+        job.exception()

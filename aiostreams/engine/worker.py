@@ -34,7 +34,7 @@ from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stall_watch import StallWatch
-from aiostreams.engine.stop_budget import STOP_GRACE, close_within
+from aiostreams.engine.stop_budget import STOP_GRACE, Shielded, close_within
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
 from aiostreams.engine.topic_plan import changelog_topic
@@ -75,7 +75,7 @@ class Worker:
         self._sink_flush_requested = False
         self._committed_event = asyncio.Event()
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
-        self._commits_in_flight: set[asyncio.Task[dict[TopicPartition, int]]] = set()
+        self._commits = Shielded()
         self._stopped = asyncio.Event()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
@@ -137,10 +137,16 @@ class Worker:
         self._commit_timer.start()
 
     async def _run_loops(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            self._loop_tasks = [
-                group.create_task(self._fetch_loop(), name="aiostreams-fetch"),
-                group.create_task(self._router.send_loop(), name="aiostreams-send")]
+        """The fetch loop and the sender, together: if one crashes (a bug), the other is
+        cancelled and the worker fails - never a worker that silently stopped fetching."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._loop_tasks = [
+                    group.create_task(self._fetch_loop(), name="aiostreams-fetch"),
+                    group.create_task(self._router.send_loop(), name="aiostreams-send")]
+        except* Exception as crashed:
+            log.error("worker: a loop crashed", exc_info=crashed.exceptions[0])
+            self._set_failure(crashed.exceptions[0])
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
@@ -181,7 +187,7 @@ class Worker:
         await self._stop_loops()
         try:
             async with asyncio.timeout(left()):
-                await asyncio.gather(*self._commits_in_flight, return_exceptions=True)
+                await self._commits.settle()
                 await self._revoke(list(self.tasks.values()))
         except TimeoutError:
             log.error("worker: could not commit before stopping: the broker did not answer "
@@ -190,7 +196,7 @@ class Worker:
                       "processed again at the next start", self.config.drain_timeout,
                       STOP_GRACE,
                       ", ".join(sorted(map(str, self._table.task_of))) or "no partition")
-            await self._abandon_commits()
+            await self._commits.abandon()
             for task in list(self.tasks.values()):
                 await self._table.close_quietly(task)
         finally:
@@ -217,11 +223,6 @@ class Worker:
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
-
-    async def _abandon_commits(self) -> None:
-        for job in list(self._commits_in_flight):
-            job.cancel()
-        await asyncio.gather(*self._commits_in_flight, return_exceptions=True)
 
     # -- rebalance (called by the consumer inside getmany) ------------------------------
 
@@ -332,10 +333,7 @@ class Worker:
         Cancellation: the commit itself is shielded - it runs to its end (the stop waits
         for it, or abandons it when the broker does not answer in its budget); only the
         wait is cancelled."""
-        job = asyncio.ensure_future(self._commit(tasks, closing))
-        self._commits_in_flight.add(job)
-        job.add_done_callback(self._commits_in_flight.discard)
-        return await asyncio.shield(job)
+        return await self._commits.run(self._commit(tasks, closing))
 
     async def _commit(self, tasks: Sequence[StreamTask] | None, closing: bool
                       ) -> dict[TopicPartition, int]:
