@@ -41,8 +41,9 @@ from prometheus_client.core import (
     Metric,
 )
 
-from aiostreams.app import App, AppState
+from aiostreams.app import App
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.lifecycle_state import AppState
 from aiostreams.start_stop import StartStop
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
@@ -133,7 +134,7 @@ class TaskTracker:
         self._seen: dict[int, TaskMetrics] = {}
 
     def observe(self, app: App) -> None:
-        for task in app.tasks.values():
+        for task in app._tasks.values():
             self._seen.setdefault(id(task.metrics), task.metrics)
 
     def watch_commits(self, app: App) -> None:
@@ -143,7 +144,7 @@ class TaskTracker:
     def totals(self, app: App) -> AppTotals:
         self.observe(app)
         metrics = list(self._seen.values())
-        tasks = list(app.tasks.values())
+        tasks = list(app._tasks.values())
         now = app.clock.wall_time()
         return AppTotals(
             records_in=sum(m.records_in for m in metrics),
@@ -154,7 +155,7 @@ class TaskTracker:
             in_flight=sum(t.in_flight for t in tasks),
             buffered=sum(t.buffered() for t in tasks),
             retire_lag=max((retire_lag(t, now) for t in tasks), default=0.0),
-            commits=app.worker.commits if app.worker is not None else 0,
+            commits=app._worker.commits if app._worker is not None else 0,
             tasks=len(tasks),
         )
 
@@ -213,11 +214,11 @@ class AppCollector:
         for s in AppState:
             state.add_metric([name, s.value], 1.0 if app.state is s else 0.0)
         yield state
-        tasks = sorted(app.tasks.values(), key=lambda t: t.task_id)
+        tasks = sorted(app._tasks.values(), key=lambda t: t.task_id)
         yield _gauge("aiostreams_tasks", "Tasks this worker runs.", ["app"],
                      [([name], len(tasks))])
         yield from self._task_metrics(name, tasks)
-        commits = app.worker.commits if app.worker is not None else 0
+        commits = app._worker.commits if app._worker is not None else 0
         yield _counter("aiostreams_commits", "Commits that committed offsets.", ["app"],
                        [([name], commits)])
         latency = HistogramMetricFamily(
@@ -280,7 +281,7 @@ class AppCollector:
         yield lag
 
     def _committed(self, tp: TopicPartition) -> int | None:
-        worker = self.app.worker
+        worker = self.app._worker
         # the position the task started from, until it retires something of its own
         return worker.committed_offset(tp) if worker is not None else None
 
@@ -323,8 +324,8 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
     ``"status": "degraded"``, with ``stalled`` naming each task, record and how long;
     otherwise ``status`` is ``"ok"`` (running) or ``"down"``."""
     body: dict[str, Any] = {"app": app.name, "state": app.state.value,
-                            "tasks": len(app.tasks)}
-    worker = app.worker
+                            "tasks": len(app._tasks)}
+    worker = app._worker
     if worker is not None and worker.failure is not None:
         body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
     stalls = worker.stall_watch.stalls if worker is not None else []
@@ -413,7 +414,7 @@ class MetricsServer(StartStop):
                             content_type="application/json")
 
     async def _refresh_end_offsets(self) -> None:
-        tps = [tp for task in self.app.tasks.values() for tp in task.partitions]
+        tps = [tp for task in self.app._tasks.values() for tp in task.partitions]
         if not tps:
             self.collector.end_offsets = {}
             return

@@ -17,6 +17,10 @@ from aiostreams.errors import ConfigError, DeserializationError
 
 
 class Ordering(enum.Enum):
+    """Which records of a task may execute at once: never two of one key (``key``), one at
+    a time per partition (``partition``), or any (``unordered``); outputs and commits stay
+    in offset order either way."""
+
     KEY = "key"
     PARTITION = "partition"
     UNORDERED = "unordered"
@@ -34,6 +38,9 @@ class Ordering(enum.Enum):
 
 
 class OnError(enum.Enum):
+    """What a record that failed for good does: stop the task (``fail``), be dropped
+    (``skip``), or go to the dead-letter topic (``dead_letter``)."""
+
     FAIL = "fail"
     SKIP = "skip"
     DEAD_LETTER = "dead_letter"
