@@ -38,8 +38,9 @@ from aiostreams.engine.stop_budget import STOP_GRACE, Shielded, close_within
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
 from aiostreams.engine.topic_plan import changelog_topic
-from aiostreams.engine.worker_config import CommitRecord, WorkerConfig, WorkerState
+from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
 from aiostreams.errors import AiostreamsError, TaskFailedError, TransportError
+from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
@@ -47,7 +48,7 @@ from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
 
-__all__ = ["STOP_GRACE", "CommitRecord", "Worker", "WorkerConfig", "WorkerState"]
+__all__ = ["STOP_GRACE", "CommitRecord", "Worker", "WorkerConfig"]
 
 
 class Worker:
@@ -67,7 +68,7 @@ class Worker:
         self.transport = transport
         self.config = config
         self.clock = clock
-        self.state = WorkerState.CREATED
+        self.state = AppState.CREATED
         self.failure: BaseException | None = None
         self.commits = 0
         self._on_commit = on_commit
@@ -103,6 +104,9 @@ class Worker:
                         if t in self.topics and self.topics[t].internal],
             clock, config.purge_interval)
 
+    def _enter(self, new: AppState) -> None:
+        self.state = self.state.advance(new, who="worker")
+
     @property
     def tasks(self) -> dict[str, StreamTask]:
         return self._table.tasks
@@ -110,9 +114,9 @@ class Worker:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self.state is not WorkerState.CREATED:
+        if self.state is not AppState.CREATED:
             raise RuntimeError(f"a worker starts once; this one is {self.state.value}")
-        self.state = WorkerState.STARTING
+        self._enter(AppState.STARTING)
         await ensure_topics(self.transport, self.subs, self.topics, app_id=self.config.app_id,
                             dead_letter_topic=self.config.task.dead_letter_topic,
                             default_partitions=self.config.default_partitions)
@@ -131,7 +135,7 @@ class Worker:
         )
         await self._consumer.start()
         self._consumer.subscribe(list(self._table.sub_of_topic), self)
-        self.state = WorkerState.RUNNING
+        self._enter(AppState.RUNNING)
         self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
                                                               name="aiostreams-worker")
         self._commit_timer.start()
@@ -167,11 +171,12 @@ class Worker:
 
         Cancellation: the remaining steps are skipped and the clients closed; uncommitted
         work is redone by the next owner."""
-        if self.state in (WorkerState.STOPPED, WorkerState.CREATED):
-            self.state = WorkerState.STOPPED
+        if self.state in (AppState.STOPPED, AppState.CREATED):
+            if self.state is AppState.CREATED:
+                self._enter(AppState.STOPPED)
             self._stopped.set()
             return
-        if self.state is WorkerState.STOPPING:
+        if self.state is AppState.STOPPING:
             await self._stopped.wait()
             return
         loop = asyncio.get_running_loop()
@@ -180,8 +185,8 @@ class Worker:
         def left() -> float:
             return max(0.0, deadline - loop.time())
 
-        failed = self.state is WorkerState.FAILED
-        self.state = WorkerState.STOPPING
+        failed = self.state is AppState.FAILED
+        self._enter(AppState.STOPPING)
         self._stop_requested.set()
         self._commit_timer.cancel()
         await self._stop_loops()
@@ -209,7 +214,7 @@ class Worker:
                     await sink.stop()
                 except Exception:
                     log.exception("worker: stopping sink %r failed", sink.name)
-            self.state = WorkerState.FAILED if failed or self.failure else WorkerState.STOPPED
+            self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
 
     async def _stop_loops(self) -> None:
@@ -387,8 +392,8 @@ class Worker:
     def _set_failure(self, error: BaseException) -> None:
         if self.failure is None:
             self.failure = error
-        if self.state is WorkerState.RUNNING:
-            self.state = WorkerState.FAILED
+        if self.state is AppState.RUNNING:
+            self._enter(AppState.FAILED)
         self._stop_requested.set()
 
     def raise_failure(self) -> None:

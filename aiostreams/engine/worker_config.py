@@ -1,8 +1,8 @@
-"""The worker's vocabulary: its lifecycle, its configuration, and what a commit wrote."""
+"""The worker's vocabulary: its configuration, and what a commit wrote (its lifecycle is
+the app's: :class:`~aiostreams.lifecycle_state.AppState`)."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,18 +10,6 @@ from typing import Any
 from aiostreams.engine.task import TaskSettings
 from aiostreams.policies import Retry
 from aiostreams.types import TopicPartition
-
-
-class WorkerState(enum.Enum):
-    """``CREATED → STARTING → RUNNING → STOPPING → STOPPED``; ``FAILED`` when a task failed
-    or the broker gave up on us (it still stops cleanly)."""
-
-    CREATED = "created"
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-    FAILED = "failed"
 
 
 @dataclass

@@ -12,8 +12,9 @@ from appkit import produce
 from aiostreams import App, Processor, Record
 from aiostreams.engine.clock import LoopClock
 from aiostreams.engine.task import TaskSettings
-from aiostreams.engine.worker import Worker, WorkerConfig, WorkerState
+from aiostreams.engine.worker import Worker, WorkerConfig
 from aiostreams.errors import TransportError
+from aiostreams.lifecycle_state import AppState
 from aiostreams.serde import StrSerde
 from aiostreams.testing import settle
 from aiostreams.topic import Topic
@@ -152,12 +153,12 @@ async def test_a_stop_lets_the_commit_under_way_finish_instead_of_cutting_it() -
     await slow.flushing.wait()  # a commit is under way, waiting for the broker
     stopping = asyncio.create_task(worker.stop())
     await settle(10)  # the stop begins: it cancels the loops, then waits for the commit
-    assert worker.state is WorkerState.STOPPING and not stopping.done()
+    assert worker.state is AppState.STOPPING and not stopping.done()
     slow.gate.set()
     await stopping
     assert not slow.cut_off
     assert broker.committed("upper", IN) == 2
-    assert worker.state is WorkerState.STOPPED
+    assert worker.state is AppState.STOPPED
 
 
 async def test_a_crashed_loop_fails_the_worker_instead_of_leaving_it_idle() -> None:
@@ -175,4 +176,4 @@ async def test_a_crashed_loop_fails_the_worker_instead_of_leaving_it_idle() -> N
         await worker.stop_requested()
     assert isinstance(worker.failure, KeyError)
     await worker.stop()
-    assert worker.state is WorkerState.FAILED
+    assert worker.state is AppState.FAILED
