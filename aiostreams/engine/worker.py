@@ -22,6 +22,7 @@ overlap the fetch loop's own work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -78,6 +79,8 @@ class Worker:
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits = Shielded()
         self._stopped = asyncio.Event()
+        self._outside_callback = asyncio.Event()  # clear while a revoke callback runs
+        self._outside_callback.set()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -163,8 +166,9 @@ class Worker:
         close tasks, leave the group. Idempotent.
 
         Bounded: the whole stop takes at most ``drain_timeout + STOP_GRACE`` seconds of
-        real time, whatever the broker does. The loops are cancelled at once; a commit
-        under way is shielded and finishes first. When the broker does not answer in time
+        real time, whatever the broker does. The loops are cancelled once a rebalance's
+        revoke under way has returned (its partitions are ours to commit only until then);
+        a commit under way is shielded and finishes first. When the broker does not answer in time
         (an outage), the commit is abandoned - nothing past the last successful commit is
         marked done, so those records are processed again at the next start - and the
         clients are closed without waiting for it; a log line says what was not committed.
@@ -189,6 +193,10 @@ class Worker:
         self._enter(AppState.STOPPING)
         self._stop_requested.set()
         self._commit_timer.cancel()
+        if asyncio.current_task() not in self._loop_tasks:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left()):
+                    await self._outside_callback.wait()
         await self._stop_loops()
         try:
             async with asyncio.timeout(left()):
@@ -236,7 +244,11 @@ class Worker:
             self._table.orphans.pop(tp, None)
         task_of = self._table.task_of
         affected = {task_of[tp].task_id: task_of[tp] for tp in revoked if tp in task_of}
-        await self._revoke(list(affected.values()))
+        self._outside_callback.clear()
+        try:
+            await self._revoke(list(affected.values()))
+        finally:
+            self._outside_callback.set()
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
         await self._table.open(assigned, self._consumer)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from appkit import produce
 
 from aiostreams import App, Processor, Record
 from aiostreams.engine.clock import LoopClock
-from aiostreams.engine.task import TaskSettings
+from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import Worker, WorkerConfig
 from aiostreams.errors import TransportError
 from aiostreams.lifecycle_state import AppState
 from aiostreams.serde import StrSerde
-from aiostreams.testing import settle
+from aiostreams.testing import Sequencer, settle
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
@@ -177,3 +178,53 @@ async def test_a_crashed_loop_fails_the_worker_instead_of_leaving_it_idle() -> N
     assert isinstance(worker.failure, KeyError)
     await worker.stop()
     assert worker.state is AppState.FAILED
+
+
+class GatedUpper(Processor[str, str]):
+    def __init__(self, seq: Sequencer) -> None:
+        self.seq = seq
+
+    async def process(self, record: Record[str, str]) -> None:
+        await self.seq.wait(record.value)
+        self.context.forward(record.with_value(record.value.upper()))
+
+
+async def test_a_stop_during_a_rebalance_lets_the_revoke_drain_and_commit() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("in", 2)
+    broker.create_topic("out", 1)
+    transport = MemoryTransport(broker)
+    seq = Sequencer()
+    topology = (Topology().add_source("src", Topic("in", StrSerde(), StrSerde()))
+                .add_processor("upper", lambda: GatedUpper(seq), "src")
+                .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "upper"))
+    first = Worker(topology.build(), topology.topics, transport,
+                   WorkerConfig(app_id="upper", task=TaskSettings(), commit_interval=600.0),
+                   LoopClock())
+    revoking = asyncio.Event()
+    real_revoke = first._table.revoke
+
+    async def revoke(tasks: list[StreamTask], *args: Any) -> None:
+        if tasks:
+            revoking.set()
+        await real_revoke(tasks, *args)
+
+    first._table.revoke = revoke  # type: ignore[method-assign]
+    await first.start()
+    producer = transport.producer()
+    await producer.start()
+    await producer.send_batch([OutgoingRecord("in", b"k", b"x", partition=0),
+                               OutgoingRecord("in", b"k", b"y", partition=1)])
+    await seq.wait_started("x")
+    await seq.wait_started("y")
+    second = upper_worker(transport, commit_interval=600.0)
+    await second.start()  # the group moves one partition to it: the first revokes it
+    await revoking.wait()  # ... and drains it: its record waits for its gate
+    stopping = asyncio.create_task(first.stop())
+    await settle(10)  # the stop has cancelled the first's loops, mid-rebalance
+    seq.release("x", "y")
+    await stopping
+    # both records committed by the first: the revoked one by the revoke it let finish
+    assert [broker.committed("upper", TopicPartition("in", p)) for p in (0, 1)] == [1, 1]
+    await second.stop()
+    await producer.stop()
