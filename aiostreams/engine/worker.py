@@ -168,10 +168,10 @@ class Worker:
         Bounded: the whole stop takes at most ``drain_timeout + STOP_GRACE`` seconds of
         real time, whatever the broker does. The loops are cancelled once a rebalance's
         revoke under way has returned (its partitions are ours to commit only until then);
-        a commit under way is shielded and finishes first. When the broker does not answer in time
-        (an outage), the commit is abandoned - nothing past the last successful commit is
-        marked done, so those records are processed again at the next start - and the
-        clients are closed without waiting for it; a log line says what was not committed.
+        a commit under way is shielded and finishes first. When the broker does not answer
+        in time (an outage), the commit is abandoned - nothing past the last successful
+        commit is marked done, so those records are processed again at the next start -
+        and the clients are closed without waiting; a log line says what was not committed.
 
         Cancellation: the remaining steps are skipped and the clients closed; uncommitted
         work is redone by the next owner."""
@@ -193,11 +193,7 @@ class Worker:
         self._enter(AppState.STOPPING)
         self._stop_requested.set()
         self._commit_timer.cancel()
-        if asyncio.current_task() not in self._loop_tasks:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(left()):
-                    await self._outside_callback.wait()
-        await self._stop_loops()
+        await self._stop_loops(left())
         try:
             async with asyncio.timeout(left()):
                 await self._commits.settle()
@@ -225,14 +221,18 @@ class Worker:
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
 
-    async def _stop_loops(self) -> None:
-        """Cancel the fetch loop and the sender (those that are not the caller)."""
+    async def _stop_loops(self, seconds: float) -> None:
+        """Cancel the fetch loop and the sender (those that are not the caller), once a
+        revoke under way has returned (waiting at most ``seconds`` for it)."""
         me = asyncio.current_task()
         if me in self._loop_tasks:  # a stop from inside the loops: end the others
             for other in self._loop_tasks:
                 if other is not me:
                     other.cancel()
             return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._outside_callback.wait()
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
