@@ -103,6 +103,13 @@ class TaskTable:
     def owns(self, task: StreamTask) -> bool:
         return self.tasks.get(task.task_id) is task
 
+    def _check(self) -> None:
+        """The invariant of the module docstring (checked after each open and close)."""
+        held = {tp for t in self.tasks.values() for tp in t.partitions}
+        if held != set(self.task_of) or not all(map(self.owns, self.task_of.values())):
+            raise AssertionError(f"task_of {sorted(map(str, self.task_of))} does not map "
+                                 f"the partitions of the open tasks {sorted(self.tasks)}")
+
     async def open(self, assigned: Collection[TopicPartition], consumer: Consumer | None
                    ) -> None:
         """Open a task for each sub-topology and partition in ``assigned`` not owned yet.
@@ -131,6 +138,7 @@ class TaskTable:
                     position = await consumer.position(tp)
                     self._committed[tp] = position
                     task.seed_position(tp, position)
+            self._check()
 
     async def revoke(self, tasks: list[StreamTask], drain_timeout: float,
                      commit: Callable[[list[StreamTask]], Awaitable[None]]) -> None:
@@ -159,6 +167,7 @@ class TaskTable:
             for tp in task.partitions:
                 self.task_of.pop(tp, None)
                 self._committed.pop(tp, None)
+            self._check()
             await self._router.close(task.task_id)
 
     async def close_quietly(self, task: StreamTask) -> None:
