@@ -23,7 +23,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
@@ -41,6 +41,9 @@ from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
+
+if TYPE_CHECKING:
+    from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
 
@@ -405,6 +408,13 @@ class App:
     def run(self) -> None:
         """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
         run_event_loop(self.run_async())
+
+    def store(self, name: str) -> ReadOnlyStore:
+        """A read-only view of table or window store ``name`` across the tasks of this
+        worker, for interactive queries (:mod:`aiostreams.queries`): reads see retired
+        state only. Raises ``UnknownStoreError`` for a name the topology lacks."""
+        from aiostreams.queries import store_view
+        return store_view(self, name)
 
     @property
     def _tasks(self) -> dict[str, StreamTask]:
