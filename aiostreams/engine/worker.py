@@ -131,8 +131,7 @@ class Worker:
         self._consumer = self.transport.consumer(
             cfg.app_id,
             client_id=cfg.client_id,
-            isolation_level=(IsolationLevel.READ_COMMITTED if cfg.exactly_once
-                             else IsolationLevel.READ_UNCOMMITTED),
+            isolation_level=IsolationLevel.of(cfg.exactly_once),
             group_instance_id=cfg.group_instance_id,
             max_poll_records=cfg.max_poll_records,
         )
