@@ -22,7 +22,7 @@ import ssl
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
@@ -34,6 +34,7 @@ from aiostreams.errors import ConfigError
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.lifecycle_state import AppState
 from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.start_stop import StartStop
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
@@ -54,7 +55,7 @@ COMMIT_LOG_LIMIT = 1000
 every commit, use :meth:`App.on_commit`)."""
 
 
-class App:
+class App(StartStop):
     """A named stream application: its topics, topology and settings, and the worker
     that runs it (see the module docstring). ``name`` is the consumer group id and the
     prefix of its internal topics."""
@@ -472,14 +473,6 @@ class App:
             errors_by_node=MappingProxyType(errors),
             run=run,
         )
-
-    async def __aenter__(self) -> App:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
 
 GC_GEN0_THRESHOLD = 100_000

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiostreams.errors import AiostreamsError
 from aiostreams.serde import Serde
@@ -42,7 +42,28 @@ from aiostreams.topology.dsl_stores import ValueAndTimestamp
 from aiostreams.transport.partitioner import default_partition
 
 if TYPE_CHECKING:
-    from aiostreams.app import App
+    from aiostreams.engine.task import StreamTask
+    from aiostreams.lifecycle_state import AppState
+    from aiostreams.topology.topology import SubTopology
+    from aiostreams.transport.base import Transport
+
+
+class QueryHost(Protocol):
+    """What queries need of the app (:class:`aiostreams.App` is one): a protocol, so this
+    module does not import the app module, which imports it for ``App.store``."""
+
+    name: str
+
+    @property
+    def transport(self) -> Transport: ...
+
+    @property
+    def state(self) -> AppState: ...
+
+    @property
+    def _tasks(self) -> dict[str, StreamTask]: ...
+
+    def build(self) -> list[SubTopology]: ...
 
 
 class QueryError(AiostreamsError):
@@ -88,7 +109,7 @@ class LocalStore:
     store: StateStore
 
 
-def local_stores(app: App, name: str) -> list[LocalStore]:
+def local_stores(app: QueryHost, name: str) -> list[LocalStore]:
     """The applied stores named ``name`` of the tasks this worker runs now, by partition.
 
     The only function that reaches into the engine for queries: ``App.status()`` gives
@@ -103,7 +124,7 @@ def local_stores(app: App, name: str) -> list[LocalStore]:
     return sorted(found, key=lambda s: s.partition)
 
 
-def _source_topics(app: App, name: str) -> tuple[str, ...]:
+def _source_topics(app: QueryHost, name: str) -> tuple[str, ...]:
     for sub in app.build():
         if any(spec.name == name for spec in sub.stores):
             return sub.source_topics
@@ -123,7 +144,7 @@ class ReadOnlyStore:
 
     Cancellation: every read only reads; cancelling one leaves nothing behind."""
 
-    def __init__(self, app: App, name: str) -> None:
+    def __init__(self, app: QueryHost, name: str) -> None:
         self.app = app
         self.name = name
         self.source_topics = _source_topics(app, name)
@@ -245,10 +266,10 @@ class ReadOnlyStore:
                 async for start, value in store.fetch(key, time_from, time_to)]
 
 
-def store_view(app: App, name: str) -> ReadOnlyStore:
+def store_view(app: QueryHost, name: str) -> ReadOnlyStore:
     """The view ``app.store(name)`` returns (raises :class:`UnknownStoreError`)."""
     return ReadOnlyStore(app, name)
 
 
-__all__ = ["KeyNotLocalError", "QueryError", "ReadOnlyStore", "StoreNotReadyError",
+__all__ = ["KeyNotLocalError", "QueryError", "QueryHost", "ReadOnlyStore", "StoreNotReadyError",
            "UnknownStoreError"]
