@@ -282,15 +282,15 @@ class WindowStoreView:
         store: for emitting closed windows, not for per-record lookups)."""
         lo = max(bound_ms(time_from) / 1000, self._store.retained_from)
         hi = bound_ms(time_to) / 1000
-        merged: dict[tuple[Any, float], Any] = {}
+        identity = self._overlay.identity
+        merged: dict[Any, tuple[Any, float, Any]] = {}
         async for (key, start), value in self._store.range(None, None):
             if lo <= start <= hi:
-                merged[(key, start)] = value
-        for (key, start), value in self._overlay.pending_items().items():
+                merged[identity((key, start))] = (key, start, value)
+        for (key, start), value in self._overlay.pending_items():
             if lo <= start <= hi:
-                merged[(key, start)] = value
-        return [(key, start, value) for (key, start), value in merged.items()
-                if value is not TOMBSTONE]
+                merged[identity((key, start))] = (key, start, value)
+        return [entry for entry in merged.values() if entry[2] is not TOMBSTONE]
 
 
 def view_for(overlay: StoreOverlay) -> KeyValueStoreView | WindowStoreView:
