@@ -9,10 +9,17 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from aiostreams.spark.delta_identity import TableIdentity
 
-__all__ = ["open_table", "write_batch"]
+__all__ = ["CommitRace", "open_table", "write_batch"]
+
+
+class CommitRace(Exception):
+    """A commit did not land because another writer's commit came first: one of the same
+    app transaction (Delta's conflict check), or the creation of the table. Check again
+    against the newest snapshot."""
 
 
 def open_table(where: str) -> DeltaTable | None:
@@ -29,11 +36,28 @@ def write_batch(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequen
 
     ``table``: the snapshot the caller checked the transaction versions on (the commit is
     made against it, so a concurrent commit goes through Delta's conflict check), or the
-    path of a table to create, with ``identity`` in its description. New nullable columns
-    merge into the table's schema (``schema_mode="merge"``)."""
+    path of a table to create, with ``identity`` in its description (created by another
+    writer meanwhile: :class:`CommitRace`, nothing written). New nullable columns merge into
+    the table's schema (``schema_mode="merge"``). Raises :class:`CommitRace` when the commit
+    lost a race."""
+    creating = isinstance(table, str)
+    try:
+        _write(table, data, partition_by=partition_by, identity=identity,
+               transactions=transactions, target_file_size=target_file_size)
+    except CommitFailedError as e:
+        raise CommitRace(str(e)) from e
+    except DeltaError as e:
+        if creating and isinstance(table, str) and DeltaTable.is_deltatable(table):
+            raise CommitRace(f"the table was created by another writer meanwhile ({e})") from e
+        raise
+
+
+def _write(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequence[str],
+           identity: TableIdentity, transactions: Mapping[str, int],
+           target_file_size: int | None) -> None:
     creating = isinstance(table, str)
     write_deltalake(
-        table, data, mode="append", schema_mode="merge",
+        table, data, mode="error" if creating else "append", schema_mode="merge",
         partition_by=list(partition_by) or None,
         description=identity.to_description() if creating else None,
         target_file_size=target_file_size,
