@@ -5,6 +5,8 @@ Blocking; called on the writer thread only (:mod:`aiostreams.spark.spark_thread`
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
@@ -14,6 +16,10 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from aiostreams.spark.delta_identity import TableIdentity
 
 __all__ = ["CommitRace", "open_table", "write_batch"]
+
+
+WRITER = f"{socket.gethostname()}:{os.getpid()}"
+"""Who makes this process's commits (``aiostreams.writer`` in each commit's info)."""
 
 
 class CommitRace(Exception):
@@ -64,5 +70,5 @@ def _write(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequence[st
         commit_properties=CommitProperties(
             app_transactions=[Transaction(app_id, version)
                               for app_id, version in sorted(transactions.items())],
-            custom_metadata={"aiostreams.app": identity.app}),
+            custom_metadata={"aiostreams.app": identity.app, "aiostreams.writer": WRITER}),
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltakit import DELTA_CONF, DELTA_PACKAGE
 from localcluster import LocalSparkCluster
 
 from aiostreams.spark import SparkConfig, get_session, stop_session
@@ -62,3 +63,11 @@ def cluster_session(config: SparkConfig) -> Iterator[Any]:
     session = get_session(config)
     yield session
     stop_session()
+
+
+@pytest.fixture(scope="module")
+def delta_spark(spark_cluster: LocalSparkCluster) -> Iterator[Any]:
+    """The config of a session on the standalone cluster with Delta's jar and SQL
+    extensions (read in a process of its own: see ``delta_spark_reader.py``)."""
+    config = spark_cluster.config(conf=DELTA_CONF, app_name="aiostreams-delta-readers")
+    yield config.model_copy(update={"packages": (DELTA_PACKAGE,)})

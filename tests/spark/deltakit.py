@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,9 +22,16 @@ from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.spark import DeltaSink, add_delta_sink
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport
+from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 
 DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.0"
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
 
 
 class WatchedDeltaSink(DeltaSink):
@@ -125,3 +136,27 @@ def read_with_spark(spark: Any, path: Path) -> list[tuple[int, int]]:
 def pairs(table: pa.Table) -> list[tuple[int, int]]:
     return list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
                     strict=True))
+
+
+def read_with_spark_process(config: Any, path: Path | str) -> list[tuple[int, int]]:
+    """(partition, offset) of every row, read by Spark's Delta source in a process of its
+    own (``delta_spark_reader.py``: a JVM takes the Delta jar only at start)."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / "delta_spark_reader.py"), config.model_dump_json(),
+         str(path)], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [(p, o) for p, o in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+async def end_offsets(transport: KafkaTransport, topic: str,
+                      partitions: int = 2) -> dict[TopicPartition, int]:
+    """The last offset of each partition of ``topic``."""
+    consumer = transport.consumer(None)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return {tp: end - 1 for tp, end in ends.items()}
+    finally:
+        await consumer.stop()
