@@ -57,7 +57,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,8 +110,11 @@ class _Written:
 
 class DeltaSink:
     """Writes the values reaching it (instances of ``model``) to the Delta table at ``path``
-    (a local or mounted directory, as a path or ``file:`` URI; shared by every writer). See
-    the module docstring.
+    (shared by every writer): a local or mounted directory, as a path or ``file:`` URI, or
+    an object-store prefix ``s3a://bucket/key`` (``s3://`` names the same table) reached
+    with ``storage_options`` (delta-rs' S3 options: ``AWS_ENDPOINT_URL``,
+    ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``;
+    unset ones come from the environment). See the module docstring.
 
     ``partition_by``: str, int, bool or date columns. ``include``/``key_type``/
     ``metadata_prefix``: metadata columns, as for :class:`~aiostreams.spark.ParquetSink`.
@@ -136,20 +139,29 @@ class DeltaSink:
         sources: Sequence[str] = (),
         target_file_size: int | None = None,
         engine: str = "pyarrow",
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         where = parse_table_path(path)
-        if where.local is None:
+        if where.scheme not in ("file", "s3a"):
             raise ConfigError(
                 f"DeltaSink writes to a local or mounted directory (a shared one on a "
-                f"cluster); got {where.given!r}, and object stores and HDFS are not supported "
-                "by this sink yet")
+                f"cluster) or to s3a://bucket/key; got {where.given!r}: delta-rs as "
+                "installed here has no HDFS support. Mount it, or write to S3")
+        options = dict(storage_options or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
+            raise ConfigError("storage_options maps option names to strings "
+                              "(write True as 'true')")
+        if options and where.local is not None:
+            raise ConfigError(f"storage_options are for object stores; {where.given!r} is a "
+                              "local path")
         if engine != "pyarrow":
             raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs); got {engine!r}")
         if batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         if batch_interval <= 0:
             raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
-        self.path = where.local
+        self.path: Path | str = where.local if where.local is not None else where.uri
+        self.storage_options = options
         self.model = model
         self.schema = RowSchema(model, include=include, key_type=key_type,
                                 metadata_prefix=metadata_prefix)
@@ -240,7 +252,7 @@ class DeltaSink:
 
     def _open_and_check(self) -> None:
         where = str(self.path)
-        table = open_table(where)
+        table = open_table(where, self.storage_options)
         if table is None:
             return
         self._identity = TableIdentity.from_description(table.metadata().description, where)
@@ -382,7 +394,7 @@ class DeltaSink:
 
     def _check_and_commit(self, records: list[ExternalRecord]) -> _Written:
         where = str(self.path)
-        table = open_table(where)  # the newest snapshot: the one this commit is made on
+        table = open_table(where, self.storage_options)  # the snapshot this commit is on
         sources = sorted({r.source for r in records})
         durable: dict[TopicPartition, int] = {}
         if table is not None:
@@ -413,7 +425,8 @@ class DeltaSink:
                         partition_by=self.partition_by, identity=identity,
                         transactions={transaction_app_id(self.app, s): o
                                       for s, o in lasts.items()},
-                        target_file_size=self.target_file_size)
+                        target_file_size=self.target_file_size,
+                        storage_options=self.storage_options)
             self._identity = identity
             durable.update(lasts)
             self._after(DeltaStep.COMMITTED)

@@ -28,16 +28,18 @@ class CommitRace(Exception):
     against the newest snapshot."""
 
 
-def open_table(where: str) -> DeltaTable | None:
-    """The newest snapshot of the Delta table at ``where``, or None when there is none."""
-    if not DeltaTable.is_deltatable(where):
+def open_table(where: str, storage_options: Mapping[str, str]) -> DeltaTable | None:
+    """The newest snapshot of the Delta table at ``where`` (a local path or an ``s3a://``
+    URI, reached with ``storage_options``), or None when there is none."""
+    options = dict(storage_options) or None
+    if not DeltaTable.is_deltatable(where, storage_options=options):
         return None
-    return DeltaTable(where)
+    return DeltaTable(where, storage_options=options)
 
 
 def write_batch(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequence[str],
                 identity: TableIdentity, transactions: Mapping[str, int],
-                target_file_size: int | None) -> None:
+                target_file_size: int | None, storage_options: Mapping[str, str]) -> None:
     """Append ``data`` as one Delta commit carrying ``transactions`` (app id → version).
 
     ``table``: the snapshot the caller checked the transaction versions on (the commit is
@@ -49,24 +51,27 @@ def write_batch(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequen
     creating = isinstance(table, str)
     try:
         _write(table, data, partition_by=partition_by, identity=identity,
-               transactions=transactions, target_file_size=target_file_size)
+               transactions=transactions, target_file_size=target_file_size,
+               storage_options=storage_options)
     except CommitFailedError as e:
         raise CommitRace(str(e)) from e
     except DeltaError as e:
-        if creating and isinstance(table, str) and DeltaTable.is_deltatable(table):
+        if creating and isinstance(table, str) and DeltaTable.is_deltatable(
+                table, storage_options=dict(storage_options) or None):
             raise CommitRace(f"the table was created by another writer meanwhile ({e})") from e
         raise
 
 
 def _write(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequence[str],
            identity: TableIdentity, transactions: Mapping[str, int],
-           target_file_size: int | None) -> None:
+           target_file_size: int | None, storage_options: Mapping[str, str]) -> None:
     creating = isinstance(table, str)
     write_deltalake(
         table, data, mode="error" if creating else "append", schema_mode="merge",
         partition_by=list(partition_by) or None,
         description=identity.to_description() if creating else None,
         target_file_size=target_file_size,
+        storage_options=(dict(storage_options) or None) if creating else None,
         commit_properties=CommitProperties(
             app_transactions=[Transaction(app_id, version)
                               for app_id, version in sorted(transactions.items())],

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from deltakit import DELTA_CONF, DELTA_PACKAGE
 from localcluster import LocalSparkCluster
+from s3kit import S3Server
 
 from aiostreams.spark import SparkConfig, get_session, stop_session
 
@@ -71,3 +72,13 @@ def delta_spark(spark_cluster: LocalSparkCluster) -> Iterator[Any]:
     extensions (read in a process of its own: see ``delta_spark_reader.py``)."""
     config = spark_cluster.config(conf=DELTA_CONF, app_name="aiostreams-delta-readers")
     yield config.model_copy(update={"packages": (DELTA_PACKAGE,)})
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on 127.0.0.1, for the session."""
+    server = S3Server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

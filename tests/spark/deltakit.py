@@ -15,11 +15,11 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from sparkkit import Order
+from sparkkit import Order, make_order
 
 from aiostreams import App
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.spark import DeltaSink, add_delta_sink
+from aiostreams.spark import DeltaSink, DeltaStep, add_delta_sink
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport
@@ -59,9 +59,10 @@ class WatchedDeltaSink(DeltaSink):
         return event
 
     def table_durable(self, tp: TopicPartition) -> int:
-        if not DeltaTable.is_deltatable(str(self.path)):
+        options = self.storage_options or None
+        if not DeltaTable.is_deltatable(str(self.path), storage_options=options):
             return -1
-        version = DeltaTable(str(self.path)).transaction_version(
+        version = DeltaTable(str(self.path), storage_options=options).transaction_version(
             transaction_app_id(self.app, tp))
         return -1 if version is None else version
 
@@ -101,23 +102,27 @@ def make_delta_app(name: str, transport: Transport, topic: str, sink: DeltaSink,
     return app
 
 
-def read_with_deltars(path: Path) -> pa.Table:
-    return DeltaTable(str(path)).to_pyarrow_table()
+Options = dict[str, str] | None  # delta-rs storage options (an object store's)
 
 
-def read_with_pandas(path: Path) -> list[tuple[int, int]]:
+def read_with_deltars(path: Path | str, options: Options = None) -> pa.Table:
+    return DeltaTable(str(path), storage_options=options).to_pyarrow_table()
+
+
+def read_with_pandas(path: Path | str, options: Options = None) -> list[tuple[int, int]]:
     """(partition, offset) of every row, through pandas (deltalake's ``to_pandas``)."""
-    frame = DeltaTable(str(path)).to_pandas(columns=["partition", "offset"])
+    frame = DeltaTable(str(path), storage_options=options).to_pandas(
+        columns=["partition", "offset"])
     return [(int(p), int(o)) for p, o in zip(frame["partition"], frame["offset"], strict=True)]
 
 
-def read_with_duckdb(path: Path) -> list[tuple[int, int]]:
+def read_with_duckdb(path: Path | str, options: Options = None) -> list[tuple[int, int]]:
     """(partition, offset) of every row, through DuckDB. DuckDB's ``delta`` extension is
     downloaded on first use and this machine is offline, so DuckDB scans the Arrow dataset
     of the table's current snapshot (the files its log lists) instead."""
     import duckdb
 
-    dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # noqa: F841 (DuckDB reads it)
+    dataset = DeltaTable(str(path), storage_options=options).to_pyarrow_dataset()  # noqa: F841
     with duckdb.connect() as con:
         rows = con.execute('SELECT "partition", "offset" FROM dataset').fetchall()
     return [(int(p), int(o)) for p, o in rows]
@@ -160,3 +165,28 @@ async def end_offsets(transport: KafkaTransport, topic: str,
         return {tp: end - 1 for tp, end in ends.items()}
     finally:
         await consumer.stop()
+
+
+def records(source: TopicPartition, offsets: range) -> list[ExternalRecord]:
+    return [ExternalRecord("delta", source, i, str(i), make_order(i), 0.0) for i in offsets]
+
+
+class RacedDeltaSink(DeltaSink):
+    """Between this sink's check and its commit, another writer (a sink of its own, as its
+    writer thread would) commits ``other`` - ``races`` times in a row."""
+
+    def __init__(self, *args: object, other: list[ExternalRecord], races: int = 1,
+                 **kwargs: object) -> None:
+        super().__init__(*args, include=("partition", "offset"), **kwargs)  # type: ignore[arg-type]
+        self.other, self.races = other, races
+
+    def _after(self, step: DeltaStep) -> None:
+        if step is DeltaStep.CHECKED and self.races > 0:
+            self.races -= 1
+            writer = DeltaSink(self.path, Order, include=("partition", "offset"),
+                               storage_options=self.storage_options)
+            writer._write_batch(self.other)
+            shift = len(self.other)  # the next race commits the next offsets
+            self.other = records(self.other[0].source,
+                                 range(self.other[0].offset + shift,
+                                       self.other[-1].offset + shift + 1))

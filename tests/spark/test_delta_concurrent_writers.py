@@ -8,42 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from deltakit import pairs, read_with_deltars
+from deltakit import RacedDeltaSink, pairs, read_with_deltars, records
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sparkkit import Order, add_orders, make_order
+from sparkkit import Order, add_orders
 
-from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.spark import DeltaSink, DeltaStep, SinkFailedError
+from aiostreams.spark import DeltaSink, SinkFailedError
 from aiostreams.spark.delta_sink import COMMIT_ATTEMPTS
 from aiostreams.types import TopicPartition
 
 ORDERS_0, ORDERS_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
-
-
-def records(source: TopicPartition, offsets: range) -> list[ExternalRecord]:
-    return [ExternalRecord("delta", source, i, str(i), make_order(i), 0.0) for i in offsets]
-
-
-class RacedDeltaSink(DeltaSink):
-    """Between this sink's check and its commit, another writer (a sink of its own, as its
-    writer thread would) commits ``other`` - ``races`` times in a row."""
-
-    def __init__(self, *args: object, other: list[ExternalRecord], races: int = 1,
-                 **kwargs: object) -> None:
-        super().__init__(*args, include=("partition", "offset"), **kwargs)  # type: ignore[arg-type]
-        self.other, self.races = other, races
-
-    def _after(self, step: DeltaStep) -> None:
-        if step is DeltaStep.CHECKED and self.races > 0:
-            self.races -= 1
-            writer = DeltaSink(self.path, Order, include=("partition", "offset"))
-            writer._write_batch(self.other)
-            shift = len(self.other)  # the next race commits the next offsets
-            self.other = records(self.other[0].source,
-                                 range(self.other[0].offset + shift,
-                                       self.other[-1].offset + shift + 1))
 
 
 def offsets_in(path: Path) -> Counter[tuple[int, int]]:
