@@ -9,7 +9,7 @@ After each flush, a worker whose table's app transactions cover ``DW_ENDS`` (JSO
 offset of each partition of ``DW_TOPIC``) prints ``DONE_LINE`` to stderr.
 
 Environment: ``DW_BOOTSTRAP``, ``DW_TOPIC``, ``DW_PATH``, ``DW_KILL_POINT``, ``DW_NTH``,
-``DW_TOKENS``, ``DW_ENDS``.
+``DW_TOKENS``, ``DW_ENDS``, and ``DW_STORAGE_OPTIONS`` (JSON) for a table on S3.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ class TokenKillingSink(KillingSink):
 
     async def flush(self) -> None:
         await super().flush()
-        table = DeltaTable(str(self.path)) if DeltaTable.is_deltatable(str(self.path)) else None
-        if table is None:
+        options = self.storage_options or None
+        if not DeltaTable.is_deltatable(str(self.path), storage_options=options):
             return
+        table = DeltaTable(str(self.path), storage_options=options)
         versions = {tp: table.transaction_version(transaction_app_id(self.app, tp))
                     for tp in self.ends}
         if all(v is not None and v >= self.ends[tp] for tp, v in versions.items()):
@@ -64,7 +65,8 @@ def build() -> Any:
     ends = {TopicPartition(topic, p): last for p, last in enumerate(json.loads(env["DW_ENDS"]))}
     sink = TokenKillingSink(env["DW_PATH"], Order, include=("partition", "offset"),
                             batch_rows=400, batch_interval=0.5, kill_point=env["DW_KILL_POINT"],
-                            nth=int(env["DW_NTH"]), tokens=Path(env["DW_TOKENS"]), ends=ends)
+                            nth=int(env["DW_NTH"]), tokens=Path(env["DW_TOKENS"]), ends=ends,
+                            storage_options=json.loads(env.get("DW_STORAGE_OPTIONS", "{}")))
     transport = KillingTransport(env["DW_BOOTSTRAP"], session_timeout=6.0, heartbeat_interval=1.0)
     transport.sink = sink
     return make_delta_app(f"dw-{topic}", transport, topic, sink, commit_interval_ms=200,

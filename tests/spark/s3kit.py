@@ -9,7 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import uuid
+from collections import deque
 from dataclasses import dataclass
 
 ACCESS_KEY, SECRET_KEY, REGION = "aiostreams-test", "aiostreams-secret", "us-east-1"
@@ -20,6 +22,7 @@ HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.4.1"  # pyspark 4.0.0 ships hadoop-
 class S3Server:
     process: subprocess.Popen[str]
     endpoint: str
+    reader: threading.Thread
 
     @classmethod
     def start(cls, timeout: float = 60.0) -> S3Server:
@@ -34,7 +37,12 @@ class S3Server:
         for line in process.stderr:  # blocks until the server says it listens (or dies)
             seen.append(line)
             if re.search(rf"Running on http://127\.0\.0\.1:{port}", line):
-                return cls(process, f"http://127.0.0.1:{port}")
+                # it logs every request to stderr: keep reading, or a full pipe stops it
+                tail: deque[str] = deque(seen, maxlen=200)
+                reader = threading.Thread(target=tail.extend, args=(process.stderr,),
+                                          daemon=True, name="moto-stderr")
+                reader.start()
+                return cls(process, f"http://127.0.0.1:{port}", reader)
         process.wait(timeout)
         raise RuntimeError("moto's S3 server did not start:\n" + "".join(seen))
 
@@ -45,6 +53,7 @@ class S3Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.reader.join(30)  # it ends at the pipe's end
         if self.process.stderr is not None:
             self.process.stderr.close()
 

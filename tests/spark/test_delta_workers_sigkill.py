@@ -3,7 +3,8 @@ move between workers: two worker processes share a real broker's partitions; two
 (at a chosen point of a batch, in whichever workers reach it first) make the group move
 partitions to the survivor and back to the restarted worker, while both keep committing to
 the table; delta-rs, pandas, DuckDB and Spark (its Delta source on a standalone cluster)
-then each count every input exactly once."""
+then each count every input exactly once - on a local table, and on an S3 table (moto's
+server on 127.0.0.1; Spark reads it through ``hadoop-aws``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from deltakit import (
     read_with_spark_process,
 )
 from deltalake import DeltaTable
+from s3kit import HADOOP_AWS, S3Server
 from sparkkit import create_topic, order_records, produce
 
 from aiostreams.transport.kafka import KafkaTransport
@@ -61,7 +63,11 @@ async def run_until(command: list[str], env: dict[str, str], line: str,
         raise AssertionError("the supervisor ended first:\n" + "".join(seen[-80:]))
 
     try:
-        await asyncio.wait_for(read_until_done(), timeout)
+        try:
+            await asyncio.wait_for(read_until_done(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"no {line!r} within {timeout} s:\n"
+                                 + "".join(seen[-60:])) from None
         proc.send_signal(signal.SIGINT)
         rest = await asyncio.wait_for(proc.stderr.read(), 120)
         seen.append(rest.decode(errors="replace"))
@@ -73,10 +79,11 @@ async def run_until(command: list[str], env: dict[str, str], line: str,
         raise
 
 
-@pytest.mark.parametrize("kill_point", KILL_POINTS)
+@pytest.mark.parametrize(("kill_point", "store"), [
+    *((point, "local") for point in KILL_POINTS), ("after_write", "s3")])
 async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_every_reader(
-        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, kill_point: str,
-        delta_spark: Any) -> None:
+        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, kill_point: str, store: str,
+        delta_spark: Any, request: pytest.FixtureRequest) -> None:
     transport = KafkaTransport(kafka_bootstrap)
     topic = topic_name("orders")
     await create_topic(transport, topic, 2)
@@ -86,11 +93,19 @@ async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_ev
     tokens.mkdir()
     for i in range(KILLS):
         (tokens / f"kill-{i}").touch()
-    path = tmp_path / "orders"
+    path: Path | str = tmp_path / "orders"
+    options: dict[str, str] | None = None
+    if store == "s3":
+        server: S3Server = request.getfixturevalue("s3_server")
+        path, options = f"s3a://{server.create_bucket()}/orders", server.storage_options
+        delta_spark = delta_spark.model_copy(update={
+            "packages": (*delta_spark.packages, HADOOP_AWS),
+            "conf": {**delta_spark.conf, **server.spark_conf}})
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIOSTREAMS_")}
     env.update(PYTHONPATH=os.pathsep.join([str(HERE), str(REPO)]), DW_BOOTSTRAP=kafka_bootstrap,
                DW_TOPIC=topic, DW_PATH=str(path), DW_KILL_POINT=kill_point, DW_NTH="3",
-               DW_TOKENS=str(tokens), DW_ENDS=json.dumps([ends[tp] for tp in sorted(ends)]))
+               DW_TOKENS=str(tokens), DW_ENDS=json.dumps([ends[tp] for tp in sorted(ends)]),
+               DW_STORAGE_OPTIONS=json.dumps(options or {}))
     command = [sys.executable, "-m", "aiostreams", "run", "delta_workers_app:app",
                "--workers", "2", "--broker", f"kafka://{kafka_bootstrap}"]
     code, stderr = await run_until(command, env, DONE_LINE, timeout=400)
@@ -102,9 +117,9 @@ async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_ev
     expected = {(tp.partition, offset) for tp, last in ends.items() for offset in range(last + 1)}
     assert len(expected) == N
     readers = {
-        "delta-rs": pairs(read_with_deltars(path)),
-        "pandas": read_with_pandas(path),
-        "duckdb": read_with_duckdb(path),
+        "delta-rs": pairs(read_with_deltars(path, options)),
+        "pandas": read_with_pandas(path, options),
+        "duckdb": read_with_duckdb(path, options),
         "spark": read_with_spark_process(delta_spark, path),
     }
     for reader, seen in readers.items():
@@ -112,6 +127,7 @@ async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_ev
         lost = expected - counts.keys()
         duplicated = {pair for pair, n in counts.items() if n > 1}
         assert (len(lost), len(duplicated), len(seen)) == (0, 0, N), reader
-    writers = Counter(c.get("aiostreams.writer") for c in DeltaTable(str(path)).history()
+    history = DeltaTable(str(path), storage_options=options).history()
+    writers = Counter(c.get("aiostreams.writer") for c in history
                       if c.get("operation") == "WRITE")
     assert None not in writers and len(writers) >= 3, writers  # two workers and a restart
