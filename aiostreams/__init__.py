@@ -5,11 +5,9 @@ of records in flight, yet outputs, state and committed offsets are exactly those
 one-record-at-a-time run.
 """
 
-from aiostreams.app import App, AppState, run_event_loop
+from aiostreams.app import App, run_event_loop
 from aiostreams.clients import AppConsumer, AppProducer
 from aiostreams.config import Settings, load_settings
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.errors import (
     AiostreamsError,
     BrokerUnavailableError,
@@ -24,6 +22,8 @@ from aiostreams.errors import (
     UnknownTopicError,
 )
 from aiostreams.lifecycle import Resource, ResourceClosedError
+from aiostreams.lifecycle_state import AppState
+from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.serde import (
     BytesSerde,
     FloatSerde,
@@ -36,23 +36,24 @@ from aiostreams.serde import (
     serde_for,
 )
 from aiostreams.state import kv_store, window_store
+from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl import (
+from aiostreams.topology.dsl import Stream, Table
+from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
+from aiostreams.topology.topology import StoreSpec, Topology
+from aiostreams.types import Headers, Record, TopicPartition
+from aiostreams.windows import (
     HoppingWindows,
     JoinWindows,
     SessionWindowedSerde,
     SessionWindows,
-    Stream,
-    Table,
+    SlidingWindows,
     TimeWindowedSerde,
     TumblingWindows,
     Windowed,
+    until_time_limit,
+    until_window_closes,
 )
-from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
-from aiostreams.topology.sliding_windows import SlidingWindows
-from aiostreams.topology.suppress import until_time_limit, until_window_closes
-from aiostreams.topology.topology import StoreSpec, Topology
-from aiostreams.types import Headers, Record, TopicPartition
 
 __version__ = "0.1.0"
 
@@ -62,6 +63,7 @@ __all__ = [
     "AppConsumer",
     "AppProducer",
     "AppState",
+    "AppStatus",
     "BrokerUnavailableError",
     "BytesSerde",
     "CoPartitioningError",
@@ -96,6 +98,7 @@ __all__ = [
     "Stream",
     "Table",
     "TaskFailedError",
+    "TaskStatus",
     "TimeWindowedSerde",
     "Topic",
     "TopicPartition",
@@ -105,6 +108,7 @@ __all__ = [
     "TumblingWindows",
     "UnknownTopicError",
     "Windowed",
+    "WorkerStatus",
     "__version__",
     "kv_store",
     "load_settings",

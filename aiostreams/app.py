@@ -13,32 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
+import dataclasses
 import gc
+import itertools
 import logging
 import signal
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
 from aiostreams.engine.clock import Clock, LoopClock
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
 from aiostreams.errors import ConfigError
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
+from aiostreams.lifecycle_state import AppState
+from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
+from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
+from aiostreams.windows import LateRecords
 
 if TYPE_CHECKING:
-    from aiostreams.topology.dsl_windows import LateRecords
+    from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
 
@@ -48,18 +53,11 @@ COMMIT_LOG_LIMIT = 1000
 every commit, use :meth:`App.on_commit`)."""
 
 
-class AppState(enum.Enum):
-    """``CREATED → STARTING → RUNNING → STOPPING → STOPPED`` (or ``FAILED``)."""
-
-    CREATED = "created"
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-    FAILED = "failed"
-
-
 class App:
+    """A named stream application: its topics, topology and settings, and the worker
+    that runs it (see the module docstring). ``name`` is the consumer group id and the
+    prefix of its internal topics."""
+
     def __init__(
         self,
         name: str,
@@ -79,12 +77,15 @@ class App:
         self.name = name
         self.settings: Settings = load_settings(settings, config_file)
         self.topology = Topology()
+        self._builder = StreamsBuilder(self.topology, name)
         self.state = AppState.CREATED
         self.clock: Clock = clock or LoopClock()
         self._transport = transport
         self._retry = retry
-        self._node_retry: dict[str, Retry] = {}
-        self.worker: Worker | None = None
+        self._worker: Worker | None = None
+        self._task_runs: weakref.WeakKeyDictionary[StreamTask, int] = (
+            weakref.WeakKeyDictionary())
+        self._run_numbers = itertools.count(1)
         self.commit_log: list[CommitRecord] = []  # the latest COMMIT_LOG_LIMIT commits
         self._commit_listeners: list[Callable[[CommitRecord], None]] = []
         self._lifecycle = Lifecycle()
@@ -119,28 +120,21 @@ class App:
         for listener in self._commit_listeners:
             listener(entry)
 
-    def set_node_retry(self, node: str, retry: Retry) -> None:
-        self._node_retry[node] = retry
-
     @property
     def node_retries(self) -> dict[str, Retry]:
         """Retry policies set per node (a copy); nodes not listed use the app's default."""
-        return dict(self._node_retry)
+        return self.topology.node_retries
 
-    def stream(self, *topics: Topic | str, name: str | None = None) -> Any:
+    def stream(self, *topics: Topic | str, name: str | None = None) -> Stream[Any, Any]:
         """A :class:`~aiostreams.topology.dsl.Stream` reading ``topics``."""
-        from aiostreams.topology.dsl import StreamsBuilder
-
-        return StreamsBuilder.of(self).stream(*topics, name=name)
+        return self._builder.stream(*topics, name=name)
 
     def table(self, topic: Topic | str, *, name: str | None = None,
-              materialized: str | None = None, persistent: bool = False) -> Any:
+              materialized: str | None = None, persistent: bool = False) -> Table[Any, Any]:
         """A :class:`~aiostreams.topology.dsl.Table` of ``topic``: its latest value per
         key, in a changelog-backed store (``materialized`` names it)."""
-        from aiostreams.topology.dsl import StreamsBuilder
-
-        return StreamsBuilder.of(self).table(topic, name=name, materialized=materialized,
-                                             persistent=persistent)
+        return self._builder.table(topic, name=name, materialized=materialized,
+                                   persistent=persistent)
 
     def describe(self) -> str:
         return self.topology.describe()
@@ -149,9 +143,7 @@ class App:
     def late_records(self) -> LateRecords:
         """Records the app's windows dropped as late (``.total``, ``.by_node``,
         ``.on_late(hook)``)."""
-        from aiostreams.topology.dsl import StreamsBuilder
-
-        return StreamsBuilder.of(self).late
+        return self._builder.late
 
     # -- lifecycle (ordering: aiostreams.lifecycle) ---------------------------------------
 
@@ -266,7 +258,7 @@ class App:
             ) from None
         return context
 
-    def task_settings(self) -> TaskSettings:
+    def _task_settings(self) -> TaskSettings:
         s = self.settings
         retry = self._retry or Retry(attempts=s.retry_attempts, backoff=s.retry_backoff,
                                      max_backoff=s.retry_max_backoff)
@@ -289,26 +281,29 @@ class App:
     def build(self) -> list[SubTopology]:
         return self.topology.build()
 
+    def _enter(self, state: AppState) -> None:
+        self.state = self.state.advance(state, who=f"app {self.name!r}")
+
     async def start(self) -> None:
         """Validate the topology, open the resources and run the startup hooks, create
         missing topics, join the group and start. Raises what went wrong (bad topology, a
         startup hook, broker unreachable, missing topics) and leaves the app STOPPED."""
         if self.state is not AppState.CREATED:
             raise RuntimeError(f"app {self.name!r} starts once; it is {self.state.value}")
-        self.state = AppState.STARTING
+        self._enter(AppState.STARTING)
         s = self.settings
         try:
             subs = self.build()  # a bad topology fails before any hook runs
             await self._lifecycle.start()
         except BaseException:
-            self.state = AppState.STOPPED
+            self._enter(AppState.STOPPED)
             raise
         try:
-            self.worker = Worker(
+            self._worker = Worker(
                 subs, self.topology.topics, self.transport,
                 WorkerConfig(
                     app_id=self.name,
-                    task=self.task_settings(),
+                    task=self._task_settings(),
                     commit_interval=s.commit_interval_ms / 1000.0,
                     purge_interval=s.repartition_purge_interval_ms / 1000.0,
                     poll_timeout=s.poll_timeout,
@@ -320,25 +315,25 @@ class App:
                     group_instance_id=s.group_instance_id,
                     client_id=s.client_id or self.name,
                     state_dir=s.state_dir,
-                    node_retry=self._node_retry,
+                    node_retry=self.topology.node_retries,
                     stuck_record_warning=s.stuck_record_warning,
                 ),
                 self.clock,
                 on_commit=self._committed,
                 external_sinks=self.topology.external_sinks,
             )
-            await self.worker.start()
+            await self._worker.start()
             if s.gc_tuning:
                 tune_gc()
         except BaseException:
-            self.state = AppState.STOPPED
+            self._enter(AppState.STOPPED)
             try:
-                if self.worker is not None:
-                    await self.worker.stop()
+                if self._worker is not None:
+                    await self._worker.stop()
             finally:
                 await self._lifecycle.stop()
             raise
-        self.state = AppState.RUNNING
+        self._enter(AppState.RUNNING)
 
     async def stop(self) -> None:
         """Graceful stop: drain, retire, the last commit, leave the group; then the
@@ -346,12 +341,12 @@ class App:
         if self.state in (AppState.STOPPED, AppState.FAILED, AppState.CREATED):
             await self._close_sender()
             return
-        self.state = AppState.STOPPING
-        assert self.worker is not None
+        self._enter(AppState.STOPPING)
+        assert self._worker is not None
         try:
-            await self.worker.stop()
+            await self._worker.stop()
         finally:
-            self.state = AppState.FAILED if self.worker.failure else AppState.STOPPED
+            self._enter(AppState.FAILED if self._worker.failure else AppState.STOPPED)
             try:
                 await self._lifecycle.stop()
             finally:
@@ -360,14 +355,14 @@ class App:
     async def wait(self) -> None:
         """Run until a stop is requested (``request_stop``, a signal) or a task fails; then
         stop gracefully. Raises the failure, if any."""
-        assert self.worker is not None
-        await self.worker.stop_requested()
+        assert self._worker is not None
+        await self._worker.stop_requested()
         await self.stop()
-        self.worker.raise_failure()
+        self._worker.raise_failure()
 
     def request_stop(self) -> None:
-        if self.worker is not None:
-            self.worker.request_stop()
+        if self._worker is not None:
+            self._worker.request_stop()
 
     async def wait_until_caught_up(self, timeout: float | None = None) -> None:
         """Return once every record in the app's input topics *when this is called* (and
@@ -377,7 +372,7 @@ class App:
 
         Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if it
         stops. Cancellation: stops waiting, changes nothing."""
-        worker = self.worker
+        worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
         from aiostreams.engine.caught_up import CaughtUpProbe
@@ -414,9 +409,57 @@ class App:
         """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
         run_event_loop(self.run_async())
 
+    def store(self, name: str) -> ReadOnlyStore:
+        """A read-only view of table or window store ``name`` across the tasks of this
+        worker, for interactive queries (:mod:`aiostreams.queries`): reads see retired
+        state only. Raises ``UnknownStoreError`` for a name the topology lacks."""
+        from aiostreams.queries import store_view
+        return store_view(self, name)
+
     @property
-    def tasks(self) -> dict[str, StreamTask]:
-        return dict(self.worker.tasks) if self.worker is not None else {}
+    def _tasks(self) -> dict[str, StreamTask]:
+        """The worker's live tasks (engine objects: internal; read :meth:`status`)."""
+        return dict(self._worker.tasks) if self._worker is not None else {}
+
+    def status(self) -> AppStatus:
+        """A read-only snapshot of the app, its worker and its tasks (see
+        :mod:`aiostreams.status`); cheap enough for every scrape or status-line tick."""
+        worker = self._worker
+        if worker is None:
+            return AppStatus(self.name, self.state, None, ())
+        tasks = tuple(self._task_status(task)
+                      for _, task in sorted(worker.tasks.items()))
+        committed = {tp: offset for t in tasks for tp in t.partitions
+                     if (offset := worker.committed_offset(tp)) is not None}
+        failure = worker.failure
+        return AppStatus(self.name, self.state, WorkerStatus(
+            state=AppState(worker.state.value),
+            committed=MappingProxyType(committed),
+            commits=worker.commits,
+            failure=None if failure is None else f"{type(failure).__name__}: {failure}",
+        ), tasks)
+
+    def _task_status(self, task: StreamTask) -> TaskStatus:
+        run = self._task_runs.get(task)
+        if run is None:
+            run = self._task_runs[task] = next(self._run_numbers)
+        metrics = dataclasses.asdict(task.metrics)
+        errors = metrics.pop("by_node_errors")
+        oldest = task.oldest_unretired
+        return TaskStatus(
+            task_id=task.task_id,
+            partitions=tuple(task.partitions),
+            state=task.state.value,
+            in_flight=task.in_flight,
+            max_in_flight=task.settings.max_in_flight,
+            buffered=task.buffered(),
+            committable=MappingProxyType(task.committable()),
+            oldest_unretired_timestamp=None if oldest is None else oldest.timestamp,
+            enforced_processing=task.enforced_processing_total,
+            counters=MappingProxyType(metrics),
+            errors_by_node=MappingProxyType(errors),
+            run=run,
+        )
 
     async def __aenter__(self) -> App:
         await self.start()

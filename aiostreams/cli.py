@@ -33,6 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 from aiostreams.app import App, run_event_loop
 from aiostreams.commands import CommandError, ExitCode, UsageError
+from aiostreams.commands.admin import register as register_admin
 from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true",
                      help="no live status line (it is shown only on a terminal anyway)")
     run.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    run.add_argument("--query-peers", default="", help=argparse.SUPPRESS)  # queries.py
     run.set_defaults(handler=_run)
 
     describe = commands.add_parser(
@@ -177,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      help="partitions and offsets of a topic")
     desc.add_argument("name", metavar="NAME")
     desc.set_defaults(handler=_topics_describe)
+    register_admin(commands, topic_commands, [common, tool], _tool_target, _run_tool)
 
     tail_cmd = commands.add_parser(
         "tail", parents=[common, tool], help="print a topic's records, decoded",
@@ -219,24 +222,19 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Dead-letter topics: what failed, and replay.")
     dlq_commands = dlq.add_subparsers(dest="dlq_command", metavar="ACTION", required=True,
                                       parser_class=_Parser)
-    show = dlq_commands.add_parser(
-        "show", parents=[common, tool], help="print dead letters readably",
+    show = _dlq_action(
+        dlq_commands, [common, tool], _dlq_show, "show", help="print dead letters readably",
         description="Print each dead letter: origin topic/partition/offset, processor, "
                     "exception and message, attempts, key and value (decoded with the "
-                    "origin topic's serdes when --app is given).")
-    show.add_argument("topic", metavar="TOPIC", nargs="?",
-                      help="the dead-letter topic (default: the app's dead_letter_topic)")
-    show.add_argument("--limit", type=int, metavar="N", help="show the first N")
+                    "origin topic's serdes when --app is given).", limit="show the first N")
     show.add_argument("--traceback", action="store_true", help="include tracebacks")
-    show.set_defaults(handler=_dlq_show)
-    replay = dlq_commands.add_parser(
-        "replay", parents=[common, tool], help="re-publish dead letters to their origin",
+    replay = _dlq_action(
+        dlq_commands, [common, tool], _dlq_replay, "replay",
+        help="re-publish dead letters to their origin",
         description="Re-publish dead letters to their origin topics (original key, value, "
                     "timestamp and headers) once the cause is fixed. The position is kept "
-                    "in a consumer group, so a second replay sends only newer dead letters.")
-    replay.add_argument("topic", metavar="TOPIC", nargs="?",
-                        help="the dead-letter topic (default: the app's dead_letter_topic)")
-    replay.add_argument("--limit", type=int, metavar="N", help="replay at most N")
+                    "in a consumer group, so a second replay sends only newer dead letters.",
+        limit="replay at most N")
     replay.add_argument("--dry-run", action="store_true",
                         help="list what would be replayed; send and commit nothing")
     replay.add_argument("--group", metavar="GROUP_ID",
@@ -244,8 +242,20 @@ def build_parser() -> argparse.ArgumentParser:
                              "aiostreams-dlq-replay-TOPIC)")
     replay.add_argument("--from-beginning", action="store_true",
                         help="ignore the saved position: replay every dead letter")
-    replay.set_defaults(handler=_dlq_replay)
     return parser
+
+
+def _dlq_action(actions: Any, parents: list[argparse.ArgumentParser],
+                handler: Callable[[argparse.Namespace], int], name: str, *, help: str,
+                description: str, limit: str) -> argparse.ArgumentParser:
+    """A ``dlq`` action's parser: it takes the dead-letter topic and ``--limit N``."""
+    action: argparse.ArgumentParser = actions.add_parser(
+        name, parents=parents, help=help, description=description)
+    action.add_argument("topic", metavar="TOPIC", nargs="?",
+                        help="the dead-letter topic (default: the app's dead_letter_topic)")
+    action.add_argument("--limit", type=int, metavar="N", help=limit)
+    action.set_defaults(handler=handler)
+    return action
 
 
 def _port(text: str) -> int:
@@ -395,7 +405,8 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(
         metrics_host=args.metrics_host, metrics_port=args.metrics_port,
         progress=not args.no_progress and sys.stderr.isatty(),
-        connect_timeout=args.connect_timeout)
+        connect_timeout=args.connect_timeout,
+        query_peers=tuple(p for p in args.query_peers.split(",") if p))
     code: int = run_event_loop(run_app(app, options, reporter))
     return code
 

@@ -25,6 +25,9 @@ from aiostreams.errors import ConfigError
 
 
 class Settings(BaseSettings):
+    """An app's settings: keyword arguments of ``App(...)``, a config file and
+    ``AIOSTREAMS_*`` environment variables (see :func:`load_settings` for precedence)."""
+
     model_config = SettingsConfigDict(
         env_prefix="AIOSTREAMS_", extra="forbid", validate_assignment=True, frozen=False
     )

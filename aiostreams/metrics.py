@@ -30,8 +30,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -42,8 +41,11 @@ from prometheus_client.core import (
     Metric,
 )
 
-from aiostreams.app import App, AppState
+from aiostreams.app import App
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.lifecycle_state import AppState
+from aiostreams.query_http import add_store_routes
+from aiostreams.start_stop import StartStop
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
 
@@ -133,7 +135,7 @@ class TaskTracker:
         self._seen: dict[int, TaskMetrics] = {}
 
     def observe(self, app: App) -> None:
-        for task in app.tasks.values():
+        for task in app._tasks.values():
             self._seen.setdefault(id(task.metrics), task.metrics)
 
     def watch_commits(self, app: App) -> None:
@@ -143,7 +145,7 @@ class TaskTracker:
     def totals(self, app: App) -> AppTotals:
         self.observe(app)
         metrics = list(self._seen.values())
-        tasks = list(app.tasks.values())
+        tasks = list(app._tasks.values())
         now = app.clock.wall_time()
         return AppTotals(
             records_in=sum(m.records_in for m in metrics),
@@ -154,7 +156,7 @@ class TaskTracker:
             in_flight=sum(t.in_flight for t in tasks),
             buffered=sum(t.buffered() for t in tasks),
             retire_lag=max((retire_lag(t, now) for t in tasks), default=0.0),
-            commits=app.worker.commits if app.worker is not None else 0,
+            commits=app._worker.commits if app._worker is not None else 0,
             tasks=len(tasks),
         )
 
@@ -213,11 +215,11 @@ class AppCollector:
         for s in AppState:
             state.add_metric([name, s.value], 1.0 if app.state is s else 0.0)
         yield state
-        tasks = sorted(app.tasks.values(), key=lambda t: t.task_id)
+        tasks = sorted(app._tasks.values(), key=lambda t: t.task_id)
         yield _gauge("aiostreams_tasks", "Tasks this worker runs.", ["app"],
                      [([name], len(tasks))])
         yield from self._task_metrics(name, tasks)
-        commits = app.worker.commits if app.worker is not None else 0
+        commits = app._worker.commits if app._worker is not None else 0
         yield _counter("aiostreams_commits", "Commits that committed offsets.", ["app"],
                        [([name], commits)])
         latency = HistogramMetricFamily(
@@ -280,25 +282,31 @@ class AppCollector:
         yield lag
 
     def _committed(self, tp: TopicPartition) -> int | None:
-        worker = self.app.worker
+        worker = self.app._worker
         # the position the task started from, until it retires something of its own
         return worker.committed_offset(tp) if worker is not None else None
 
 
-def _counter(name: str, doc: str, labels: Sequence[str],
-             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, doc, labels=labels)
+_Family = TypeVar("_Family", CounterMetricFamily, GaugeMetricFamily)
+
+
+def _family(kind: type[_Family], name: str, doc: str, labels: Sequence[str],
+            samples: Iterable[tuple[list[str], float]]) -> _Family:
+    """A metric family of ``kind`` with one sample per ``(label values, value)``."""
+    family = kind(name, doc, labels=labels)
     for values, value in samples:
         family.add_metric(values, value)
     return family
+
+
+def _counter(name: str, doc: str, labels: Sequence[str],
+             samples: Iterable[tuple[list[str], float]]) -> CounterMetricFamily:
+    return _family(CounterMetricFamily, name, doc, labels, samples)
 
 
 def _gauge(name: str, doc: str, labels: Sequence[str],
            samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=labels)
-    for values, value in samples:
-        family.add_metric(values, value)
-    return family
+    return _family(GaugeMetricFamily, name, doc, labels, samples)
 
 
 def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
@@ -317,8 +325,8 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
     ``"status": "degraded"``, with ``stalled`` naming each task, record and how long;
     otherwise ``status`` is ``"ok"`` (running) or ``"down"``."""
     body: dict[str, Any] = {"app": app.name, "state": app.state.value,
-                            "tasks": len(app.tasks)}
-    worker = app.worker
+                            "tasks": len(app._tasks)}
+    worker = app._worker
     if worker is not None and worker.failure is not None:
         body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
     stalls = worker.stall_watch.stalls if worker is not None else []
@@ -336,7 +344,7 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
 # -- the HTTP server --------------------------------------------------------------------
 
 
-class MetricsServer:
+class MetricsServer(StartStop):
     """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
     app's event loop (aiohttp).
 
@@ -346,7 +354,8 @@ class MetricsServer:
     see ``/health`` answer 503 while the app starts.
     """
 
-    def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0) -> None:
+    def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0,
+                 peers: Sequence[str] = ()) -> None:
         if not 0 <= port < 65536:
             raise ValueError(f"metrics port must be within 0..65535, got {port}")
         self.app = app
@@ -356,6 +365,7 @@ class MetricsServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._lag_consumer: Consumer | None = None
+        self.peers = tuple(peers)  # the metrics URLs of the group's workers (queries)
 
     @property
     def port(self) -> int:
@@ -374,6 +384,7 @@ class MetricsServer:
         web_app = web.Application()
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_get("/health", self._health)
+        store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
         try:
@@ -385,6 +396,7 @@ class MetricsServer:
         self._runner = runner
         address = runner.addresses[0]
         self._port = int(address[1])
+        store_routes.self_url = self.url.removesuffix("/metrics")
 
     async def stop(self) -> None:
         """Stop serving and close the lag consumer. Idempotent."""
@@ -395,14 +407,6 @@ class MetricsServer:
         if consumer is not None:
             with contextlib.suppress(Exception):
                 await consumer.stop()
-
-    async def __aenter__(self) -> MetricsServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
     async def _metrics(self, request: web.Request) -> web.Response:
         await self._refresh_end_offsets()
@@ -415,7 +419,7 @@ class MetricsServer:
                             content_type="application/json")
 
     async def _refresh_end_offsets(self) -> None:
-        tps = [tp for task in self.app.tasks.values() for tp in task.partitions]
+        tps = [tp for task in self.app._tasks.values() for tp in task.partitions]
         if not tps:
             self.collector.end_offsets = {}
             return

@@ -1,6 +1,7 @@
 """Tools for testing stream applications without sleeps.
 
-* :class:`~aiostreams.engine.clock.ManualClock` (re-exported): time moves only when told.
+* :class:`~aiostreams.engine.clock.ManualClock` (re-exported): time moves only when told;
+  :class:`Clock` is the protocol an app's ``clock=`` follows.
 * :class:`Sequencer`: lets a test decide when each awaited step of a processor completes,
   so out-of-order completion is tested deterministically.
 * :func:`settle`: wait until the callbacks already scheduled on the loop have run.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
-from aiostreams.engine.clock import ManualClock
+from aiostreams.engine.clock import Clock, ManualClock, TimerHandle
 from aiostreams.test_driver import TopologyTestDriver
 
 
@@ -61,4 +62,4 @@ async def settle(rounds: int = 3) -> None:
         await done
 
 
-__all__ = ["ManualClock", "Sequencer", "TopologyTestDriver", "settle"]
+__all__ = ["Clock", "ManualClock", "Sequencer", "TimerHandle", "TopologyTestDriver", "settle"]

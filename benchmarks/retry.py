@@ -114,7 +114,7 @@ async def sample_progress(app: App, n: int, samples: Samples) -> None:
     """Append a sample every 10 ms until ``HIGH`` of ``n`` records have retired (run it as
     a task beside the app)."""
     while True:
-        done = sum(t.metrics.records_out for t in app.tasks.values())
+        done = sum(t.counters["records_out"] for t in app.status().tasks)
         samples.append((time.monotonic(), done))
         if done >= HIGH * n:
             return

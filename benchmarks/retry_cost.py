@@ -88,7 +88,7 @@ async def run_case(case: str, n: int, every: int) -> dict[str, float]:
     await app.wait_until_caught_up(timeout=600)
     elapsed = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
-    retries = sum(t.metrics.retries for t in app.tasks.values())
+    retries = sum(t.counters["retries"] for t in app.status().tasks)
     await app.stop()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"cpu_us_per_record": cpu / n * 1e6, "rate": n / elapsed, "core": cpu / elapsed,

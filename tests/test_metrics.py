@@ -253,12 +253,12 @@ async def test_health_is_degraded_naming_a_record_stuck_at_the_head_and_warns_on
             assert (status, body["status"], body["state"]) == (503, "degraded", "running")
             (stalled,) = body["stalled"]
             assert stalled["record"] == "in[0]@0" and stalled["seconds"] >= 30.0
-            assert stalled["task"] == next(iter(app.tasks))
+            assert stalled["task"] == app.status().tasks[0].task_id
             clock.advance(60.0)
             warnings = [r.getMessage() for r in caplog.records if r.name == "aiostreams.stall"]
             assert len(warnings) == 1 and "record in[0]@0 has not retired" in warnings[0]
             sequencer.release("stuck")
-            await app.worker.next_commit()  # type: ignore[union-attr]
+            await app._worker.next_commit()  # type: ignore[union-attr]  # internal
             clock.advance(1.0)
             status, body = await health(url)
             assert (status, body["status"]) == (200, "ok")
@@ -278,7 +278,7 @@ async def test_tracker_keeps_totals_of_tasks_closed_since() -> None:
     await app.start()
     await committed_up_to_end(app, broker, "in", commits)
     await app.stop()
-    assert app.tasks == {}
+    assert app.status().tasks == ()
     totals = tracker.totals(app)
     assert (totals.records_in, totals.dead_lettered, totals.tasks) == (3, 1, 0)
 
@@ -324,7 +324,8 @@ async def test_the_commit_log_keeps_the_latest_commits_while_metrics_count_every
         produce(broker, "in", [f"ok-{i}"])
         await committed_up_to_end(app, broker, "in")
     samples = await scrape(server.url)
-    assert app.worker is not None and app.worker.commits >= 6
+    worker = app.status().worker
+    assert worker is not None and worker.commits >= 6
     assert len(app.commit_log) == 3  # a worker runs for months: the log does not grow
     assert app.commit_log[-1].offsets  # the latest commit is kept
-    assert total(samples, "aiostreams_commit_latency_seconds_count") == app.worker.commits
+    assert total(samples, "aiostreams_commit_latency_seconds_count") == worker.commits

@@ -79,12 +79,9 @@ def _json(data: bytes | None) -> Any:
 
 
 def _auto(data: bytes | None) -> Any:
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
+    """UTF-8 text when the bytes are valid UTF-8, else the bytes themselves."""
+    text = _utf8(data)
+    return data if isinstance(text, Undecodable) else text
 
 
 def show(value: Any) -> str:

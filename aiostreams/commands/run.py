@@ -64,6 +64,7 @@ class RunOptions:
     metrics_port: int | None = None
     progress: bool = True
     connect_timeout: float = 10.0
+    query_peers: tuple[str, ...] = ()  # metrics URLs of all workers (interactive queries)
 
 
 async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
@@ -95,7 +96,8 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
     started = False
     try:
         if options.metrics_port is not None:
-            server = MetricsServer(app, host=options.metrics_host, port=options.metrics_port)
+            server = MetricsServer(app, host=options.metrics_host, port=options.metrics_port,
+                                   peers=options.query_peers)
             try:
                 await server.start()
             except OSError as e:
@@ -111,7 +113,7 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
             return stopped_code()
         started = True
         reporter.say(f"app {app.name!r} running on {app.settings.broker} "
-                     f"({len(app.tasks)} task(s) so far)")
+                     f"({len(app._tasks)} task(s) so far)")
         if interrupted.is_set():
             app.request_stop()
         if options.progress:
@@ -157,7 +159,7 @@ async def _start_unless_interrupted(app: App, interrupted: asyncio.Event) -> boo
 
 def summary(app: App, tracker: TaskTracker) -> str:
     t = tracker.totals(app)
-    verb = "failed" if app.worker is not None and app.worker.failure is not None else "stopped"
+    verb = "failed" if app._worker is not None and app._worker.failure is not None else "stopped"
     return (f"app {app.name!r} {verb}: {t.records_in} record(s) in, {t.records_out} out, "
             f"{t.retries} retries, {t.dead_lettered} dead letter(s), {t.skipped} skipped, "
             f"{t.commits} commit(s)")

@@ -89,19 +89,3 @@ async def hand_over(buffer: list[tuple[str | None, Record[Any, Any]]], slot: Slo
                 run_sync(forwarded, slot)
             else:
                 await run_async(forwarded, slot)
-
-
-def compile_fan_out(steps: list[Step]) -> AsyncRunner:
-    """Run ``record`` through each of ``steps`` in order (a source's children): the one
-    async step itself when it is the only step, so no frame is added for it."""
-    if len(steps) == 1 and steps[0][1] is not None:
-        return steps[0][1]
-
-    async def run(record: Record[Any, Any], slot: Slot) -> None:
-        for run_sync, run_async in steps:
-            if run_async is None:
-                run_sync(record, slot)
-            else:
-                await run_async(record, slot)
-
-    return run

@@ -8,22 +8,53 @@ metadata or buffers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, Protocol
 
 from aiostreams.engine.clock import TimerHandle
 from aiostreams.engine.failure import Deferred
+from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
 from aiostreams.errors import TopologyError
-from aiostreams.state.overlay import CURRENT_SLOT
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import Headers, OutgoingRecord, Record
 
-if TYPE_CHECKING:
-    from aiostreams.engine.task import NodeExec, StreamTask
+
+class TaskHost(Protocol):
+    """What a context asks of its task (``StreamTask``), and no more."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def stream_time(self) -> float: ...
+
+    def serialize_for(self, topic: str, key: Any,
+                      value: Any) -> tuple[bytes | None, bytes | None]: ...
+
+    def schedule(self, node: str, interval: float,
+                 callback: Callable[[float], Awaitable[None] | None],
+                 kind: PunctuationType) -> TimerHandle: ...
+
+    def request_commit(self) -> None: ...
+
+    async def wait_for_earlier(self, slot: Slot) -> None: ...
+
+
+class ContextNode(Protocol):
+    """What a context reads of its node (``NodeExec``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def children_by_name(self) -> Mapping[str, Any]: ...
+
+    @property
+    def stores(self) -> Mapping[str, Any]: ...
 
 
 class NodeContext:
-    def __init__(self, task: StreamTask, node: NodeExec) -> None:
+    def __init__(self, task: TaskHost, node: ContextNode) -> None:
         self._task = task
         self._node = node
         # Set only while this node's synchronous ``process`` runs (no other record can run
@@ -123,7 +154,7 @@ class NodeContext:
         callback: Callable[[float], Awaitable[None] | None],
         on: PunctuationType | str = PunctuationType.STREAM_TIME,
     ) -> TimerHandle:
-        return self._task.schedule(self._node, interval, callback, PunctuationType(on))
+        return self._task.schedule(self._node.name, interval, callback, PunctuationType(on))
 
     def commit(self) -> None:
         self._task.request_commit()

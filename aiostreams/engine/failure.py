@@ -1,5 +1,7 @@
 """What happens when a record fails: retry with backoff, then the error handler.
 
+:func:`decide` is the policy (pure); the task carries its :class:`Decision` out.
+
 A failed attempt consults the :class:`Retry` policy. While attempts remain, the record's
 slot goes to BACKOFF and is re-executed after an exponential backoff with jitter; the
 records behind it keep executing, its slot holds the commit point, and same-key records
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from hashlib import sha256
 
-from aiostreams.errors import ConfigError, DeserializationError
+from aiostreams.policies import OnError, Retry
 from aiostreams.types import Headers, OutgoingRecord, RawRecord
 
 
@@ -39,67 +41,50 @@ class Deferred(Exception):
         self.delay = delay
 
 
-class OnError(enum.Enum):
-    FAIL = "fail"
-    SKIP = "skip"
-    DEAD_LETTER = "dead_letter"
+class Action(enum.Enum):
+    """What becomes of a failed attempt (see :func:`decide`)."""
 
-    @classmethod
-    def parse(cls, value: OnError | str) -> OnError:
-        if isinstance(value, OnError):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            raise ConfigError(
-                f"on_error must be one of 'fail', 'skip', 'dead_letter'; got {value!r}"
-            ) from None
+    RETRY = "retry"  # run it again after ``Decision.delay``; counts as an attempt
+    DEFER = "defer"  # run it again after ``Decision.delay``; not an attempt (``ctx.defer``)
+    DEAD_LETTER = "dead_letter"  # its input goes to the dead-letter topic; it retires
+    SKIP = "skip"  # it retires with no outputs
+    FAIL = "fail"  # the task stops; nothing at or past it is committed
 
 
 @dataclass(frozen=True)
-class Retry:
-    """Retry policy for a processing step.
+class Decision:
+    action: Action
+    delay: float = 0.0  # seconds, for RETRY and DEFER
 
-    ``attempts`` counts every execution (1 = no retry). The n-th retry waits
-    ``min(max_backoff, backoff * multiplier**(n-1))`` seconds, randomised by ``jitter``
-    (0.5 = anywhere from 50% to 150%). ``timeout`` bounds one attempt (async steps only);
-    ``retry_on`` lists the exception types worth retrying.
+
+def decide(
+    error: BaseException,
+    *,
+    is_record: bool,
+    attempts: int,
+    retry: Retry,
+    on_error: OnError,
+    dead_letter_topic: str | None,
+    rng: Callable[[], float] = random.random,
+) -> Decision:
+    """The failure policy, a pure function of the failed attempt (``attempts`` made so
+    far, including this one) and the policy; ``rng`` draws the retry jitter.
+
+    Order of the rules: a :class:`Deferred` record is deferred (a punctuation cannot be);
+    a record the ``retry`` policy still allows is retried; then ``on_error`` decides, where
+    ``dead_letter`` needs a record (not a punctuation) and a dead-letter topic, else fails.
     """
-
-    attempts: int = 1
-    backoff: float = 0.1
-    max_backoff: float = 30.0
-    multiplier: float = 2.0
-    jitter: float = 0.5
-    timeout: float | None = None
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ConfigError(f"Retry.attempts must be >= 1, got {self.attempts}")
-        if self.backoff < 0 or self.max_backoff < 0:
-            raise ConfigError("Retry.backoff and Retry.max_backoff must be >= 0 seconds")
-        if self.multiplier < 1:
-            raise ConfigError(f"Retry.multiplier must be >= 1, got {self.multiplier}")
-        if not 0 <= self.jitter <= 1:
-            raise ConfigError(f"Retry.jitter must be within [0, 1], got {self.jitter}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ConfigError(f"Retry.timeout must be > 0 seconds, got {self.timeout}")
-
-    def should_retry(self, error: BaseException, attempts_made: int) -> bool:
-        if attempts_made >= self.attempts or isinstance(error, DeserializationError):
-            return False
-        return isinstance(error, self.retry_on)
-
-    def delay(self, attempts_made: int, rng: Callable[[], float] = random.random) -> float:
-        """Seconds to wait before attempt ``attempts_made + 1``."""
-        base = min(self.max_backoff, self.backoff * self.multiplier ** (attempts_made - 1))
-        if self.jitter:
-            base *= 1 - self.jitter + 2 * self.jitter * rng()
-        return max(0.0, base)
+    if isinstance(error, Deferred) and is_record:
+        return Decision(Action.DEFER, error.delay)
+    if is_record and retry.should_retry(error, attempts):
+        return Decision(Action.RETRY, retry.delay(attempts, rng))
+    if on_error is OnError.DEAD_LETTER and dead_letter_topic and is_record:
+        return Decision(Action.DEAD_LETTER)
+    if on_error is OnError.SKIP:
+        return Decision(Action.SKIP)
+    return Decision(Action.FAIL)
 
 
-NO_RETRY = Retry()
 
 DLQ_HEADER_PREFIX = "aiostreams.dlq."
 

@@ -77,11 +77,6 @@ class PartitionGroup:
     def total_buffered(self) -> int:
         return sum(len(q) for q in self._queues.values())
 
-    def clear(self, tp: TopicPartition) -> None:
-        """Drop what is buffered for ``tp`` (after a seek back, on revocation)."""
-        self._queues[tp].clear()
-        self._last_offset.pop(tp, None)
-
     def next_record(self, now: float) -> RawRecord | float | None:
         """The record to issue next; or the monotonic deadline to wait for when idling for
         an empty partition; or None when nothing is buffered."""

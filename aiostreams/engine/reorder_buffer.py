@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from aiostreams.engine.external_sink import ExternalRecord
@@ -44,7 +45,6 @@ class Slot:
     __slots__ = (
         "attempts",
         "forward_buffer",
-        "handle",
         "hazard",
         "kind",
         "node",
@@ -83,14 +83,8 @@ class Slot:
         self.forward_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
         self.successor: Slot | None = None
         self.attempts = 0
-        self.handle: Any = None
         self.node = ""  # the node executing now, or the one that failed
         self.stream_time = float("-inf")  # the task's stream time when this slot was issued
-
-    @property
-    def tp(self) -> TopicPartition | None:
-        raw = self.raw
-        return TopicPartition(raw.topic, raw.partition) if raw is not None else None
 
     def reset_buffers(self) -> None:
         """Forget what an attempt buffered (before a retry, or when the record is set aside)."""
@@ -102,6 +96,12 @@ class Slot:
         where = (f"{self.raw.topic}[{self.raw.partition}]@{self.raw.offset}"
                  if self.raw is not None else "punctuation")
         return f"record {where}" if self.raw is not None else where  # logs show it
+
+
+CURRENT_SLOT: ContextVar[Slot] = ContextVar("aiostreams_current_slot")
+"""The slot whose processor chain runs in this context: set by the task for each
+execution (an executor per slot, the inline path for its reused slot). The node contexts
+and the store views read it, so concurrent records never see each other's buffers."""
 
 
 class ReorderBuffer:
@@ -125,9 +125,6 @@ class ReorderBuffer:
     @property
     def head(self) -> Slot | None:
         return self._slots[0] if self._slots else None
-
-    def slots(self) -> list[Slot]:
-        return list(self._slots)
 
     @property
     def slots_view(self) -> Sequence[Slot]:
@@ -185,3 +182,12 @@ class ReorderBuffer:
             if raw is not None and raw.topic == tp.topic and raw.partition == tp.partition:
                 return raw.offset
         return None
+
+    def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Assert that committing ``offsets`` passes no unretired record."""
+        for tp, offset in offsets.items():
+            oldest = self.oldest_unretired_offset(tp)
+            if oldest is not None and offset > oldest:
+                raise AssertionError(
+                    f"{tp}: commit at {offset} would pass unretired offset {oldest}"
+                )

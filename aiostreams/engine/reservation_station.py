@@ -16,35 +16,14 @@ Invariant: at most one slot per hazard is executing (or in backoff) at any time.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Hashable
 
 from aiostreams.engine.reorder_buffer import Slot
 
 
-class Ordering(enum.Enum):
-    KEY = "key"
-    PARTITION = "partition"
-    UNORDERED = "unordered"
-
-    @classmethod
-    def parse(cls, value: Ordering | str) -> Ordering:
-        if isinstance(value, Ordering):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"ordering must be one of 'key', 'partition', 'unordered'; got {value!r}"
-            ) from None
-
-
 class ReservationStation:
     def __init__(self) -> None:
         self._latest: dict[Hashable, Slot] = {}
-
-    def __len__(self) -> int:
-        return len(self._latest)
 
     def admit(self, slot: Slot) -> bool:
         """Register ``slot``; True when it may start now, False when it must wait."""

@@ -42,15 +42,15 @@ from typing import Any, Final
 import aiosqlite
 
 from aiostreams.errors import ConfigError
-from aiostreams.serde import JsonSerde, Serde
+from aiostreams.serde import Serde
 from aiostreams.state.base import (
     TOMBSTONE,
     StoreContext,
     StoreKind,
     StoreState,
     StoreStateError,
-    check_store_name,
 )
+from aiostreams.state.core import StoreCore
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ Pending = dict[bytes, bytes | None]
 """Serialized key -> serialized value, or None for a delete."""
 
 
-class SQLiteKeyValueStore:
+class SQLiteKeyValueStore(StoreCore):
     """Key-value state in a SQLite file, with a pending write-back dict and a read cache.
 
     ``cache_size`` bounds the read cache (entries; 0 disables it). Values read back from the
@@ -97,16 +97,12 @@ class SQLiteKeyValueStore:
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
-        self.name = check_store_name(name)
+        super().__init__(name, key_serde, value_serde)
         if not isinstance(cache_size, int) or cache_size < 0:
             raise ConfigError(
                 f"store {name!r}: cache_size must be an int >= 0 (entries), got {cache_size!r}"
             )
-        self.key_serde: Serde[Any] = key_serde if key_serde is not None else JsonSerde()
-        self.value_serde: Serde[Any] = value_serde if value_serde is not None else JsonSerde()
         self.cache_size = cache_size
-        self.state = StoreState.CREATED
-        self.fresh = True
         self.path: Path | None = None
         self._db: aiosqlite.Connection | None = None
         self._pending: Pending = {}
@@ -126,10 +122,7 @@ class SQLiteKeyValueStore:
         start. A file of a newer schema is a :class:`ConfigError` (it is left untouched).
         Cancellation: the store stays CREATED and no connection is left open.
         """
-        if self.state is not StoreState.CREATED:
-            raise StoreStateError(
-                f"store {self.name!r} is {self.state.value}; open() a new instance instead"
-            )
+        self._require_created()
         path = context.task_dir(self.name) / f"{self.name}.sqlite"
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -225,10 +218,7 @@ class SQLiteKeyValueStore:
     # -- keys -----------------------------------------------------------------------------
 
     def _encode_key(self, key: Any) -> bytes:
-        data = self.key_serde.serialize(self.name, key)
-        if data is None:
-            raise ValueError(f"store {self.name!r}: a key cannot be None")
-        return data
+        return self._key_bytes(key)
 
     def _decode_key(self, data: bytes) -> Any:
         return self.key_serde.deserialize(self.name, data)
@@ -259,21 +249,11 @@ class SQLiteKeyValueStore:
         if len(cache) > self.cache_size:
             cache.popitem(last=False)
 
-    def changelog_record(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
-        kb = self._encode_key(key)
-        if value is TOMBSTONE:
-            return kb, None
-        return kb, self.value_serde.serialize(self.name, value)
-
     def restore(self, key: bytes | None, value: bytes | None) -> None:
         """Buffer one changelog record as pending (no decoding); ``flush`` after restore."""
-        if key is None:
-            raise ValueError(
-                f"store {self.name!r}: a changelog record has a null key; the changelog "
-                "topic holds records this store did not write"
-            )
-        self._pending[key] = value
-        self._cache.pop(key, None)
+        kb = self._changelog_key(key)
+        self._pending[kb] = value
+        self._cache.pop(kb, None)
 
     async def get(self, key: Any) -> Any | None:
         """The applied value of ``key``. Cancellation: returns nothing, changes nothing."""

@@ -6,7 +6,7 @@
     counts = words.group_by(lambda _, word: word).count(materialized="word-counts")
     counts.to_stream().to(word_counts)
 
-Every operation adds processor (or sink/source) nodes to ``app.topology`` at once; nothing
+Every operation adds processor (or sink/source) nodes to the app's topology at once; nothing
 is deferred, so ``app.describe()`` shows the DSL's nodes as soon as they are declared.
 
 Names: a node gets ``name=`` when the user gives one, else a Kafka-like generated name
@@ -21,67 +21,50 @@ Co-partitioning: a join, or a merge, makes its inputs one task's input; when bot
 topics declare a partition count and the counts differ, building raises
 :class:`~aiostreams.errors.CoPartitioningError` naming both topics.
 
-The classes users hold are re-exported here: :class:`Stream`, :class:`GroupedStream`,
-:class:`Table`, the window specs and :class:`JoinWindows`.
+The fluent classes users hold are re-exported here (:class:`Stream`, :class:`GroupedStream`,
+:class:`Table`, ...); the window specs and :class:`JoinWindows` are in
+:mod:`aiostreams.windows`.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiostreams.errors import CoPartitioningError, TopologyError
 from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_joins import JoinWindows
+from aiostreams.topology.dsl_grouped_table import GroupedTable
 from aiostreams.topology.dsl_stream import BranchedStream, Stream
-from aiostreams.topology.dsl_table import GroupedStream, Table
+from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
 from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
-from aiostreams.topology.sliding_windows import SlidingWindows
-from aiostreams.topology.table_regroup import GroupedTable
-from aiostreams.topology.table_sources import table_from_topic
 from aiostreams.topology.topology import StoreSpec, Topology
-from aiostreams.topology.windows import (
-    HoppingWindows,
-    LateRecords,
-    SessionWindowedSerde,
-    SessionWindows,
-    TimeWindowedSerde,
-    TumblingWindows,
-    Windowed,
-)
-
-if TYPE_CHECKING:
-    from aiostreams.app import App
-
-_BUILDERS: weakref.WeakKeyDictionary[App, StreamsBuilder] = weakref.WeakKeyDictionary()
+from aiostreams.windows import LateRecords
 
 
 class StreamsBuilder:
-    """The DSL front of one app (one builder per app: :meth:`of` caches it).
+    """The DSL front of one topology: it adds the DSL's nodes to ``topology`` and names
+    the app's internal topics ``<app_id>-...`` (an app makes one, for its own topology).
+
+    The builder knows nothing of the App that runs the topology (like Kafka's
+    ``InternalStreamsBuilder``): a node's own retry policy is set on the topology node.
 
     Invariant: every node the DSL adds is recorded in ``_parents`` (sources with no
     parents and their topics in ``_source_topics``), so co-partitioning can be checked
     at build time without reaching into the topology's internals.
     """
 
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.topology: Topology = app.topology
+    def __init__(self, topology: Topology, app_id: str) -> None:
+        if not app_id:
+            raise TopologyError("a streams builder needs the app id that names its "
+                                "internal topics; got an empty one")
+        self.topology = topology
+        self.app_id = app_id
         self.late = LateRecords()
         self._counter = 0
         self._parents: dict[str, tuple[str, ...]] = {}
         self._source_topics: dict[str, tuple[str, ...]] = {}
-
-    @classmethod
-    def of(cls, app: App) -> StreamsBuilder:
-        """The builder of ``app`` (made on first use)."""
-        builder = _BUILDERS.get(app)
-        if builder is None:
-            builder = _BUILDERS[app] = cls(app)
-        return builder
 
     # -- entry points -----------------------------------------------------------------
 
@@ -155,7 +138,7 @@ class StreamsBuilder:
 
     def store_name(self, kind: str, materialized: str | None) -> str:
         if materialized is not None:
-            Topic.of(f"{self.app.name}-{materialized}-changelog")  # validates the name
+            Topic.of(f"{self.app_id}-{materialized}-changelog")  # validates the name
             return materialized
         return f"{self.new_name(kind)}"
 
@@ -172,7 +155,7 @@ class StreamsBuilder:
         base = self.new_name("KSTREAM-REPARTITION", name)
         key_s = key_serde if key_serde is not None else JsonSerde()
         value_s = value_serde if value_serde is not None else JsonSerde()
-        topic = Topic.of(f"{self.app.name}-{base}-repartition", key_s, value_s,
+        topic = Topic.of(f"{self.app_id}-{base}-repartition", key_s, value_s,
                          partitions=partitions, internal=True,
                          config=REPARTITION_TOPIC_CONFIG)
         self.topology.add_topic(topic)
@@ -228,16 +211,7 @@ __all__ = [
     "BranchedStream",
     "GroupedStream",
     "GroupedTable",
-    "HoppingWindows",
-    "JoinWindows",
-    "LateRecords",
-    "SessionWindowedSerde",
-    "SessionWindows",
-    "SlidingWindows",
     "Stream",
     "StreamsBuilder",
     "Table",
-    "TimeWindowedSerde",
-    "TumblingWindows",
-    "Windowed",
 ]

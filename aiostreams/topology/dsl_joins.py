@@ -35,15 +35,20 @@ buffered writes).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from aiostreams.errors import ConfigError, TopologyError
 from aiostreams.serde import JsonSerde, Serde
-from aiostreams.topology.dsl_processors import Passthrough
+from aiostreams.topology.dsl_processors import Passthrough, require_sync
 from aiostreams.topology.dsl_stores import ListSerde, kv_store_spec, window_store_spec
-from aiostreams.topology.dsl_stream import Stream, _require_sync
-from aiostreams.topology.dsl_table import Table, ValueGetter, require_getter_stores
-from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.topology.dsl_stream import Stream
+from aiostreams.topology.dsl_table import Table, require_getter_stores
+from aiostreams.topology.join_processors import (
+    JoinedTableGetter,
+    JoinKind,
+    StreamTableJoinProcessor,
+    TableTableJoinProcessor,
+)
 from aiostreams.topology.stream_stream_join import (
     JoinSpec,
     JoinTimes,
@@ -51,142 +56,11 @@ from aiostreams.topology.stream_stream_join import (
     WaitingKeySerde,
     WaitingValueSerde,
 )
-from aiostreams.topology.table_changes import NO_TIMESTAMP, old_value, update
-from aiostreams.topology.windows import duration_ms, to_ms
-from aiostreams.types import Record
+from aiostreams.windows import JoinWindows
 
 if TYPE_CHECKING:
     from aiostreams.topology.dsl import StreamsBuilder
 
-JoinKind = Literal["inner", "left", "outer"]
-AnyRecord = Record[Any, Any]
-
-
-class JoinWindows:
-    """How close in time two records must be to join: a right record joins a left one at
-    ``t`` when its timestamp is in ``[t - before, t + after]`` (seconds; ``after``
-    defaults to ``before``). ``grace`` admits out-of-order records that late."""
-
-    def __init__(self, before: float, after: float | None = None, *,
-                 grace: float = 0.0) -> None:
-        self.before_ms = duration_ms("join window 'before'", before)
-        self.after_ms = duration_ms("join window 'after'",
-                                     before if after is None else after)
-        self.grace_ms = duration_ms("grace", grace)
-
-    @classmethod
-    def of(cls, difference: float, *, grace: float = 0.0) -> JoinWindows:
-        """Records at most ``difference`` seconds apart, either way, join."""
-        return cls(difference, difference, grace=grace)
-
-    @property
-    def retention(self) -> float:
-        return (self.before_ms + self.after_ms + self.grace_ms) / 1000
-
-    def __repr__(self) -> str:
-        return (f"JoinWindows(before={self.before_ms / 1000}, after={self.after_ms / 1000}, "
-                f"grace={self.grace_ms / 1000})")
-
-
-class StreamTableJoinProcessor(Processor[Any, Any]):
-    """Joins each stream record with the table's current value of its key."""
-
-    def __init__(self, getter: ValueGetter, joiner: Callable[[Any, Any], Any],
-                 left: bool) -> None:
-        self.getter = getter
-        self.joiner = joiner
-        self.left = left
-        self.skipped = 0
-
-    async def process(self, record: AnyRecord) -> None:
-        if record.key is None and record.value is not None and self.left:
-            # KIP-962 (Kafka 3.7+): a left join keeps a null-key record, with no table side
-            self.context.forward(record.with_value(self.joiner(record.value, None)))
-            return
-        if record.key is None or record.value is None:
-            self.skipped += 1
-            return
-        other = await self.getter.get(self.context, record.key)
-        if other is None and not self.left:
-            return
-        self.context.forward(record.with_value(self.joiner(record.value, other)))
-
-
-def table_join_result(kind: JoinKind, joiner: Callable[[Any, Any], Any], left: Any,
-                      right: Any) -> Any:
-    """The value of a table-table join for one key, ``None`` when it has none."""
-    if kind == "inner":
-        present = left is not None and right is not None
-    elif kind == "left":
-        present = left is not None
-    else:
-        present = left is not None or right is not None
-    return joiner(left, right) if present else None
-
-
-class TableTableJoinProcessor(Processor[Any, Any]):
-    """One side of a table-table join, with Kafka Streams' forwarding rules
-    (``KTableKTable{Inner,Left,Right,Outer}Join``): on an update ``(new, old)`` of this
-    side, read the other side's value and timestamp, then
-
-    * the other side has no value: an inner join, and the right side of a left join, emit
-      nothing; the left side of a left join and both sides of an outer join emit nothing
-      either when ``new`` and ``old`` are both absent, else the result stamped with the
-      update's own timestamp;
-    * else the result, stamped with the later of the two sides' timestamps.
-
-    The result is ``joiner(left, right)``, or ``None`` (a delete) when this side's new
-    value is absent - except on the right side of a left join, which always joins the left
-    value with the new right one (possibly ``None``)."""
-
-    def __init__(self, other: ValueGetter, joiner: Callable[[Any, Any], Any],
-                 kind: JoinKind, this_is_left: bool) -> None:
-        self.other = other
-        self.joiner = joiner
-        self.kind = kind
-        self.this_is_left = this_is_left
-
-    async def process(self, record: AnyRecord) -> None:
-        if record.key is None:
-            return
-        new, old = record.value, old_value(record)
-        other, other_ms = await self.other.get_stamped(self.context, record.key)
-        left_side_of_left = self.kind == "left" and self.this_is_left
-        keeps_unmatched = self.kind == "outer" or left_side_of_left
-        ts = to_ms(record.timestamp)
-        if other is None:
-            if not keeps_unmatched or (new is None and old is None):
-                return
-            stamp = ts
-        else:
-            stamp = max(ts, other_ms)
-        left, right = (new, other) if self.this_is_left else (other, new)
-        if self.kind == "left" and not self.this_is_left:
-            result = self.joiner(left, right)
-        elif new is None and (other is None or self.kind != "outer"):
-            result = None
-        else:
-            result = self.joiner(left, right)
-        self.context.forward(update(record, result, None, stamp / 1000))
-
-
-class JoinedTableGetter(ValueGetter):
-    def __init__(self, left: ValueGetter, right: ValueGetter,
-                 joiner: Callable[[Any, Any], Any], kind: JoinKind) -> None:
-        self.left = left
-        self.right = right
-        self.joiner = joiner
-        self.kind = kind
-        self.stores = tuple(dict.fromkeys((*left.stores, *right.stores)))
-
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        return (await self.get_stamped(ctx, key))[0]
-
-    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
-        left, left_ms = await self.left.get_stamped(ctx, key)
-        right, right_ms = await self.right.get_stamped(ctx, key)
-        result = table_join_result(self.kind, self.joiner, left, right)
-        return result, max(left_ms, right_ms) if result is not None else NO_TIMESTAMP
 
 
 # -- building ---------------------------------------------------------------------------
@@ -204,7 +78,7 @@ def _check_key_serdes(left: Serde[Any] | None, right: Serde[Any] | None, what: s
 def join_streams(this: Stream[Any, Any], other: Stream[Any, Any] | Table[Any, Any],
                  joiner: Callable[[Any, Any], Any], windows: JoinWindows | None,
                  kind: JoinKind, *, name: str | None) -> Stream[Any, Any]:
-    _require_sync(joiner, "join")
+    require_sync(joiner, "join")
     if isinstance(other, Table):
         if kind == "outer":
             raise TopologyError("a stream-table join is 'join' or 'left_join'; an outer "
@@ -291,7 +165,7 @@ def _stream_stream(this: Stream[Any, Any], other: Stream[Any, Any],
 def join_tables(this: Table[Any, Any], other: Table[Any, Any],
                 joiner: Callable[[Any, Any], Any], kind: JoinKind, *,
                 name: str | None) -> Table[Any, Any]:
-    _require_sync(joiner, "join")
+    require_sync(joiner, "join")
     if not isinstance(other, Table):
         raise TopologyError(f"a table joins a Table, got {type(other).__name__}; to join a "
                             "stream with a table, call stream.join(table, ...)")

@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from aiostreams.errors import TopologyError
 from aiostreams.topology.processor import Processor
 from aiostreams.types import Record
 
@@ -31,6 +32,22 @@ def _pair(result: Any, op: str, node: str) -> tuple[Any, Any]:
             f"{type(result).__name__}: return (new_key, new_value)"
         )
     return result
+
+
+def require_sync(fn: Callable[..., Any], op: str) -> None:
+    """Raise :class:`TopologyError` unless ``fn`` is a plain (not async) function."""
+    if not callable(fn):
+        raise TopologyError(f"{op}() needs a function, got {type(fn).__name__}")
+    if inspect.iscoroutinefunction(fn):
+        raise TopologyError(
+            f"{op}() got the coroutine function {getattr(fn, '__name__', fn)!r}: use "
+            f"{op}_async() for async functions (or pass a plain def)"
+        )
+
+
+def require_callable(fn: Callable[..., Any], op: str) -> None:
+    if not callable(fn):
+        raise TopologyError(f"{op}() needs a function, got {type(fn).__name__}")
 
 
 class Passthrough(Processor[Any, Any]):

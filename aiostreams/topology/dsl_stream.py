@@ -26,12 +26,11 @@ repartition topic first.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from aiostreams.engine.failure import Retry
 from aiostreams.errors import TopologyError
+from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_processors import (
@@ -50,35 +49,22 @@ from aiostreams.topology.dsl_processors import (
     PeekProcessor,
     SelectKeyProcessor,
     StepLimiter,
+    require_callable,
+    require_sync,
 )
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
     from aiostreams.topology.dsl import StreamsBuilder
-    from aiostreams.topology.dsl_joins import JoinWindows
     from aiostreams.topology.dsl_table import GroupedStream, Table
+    from aiostreams.windows import JoinWindows
 
 K = TypeVar("K")
 V = TypeVar("V")
 KR = TypeVar("KR")
 VR = TypeVar("VR")
 VO = TypeVar("VO")
-
-
-def _require_sync(fn: Callable[..., Any], op: str) -> None:
-    if not callable(fn):
-        raise TopologyError(f"{op}() needs a function, got {type(fn).__name__}")
-    if inspect.iscoroutinefunction(fn):
-        raise TopologyError(
-            f"{op}() got the coroutine function {getattr(fn, '__name__', fn)!r}: use "
-            f"{op}_async() for async functions (or pass a plain def)"
-        )
-
-
-def _require_callable(fn: Callable[..., Any], op: str) -> None:
-    if not callable(fn):
-        raise TopologyError(f"{op}() needs a function, got {type(fn).__name__}")
 
 
 class Stream(Generic[K, V]):
@@ -117,35 +103,35 @@ class Stream(Generic[K, V]):
     def filter(self, predicate: Callable[[K, V], bool], *,
                name: str | None = None) -> Stream[K, V]:
         """Keep the records for which ``predicate(key, value)`` is true."""
-        _require_sync(predicate, "filter")
+        require_sync(predicate, "filter")
         return self._then("KSTREAM-FILTER", lambda: FilterProcessor(predicate, True),
                           name=name)
 
     def filter_not(self, predicate: Callable[[K, V], bool], *,
                    name: str | None = None) -> Stream[K, V]:
         """Drop the records for which ``predicate(key, value)`` is true."""
-        _require_sync(predicate, "filter_not")
+        require_sync(predicate, "filter_not")
         return self._then("KSTREAM-FILTER", lambda: FilterProcessor(predicate, False),
                           name=name)
 
     def map(self, mapper: Callable[[K, V], tuple[KR, VR]], *,
             name: str | None = None) -> Stream[KR, VR]:
         """``mapper(key, value) -> (new_key, new_value)``; marks the stream key-changed."""
-        _require_sync(mapper, "map")
+        require_sync(mapper, "map")
         return self._then("KSTREAM-MAP", lambda: MapProcessor(mapper), name=name,
                           key_changed=True, keep_value_serde=False)
 
     def select_key(self, selector: Callable[[K, V], KR], *,
                    name: str | None = None) -> Stream[KR, V]:
         """``selector(key, value) -> new_key``; marks the stream key-changed."""
-        _require_sync(selector, "select_key")
+        require_sync(selector, "select_key")
         return self._then("KSTREAM-KEY-SELECT", lambda: SelectKeyProcessor(selector),
                           name=name, key_changed=True)
 
     def map_values(self, mapper: Callable[[V], VR], *,
                    name: str | None = None) -> Stream[K, VR]:
         """``mapper(value) -> new_value``; the key is kept."""
-        _require_sync(mapper, "map_values")
+        require_sync(mapper, "map_values")
         return self._then("KSTREAM-MAPVALUES", lambda: MapValuesProcessor(mapper), name=name,
                           keep_value_serde=False)
 
@@ -153,25 +139,25 @@ class Stream(Generic[K, V]):
                  name: str | None = None) -> Stream[KR, VR]:
         """``mapper(key, value) -> iterable of (key, value)``; marks the stream
         key-changed."""
-        _require_sync(mapper, "flat_map")
+        require_sync(mapper, "flat_map")
         return self._then("KSTREAM-FLATMAP", lambda: FlatMapProcessor(mapper), name=name,
                           key_changed=True, keep_value_serde=False)
 
     def flat_map_values(self, mapper: Callable[[V], Iterable[VR]], *,
                         name: str | None = None) -> Stream[K, VR]:
         """``mapper(value) -> iterable of values``, each forwarded with the record's key."""
-        _require_sync(mapper, "flat_map_values")
+        require_sync(mapper, "flat_map_values")
         return self._then("KSTREAM-FLATMAPVALUES", lambda: FlatMapValuesProcessor(mapper),
                           name=name, keep_value_serde=False)
 
     def peek(self, action: Callable[[K, V], Any], *, name: str | None = None) -> Stream[K, V]:
         """Call ``action(key, value)`` and pass the record on unchanged."""
-        _require_sync(action, "peek")
+        require_sync(action, "peek")
         return self._then("KSTREAM-PEEK", lambda: PeekProcessor(action, True), name=name)
 
     def foreach(self, action: Callable[[K, V], Any], *, name: str | None = None) -> None:
         """Call ``action(key, value)`` for each record (a terminal step)."""
-        _require_sync(action, "foreach")
+        require_sync(action, "foreach")
         self.builder.add_processor("KSTREAM-FOREACH", lambda: PeekProcessor(action, False),
                                    [self.node], name=name)
 
@@ -182,13 +168,13 @@ class Stream(Generic[K, V]):
                     fn: Callable[..., Any], op: str, *, retry: Retry | None,
                     concurrency: int | None, name: str | None, key_changed: bool = False,
                     keep_value_serde: bool = True) -> Stream[Any, Any]:
-        _require_callable(fn, op)
+        require_callable(fn, op)
         limiter = StepLimiter(concurrency)
         timeout = retry.timeout if retry is not None else None
         stream = self._then(kind, lambda: make(limiter, timeout), name=name,
                             key_changed=key_changed, keep_value_serde=keep_value_serde)
         if retry is not None:
-            self.builder.app.set_node_retry(stream.node, retry)
+            self.builder.topology.set_retry(stream.node, retry)
         return stream
 
     def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
@@ -388,7 +374,7 @@ class Stream(Generic[K, V]):
         """This stream as a table's changelog: each record is the key's new value (``None``
         deletes it); records with a null key are dropped. Repartitions first when the key
         changed. The table is kept in a changelog-backed store (``materialized`` names it)."""
-        from aiostreams.topology.table_sources import table_from_stream
+        from aiostreams.topology.dsl_table import table_from_stream
 
         return table_from_stream(self, name=name, materialized=materialized,
                                  persistent=persistent, key_serde=key_serde,
@@ -462,7 +448,7 @@ class BranchedStream(Generic[K, V]):
                name: str | None = None) -> BranchedStream[K, V]:
         """Add a branch taking the records for which ``predicate(key, value)`` holds (and
         no earlier branch's did)."""
-        _require_sync(predicate, "branch")
+        require_sync(predicate, "branch")
         if self._done:
             raise TopologyError("this split is finished; start another with split()")
         full = self._branch_name(name)

@@ -20,38 +20,43 @@ longer holds; aggregations need ``key`` or ``partition`` ordering.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
-from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec, plain_value
-from aiostreams.topology.dsl_stream import Stream, _require_sync
-from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.topic import Topic
+from aiostreams.topology.dsl_processors import require_sync
+from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec
+from aiostreams.topology.dsl_stream import Stream
+from aiostreams.topology.processor import Processor
+from aiostreams.topology.suppress import BufferEntrySerde, SuppressProcessor
 from aiostreams.topology.table_changes import (
-    NO_TIMESTAMP,
     OldValues,
-    old_value,
-    read_stamped,
-    update,
-    write_stamped,
 )
-from aiostreams.topology.windows import to_ms
+from aiostreams.topology.table_processors import (
+    AggregateProcessor,
+    FilterGetter,
+    MapValuesGetter,
+    StoreGetter,
+    TableFilterProcessor,
+    TableMapValuesProcessor,
+    ValueGetter,
+    initial_value,
+)
+from aiostreams.topology.table_sources import TableSourceProcessor
 from aiostreams.types import Record
+from aiostreams.windows import SessionWindows, SlidingWindows, Suppressed, TimeWindows
 
 if TYPE_CHECKING:
-    from aiostreams.topology.cogroup import CogroupedStream
     from aiostreams.topology.dsl import StreamsBuilder
+    from aiostreams.topology.dsl_cogroup import CogroupedStream
+    from aiostreams.topology.dsl_grouped_table import GroupedTable
     from aiostreams.topology.dsl_windows import (
         SessionWindowedStream,
-        SessionWindows,
+        SlidingWindowedStream,
         TimeWindowedStream,
-        TimeWindows,
     )
-    from aiostreams.topology.sliding_windows import SlidingWindowedStream, SlidingWindows
-    from aiostreams.topology.suppress import Suppressed
-    from aiostreams.topology.table_regroup import GroupedTable
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -61,163 +66,6 @@ VO = TypeVar("VO")
 KR = TypeVar("KR")
 
 AnyRecord = Record[Any, Any]
-
-
-def initial_value(initializer: Any) -> Any:
-    """What an aggregation starts from: ``initializer()`` when callable, else a deep copy
-    of the value (so a mutable initial value is never shared between keys)."""
-    if callable(initializer):
-        return initializer()
-    return copy.deepcopy(initializer)
-
-
-# -- value getters ----------------------------------------------------------------------
-
-
-class ValueGetter:
-    """Reads a table's current value of a key from a processor connected to ``stores``."""
-
-    stores: tuple[str, ...] = ()
-
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        raise NotImplementedError
-
-    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
-        """The value of ``key`` and its timestamp (ms; ``NO_TIMESTAMP`` when unknown)."""
-        return await self.get(ctx, key), NO_TIMESTAMP
-
-
-class StoreGetter(ValueGetter):
-    """Reads a materialized table's store (values with their timestamps)."""
-
-    def __init__(self, store: str) -> None:
-        self.store = store
-        self.stores = (store,)
-
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        return plain_value(await ctx.store(self.store).get(key))
-
-    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
-        return await read_stamped(ctx, self.store, key)
-
-
-class FilterGetter(ValueGetter):
-    def __init__(self, parent: ValueGetter, predicate: Callable[[Any, Any], Any],
-                 keep: bool) -> None:
-        self.parent = parent
-        self.predicate = predicate
-        self.keep = keep
-        self.stores = parent.stores
-
-    def _apply(self, key: Any, value: Any) -> Any:
-        if value is None or bool(self.predicate(key, value)) is not self.keep:
-            return None
-        return value
-
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        return self._apply(key, await self.parent.get(ctx, key))
-
-    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
-        value, stamp = await self.parent.get_stamped(ctx, key)
-        value = self._apply(key, value)
-        return value, stamp if value is not None else NO_TIMESTAMP
-
-
-class MapValuesGetter(ValueGetter):
-    def __init__(self, parent: ValueGetter, mapper: Callable[[Any], Any]) -> None:
-        self.parent = parent
-        self.mapper = mapper
-        self.stores = parent.stores
-
-    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
-        value = await self.parent.get(ctx, key)
-        return None if value is None else self.mapper(value)
-
-    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
-        value, stamp = await self.parent.get_stamped(ctx, key)
-        return (None, stamp) if value is None else (self.mapper(value), stamp)
-
-
-# -- processors -------------------------------------------------------------------------
-
-
-class TableFilterProcessor(Processor[Any, Any]):
-    """Forwards updates that pass; a failing (or deleting) update becomes a tombstone, so
-    downstream forgets the key. With old values on, an update whose old and new results
-    are both absent forwards nothing (Kafka's ``KTableFilter``). Writes its own store when
-    materialized."""
-
-    def __init__(self, predicate: Callable[[Any, Any], Any], keep: bool,
-                 store: str | None, old_values: OldValues) -> None:
-        self.predicate = predicate
-        self.keep = keep
-        self.store_name = store
-        self.old_values = old_values
-
-    def _apply(self, key: Any, value: Any) -> Any:
-        if value is not None and bool(self.predicate(key, value)) is not self.keep:
-            return None
-        return value
-
-    def process(self, record: AnyRecord) -> None:
-        value = self._apply(record.key, record.value)
-        old = (self._apply(record.key, old_value(record)) if self.old_values.enabled
-               else None)
-        if self.old_values.enabled and value is None and old is None:
-            return
-        _materialize(self.context, self.store_name, record, value)
-        self.context.forward(update(record, value, old))
-
-
-class TableMapValuesProcessor(Processor[Any, Any]):
-    def __init__(self, mapper: Callable[[Any], Any], store: str | None,
-                 old_values: OldValues) -> None:
-        self.mapper = mapper
-        self.store_name = store
-        self.old_values = old_values
-
-    def process(self, record: AnyRecord) -> None:
-        value = None if record.value is None else self.mapper(record.value)
-        before = old_value(record) if self.old_values.enabled else None
-        old = None if before is None else self.mapper(before)
-        _materialize(self.context, self.store_name, record, value)
-        self.context.forward(update(record, value, old))
-
-
-def _materialize(ctx: ProcessorContext, store_name: str | None, record: AnyRecord,
-                 value: Any) -> None:
-    if store_name is None or record.key is None:
-        return
-    write_stamped(ctx, store_name, record.key, value, to_ms(record.timestamp))
-
-
-class AggregateProcessor(Processor[Any, Any]):
-    """``new = adder(key, value, old)`` per record, written to the store and forwarded.
-
-    ``old`` is the stored aggregate, or ``start()`` for a new key. Records with a null key
-    or value are skipped (Kafka's rule), counted in ``skipped``. An adder returning
-    ``None`` deletes the key (a tombstone goes downstream). The update is stamped with the
-    latest timestamp of the records that made the aggregate (Kafka's ``KStreamAggregate``),
-    kept in the store's companion timestamps store."""
-
-    def __init__(self, store: str, start: Callable[[], Any],
-                 adder: Callable[[Any, Any, Any], Any]) -> None:
-        self.store_name = store
-        self.start = start
-        self.adder = adder
-        self.skipped = 0
-
-    async def process(self, record: AnyRecord) -> None:
-        if record.key is None or record.value is None:
-            self.skipped += 1
-            return
-        ctx = self.context
-        ts = to_ms(record.timestamp)
-        old, old_ts = await read_stamped(ctx, self.store_name, record.key)
-        new = self.adder(record.key, record.value, self.start() if old is None else old)
-        stamp = ts if old is None else max(ts, old_ts)
-        write_stamped(ctx, self.store_name, record.key, new, stamp)
-        ctx.forward(update(record, new, old, stamp / 1000))
 
 
 # -- the user-facing classes ------------------------------------------------------------
@@ -290,7 +138,7 @@ class Table(Generic[K, V]):
                materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
         """Keep the keys whose value passes ``predicate(key, value)``; an update that
         fails becomes a delete downstream."""
-        _require_sync(predicate, "filter")
+        require_sync(predicate, "filter")
         return self._derived(
             "KTABLE-FILTER",
             lambda store, old: TableFilterProcessor(predicate, True, store, old),
@@ -299,7 +147,7 @@ class Table(Generic[K, V]):
 
     def filter_not(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
                    materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
-        _require_sync(predicate, "filter_not")
+        require_sync(predicate, "filter_not")
         return self._derived(
             "KTABLE-FILTER",
             lambda store, old: TableFilterProcessor(predicate, False, store, old),
@@ -310,7 +158,7 @@ class Table(Generic[K, V]):
                    materialized: str | None = None, persistent: bool = False,
                    value_serde: Any = None) -> Table[K, VR]:
         """``mapper(value)`` of every value (deletes stay deletes)."""
-        _require_sync(mapper, "map_values")
+        require_sync(mapper, "map_values")
         return self._derived(
             "KTABLE-MAPVALUES",
             lambda store, old: TableMapValuesProcessor(mapper, store, old),
@@ -343,7 +191,7 @@ class Table(Generic[K, V]):
         """Re-group the rows by ``selector(key, value) -> (group, value)`` to aggregate
         them with an adder and a subtractor (a row that changes group leaves its old one);
         goes through a repartition topic. See :mod:`aiostreams.topology.table_regroup`."""
-        from aiostreams.topology.table_regroup import GroupedTable
+        from aiostreams.topology.dsl_grouped_table import GroupedTable
 
         return GroupedTable(self, selector, key_serde=key_serde, value_serde=value_serde,
                             name=name)
@@ -352,7 +200,6 @@ class Table(Generic[K, V]):
         """Hold updates back: ``until_window_closes()`` (final results of a windowed
         aggregation) or ``until_time_limit(seconds, max_records=, when_full=)``. See
         :mod:`aiostreams.topology.suppress`."""
-        from aiostreams.topology.suppress import suppress_table
 
         return suppress_table(self, suppressed, name=name)
 
@@ -400,7 +247,7 @@ class GroupedStream(Generic[K, V]):
                persistent: bool = False, value_serde: Any = None,
                name: str | None = None) -> Table[K, V]:
         """``reducer(aggregate, value)``; the first value of a key is its aggregate."""
-        _require_sync(reducer, "reduce")
+        require_sync(reducer, "reduce")
         first = object()
 
         def add(_key: Any, value: Any, old: Any) -> Any:
@@ -417,7 +264,7 @@ class GroupedStream(Generic[K, V]):
                   name: str | None = None) -> Table[K, VA]:
         """``aggregator(key, value, aggregate)`` starting from ``initializer`` (a function
         of no arguments, or a value, deep-copied per key)."""
-        _require_sync(aggregator, "aggregate")
+        require_sync(aggregator, "aggregate")
         return self._aggregate(
             "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator,
             materialized=materialized, persistent=persistent, name=name,
@@ -426,10 +273,10 @@ class GroupedStream(Generic[K, V]):
     def cogroup(self, aggregator: Callable[[K, V, Any], Any]) -> CogroupedStream:
         """Start a cogroup: this stream aggregated by ``aggregator(key, value, aggregate)``,
         with more grouped streams added by ``.cogroup(other, aggregator)``, then
-        ``.aggregate(initializer)``. See :mod:`aiostreams.topology.cogroup`."""
-        from aiostreams.topology.cogroup import CogroupedStream
+        ``.aggregate(initializer)``. See :mod:`aiostreams.topology.dsl_cogroup`."""
+        from aiostreams.topology.dsl_cogroup import CogroupedStream
 
-        _require_sync(aggregator, "cogroup")
+        require_sync(aggregator, "cogroup")
         return CogroupedStream([(self, aggregator)])
 
     @staticmethod
@@ -444,10 +291,10 @@ class GroupedStream(Generic[K, V]):
         """Aggregate per window: tumbling/hopping windows, sessions or sliding windows."""
         from aiostreams.topology.dsl_windows import (
             SessionWindowedStream,
-            SessionWindows,
+            SlidingWindowedStream,
             TimeWindowedStream,
         )
-        from aiostreams.topology.sliding_windows import SlidingWindowedStream, SlidingWindows
+        from aiostreams.windows import SlidingWindows
 
         if isinstance(windows, SlidingWindows):
             return SlidingWindowedStream(self, windows)
@@ -466,10 +313,94 @@ def require_getter_stores(builder: StreamsBuilder, getter: ValueGetter, node: st
         builder.connect_store(store, node)
 
 
+def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str | None,
+                   ) -> Table[Any, Any]:
+    """``table.suppress(suppressed)`` (see :meth:`Table.suppress`)."""
+    if not isinstance(suppressed, Suppressed):
+        raise TopologyError(f"suppress() takes until_window_closes(...) or "
+                            f"until_time_limit(...), got {type(suppressed).__name__}")
+    builder = table.builder
+    if suppressed.until == "window_closes":
+        if table.window_grace_ms is None:
+            raise TopologyError(
+                f"suppress(until_window_closes()) after {table.node}: window close time is "
+                f"only defined for windowed aggregations (windowed_by(...).count/reduce/"
+                f"aggregate and the tables derived from them); use until_time_limit() on "
+                f"other tables")
+        wait_ms = table.window_grace_ms
+    else:
+        wait_ms = suppressed.wait_ms
+    store = builder.store_name("KTABLE-SUPPRESS-STATE-STORE",
+                               None if name is None else f"{name}-store")
+    key_serde = table.key_serde
+    value_serde = table.value_serde
+    if key_serde is None or value_serde is None:
+        raise TopologyError(f"suppress() after {table.node}: the table's key and value "
+                            f"serdes are unknown; give value_serde= to the step before")
+    table.old_values.enable()
+    node = builder.new_name("KTABLE-SUPPRESS", name)
+    builder.add_processor("KTABLE-SUPPRESS",
+                          lambda: SuppressProcessor(node, store, suppressed, wait_ms,
+                                                    key_serde),
+                          [table.node], name=node)
+    builder.add_store(kv_store_spec(store, persistent=False, key_serde=key_serde,
+                                    value_serde=BufferEntrySerde(value_serde)), node)
+    # Kafka's view of a suppressed table answers from the buffer's prior values; none is
+    # offered here, so a join on it is refused at build time ("no store to read").
+    return Table(builder, node, ValueGetter(), key_serde=key_serde, value_serde=value_serde,
+                 store=None, materialized_upstream=table.materialized_upstream)
+
+
+def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str | None,
+                     materialized: str | None, persistent: bool) -> Table[Any, Any]:
+    """``topic`` read into a materialized table (see :meth:`StreamsBuilder.table`)."""
+    topic_name = topic.name if isinstance(topic, Topic) else topic
+    source = builder.add_source("KTABLE-SOURCE", [topic],
+                                name=None if name is None else f"{name}-source")
+    declared = builder.topology.topic(topic_name)
+    key_serde = declared.key_serde if declared is not None else serde_for(None)
+    value_serde = declared.value_serde if declared is not None else serde_for(None)
+    store = builder.store_name(f"{topic_name}-STATE-STORE", materialized)
+    return _source_table(builder, "KTABLE-SOURCE", source, store, key_serde, value_serde,
+                         name=name, persistent=persistent)
+
+
+def table_from_stream(stream: Stream[Any, Any], *, name: str | None, materialized: str | None,
+                      persistent: bool, key_serde: Any, value_serde: Any) -> Table[Any, Any]:
+    """``stream`` read as a table's changelog (see :meth:`Stream.to_table`): Kafka's
+    ``toTable``, which repartitions a key-changed stream first."""
+    key_s = serde_for(key_serde) if key_serde is not None else stream.key_serde
+    value_s = serde_for(value_serde) if value_serde is not None else stream.value_serde
+    if stream.key_changed:
+        stream = stream.repartitioned(name=name, key_serde=key_s, value_serde=value_s)
+        key_s, value_s = stream.key_serde, stream.value_serde
+    store = stream.builder.store_name("KSTREAM-TOTABLE-STATE-STORE", materialized)
+    table = _source_table(stream.builder, "KSTREAM-TOTABLE", stream.node, store,
+                          key_s or JsonSerde(), value_s or JsonSerde(), name=name,
+                          persistent=persistent)
+    # The store is always kept (joins read it), but like Kafka's unnamed toTable() it
+    # computes old values only when something downstream asks for them.
+    table.materialized_upstream = materialized is not None
+    return table
+
+
+def _source_table(builder: StreamsBuilder, kind: str, parent: str, store: str,
+                  key_serde: Serde[Any], value_serde: Serde[Any], *, name: str | None,
+                  persistent: bool) -> Table[Any, Any]:
+    old_values = OldValues()
+    node = builder.add_processor(kind, lambda: TableSourceProcessor(store, old_values),
+                                 [parent], name=name)
+    builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
+                                    value_serde=TimestampedSerde(value_serde)), node)
+    return Table(builder, node, StoreGetter(store), key_serde=key_serde,
+                 value_serde=value_serde, store=store, old_values=old_values)
+
+
 __all__ = [
-    "AggregateProcessor",
     "GroupedStream",
     "Table",
-    "ValueGetter",
     "require_getter_stores",
+    "suppress_table",
+    "table_from_stream",
+    "table_from_topic",
 ]

@@ -1,6 +1,6 @@
 """Windowed aggregation in the DSL: ``grouped.windowed_by(windows).count()`` and friends.
 
-The window specifications and the windowed key live in :mod:`aiostreams.topology.windows`;
+The window specifications and the windowed key live in :mod:`aiostreams.windows`;
 the processors, with Kafka Streams' semantics (closing by the operator's own stream time,
 result timestamps, session merges), in :mod:`aiostreams.topology.window_processors`. This
 module builds them into the topology: one processor and one window store per aggregation,
@@ -15,32 +15,29 @@ drops by its time, expires sessions by their end).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import ConfigError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
+from aiostreams.topology.dsl_processors import require_sync
 from aiostreams.topology.dsl_stores import TimedSerde, TimestampedSerde, window_store_spec
-from aiostreams.topology.dsl_stream import _require_sync
-from aiostreams.topology.dsl_table import Table, initial_value
-from aiostreams.topology.processor import ProcessorContext
+from aiostreams.topology.dsl_table import Table
+from aiostreams.topology.sliding_windows import SlidingWindowAggregateProcessor
+from aiostreams.topology.table_processors import initial_value
 from aiostreams.topology.window_processors import (
     SessionAggregateProcessor,
     SessionGetter,
     TimeWindowAggregateProcessor,
     TimeWindowGetter,
 )
-from aiostreams.topology.windows import (
-    HoppingWindows,
-    LateRecords,
+from aiostreams.windows import (
     SessionWindowedSerde,
     SessionWindows,
+    SlidingWindows,
     TimeWindowedSerde,
     TimeWindows,
-    TumblingWindows,
     Windowed,
-    duration_ms,
     to_ms,
 )
 
@@ -50,29 +47,6 @@ if TYPE_CHECKING:
 K = TypeVar("K")
 V = TypeVar("V")
 VA = TypeVar("VA")
-
-__all__ = [
-    "HoppingWindows",
-    "LateRecords",
-    "SessionWindowedSerde",
-    "SessionWindowedStream",
-    "SessionWindows",
-    "TimeWindowedSerde",
-    "TimeWindowedStream",
-    "TimeWindows",
-    "TumblingWindows",
-    "Windowed",
-    "stream_time_ms",
-    "to_ms",
-]
-
-_duration_ms = duration_ms  # the name the join module imports
-
-
-def stream_time_ms(ctx: ProcessorContext) -> int:
-    """The task's stream time as of the current record's issue, in milliseconds."""
-    now = ctx.stream_time
-    return to_ms(now) if math.isfinite(now) else -(2**62)
 
 
 # -- the user-facing classes ------------------------------------------------------------
@@ -132,7 +106,7 @@ class TimeWindowedStream(Generic[K, V]):
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
                value_serde: Any = None, name: str | None = None) -> Table[Windowed[K], V]:
-        _require_sync(reducer, "reduce")
+        require_sync(reducer, "reduce")
         first = object()
 
         def add(_key: Any, value: Any, old: Any) -> Any:
@@ -148,7 +122,7 @@ class TimeWindowedStream(Generic[K, V]):
                   persistent: bool = False, retention: float | None = None,
                   value_serde: Any = None,
                   name: str | None = None) -> Table[Windowed[K], VA]:
-        _require_sync(aggregator, "aggregate")
+        require_sync(aggregator, "aggregate")
         return self._aggregate(
             "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator,
             materialized=materialized, persistent=persistent, retention=retention,
@@ -200,7 +174,7 @@ class SessionWindowedStream(Generic[K, V]):
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
                value_serde: Any = None, name: str | None = None) -> Table[Windowed[K], V]:
-        _require_sync(reducer, "reduce")
+        require_sync(reducer, "reduce")
         first = object()
 
         def add(_key: Any, value: Any, old: Any) -> Any:
@@ -219,9 +193,75 @@ class SessionWindowedStream(Generic[K, V]):
                   *, materialized: str | None = None, persistent: bool = False,
                   retention: float | None = None, value_serde: Any = None,
                   name: str | None = None) -> Table[Windowed[K], VA]:
-        _require_sync(aggregator, "aggregate")
-        _require_sync(merger, "aggregate")
+        require_sync(aggregator, "aggregate")
+        require_sync(merger, "aggregate")
         return self._aggregate(
             "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator, merger,
             materialized=materialized, persistent=persistent, retention=retention,
             name=name, value_serde=_value_serde(value_serde, None))
+
+
+class SlidingWindowedStream:
+    """A grouped stream aggregated over sliding windows (``windowed_by(SlidingWindows)``)."""
+
+    def __init__(self, grouped: GroupedStream[Any, Any], windows: SlidingWindows) -> None:
+        self.grouped = grouped
+        self.windows = windows
+
+    def _aggregate(self, start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any], *,
+                   materialized: str | None, persistent: bool, retention: float | None,
+                   value_serde: Serde[Any], name: str | None) -> Table[Windowed[Any], Any]:
+        builder = self.grouped.builder
+        windows = self.windows
+        minimum_ms = 2 * windows.difference_ms + windows.grace_ms
+        if retention is not None and to_ms(retention) < minimum_ms:
+            raise ConfigError(f"retention ({retention}s) of a sliding-window store must be at "
+                              f"least 2 x time difference + grace ({minimum_ms / 1000}s)")
+        store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
+        late = builder.late
+        node = builder.add_processor(
+            "KSTREAM-AGGREGATE",
+            lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late),
+            [self.grouped.stream.node], name=name)
+        builder.add_store(window_store_spec(
+            store, retention=retention if retention is not None else minimum_ms / 1000,
+            persistent=persistent, key_serde=self.grouped.key_serde,
+            value_serde=TimestampedSerde(value_serde)), node)
+        from aiostreams.topology.window_processors import TimeWindowGetter
+
+        return Table(builder, node, TimeWindowGetter(store),
+                     key_serde=TimeWindowedSerde(self.grouped.key_serde,
+                                                 size=windows.difference_ms / 1000),
+                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
+
+    def count(self, *, materialized: str | None = None, persistent: bool = False,
+              retention: float | None = None, name: str | None = None) -> Table[Any, int]:
+        return self._aggregate(lambda: 0, lambda _k, _v, n: n + 1, materialized=materialized,
+                               persistent=persistent, retention=retention,
+                               value_serde=LongSerde(), name=name)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any], *, materialized: str | None = None,
+               persistent: bool = False, retention: float | None = None,
+               value_serde: Any = None, name: str | None = None) -> Table[Any, Any]:
+        """``reducer(aggregate, value)``; a window's first value is its aggregate."""
+
+        require_sync(reducer, "reduce")
+        return self._aggregate(
+            lambda: None, lambda _k, v, agg: v if agg is None else reducer(agg, v),
+            materialized=materialized, persistent=persistent, retention=retention, name=name,
+            value_serde=serde_for(value_serde) if value_serde is not None
+            else self.grouped.value_serde or JsonSerde())
+
+    def aggregate(self, initializer: Any, aggregator: Callable[[Any, Any, Any], Any], *,
+                  materialized: str | None = None, persistent: bool = False,
+                  retention: float | None = None, value_serde: Any = None,
+                  name: str | None = None) -> Table[Any, Any]:
+
+        require_sync(aggregator, "aggregate")
+        return self._aggregate(
+            lambda: initial_value(initializer), aggregator, materialized=materialized,
+            persistent=persistent, retention=retention, name=name,
+            value_serde=serde_for(value_serde) if value_serde is not None else JsonSerde())
+
+
+__all__ = ["SessionWindowedStream", "SlidingWindowedStream", "TimeWindowedStream"]

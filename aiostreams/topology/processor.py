@@ -36,6 +36,9 @@ VIn = TypeVar("VIn")
 
 
 class PunctuationType(enum.Enum):
+    """What a punctuation's interval is measured in: stream time (record timestamps) or
+    the wall clock."""
+
     STREAM_TIME = "stream_time"
     WALL_CLOCK = "wall_clock"
 

@@ -38,55 +38,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from aiostreams.errors import ConfigError
-from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
 from aiostreams.topology.dsl_stores import (
-    TimestampedSerde,
     ValueAndTimestamp,
     WindowAccess,
     window_access,
-    window_store_spec,
 )
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
-from aiostreams.topology.windows import (
+from aiostreams.types import Record
+from aiostreams.windows import (
     LateRecords,
-    TimeWindowedSerde,
+    SlidingWindows,
     Windowed,
-    duration_ms,
     restamped,
     to_ms,
 )
-from aiostreams.types import Record
 
 if TYPE_CHECKING:
-    from aiostreams.topology.dsl_table import GroupedStream, Table
+    pass
 
 AnyRecord = Record[Any, Any]
 Stamped = ValueAndTimestamp
-
-
-class SlidingWindows:
-    """Windows of ``time_difference`` seconds defined by the records (see the module
-    docstring), accepting records ``grace`` seconds late."""
-
-    def __init__(self, time_difference: float, *, grace: float) -> None:
-        self.difference_ms = duration_ms("time difference", time_difference)
-        self.grace_ms = duration_ms("grace", grace)
-
-    @classmethod
-    def of_time_difference_and_grace(cls, time_difference: float,
-                                     grace: float) -> SlidingWindows:
-        """Kafka's ``SlidingWindows.ofTimeDifferenceAndGrace`` (seconds)."""
-        return cls(time_difference, grace=grace)
-
-    @classmethod
-    def of_time_difference_without_grace(cls, time_difference: float) -> SlidingWindows:
-        return cls(time_difference, grace=0.0)
-
-    def __repr__(self) -> str:
-        return (f"SlidingWindows(time_difference={self.difference_ms / 1000}, "
-                f"grace={self.grace_ms / 1000})")
 
 
 class SlidingWindowAggregateProcessor(Processor[Any, Any]):
@@ -223,72 +195,4 @@ class SlidingWindowAggregateProcessor(Processor[Any, Any]):
             to_ms(agg.timestamp)))
 
 
-class SlidingWindowedStream:
-    """A grouped stream aggregated over sliding windows (``windowed_by(SlidingWindows)``)."""
-
-    def __init__(self, grouped: GroupedStream[Any, Any], windows: SlidingWindows) -> None:
-        self.grouped = grouped
-        self.windows = windows
-
-    def _aggregate(self, start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any], *,
-                   materialized: str | None, persistent: bool, retention: float | None,
-                   value_serde: Serde[Any], name: str | None) -> Table[Windowed[Any], Any]:
-        from aiostreams.topology.dsl_table import Table
-
-        builder = self.grouped.builder
-        windows = self.windows
-        minimum_ms = 2 * windows.difference_ms + windows.grace_ms
-        if retention is not None and to_ms(retention) < minimum_ms:
-            raise ConfigError(f"retention ({retention}s) of a sliding-window store must be at "
-                              f"least 2 x time difference + grace ({minimum_ms / 1000}s)")
-        store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
-        late = builder.late
-        node = builder.add_processor(
-            "KSTREAM-AGGREGATE",
-            lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late),
-            [self.grouped.stream.node], name=name)
-        builder.add_store(window_store_spec(
-            store, retention=retention if retention is not None else minimum_ms / 1000,
-            persistent=persistent, key_serde=self.grouped.key_serde,
-            value_serde=TimestampedSerde(value_serde)), node)
-        from aiostreams.topology.window_processors import TimeWindowGetter
-
-        return Table(builder, node, TimeWindowGetter(store),
-                     key_serde=TimeWindowedSerde(self.grouped.key_serde,
-                                                 size=windows.difference_ms / 1000),
-                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
-
-    def count(self, *, materialized: str | None = None, persistent: bool = False,
-              retention: float | None = None, name: str | None = None) -> Table[Any, int]:
-        return self._aggregate(lambda: 0, lambda _k, _v, n: n + 1, materialized=materialized,
-                               persistent=persistent, retention=retention,
-                               value_serde=LongSerde(), name=name)
-
-    def reduce(self, reducer: Callable[[Any, Any], Any], *, materialized: str | None = None,
-               persistent: bool = False, retention: float | None = None,
-               value_serde: Any = None, name: str | None = None) -> Table[Any, Any]:
-        """``reducer(aggregate, value)``; a window's first value is its aggregate."""
-        from aiostreams.topology.dsl_stream import _require_sync
-
-        _require_sync(reducer, "reduce")
-        return self._aggregate(
-            lambda: None, lambda _k, v, agg: v if agg is None else reducer(agg, v),
-            materialized=materialized, persistent=persistent, retention=retention, name=name,
-            value_serde=serde_for(value_serde) if value_serde is not None
-            else self.grouped.value_serde or JsonSerde())
-
-    def aggregate(self, initializer: Any, aggregator: Callable[[Any, Any, Any], Any], *,
-                  materialized: str | None = None, persistent: bool = False,
-                  retention: float | None = None, value_serde: Any = None,
-                  name: str | None = None) -> Table[Any, Any]:
-        from aiostreams.topology.dsl_stream import _require_sync
-        from aiostreams.topology.dsl_table import initial_value
-
-        _require_sync(aggregator, "aggregate")
-        return self._aggregate(
-            lambda: initial_value(initializer), aggregator, materialized=materialized,
-            persistent=persistent, retention=retention, name=name,
-            value_serde=serde_for(value_serde) if value_serde is not None else JsonSerde())
-
-
-__all__ = ["SlidingWindowAggregateProcessor", "SlidingWindowedStream", "SlidingWindows"]
+__all__ = ["SlidingWindowAggregateProcessor"]

@@ -47,8 +47,8 @@ from aiostreams.serde import Serde
 from aiostreams.topology.dsl_stores import ListSerde, fetch_all, window_access
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.stream_time import NO_TIME
-from aiostreams.topology.windows import restamped, to_ms
 from aiostreams.types import Record
+from aiostreams.windows import restamped, to_ms
 
 AnyRecord = Record[Any, Any]
 _NEVER = 2**63 - 1

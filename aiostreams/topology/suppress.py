@@ -32,64 +32,26 @@ Invariant (asserted): after a record, no buffered entry has buffer time ``<= str
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from aiostreams.errors import AiostreamsError, ConfigError, TopologyError
+from aiostreams.errors import AiostreamsError, TopologyError
 from aiostreams.serde import Serde
-from aiostreams.topology.dsl_stores import kv_store_spec
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.stream_time import NodeStreamTime
 from aiostreams.topology.table_changes import TableUpdate, old_value
-from aiostreams.topology.windows import Windowed, duration_ms, to_ms
 from aiostreams.types import Record
+from aiostreams.windows import Suppressed, Windowed, to_ms
 
 if TYPE_CHECKING:
-    from aiostreams.topology.dsl_table import Table
+    pass
 
 AnyRecord = Record[Any, Any]
-WhenFull = Literal["emit_early", "shut_down"]
 
 
 class SuppressBufferFullError(AiostreamsError):
     """A ``shut_down`` suppression buffer would hold more than its ``max_records``."""
-
-
-@dataclass(frozen=True)
-class Suppressed:
-    """How a suppression holds updates back; build it with :func:`until_window_closes` or
-    :func:`until_time_limit`."""
-
-    until: Literal["window_closes", "time_limit"]
-    wait_ms: int
-    max_records: int | None
-    when_full: WhenFull
-
-
-def until_window_closes(*, max_records: int | None = None) -> Suppressed:
-    """Emit only each window's final result, once stream time passes its end + grace.
-    The buffer is unbounded unless ``max_records`` is given; a full buffer then stops the
-    task (``shut_down``: emitting early would not be a final result)."""
-    return Suppressed("window_closes", 0, _max_records(max_records), "shut_down")
-
-
-def until_time_limit(time_to_wait: float, *, max_records: int | None = None,
-                     when_full: WhenFull = "emit_early") -> Suppressed:
-    """Emit a key's latest update ``time_to_wait`` seconds (of stream time) after its first
-    held update; at most ``max_records`` keys held (``emit_early`` the earliest when full,
-    or ``shut_down``)."""
-    if when_full not in ("emit_early", "shut_down"):
-        raise ConfigError(f"until_time_limit(when_full={when_full!r}): use 'emit_early' or "
-                          f"'shut_down'")
-    return Suppressed("time_limit", duration_ms("time_to_wait", time_to_wait),
-                      _max_records(max_records), when_full)
-
-
-def _max_records(n: int | None) -> int | None:
-    if n is not None and (not isinstance(n, int) or n < 0):
-        raise ConfigError(f"max_records must be a non-negative int or None, got {n!r}")
-    return n
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,13 +129,15 @@ class SuppressProcessor(Processor[Any, Any]):
         entry = BufferEntry(held.time_ms if held is not None else self._buffer_time(key, ts),
                             record.value, old_value(record), ts, tuple(record.headers),
                             record.topic, record.partition, record.offset)
-        entries = {k: e async for k, e in store.range(None, None)}
-        entries[key] = entry
-        ordered = sorted(entries.items(), key=lambda item: (
-            item[1].time_ms, self.key_serde.serialize(self.store_name, item[0]) or b""))
+        # by key bytes, as the store keys them (Python's == merges 1 and True under JSON)
+        key_bytes = self._key_bytes
+        mine = key_bytes(key)
+        entries = {key_bytes(k): (k, e) async for k, e in store.range(None, None)}
+        entries[mine] = (key, entry)
+        ordered = sorted(entries.items(), key=lambda item: (item[1][1].time_ms, item[0]))
         expiry = now - self.wait_ms
         due = 0
-        while due < len(ordered) and ordered[due][1].time_ms <= expiry:
+        while due < len(ordered) and ordered[due][1][1].time_ms <= expiry:
             due += 1
         limit = self.suppressed.max_records
         if limit is not None and len(ordered) - due > limit:
@@ -183,14 +147,17 @@ class SuppressProcessor(Processor[Any, Any]):
                     f"keys, more than max_records={limit} (when_full='shut_down'); raise "
                     f"max_records, or use until_time_limit(..., when_full='emit_early')")
             due = len(ordered) - limit
-        for k, e in ordered[:due]:
+        for kb, (k, e) in ordered[:due]:
             self._emit(k, e)
-            if k != key or held is not None:
+            if kb != mine or held is not None:
                 store.delete(k)
-        if due == 0 or all(k != key for k, _ in ordered[:due]):
+        if due == 0 or all(kb != mine for kb, _ in ordered[:due]):
             store.put(key, entry)
-        assert all(e.time_ms > expiry for _, e in ordered[due:])
+        assert all(e.time_ms > expiry for _, (_, e) in ordered[due:])
         assert limit is None or len(ordered) - due <= limit
+
+    def _key_bytes(self, key: Any) -> bytes:
+        return self.key_serde.serialize(self.store_name, key) or b""
 
     def _emit(self, key: Any, e: BufferEntry) -> None:
         if e.new is None and self.suppressed.until == "window_closes":
@@ -200,51 +167,6 @@ class SuppressProcessor(Processor[Any, Any]):
                                          e.ts_ms / 1000, e.headers, e.old))
 
 
-def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str | None,
-                   ) -> Table[Any, Any]:
-    """``table.suppress(suppressed)`` (see :meth:`Table.suppress`)."""
-    from aiostreams.topology.dsl_table import Table, ValueGetter
-
-    if not isinstance(suppressed, Suppressed):
-        raise TopologyError(f"suppress() takes until_window_closes(...) or "
-                            f"until_time_limit(...), got {type(suppressed).__name__}")
-    builder = table.builder
-    if suppressed.until == "window_closes":
-        if table.window_grace_ms is None:
-            raise TopologyError(
-                f"suppress(until_window_closes()) after {table.node}: window close time is "
-                f"only defined for windowed aggregations (windowed_by(...).count/reduce/"
-                f"aggregate and the tables derived from them); use until_time_limit() on "
-                f"other tables")
-        wait_ms = table.window_grace_ms
-    else:
-        wait_ms = suppressed.wait_ms
-    store = builder.store_name("KTABLE-SUPPRESS-STATE-STORE",
-                               None if name is None else f"{name}-store")
-    key_serde = table.key_serde
-    value_serde = table.value_serde
-    if key_serde is None or value_serde is None:
-        raise TopologyError(f"suppress() after {table.node}: the table's key and value "
-                            f"serdes are unknown; give value_serde= to the step before")
-    table.old_values.enable()
-    node = builder.new_name("KTABLE-SUPPRESS", name)
-    builder.add_processor("KTABLE-SUPPRESS",
-                          lambda: SuppressProcessor(node, store, suppressed, wait_ms,
-                                                    key_serde),
-                          [table.node], name=node)
-    builder.add_store(kv_store_spec(store, persistent=False, key_serde=key_serde,
-                                    value_serde=BufferEntrySerde(value_serde)), node)
-    # Kafka's view of a suppressed table answers from the buffer's prior values; none is
-    # offered here, so a join on it is refused at build time ("no store to read").
-    return Table(builder, node, ValueGetter(), key_serde=key_serde, value_serde=value_serde,
-                 store=None, materialized_upstream=table.materialized_upstream)
 
 
-__all__ = [
-    "SuppressBufferFullError",
-    "SuppressProcessor",
-    "Suppressed",
-    "suppress_table",
-    "until_time_limit",
-    "until_window_closes",
-]
+__all__ = ["BufferEntrySerde", "SuppressBufferFullError", "SuppressProcessor"]

@@ -26,8 +26,8 @@ from typing import Any
 
 from aiostreams.topology.dsl_stores import ValueAndTimestamp
 from aiostreams.topology.processor import ProcessorContext
-from aiostreams.topology.windows import to_ms
 from aiostreams.types import Record
+from aiostreams.windows import to_ms
 
 NO_TIMESTAMP = -1
 """The timestamp of a value that has none (Kafka's ``UNKNOWN``)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiostreams.errors import TopologyError
+from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.topic import Topic
 from aiostreams.topology.internal_topics import KV_CHANGELOG_CONFIG
@@ -35,6 +36,8 @@ class ProcessorNode:
     parents: tuple[str, ...]
     stores: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    retry: Retry | None = None
+    """This node's retry policy (an async step's ``retry=``); ``None``: the app's."""
 
 
 @dataclass
@@ -175,7 +178,9 @@ class Topology:
         supplier: ProcessorSupplier | type[Processor[Any, Any]],
         *parents: str,
         stores: Sequence[str] = (),
+        retry: Retry | None = None,
     ) -> Topology:
+        """Add a processor node; ``retry`` overrides the app's retry policy for it."""
         self._claim_name(name)
         if not parents:
             raise TopologyError(f"processor {name!r} needs at least one parent")
@@ -184,8 +189,23 @@ class Topology:
                 f"processor {name!r}: the supplier must be a callable returning a new "
                 "Processor (a class or a factory function)"
             )
-        self._nodes[name] = ProcessorNode(name, supplier, tuple(parents), list(stores))
+        self._nodes[name] = ProcessorNode(name, supplier, tuple(parents), list(stores),
+                                          retry=retry)
         return self
+
+    def set_retry(self, name: str, retry: Retry) -> None:
+        """Give processor ``name`` its own retry policy (instead of the app's)."""
+        node = self._nodes.get(name)
+        if not isinstance(node, ProcessorNode):
+            raise TopologyError(f"no processor named {name!r} to set a retry policy on: "
+                                "add the processor first")
+        node.retry = retry
+
+    @property
+    def node_retries(self) -> dict[str, Retry]:
+        """The processors with a retry policy of their own, by name (a new dict)."""
+        return {name: node.retry for name, node in self._nodes.items()
+                if isinstance(node, ProcessorNode) and node.retry is not None}
 
     def add_sink(
         self,
@@ -458,3 +478,15 @@ def _iter_nodes(sub: SubTopology) -> Iterable[Node]:
 
 def _mid(name: str) -> str:
     return "n_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+__all__ = [
+    "ExternalSinkNode",
+    "Node",
+    "ProcessorNode",
+    "SinkNode",
+    "SourceNode",
+    "StoreSpec",
+    "SubTopology",
+    "Topology",
+]

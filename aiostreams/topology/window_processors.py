@@ -33,10 +33,11 @@ from collections.abc import Callable
 from typing import Any
 
 from aiostreams.topology.dsl_stores import ValueAndTimestamp, WindowAccess, window_access
-from aiostreams.topology.dsl_table import ValueGetter
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
-from aiostreams.topology.windows import (
+from aiostreams.topology.table_processors import ValueGetter
+from aiostreams.types import Record
+from aiostreams.windows import (
     LateRecords,
     SessionWindows,
     TimeWindows,
@@ -44,7 +45,6 @@ from aiostreams.topology.windows import (
     restamped,
     to_ms,
 )
-from aiostreams.types import Record
 
 AnyRecord = Record[Any, Any]
 _NO_END = float("inf")

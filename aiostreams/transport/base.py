@@ -25,15 +25,97 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields
+from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
+from aiostreams.errors import ConfigError
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 
 class IsolationLevel(enum.Enum):
     READ_UNCOMMITTED = "read_uncommitted"
     READ_COMMITTED = "read_committed"
+
+    @classmethod
+    def of(cls, read_committed: bool) -> IsolationLevel:
+        """``READ_COMMITTED`` when ``read_committed`` (an exactly-once app), else
+        ``READ_UNCOMMITTED``."""
+        return cls.READ_COMMITTED if read_committed else cls.READ_UNCOMMITTED
+
+
+OFFSET_RESETS = ("earliest", "latest")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """How a consumer is configured, one object for every transport and every caller.
+
+    Invariants (checked at construction, raising :class:`ConfigError` naming the field):
+    ``max_poll_records >= 1``; ``auto_offset_reset`` is ``"earliest"`` or ``"latest"``;
+    ``group_id`` is None (no group: ``assign`` only) or non-empty; ``group_instance_id``
+    (static membership) only with a ``group_id``.
+    """
+
+    group_id: str | None = None
+    client_id: str = "aiostreams"
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    group_instance_id: str | None = None
+    max_poll_records: int = 2000
+    auto_offset_reset: str = "earliest"
+
+    def __post_init__(self) -> None:
+        if self.max_poll_records < 1:
+            raise ConfigError(
+                f"max_poll_records must be at least 1, got {self.max_poll_records}")
+        if self.auto_offset_reset not in OFFSET_RESETS:
+            raise ConfigError(f"auto_offset_reset must be one of {OFFSET_RESETS}, "
+                              f"got {self.auto_offset_reset!r}")
+        if self.group_id == "":
+            raise ConfigError("group_id must be a non-empty string, or None for no group")
+        if self.group_instance_id is not None and self.group_id is None:
+            raise ConfigError("group_instance_id (static membership) needs a group_id")
+
+    @classmethod
+    def of(cls, group_id: str | None, options: ConsumerOptions | None,
+           settings: ConsumerSettings) -> ConsumerOptions:
+        """The options ``Transport.consumer(group_id, options=..., **settings)`` asks for:
+        either a whole ``options`` object, or a ``group_id`` and keyword settings."""
+        if options is None:
+            return cls(group_id, **settings)
+        if group_id is not None or settings:
+            raise ConfigError(
+                "give a consumer either options=ConsumerOptions(...) or a group_id and "
+                f"keyword settings, not both (got group_id={group_id!r}, "
+                f"settings {sorted(settings)})")
+        return options
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level is IsolationLevel.READ_COMMITTED
+
+    def require_group(self, action: str) -> str:
+        """The group id, or a :class:`ConfigError` saying ``action`` needs one."""
+        if self.group_id is None:
+            raise ConfigError(
+                f"cannot {action} without a group: create the consumer with a group_id, "
+                "e.g. transport.consumer('my-group')"
+            )
+        return self.group_id
+
+
+class ConsumerSettings(TypedDict, total=False):
+    """:class:`ConsumerOptions`' fields but the group, as keyword arguments."""
+
+    client_id: str
+    isolation_level: IsolationLevel
+    group_instance_id: str | None
+    max_poll_records: int
+    auto_offset_reset: str
+
+
+assert {f.name for f in fields(ConsumerOptions)} == {
+    "group_id", *ConsumerSettings.__annotations__
+}, "ConsumerSettings must list ConsumerOptions' fields but group_id"
 
 
 class RebalanceListener(Protocol):
@@ -169,14 +251,14 @@ class Transport(Protocol):
 
     def consumer(
         self,
-        group_id: str | None,
+        group_id: str | None = None,
         *,
-        client_id: str = "aiostreams",
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        group_instance_id: str | None = None,
-        max_poll_records: int = 2000,
-        auto_offset_reset: str = "earliest",
-    ) -> Consumer: ...
+        options: ConsumerOptions | None = None,
+        **settings: Unpack[ConsumerSettings],
+    ) -> Consumer:
+        """A consumer configured by ``options``, or by ``group_id`` and ``settings`` (the
+        other fields of :class:`ConsumerOptions`); see :meth:`ConsumerOptions.of`."""
+        ...
 
     def producer(
         self, *, client_id: str = "aiostreams", transactional_id: str | None = None

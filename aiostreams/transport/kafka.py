@@ -16,10 +16,10 @@ Tested against Kafka 3.9 (KRaft) started by :mod:`aiostreams.localkafka`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from aiostreams.errors import ConfigError
-from aiostreams.transport.base import IsolationLevel
+from aiostreams.transport.base import ConsumerOptions, ConsumerSettings
 from aiostreams.transport.kafka_admin import KafkaAdmin
 from aiostreams.transport.kafka_connection import SCHEME, KafkaOptions, parse_bootstrap
 from aiostreams.transport.kafka_consumer import KafkaConsumer
@@ -65,24 +65,13 @@ class KafkaTransport:
 
     def consumer(
         self,
-        group_id: str | None,
+        group_id: str | None = None,
         *,
-        client_id: str = "aiostreams",
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        group_instance_id: str | None = None,
-        max_poll_records: int = 2000,
-        auto_offset_reset: str = "earliest",
+        options: ConsumerOptions | None = None,
+        **settings: Unpack[ConsumerSettings],
     ) -> KafkaConsumer:
         return KafkaConsumer(
-            self._bootstrap,
-            self.options,
-            group_id,
-            client_id=client_id,
-            isolation_level=isolation_level,
-            group_instance_id=group_instance_id,
-            max_poll_records=max_poll_records,
-            auto_offset_reset=auto_offset_reset,
-        )
+            self._bootstrap, self.options, ConsumerOptions.of(group_id, options, settings))
 
     def producer(
         self, *, client_id: str = "aiostreams", transactional_id: str | None = None

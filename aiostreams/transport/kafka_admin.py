@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaError, for_code
 from aiokafka.structs import TopicPartition as AIOTopicPartition
 
-from aiostreams.errors import TransportError, UnknownTopicError
+from aiostreams.errors import TransportError
 from aiostreams.transport.base import TopicSpec
 from aiostreams.transport.kafka_connection import (
     KafkaOptions,
+    existing_partition_counts,
     partition_counts,
     start_or_unavailable,
 )
@@ -86,16 +88,10 @@ class KafkaAdmin:
             raise TransportError(
                 f"cannot create topics {[s.name for s in specs]} at {self._bootstrap}: {exc!r}"
             ) from exc
-        for result in response.to_object()["topic_errors"]:
-            code = result["error_code"]
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise TransportError(
-                    f"the broker at {self._bootstrap} refused to create topic "
-                    f"{result['topic']!r}: {for_code(code).__name__}: "
-                    f"{result.get('error_message') or for_code(code).description} "
-                    "Fix the TopicSpec (partitions, replication_factor, config) to suit the "
-                    "cluster."
-                )
+        self._check_results(
+            response.to_object()["topic_errors"], "create", ok=(0, _TOPIC_ALREADY_EXISTS),
+            advice="Fix the TopicSpec (partitions, replication_factor, config) to suit the "
+                   "cluster.")
         await self._await_metadata(admin, [spec.name for spec in specs], present=True)
 
     async def partitions_for(self, topic: str) -> int | None:
@@ -119,27 +115,15 @@ class KafkaAdmin:
         admin = self._require_started()
         if not topics:
             return
-        counts = await partition_counts(admin._client, topics, bootstrap=self._bootstrap)
-        missing = sorted(topic for topic, count in counts.items() if count is None)
-        if missing:
-            raise UnknownTopicError(
-                f"cannot delete topic(s) {missing}: the broker at {self._bootstrap} has no "
-                "such topic; nothing was deleted"
-            )
+        await existing_partition_counts(admin._client, topics, bootstrap=self._bootstrap,
+                                        action="delete", advice="Nothing was deleted.")
         try:
             response = await admin.delete_topics(list(topics))
         except KafkaError as exc:
             raise TransportError(
                 f"cannot delete topics {list(topics)} at {self._bootstrap}: {exc!r}"
             ) from exc
-        for result in response.to_object()["topic_error_codes"]:
-            code = result["error_code"]
-            if code != 0:
-                raise TransportError(
-                    f"the broker at {self._bootstrap} refused to delete topic "
-                    f"{result['topic']!r}: {for_code(code).__name__}: "
-                    f"{for_code(code).description}"
-                )
+        self._check_results(response.to_object()["topic_error_codes"], "delete", ok=(0,))
         await self._await_metadata(admin, list(topics), present=False)
 
     async def delete_records(self, before: Mapping[TopicPartition, int]) -> None:
@@ -178,6 +162,19 @@ class KafkaAdmin:
                     "(its controller log) and retry"
                 )
             await asyncio.sleep(self._options.retry_backoff)
+
+    def _check_results(self, results: list[dict[str, Any]], verb: str, *,
+                       ok: tuple[int, ...], advice: str = "") -> None:
+        """Raise :class:`TransportError` for the first topic whose error code is not ``ok``."""
+        for result in results:
+            code = result["error_code"]
+            if code not in ok:
+                error = for_code(code)
+                detail = result.get("error_message") or error.description
+                raise TransportError(
+                    f"the broker at {self._bootstrap} refused to {verb} topic "
+                    f"{result['topic']!r}: {error.__name__}: {detail} {advice}".rstrip()
+                )
 
     def _require_started(self) -> AIOKafkaAdminClient:
         if self._admin is None:

@@ -23,7 +23,12 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.protocol.metadata import MetadataRequest
 from pydantic import SecretStr
 
-from aiostreams.errors import BrokerUnavailableError, ConfigError, TransportError
+from aiostreams.errors import (
+    BrokerUnavailableError,
+    ConfigError,
+    TransportError,
+    UnknownTopicError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -213,3 +218,21 @@ async def partition_counts(
                 f"{error.__name__} (Kafka error code {topic['error_code']}): {error.description}"
             )
     return counts
+
+
+CREATE_IT_FIRST = "Create it first (Admin.create_topics), or check the name."
+
+
+async def existing_partition_counts(
+    client: Any, topics: Collection[str], *, bootstrap: str, action: str, advice: str
+) -> dict[str, int]:
+    """:func:`partition_counts` of topics that must all exist: else raise
+    :class:`UnknownTopicError` "cannot ``action`` topic(s) [...]: ... ``advice``"."""
+    counts = await partition_counts(client, topics, bootstrap=bootstrap)
+    missing = sorted(topic for topic, count in counts.items() if count is None)
+    if missing:
+        raise UnknownTopicError(
+            f"cannot {action} topic(s) {missing}: the broker at {bootstrap} has no such "
+            f"topic. {advice}"
+        )
+    return {topic: count for topic, count in counts.items() if count is not None}

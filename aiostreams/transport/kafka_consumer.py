@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -31,19 +31,20 @@ from aiokafka.errors import CommitFailedError as AioCommitFailedError
 from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import CommitFailedError, ConfigError, TransportError, UnknownTopicError
-from aiostreams.transport.base import IsolationLevel, RebalanceListener
+from aiostreams.errors import CommitFailedError, TransportError
+from aiostreams.transport import lifecycle
+from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.kafka_connection import (
+    CREATE_IT_FIRST,
     KafkaOptions,
-    partition_counts,
+    existing_partition_counts,
     start_or_unavailable,
     to_ms,
 )
 from aiostreams.transport.kafka_offsets import list_end_offsets
 from aiostreams.transport.kafka_raw_fetch import fetch_tolerant
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
-from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ConsumerState, check_consumer_options
+from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.types import RawRecord, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -67,25 +68,12 @@ class KafkaConsumer:
     def __init__(
         self,
         bootstrap: str,
-        options: KafkaOptions,
-        group_id: str | None,
-        *,
-        client_id: str = "aiostreams",
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        group_instance_id: str | None = None,
-        max_poll_records: int = 2000,
-        auto_offset_reset: str = "earliest",
+        kafka_options: KafkaOptions,
+        options: ConsumerOptions,
     ) -> None:
-        check_consumer_options(group_id, group_instance_id, max_poll_records,
-                               auto_offset_reset)
         self._bootstrap = bootstrap
-        self._options = options
-        self._group_id = group_id
-        self._client_id = client_id
-        self.isolation_level = isolation_level
-        self._group_instance_id = group_instance_id
-        self._max_poll_records = max_poll_records
-        self._auto_offset_reset = auto_offset_reset
+        self._kafka = kafka_options
+        self.options = options
         self._state = ConsumerState.CREATED
         self._consumer: AIOKafkaConsumer | None = None
         self._bridge = RebalanceBridge()
@@ -115,23 +103,23 @@ class KafkaConsumer:
         before takes effect at once; a subscription is joined by the first ``getmany``."""
         self._transition(ConsumerState.STARTED)
         consumer = AIOKafkaConsumer(
-            **self._options.client_kwargs(self._bootstrap, self._client_id),
-            group_id=self._group_id,
-            group_instance_id=self._group_instance_id,
+            **self._kafka.client_kwargs(self._bootstrap, self.options.client_id),
+            group_id=self.options.group_id,
+            group_instance_id=self.options.group_instance_id,
             enable_auto_commit=False,
-            auto_offset_reset=self._auto_offset_reset,
-            isolation_level=self.isolation_level.value,
-            max_poll_records=self._max_poll_records,
-            session_timeout_ms=to_ms(self._options.session_timeout),
-            heartbeat_interval_ms=to_ms(self._options.heartbeat_interval),
-            max_poll_interval_ms=to_ms(self._options.max_poll_interval),
-            rebalance_timeout_ms=to_ms(self._options.max_poll_interval),
-            fetch_max_wait_ms=to_ms(self._options.fetch_max_wait),
+            auto_offset_reset=self.options.auto_offset_reset,
+            isolation_level=self.options.isolation_level.value,
+            max_poll_records=self.options.max_poll_records,
+            session_timeout_ms=to_ms(self._kafka.session_timeout),
+            heartbeat_interval_ms=to_ms(self._kafka.heartbeat_interval),
+            max_poll_interval_ms=to_ms(self._kafka.max_poll_interval),
+            rebalance_timeout_ms=to_ms(self._kafka.max_poll_interval),
+            fetch_max_wait_ms=to_ms(self._kafka.fetch_max_wait),
         )
         try:
             await start_or_unavailable(
                 consumer.start, consumer.stop, bootstrap=self._bootstrap,
-                options=self._options, what=f"consumer {self._client_id!r}",
+                options=self._kafka, what=f"consumer {self.options.client_id!r}",
             )
         except BaseException:
             if self._state is ConsumerState.STARTED:
@@ -176,17 +164,8 @@ class KafkaConsumer:
     def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
         """Subscribe the group member to ``topics``; the next ``getmany`` checks that they
         exist (else :class:`UnknownTopicError`), joins the group and runs the callbacks."""
-        self._require_open("subscribe")
-        self._require_group("subscribe")
-        if self._manual is not None:
-            raise TransportError(
-                "this consumer was given partitions with assign(); subscribe and assign "
-                "are exclusive, use a separate consumer for each"
-            )
-        if isinstance(topics, str) or not topics:
-            raise ValueError(
-                f"subscribe needs a non-empty collection of topic names, got {topics!r}"
-            )
+        lifecycle.check_subscribe(self._state, self.options, topics,
+                                  assigned=self._manual is not None)
         self._topics = frozenset(topics)
         self._listener = listener
         self._subscription_applied = False
@@ -200,7 +179,7 @@ class KafkaConsumer:
         at the group's committed offset (when there is a group_id), else per
         ``auto_offset_reset``. Unknown topics raise from the next ``getmany``.
         """
-        self._require_open("assign")
+        lifecycle.require_consumer_open(self._state, "assign")
         if self._topics is not None:
             raise TransportError(
                 "this consumer subscribed to topics; subscribe and assign are exclusive, "
@@ -240,14 +219,7 @@ class KafkaConsumer:
         does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
         """
         consumer = self._require_started("getmany")
-        if timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
-        if max_records is not None and max_records < 1:
-            raise ValueError(f"max_records must be at least 1, got {max_records}")
-        if self._polling:
-            raise TransportError(
-                "getmany is already running on this consumer; read a consumer from one task"
-            )
+        lifecycle.check_getmany(timeout, max_records, self._polling)
         self._polling = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -343,11 +315,11 @@ class KafkaConsumer:
         try:
             fetched = await fetch_tolerant(
                 consumer._client, positions,
-                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+                read_committed=self.options.read_committed)
         except KafkaError as exc:
             raise TransportError(f"re-reading {fetchable} from {self._bootstrap} after an "
                                  f"unparsable record failed: {exc!r}") from exc
-        budget = self._max_poll_records if max_records is None else max_records
+        budget = self.options.max_poll_records if max_records is None else max_records
         records: dict[TopicPartition, list[RawRecord]] = {}
         for tp in fetchable:
             batch = fetched.get(tp, [])[:budget]
@@ -365,11 +337,11 @@ class KafkaConsumer:
         if tp in self._next_offsets:
             return self._next_offsets[tp]
         aio_tp = _aio(tp)
-        if self._group_id is not None:
+        if self.options.group_id is not None:
             committed = await consumer.committed(aio_tp)
             if committed is not None:
                 return int(committed)
-        ends = await (consumer.end_offsets([aio_tp]) if self._auto_offset_reset == "latest"
+        ends = await (consumer.end_offsets([aio_tp]) if self.options.auto_offset_reset == "latest"
                       else consumer.beginning_offsets([aio_tp]))
         return int(ends[aio_tp])
 
@@ -490,7 +462,7 @@ class KafkaConsumer:
         or when the group rebalanced under it.
         """
         consumer = self._require_client("commit")
-        group_id = self._require_group("commit")
+        group_id = self.options.require_group("commit")
         owned = self.assignment()
         for tp, offset in offsets.items():
             if offset < 0:
@@ -518,14 +490,14 @@ class KafkaConsumer:
             ) from exc
 
     async def committed(self, tp: TopicPartition) -> int | None:
-        if self._group_id is None:
+        if self.options.group_id is None:
             return None
         consumer = self._require_client("read the committed offset")
         try:
             offset: int | None = await consumer.committed(_aio(tp))
         except KafkaError as exc:
             raise TransportError(
-                f"cannot read the committed offset of {tp} for group {self._group_id!r}: "
+                f"cannot read the committed offset of {tp} for group {self.options.group_id!r}: "
                 f"{exc!r}"
             ) from exc
         return offset
@@ -541,30 +513,18 @@ class KafkaConsumer:
         try:  # off the fetch path (see kafka_offsets); aiokafka's own call if that fails
             return await list_end_offsets(
                 consumer._client, partitions,
-                read_committed=self.isolation_level is IsolationLevel.READ_COMMITTED)
+                read_committed=self.options.read_committed)
         except (TransportError, KafkaError) as exc:
             log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
                       "through the fetch connection", _show(partitions), exc)
-        try:
-            ends = await consumer.end_offsets([_aio(tp) for tp in partitions])
-        except KafkaError as exc:
-            raise TransportError(
-                f"cannot read end offsets of {_show(partitions)}: {exc!r}"
-            ) from exc
-        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in ends.items()}
+        return await _list_offsets(consumer.end_offsets, "end", partitions)
 
     async def beginning_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
         consumer = self._require_client("read beginning offsets")
         await self._check_partitions(consumer, partitions)
-        try:
-            starts = await consumer.beginning_offsets([_aio(tp) for tp in partitions])
-        except KafkaError as exc:
-            raise TransportError(
-                f"cannot read beginning offsets of {_show(partitions)}: {exc!r}"
-            ) from exc
-        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in starts.items()}
+        return await _list_offsets(consumer.beginning_offsets, "beginning", partitions)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -572,16 +532,9 @@ class KafkaConsumer:
         """Raise UnknownTopicError if a subscribed or assigned topic does not exist."""
         if not self._unverified_topics:
             return
-        counts = await partition_counts(
-            consumer._client, self._unverified_topics, bootstrap=self._bootstrap
-        )
-        missing = sorted(topic for topic, count in counts.items() if count is None)
-        if missing:
-            raise UnknownTopicError(
-                f"cannot read topic(s) {missing}: the broker at {self._bootstrap} has no such "
-                "topic. Create it first (Admin.create_topics), or check the name"
-            )
-        self._known_topics.update({topic: n for topic, n in counts.items() if n is not None})
+        self._known_topics.update(await existing_partition_counts(
+            consumer._client, self._unverified_topics, bootstrap=self._bootstrap,
+            action="read", advice=CREATE_IT_FIRST))
         self._unverified_topics.clear()
 
     async def _check_partitions(
@@ -608,11 +561,7 @@ class KafkaConsumer:
         return [aio_tp for aio_tp in map(_aio, partitions) if aio_tp in held]
 
     def _transition(self, new: ConsumerState) -> None:
-        if new not in _TRANSITIONS[self._state]:
-            raise TransportError(
-                f"consumer cannot go from {self._state.value} to {new.value}; "
-                "call start() once, before reading, and stop() when done"
-            )
+        lifecycle.check_consumer_transition(self._state, new)
         self._state = new
 
     def _require_client(self, action: str) -> AIOKafkaConsumer:
@@ -623,24 +572,11 @@ class KafkaConsumer:
         return self._require_started(action)
 
     def _require_started(self, action: str) -> AIOKafkaConsumer:
-        if self._state is not ConsumerState.STARTED or self._consumer is None:
+        lifecycle.require_consumer_started(self._state, action)
+        if self._consumer is None:
             raise TransportError(
-                f"cannot {action}: the consumer is {self._state.value}; "
-                "call `await consumer.start()` first (and do not use it after stop())"
-            )
+                f"cannot {action}: the consumer is still connecting; await its start() first")
         return self._consumer
-
-    def _require_open(self, action: str) -> None:
-        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
-            raise TransportError(f"cannot {action}: the consumer is {self._state.value}")
-
-    def _require_group(self, action: str) -> str:
-        if self._group_id is None:
-            raise ConfigError(
-                f"cannot {action} without a group: create the consumer with a group_id, "
-                "e.g. transport.consumer('my-group')"
-            )
-        return self._group_id
 
     def _require_assigned(self, tp: TopicPartition, action: str) -> None:
         if tp not in self.assignment():
@@ -652,6 +588,19 @@ class KafkaConsumer:
 
 def _aio(tp: TopicPartition) -> AioTopicPartition:
     return AioTopicPartition(tp.topic, tp.partition)
+
+
+async def _list_offsets(
+    call: Callable[[list[AioTopicPartition]], Awaitable[dict[AioTopicPartition, int]]],
+    which: str, partitions: Collection[TopicPartition],
+) -> dict[TopicPartition, int]:
+    """aiokafka's ``end_offsets`` or ``beginning_offsets`` (``call``) in our types."""
+    try:
+        found = await call([_aio(tp) for tp in partitions])
+    except KafkaError as exc:
+        raise TransportError(
+            f"cannot read {which} offsets of {_show(partitions)}: {exc!r}") from exc
+    return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
 
 def _show(partitions: Collection[TopicPartition] | Mapping[TopicPartition, int]) -> str:

@@ -34,16 +34,17 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import ProducerFencedError, TransportError, UnknownTopicError
+from aiostreams.errors import ProducerFencedError, TransportError
 from aiostreams.transport.kafka_connection import (
+    CREATE_IT_FIRST,
     KafkaOptions,
-    partition_counts,
+    existing_partition_counts,
     start_or_unavailable,
     to_ms,
 )
 from aiostreams.transport.kafka_raw_fetch import wire_header_name
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ProducerState
+from aiostreams.transport.lifecycle import ProducerState, producer_state_error
 from aiostreams.transport.partitioner import KeyPartitioner
 from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
@@ -253,14 +254,9 @@ class KafkaProducer:
                 counts[topic] = len(known)
         unknown = topics - counts.keys()
         if unknown:
-            fetched = await partition_counts(producer.client, unknown, bootstrap=self._bootstrap)
-            missing = sorted(topic for topic, count in fetched.items() if count is None)
-            if missing:
-                raise UnknownTopicError(
-                    f"cannot send to topic(s) {missing}: the broker at {self._bootstrap} has "
-                    "no such topic. Create it first (Admin.create_topics), or check the name"
-                )
-            counts.update((topic, count) for topic, count in fetched.items() if count)
+            counts.update(await existing_partition_counts(
+                producer.client, unknown, bootstrap=self._bootstrap, action="send to",
+                advice=CREATE_IT_FIRST))
         return counts
 
     async def flush(self) -> None:
@@ -390,15 +386,7 @@ class KafkaProducer:
         if self._state is state:
             assert self._producer is not None
             return self._producer
-        if state is ProducerState.IN_TRANSACTION and self._state is ProducerState.READY:
-            hint = "call `await producer.begin_transaction()` first"
-        elif state is ProducerState.READY and self._state is ProducerState.IN_TRANSACTION:
-            hint = "a transaction is open: commit or abort it first"
-        elif self._state is ProducerState.CREATED:
-            hint = "call `await producer.start()` first"
-        else:
-            hint = "a stopped producer cannot be used again; create a new one"
-        raise TransportError(f"cannot {action}: the producer is {self._state.value}; {hint}")
+        raise producer_state_error(self._state, state, action)
 
     def _fenced(self, action: str) -> ProducerFencedError:
         return ProducerFencedError(

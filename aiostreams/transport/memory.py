@@ -14,10 +14,10 @@ The broker lives in :mod:`~aiostreams.transport.memory_broker`, group coordinati
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from aiostreams.errors import ConfigError
-from aiostreams.transport.base import IsolationLevel, TopicSpec
+from aiostreams.transport.base import ConsumerOptions, ConsumerSettings, TopicSpec
 from aiostreams.transport.memory_broker import MemoryBroker, check_name
 from aiostreams.transport.memory_consumer import MemoryConsumer
 from aiostreams.transport.memory_producer import MemoryProducer
@@ -105,23 +105,12 @@ class MemoryTransport:
 
     def consumer(
         self,
-        group_id: str | None,
+        group_id: str | None = None,
         *,
-        client_id: str = "aiostreams",
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        group_instance_id: str | None = None,
-        max_poll_records: int = 2000,
-        auto_offset_reset: str = "earliest",
+        options: ConsumerOptions | None = None,
+        **settings: Unpack[ConsumerSettings],
     ) -> MemoryConsumer:
-        return MemoryConsumer(
-            self._broker,
-            group_id,
-            client_id=client_id,
-            isolation_level=isolation_level,
-            group_instance_id=group_instance_id,
-            max_poll_records=max_poll_records,
-            auto_offset_reset=auto_offset_reset,
-        )
+        return MemoryConsumer(self._broker, ConsumerOptions.of(group_id, options, settings))
 
     def producer(
         self, *, client_id: str = "aiostreams", transactional_id: str | None = None

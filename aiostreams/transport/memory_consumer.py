@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Mapping
 
-from aiostreams.errors import CommitFailedError, ConfigError, TransportError
-from aiostreams.transport.base import IsolationLevel, RebalanceListener
-from aiostreams.transport.lifecycle import CONSUMER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ConsumerState, check_consumer_options
+from aiostreams.errors import CommitFailedError, TransportError
+from aiostreams.transport import lifecycle
+from aiostreams.transport.base import ConsumerOptions, RebalanceListener
+from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
 from aiostreams.transport.memory_group import GroupCoordinator
 from aiostreams.types import RawRecord, TopicPartition
@@ -41,23 +41,10 @@ class MemoryConsumer:
     def __init__(
         self,
         broker: MemoryBroker,
-        group_id: str | None,
-        *,
-        client_id: str = "aiostreams",
-        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-        group_instance_id: str | None = None,
-        max_poll_records: int = 2000,
-        auto_offset_reset: str = "earliest",
+        options: ConsumerOptions,
     ) -> None:
-        check_consumer_options(group_id, group_instance_id, max_poll_records,
-                               auto_offset_reset)
         self._broker = broker
-        self._group_id = group_id
-        self._client_id = client_id
-        self.isolation_level = isolation_level
-        self._group_instance_id = group_instance_id
-        self._max_poll_records = max_poll_records
-        self._auto_offset_reset = auto_offset_reset
+        self.options = options
         self._state = ConsumerState.CREATED
         self._subscription: frozenset[str] | None = None
         self._listener: RebalanceListener | None = None
@@ -75,7 +62,7 @@ class MemoryConsumer:
 
     async def start(self) -> None:
         """Start, joining the group at once if ``subscribe`` was called before."""
-        self._check_transition(ConsumerState.STARTED)
+        lifecycle.check_consumer_transition(self._state, ConsumerState.STARTED)
         if self._subscription is not None:
             with self._broker._lock:
                 self._join(self._subscription)
@@ -109,17 +96,8 @@ class MemoryConsumer:
 
     def subscribe(self, topics: Collection[str], listener: RebalanceListener) -> None:
         """Join (or change the subscription in) the group; assignment happens in getmany."""
-        self._require_open("subscribe")
-        group_id = self._require_group("subscribe")
-        if self._manual:
-            raise TransportError(
-                "this consumer was given partitions with assign(); subscribe and assign "
-                "are exclusive, use a separate consumer for each"
-            )
-        if isinstance(topics, str) or not topics:
-            raise ValueError(
-                f"subscribe needs a non-empty collection of topic names, got {topics!r}"
-            )
+        group_id = lifecycle.check_subscribe(self._state, self.options, topics,
+                                             assigned=self._manual)
         with self._broker._lock:
             for topic in topics:
                 self._broker.require_topic(topic)
@@ -138,7 +116,7 @@ class MemoryConsumer:
         at the group's committed offset (when there is a group_id), else per
         ``auto_offset_reset``.
         """
-        self._require_open("assign")
+        lifecycle.require_consumer_open(self._state, "assign")
         if self._subscription is not None:
             raise TransportError(
                 "this consumer subscribed to topics; subscribe and assign are exclusive, "
@@ -174,16 +152,9 @@ class MemoryConsumer:
         are released all the same (as Kafka completes a rebalance whatever the callback
         does); if cancelled inside ``on_partitions_assigned`` they stay assigned.
         """
-        self._require_started("getmany")
-        if timeout < 0:
-            raise ValueError(f"timeout must be >= 0 seconds, got {timeout}")
-        limit = self._max_poll_records if max_records is None else max_records
-        if limit < 1:
-            raise ValueError(f"max_records must be at least 1, got {max_records}")
-        if self._polling:
-            raise TransportError(
-                "getmany is already running on this consumer; read a consumer from one task"
-            )
+        lifecycle.require_consumer_started(self._state, "getmany")
+        lifecycle.check_getmany(timeout, max_records, self._polling)
+        limit = self.options.max_poll_records if max_records is None else max_records
         self._polling = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -252,8 +223,8 @@ class MemoryConsumer:
         Allowed inside the ``on_partitions_revoked`` that ``stop()`` runs.
         """
         if self._state is not ConsumerState.STOPPING:
-            self._require_started("commit")
-        group_id = self._require_group("commit")
+            lifecycle.require_consumer_started(self._state, "commit")
+        group_id = self.options.require_group("commit")
         with self._broker._lock:
             for tp, offset in offsets.items():
                 if offset < 0:
@@ -269,9 +240,9 @@ class MemoryConsumer:
             self._broker.commit_offsets(group_id, offsets)
 
     async def committed(self, tp: TopicPartition) -> int | None:
-        if self._group_id is None:
+        if self.options.group_id is None:
             return None
-        return self._broker.committed(self._group_id, tp)
+        return self._broker.committed(self.options.group_id, tp)
 
     async def end_offsets(
         self, partitions: Collection[TopicPartition]
@@ -353,20 +324,21 @@ class MemoryConsumer:
 
     def _join(self, subscription: frozenset[str]) -> None:
         assert self._member_id is None
-        group = self._broker.group(self._require_group("join"))
-        member_id = self._group_instance_id or self._broker.new_member_id(self._client_id)
+        group = self._broker.group(self.options.require_group("join"))
+        member_id = (self.options.group_instance_id
+                     or self._broker.new_member_id(self.options.client_id))
         group.join(member_id, subscription, self._wake)
         self._member_id = member_id
 
     def _group(self) -> GroupCoordinator:
-        return self._broker.group(self._require_group("use"))
+        return self._broker.group(self.options.require_group("use"))
 
     def _initial_position(self, tp: TopicPartition) -> int:
-        if self._group_id is not None:
-            committed = self._broker.committed(self._group_id, tp)
+        if self.options.group_id is not None:
+            committed = self._broker.committed(self.options.group_id, tp)
             if committed is not None:
                 return max(committed, self._broker.beginning_offset(tp))
-        return (self._broker.beginning_offset(tp) if self._auto_offset_reset == "earliest"
+        return (self._broker.beginning_offset(tp) if self.options.auto_offset_reset == "earliest"
                 else self._broker.end_offset(tp))
 
     def _set_positions(self, positions: dict[TopicPartition, int]) -> None:
@@ -379,34 +351,8 @@ class MemoryConsumer:
             self._waiter.wake()
 
     def _transition(self, new: ConsumerState) -> None:
-        self._check_transition(new)
+        lifecycle.check_consumer_transition(self._state, new)
         self._state = new
-
-    def _check_transition(self, new: ConsumerState) -> None:
-        if new not in _TRANSITIONS[self._state]:
-            raise TransportError(
-                f"consumer cannot go from {self._state.value} to {new.value}; "
-                "call start() once, before reading, and stop() when done"
-            )
-
-    def _require_started(self, action: str) -> None:
-        if self._state is not ConsumerState.STARTED:
-            raise TransportError(
-                f"cannot {action}: the consumer is {self._state.value}; "
-                "call `await consumer.start()` first (and do not use it after stop())"
-            )
-
-    def _require_open(self, action: str) -> None:
-        if self._state in (ConsumerState.STOPPING, ConsumerState.STOPPED):
-            raise TransportError(f"cannot {action}: the consumer is {self._state.value}")
-
-    def _require_group(self, action: str) -> str:
-        if self._group_id is None:
-            raise ConfigError(
-                f"cannot {action} without a group: create the consumer with a group_id, "
-                "e.g. transport.consumer('my-group')"
-            )
-        return self._group_id
 
     def _require_assigned(self, tp: TopicPartition, action: str) -> None:
         if tp not in self._positions:

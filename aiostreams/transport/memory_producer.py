@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from aiostreams.errors import ProducerFencedError, TransportError
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
-from aiostreams.transport.lifecycle import ProducerState
+from aiostreams.transport.lifecycle import ProducerState, producer_state_error
 from aiostreams.transport.memory_broker import MemoryBroker
 from aiostreams.transport.partitioner import KeyPartitioner
 from aiostreams.types import OutgoingRecord, TopicPartition
@@ -152,16 +152,10 @@ class MemoryProducer:
         if self._state is state:
             return
         if self._transactional_id is None and state is ProducerState.IN_TRANSACTION:
-            hint = "create the producer with a transactional_id to use transactions"
-        elif state is ProducerState.IN_TRANSACTION and self._state is ProducerState.READY:
-            hint = "call `await producer.begin_transaction()` first"
-        elif state is ProducerState.READY and self._state is ProducerState.IN_TRANSACTION:
-            hint = "a transaction is open: commit or abort it first"
-        elif self._state is ProducerState.CREATED:
-            hint = "call `await producer.start()` first"
-        else:
-            hint = "a stopped producer cannot be used again; create a new one"
-        raise TransportError(f"cannot {action}: the producer is {self._state.value}; {hint}")
+            raise TransportError(f"cannot {action}: the producer is {self._state.value}; "
+                                 "create the producer with a transactional_id to use "
+                                 "transactions")
+        raise producer_state_error(self._state, state, action)
 
     def _check_fenced(self, action: str) -> None:
         """Raise if a newer producer took our transactional_id (checked before anything)."""

@@ -83,14 +83,14 @@ async def test_two_workers_split_partitions_and_one_takes_over() -> None:
     await second.start()
     await produce(transport, src, inputs(400))
     await read_exactly(transport, dst, 400)
-    owned = [set(a.tasks) for a in (first, second)]
+    owned = [{t.task_id for t in a.status().tasks} for a in (first, second)]
     assert owned[0] and owned[1] and not owned[0] & owned[1]
     await second.stop()
     await produce(transport, src, inputs(400))
     out = await read_exactly(transport, dst, 800)
     await first.stop()
     assert len(out) == 800
-    assert len(first.tasks) == 0  # closed on stop
+    assert first.status().tasks == ()  # closed on stop
 
 
 async def test_the_event_loop_runs_other_coroutines_between_fetched_batches() -> None:
@@ -211,8 +211,8 @@ async def test_repartition_records_are_purged_once_committed() -> None:
      .count().to_stream().to(counts))
     async with app:
         await app.wait_until_caught_up(timeout=10)
-        assert app.worker is not None
-        await app.worker.commit()
+        assert app._worker is not None  # internal: forces a commit now
+        await app._worker.commit()
     tp = TopicPartition(f"{name}-by-word-repartition", 0)
     assert broker.beginning_offset(tp) == broker.end_offset(tp) == 50
     assert broker.topic_config(tp.topic)["retention.ms"] == "-1"

@@ -131,11 +131,12 @@ async def test_a_slow_sink_flush_stops_fetching_so_its_buffer_stays_bounded() ->
     app.topology.add_source("src", src).add_external_sink("files", sink, "src")
     async with app:
         await sink.flushing.wait()
-        task = next(iter(app.tasks.values()))
-        fetched = task.metrics.records_in
+        [task] = app.status().tasks
+        fetched = task.counters["records_in"]
         for _ in range(500):  # let the loop run; no time passes, nothing is waited for
             await asyncio.sleep(0)
-        assert task.metrics.records_in == fetched  # nothing fetched while the flush waits
+        # nothing fetched while the flush waits
+        assert app.status().tasks[0].counters["records_in"] == fetched
         assert len(sink.added) <= fetched < 500 + 2 * 200
         sink.release.set()
         await app.wait_until_caught_up(timeout=60)
@@ -158,7 +159,7 @@ async def test_at_least_once_commits_stop_at_a_sinks_first_buffered_record_until
     app.topic(src, key=str, value=str)
     app.topology.add_source("src", src).add_external_sink("files", sink, "src")
     async with app:
-        worker = app.worker
+        worker = app._worker  # internal: awaits the worker's next commit
         assert worker is not None
         sink.expected_added = 50
         await produce(transport, src, [(b"k", f"v{i}".encode()) for i in range(50)])

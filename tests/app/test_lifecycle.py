@@ -95,7 +95,7 @@ async def test_a_failing_startup_hook_stops_the_start_and_closes_what_was_opened
     with pytest.raises(RuntimeError, match="no database"):
         await app.start()
     assert closed == ["first"] and shutdown == []
-    assert app.worker is None  # the consumer never joined
+    assert app.status().worker is None  # the consumer never joined
     assert app.state.value == "stopped"
 
 

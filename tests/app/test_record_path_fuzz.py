@@ -94,9 +94,10 @@ async def run(serdes: str, is_async: bool, records: list[OutgoingRecord]) -> int
         async with asyncio.timeout(20):
             while any((broker.committed("fuzz", tp) or 0) < broker.end_offset(tp)
                       for tp in tps):
-                assert app.worker is not None and app.worker.failure is None
-                await app.worker.next_commit()
-        assert app.worker is not None and app.worker.failure is None
+                worker = app._worker  # internal: awaits the worker's next commit
+                assert worker is not None and worker.failure is None
+                await worker.next_commit()
+        assert (status := app.status().worker) is not None and status.failure is None
     landed = [dict(r.headers)[ID] for topic in ("out", "dlq")
               for r in (broker.records(topic) if topic in broker.topic_names() else [])]
     assert Counter(landed) == Counter(str(i).encode() for i in range(len(records)))

@@ -32,7 +32,7 @@ def app_for(transport: MemoryTransport, src: str, dst: str, dlq: str, **settings
 def test_async_steps_are_bounded_by_default_and_retry_timeout_stays_usable() -> None:
     assert Settings().processing_timeout == 300.0
     assert Settings().stuck_record_warning == 60.0
-    assert App("a").task_settings().processing_timeout == 300.0
+    assert App("a")._task_settings().processing_timeout == 300.0
 
 
 async def test_a_shorter_retry_timeout_wins_over_the_default_processing_timeout() -> None:

@@ -90,7 +90,7 @@ async def test_broker_restart_mid_run_loses_nothing(topic_name) -> None:  # type
             await produce(transport, src, inputs[30_000:])
             outputs = await read_until_all_seen(transport, dst, {v for _, v in inputs},
                                                 timeout=240)
-            assert app.worker is not None and app.worker.failure is None
+            assert (worker := app.status().worker) is not None and worker.failure is None
         check_outputs(outputs, inputs, exactly_once=False)
     finally:
         await loop.run_in_executor(None, kafka.stop)

@@ -106,8 +106,9 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
     app.commit_log = log
     await app.start()
     try:
-        assert app.worker is not None
-        stopping = asyncio.ensure_future(app.worker.stop_requested())
+        worker = app._worker  # internal: waits for the worker's stop request
+        assert worker is not None
+        stopping = asyncio.ensure_future(worker.stop_requested())
         try:
             async with asyncio.timeout(timeout):
                 while not _done(app):
@@ -116,8 +117,8 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
                     await asyncio.wait([changed, stopping],
                                        return_when=asyncio.FIRST_COMPLETED)
                     changed.cancel()
-                    if app.worker.failure is not None:
-                        app.worker.raise_failure()
+                    if worker.failure is not None:
+                        worker.raise_failure()
         finally:
             stopping.cancel()
         result = RunResult()
@@ -128,7 +129,7 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
                  topic.value_serde.deserialize(topic.name, r.value), r.timestamp)
                 for r in broker.records(topic.name)
             ]
-        for task in app.tasks.values():
+        for task in app._tasks.values():  # internal: reads the tasks' stores
             for name, store in task.stores.items():
                 contents = result.stores.setdefault(name, {})
                 async for k, v in store.range(None, None):

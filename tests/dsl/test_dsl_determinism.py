@@ -17,7 +17,7 @@ import pytest
 from dslkit import In, RunResult, make_app, produce, random_yields, run_app
 
 from aiostreams import App
-from aiostreams.topology.dsl import StreamsBuilder, TimeWindowedSerde, TumblingWindows
+from aiostreams.windows import TimeWindowedSerde, TumblingWindows
 
 WINDOWS = [1, 64, 1024]
 
@@ -76,7 +76,7 @@ async def run(scenario: str, max_in_flight: int, seed: int) -> tuple[Any, ...]:
     app = make_app(max_in_flight=max_in_flight, max_task_idle_ms=100.0)
     outputs = SCENARIOS[scenario](app, seed)
     result: RunResult = await run_app(app, outputs)
-    late = StreamsBuilder.of(app).late.total
+    late = app.late_records.total
     return ({t.name: per_key(result, t.name) for t in outputs}, result.stores, late)
 
 

@@ -9,7 +9,7 @@ import pytest
 from dslkit import In, make_app, produce, run_app
 
 from aiostreams import CoPartitioningError, TopologyError
-from aiostreams.topology.dsl import JoinWindows, StreamsBuilder
+from aiostreams.windows import JoinWindows
 
 IN_FLIGHT_PAST_CLOSE = [1, 64]
 
@@ -148,7 +148,7 @@ async def test_out_of_order_record_within_grace_still_joins(max_in_flight: int) 
     produce(app, clicks, [In("z", "c0", 15.0), In("a", "c1", 11.0)])
     result = await run_app(app, [out])
     assert result.values("joined") == [["v1", "c1"]]
-    assert StreamsBuilder.of(app).late.total == 0
+    assert app.late_records.total == 0
 
 
 @pytest.mark.parametrize("max_in_flight", [1, 64])
@@ -165,7 +165,7 @@ async def test_a_record_past_the_join_grace_still_joins_what_the_other_side_hold
     produce(app, clicks, [In("z", "c0", 20.0), In("a", "c1", 11.0)])
     result = await run_app(app, [out])
     assert result.values("joined") == [["v1", "c1"], ["v3", "c1"]]
-    assert StreamsBuilder.of(app).late.total == 0
+    assert app.late_records.total == 0
 
 
 async def test_left_join_emits_unmatched_left_records_when_their_window_closes() -> None:

@@ -14,8 +14,7 @@ from dslkit import In, produce, run_app
 from aiostreams import App
 from aiostreams.errors import ConfigError
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.dsl import TimeWindowedSerde
-from aiostreams.topology.sliding_windows import SlidingWindows
+from aiostreams.windows import SlidingWindows, TimeWindowedSerde
 
 
 def sliding_app(**settings: Any) -> tuple[App, Any]:

@@ -13,7 +13,7 @@ from aiostreams.errors import TaskFailedError
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.topology.dsl import StreamsBuilder
 from aiostreams.topology.processor import Processor
-from aiostreams.topology.topology import StoreSpec
+from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Record
 
 WORDS = [In("a", "apple"), In("b", "banana"), In("c", "cherry"), In("a", "avocado")]
@@ -333,10 +333,18 @@ def test_nodes_get_kafka_like_generated_names_or_the_given_name() -> None:
         app.stream(app.topic("other")).map_values(len, name="lengths")
 
 
-def test_one_builder_per_app() -> None:
-    app = make_app()
-    assert StreamsBuilder.of(app) is StreamsBuilder.of(app)
-    assert StreamsBuilder.of(app) is not StreamsBuilder.of(make_app())
+def test_builder_builds_a_topology_from_an_app_id_alone() -> None:
+    async def slow(value: str) -> int:
+        return len(value)
+
+    topology = Topology()
+    retry = Retry(attempts=2)
+    builder = StreamsBuilder(topology, "shop")
+    (builder.stream("in").map_values_async(slow, retry=retry, name="slow")
+     .group_by(lambda _k, n: n, name="by-length").count())
+    assert topology.node_retries == {"slow": retry}
+    internal = sorted(name for name, t in topology.topics.items() if t.internal)
+    assert internal == ["shop-by-length-repartition"]
 
 
 def test_grouping_a_rekeyed_stream_declares_an_internal_repartition_topic() -> None:

@@ -14,9 +14,10 @@ from dslkit import In, produce, run_app
 from aiostreams import App, TopologyError
 from aiostreams.errors import ConfigError, TaskFailedError
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.dsl import TimeWindowedSerde, TumblingWindows
-from aiostreams.topology.suppress import (
-    SuppressBufferFullError,
+from aiostreams.topology.suppress import SuppressBufferFullError
+from aiostreams.windows import (
+    TimeWindowedSerde,
+    TumblingWindows,
     until_time_limit,
     until_window_closes,
 )

@@ -14,11 +14,10 @@ import pytest
 from dslkit import In, make_app, produce, run_app
 
 from aiostreams import ConfigError, DeserializationError
-from aiostreams.topology.dsl import (
+from aiostreams.windows import (
     HoppingWindows,
     SessionWindowedSerde,
     SessionWindows,
-    StreamsBuilder,
     TimeWindowedSerde,
     TumblingWindows,
     Windowed,
@@ -76,7 +75,7 @@ async def test_out_of_order_record_within_grace_updates_its_window(max_in_flight
     produce(app, clicks, [In("a", "x", 1.0), In("a", "x", 13.0), In("a", "x", 8.0)])
     result = await run_app(app, [out])
     assert [(w.start, n) for w, n in result.pairs("out")] == [(0.0, 1), (10.0, 1), (0.0, 2)]
-    assert StreamsBuilder.of(app).late.total == 0
+    assert app.late_records.total == 0
 
 
 @pytest.mark.parametrize("max_in_flight", IN_FLIGHT_PAST_CLOSE)
@@ -84,8 +83,8 @@ async def test_late_record_is_dropped_counted_and_never_changes_a_closed_window(
         max_in_flight: int) -> None:
     app, clicks, out = window_app(max_in_flight)
     late_seen: list[tuple[str, float]] = []
-    builder = StreamsBuilder.of(app)
-    builder.late.on_late(lambda node, record: late_seen.append((node, record.timestamp)))
+    late = app.late_records
+    late.on_late(lambda node, record: late_seen.append((node, record.timestamp)))
     (app.stream(clicks).group_by_key().windowed_by(TumblingWindows(10.0, grace=2.0))
      .count(materialized="c", retention=100.0, name="windowed-count").to_stream().to(out))
     # stream time 12.0 closes [0, 10) (10 + 2 <= 12); 11.0 does not close it
@@ -95,7 +94,7 @@ async def test_late_record_is_dropped_counted_and_never_changes_a_closed_window(
     assert [(w.key, w.start, n) for w, n in result.pairs("out")] == [
         ("a", 0.0, 1), ("a", 10.0, 1), ("a", 0.0, 2), ("b", 10.0, 1)]
     assert final(result, "c")[("a", 0.0)] == 2
-    assert builder.late.by_node == {"windowed-count": 2}
+    assert late.by_node == {"windowed-count": 2}
     assert late_seen == [("windowed-count", 7.0), ("windowed-count", 6.0)]
 
 
@@ -157,7 +156,7 @@ async def test_late_session_record_is_dropped(max_in_flight: int) -> None:
     result = await run_app(app, [out])
     assert [(w.key, w.start, n) for w, n in result.pairs("out")] == [("a", 0.0, 1),
                                                                      ("b", 20.0, 1)]
-    assert StreamsBuilder.of(app).late.total == 1
+    assert app.late_records.total == 1
 
 
 @pytest.mark.parametrize("max_in_flight", IN_FLIGHT)

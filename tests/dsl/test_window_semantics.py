@@ -15,7 +15,7 @@ from dslkit import In, make_app, produce, random_yields, run_app
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiostreams.topology.dsl import (
+from aiostreams.windows import (
     HoppingWindows,
     SessionWindowedSerde,
     SessionWindows,

@@ -4,12 +4,13 @@ how fast the broker answers a fetch."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Unpack
 
 from appkit import create_topic, produce, unique
 
 from aiostreams.engine.caught_up import CaughtUpProbe
 from aiostreams.topology.topology import Topology
-from aiostreams.transport.base import IsolationLevel
+from aiostreams.transport.base import ConsumerOptions, ConsumerSettings
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.transport.memory_consumer import MemoryConsumer
 from aiostreams.types import RawRecord, TopicPartition
@@ -30,15 +31,10 @@ class LateFetchConsumer(MemoryConsumer):
 
 
 class LateFetchTransport(MemoryTransport):
-    def consumer(self, group_id: str | None, *, client_id: str = "aiostreams",
-                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                 group_instance_id: str | None = None, max_poll_records: int = 2000,
-                 auto_offset_reset: str = "earliest") -> MemoryConsumer:
-        return LateFetchConsumer(self.broker, group_id, client_id=client_id,
-                                 isolation_level=isolation_level,
-                                 group_instance_id=group_instance_id,
-                                 max_poll_records=max_poll_records,
-                                 auto_offset_reset=auto_offset_reset)
+    def consumer(self, group_id: str | None = None, *,
+                 options: ConsumerOptions | None = None,
+                 **settings: Unpack[ConsumerSettings]) -> MemoryConsumer:
+        return LateFetchConsumer(self.broker, ConsumerOptions.of(group_id, options, settings))
 
 
 async def probe_answer(transport: MemoryTransport, group: str, topic: str) -> bool:

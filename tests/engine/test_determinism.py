@@ -14,12 +14,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from taskkit import str_topic
+from taskkit import feed, str_topic
 
 from aiostreams.engine.clock import LoopClock
-from aiostreams.engine.failure import OnError, Retry
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
+from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import StoreSpec, Topology
@@ -101,7 +100,7 @@ async def run_once(plan: list[Plan], window: int) -> tuple[list[str], dict[Any, 
     await task.initialize()
     records = [RawRecord("in", 0, i, float(i), p.key.encode(), b"v") for i, p in enumerate(plan)]
     for i in range(0, len(records), 7):  # arrives in fetch batches
-        task.add_records(IN, records[i:i + 7])
+        feed(task, IN, records[i:i + 7])
         check_commit_point()
         await asyncio.sleep(0)
     while not done.is_set():
@@ -199,7 +198,7 @@ async def run_sync_once(plan: list[Plan], window: int) -> tuple[list[tuple[str, 
     records = [RawRecord("in", 0, i, float(i), p.key.encode(), str(i).encode())
                for i, p in enumerate(plan)]
     for i in range(0, len(records), 7):  # arrives in fetch batches
-        task.add_records(IN, records[i:i + 7])
+        feed(task, IN, records[i:i + 7])
         check_commit_point()
         await asyncio.sleep(0)
     while task.committable().get(IN, 0) < len(plan):

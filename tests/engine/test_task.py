@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskkit import MakeTask, raw, str_topic
+from taskkit import MakeTask, feed, raw, str_topic
 
-from aiostreams.engine.failure import OnError, Retry
+from aiostreams.policies import OnError, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.testing import Sequencer, settle
 from aiostreams.topology.processor import Processor, PunctuationType
@@ -43,7 +43,7 @@ async def test_slow_head_blocks_commit_but_not_execution_of_later_records(
     seq = Sequencer()
     h = make_task(gated_topology(seq))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "x"), raw("in", 0, 1, "b", "y"),
+    feed(h.task, IN, [raw("in", 0, 0, "a", "x"), raw("in", 0, 1, "b", "y"),
                             raw("in", 0, 2, "c", "z")])
     await seq.wait_started("z")
     seq.release("y", "z")
@@ -60,7 +60,7 @@ async def test_different_key_record_overtakes_a_slow_one(make_task: MakeTask) ->
     seq = Sequencer()
     h = make_task(gated_topology(seq))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "slow"), raw("in", 0, 1, "b", "fast")])
+    feed(h.task, IN, [raw("in", 0, 0, "a", "slow"), raw("in", 0, 1, "b", "fast")])
     await seq.wait_started("fast")
     assert seq.started == ["slow", "fast"]
 
@@ -69,7 +69,7 @@ async def test_same_key_records_execute_in_offset_order(make_task: MakeTask) -> 
     seq = Sequencer()
     h = make_task(gated_topology(seq))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "first"), raw("in", 0, 1, "a", "second"),
+    feed(h.task, IN, [raw("in", 0, 0, "a", "first"), raw("in", 0, 1, "a", "second"),
                             raw("in", 0, 2, "b", "other")])
     await seq.wait_started("other")
     assert "second" not in seq.started
@@ -86,7 +86,7 @@ async def test_partition_ordering_serialises_every_record(make_task: MakeTask) -
     seq = Sequencer()
     h = make_task(gated_topology(seq), ordering="partition")
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "one"), raw("in", 0, 1, "b", "two")])
+    feed(h.task, IN, [raw("in", 0, 0, "a", "one"), raw("in", 0, 1, "b", "two")])
     await seq.wait_started("one")
     await settle()
     assert seq.started == ["one"]
@@ -99,7 +99,7 @@ async def test_unordered_mode_runs_same_key_records_at_once(make_task: MakeTask)
     seq = Sequencer()
     h = make_task(gated_topology(seq), ordering="unordered")
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "one"), raw("in", 0, 1, "a", "two")])
+    feed(h.task, IN, [raw("in", 0, 0, "a", "one"), raw("in", 0, 1, "a", "two")])
     await seq.wait_started("two")
     seq.release("two", "one")
     await settle()
@@ -110,7 +110,7 @@ async def test_full_window_pauses_fetching_until_a_slot_frees(make_task: MakeTas
     seq = Sequencer()
     h = make_task(gated_topology(seq), max_in_flight=2)
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, i, f"k{i}", f"v{i}") for i in range(5)])
+    feed(h.task, IN, [raw("in", 0, i, f"k{i}", f"v{i}") for i in range(5)])
     await seq.wait_started("v1")
     await settle()
     assert seq.started == ["v0", "v1"]
@@ -128,7 +128,7 @@ async def test_partition_buffer_limit_pauses_fetching(make_task: MakeTask) -> No
     seq = Sequencer()
     h = make_task(gated_topology(seq), max_in_flight=1, max_buffered=3)
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, i, "k", f"v{i}") for i in range(4)])
+    feed(h.task, IN, [raw("in", 0, i, "k", f"v{i}") for i in range(4)])
     assert h.task.buffered(IN) == 3
     assert h.task.is_paused(IN)
 
@@ -138,8 +138,8 @@ async def test_sync_chain_runs_inline_without_tasks(make_task: MakeTask) -> None
             .add_processor("upper", Upper, "src").add_sink("sink", str_topic("out"), "upper"))
     h = make_task(topo)
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, i, "k", f"v{i}") for i in range(3)])
-    # no await in between: the fast path finished and retired them during add_records
+    feed(h.task, IN, [raw("in", 0, i, "k", f"v{i}") for i in range(3)])
+    # no await in between: the fast path finished and retired them during feed
     assert h.values() == ["V0", "V1", "V2"]
     assert h.task.committable() == {IN: 3}
 
@@ -151,7 +151,7 @@ async def test_task_idles_for_an_empty_partition_then_counts_enforced_processing
     left, right = TopicPartition("left", 0), TopicPartition("right", 0)
     h = make_task(topo, [left, right], max_task_idle=5.0)
     await h.task.initialize()
-    h.task.add_records(left, [raw("left", 0, 0, "k", "l0", timestamp=10.0)])
+    feed(h.task, left, [raw("left", 0, 0, "k", "l0", timestamp=10.0)])
     await settle()
     assert h.outputs == []
     h.clock.advance(4.9)
@@ -169,9 +169,9 @@ async def test_records_are_chosen_by_smallest_head_timestamp(make_task: MakeTask
     left, right = TopicPartition("left", 0), TopicPartition("right", 0)
     h = make_task(topo, [left, right], max_task_idle=5.0)
     await h.task.initialize()
-    h.task.add_records(left, [raw("left", 0, 0, "k", "l@3", 3.0),
+    feed(h.task, left, [raw("left", 0, 0, "k", "l@3", 3.0),
                               raw("left", 0, 1, "k", "l@5", 5.0)])
-    h.task.add_records(right, [raw("right", 0, 0, "k", "r@1", 1.0),
+    feed(h.task, right, [raw("right", 0, 0, "k", "r@1", 1.0),
                                raw("right", 0, 1, "k", "r@4", 4.0)])
     h.clock.advance(5.0)
     await settle()
@@ -211,7 +211,7 @@ async def test_store_reads_see_buffered_writes_of_earlier_same_key_records(
     stores: dict[str, InMemoryKeyValueStore] = {}
     h = make_task(counting_topology(seq, stores))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "a1"), raw("in", 0, 1, "b", "b1"),
+    feed(h.task, IN, [raw("in", 0, 0, "a", "a1"), raw("in", 0, 1, "b", "b1"),
                             raw("in", 0, 2, "a", "a2")])
     await seq.wait_started("b1")
     seq.release("b1")
@@ -242,7 +242,7 @@ async def test_stream_time_punctuation_is_ordered_among_records(make_task: MakeT
             .add_processor("tick", Ticker, "src").add_sink("sink", str_topic("out"), "tick"))
     h = make_task(topo)
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "k", "r0", 0.0), raw("in", 0, 1, "k", "r5", 5.0),
+    feed(h.task, IN, [raw("in", 0, 0, "k", "r0", 0.0), raw("in", 0, 1, "k", "r5", 5.0),
                             raw("in", 0, 2, "k", "r12", 12.0), raw("in", 0, 3, "k", "r13", 13.0)])
     await settle(10)
     assert h.values() == ["r0", "r5", "r12", "tick@12", "r13"]
@@ -289,7 +289,7 @@ async def test_fail_handler_stops_the_task_and_commits_nothing_past_the_record(
         make_task: MakeTask) -> None:
     h = make_task(failing_topology("bad"))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "ok"), raw("in", 0, 1, "b", "bad"),
+    feed(h.task, IN, [raw("in", 0, 0, "a", "ok"), raw("in", 0, 1, "b", "bad"),
                             raw("in", 0, 2, "c", "later")])
     await settle(10)
     assert len(h.failures) == 1
@@ -305,7 +305,7 @@ async def test_retry_reexecutes_after_backoff_while_later_records_run(
     h = make_task(failing_topology("flaky", times=2),
                   retry=Retry(attempts=3, backoff=1.0, jitter=0.0))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "flaky"), raw("in", 0, 1, "b", "fine"),
+    feed(h.task, IN, [raw("in", 0, 0, "a", "flaky"), raw("in", 0, 1, "b", "fine"),
                             raw("in", 0, 2, "a", "same-key")])
     await settle(10)
     assert h.outputs == []  # 'fine' finished but waits behind the failed head
@@ -347,7 +347,7 @@ async def test_a_retried_record_runs_before_newer_records_waiting_for_an_executo
     h = make_task(topo, max_concurrency=1, ordering="unordered",
                   retry=Retry(attempts=2, backoff=1.0, jitter=0.0))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, i, f"k{i}", v)
+    feed(h.task, IN, [raw("in", 0, i, f"k{i}", v)
                             for i, v in enumerate(["flaky", "b", "c", "d"])])
     await seq.wait_started("b")  # the one executor holds 'b'; 'c' and 'd' wait
     h.clock.advance(1.0)  # the retry of 'flaky' is due and waits too
@@ -362,7 +362,7 @@ async def test_dead_letter_keeps_original_bytes_and_says_why(make_task: MakeTask
     h = make_task(failing_topology("poison"), on_error=OnError.DEAD_LETTER,
                   dead_letter_topic="dlq")
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "poison"), raw("in", 0, 1, "b", "ok")])
+    feed(h.task, IN, [raw("in", 0, 0, "a", "poison"), raw("in", 0, 1, "b", "ok")])
     await settle(10)
     dead = [o for o in h.outputs if o.topic == "dlq"]
     assert len(dead) == 1
@@ -380,7 +380,7 @@ async def test_undecodable_record_takes_the_error_path_not_a_crash(make_task: Ma
     await h.task.initialize()
     bad = raw("in", 0, 0, "a", "x")
     bad = type(bad)(bad.topic, bad.partition, bad.offset, bad.timestamp, b"a", b"\xff\xfe")
-    h.task.add_records(IN, [bad, raw("in", 0, 1, "b", "fine")])
+    feed(h.task, IN, [bad, raw("in", 0, 1, "b", "fine")])
     await settle(10)
     assert h.values() == ["fine"]
     assert h.task.metrics.skipped == 1
@@ -391,7 +391,7 @@ async def test_drain_finishes_in_flight_work_before_close(make_task: MakeTask) -
     seq = Sequencer()
     h = make_task(gated_topology(seq))
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "x")])
+    feed(h.task, IN, [raw("in", 0, 0, "a", "x")])
     await seq.wait_started("x")
     import asyncio
     drain = asyncio.ensure_future(h.task.drain(timeout=60))
@@ -420,7 +420,7 @@ async def test_deferred_record_is_reprocessed_after_its_delay_without_blocking_o
             .add_processor("defer", DeferOnce, "src").add_sink("sink", str_topic("out"), "defer"))
     h = make_task(topo)
     await h.task.initialize()
-    h.task.add_records(IN, [raw("in", 0, 0, "a", "later"), raw("in", 0, 1, "b", "now"),
+    feed(h.task, IN, [raw("in", 0, 0, "a", "later"), raw("in", 0, 1, "b", "now"),
                             raw("in", 0, 2, "a", "same-key")])
     await settle(5)
     assert h.outputs == []  # 'now' ran, but waits behind the deferred head to retire
@@ -442,10 +442,10 @@ async def test_empty_partition_with_unfetched_records_is_waited_for_without_idli
     h = make_task(topo, [left, right], max_task_idle=0.0,
                   has_unfetched=lambda tp, nxt: on_broker[tp] > nxt)
     await h.task.initialize()
-    h.task.add_records(left, [raw("left", 0, 0, "k", "l@2", 2.0)])
+    feed(h.task, left, [raw("left", 0, 0, "k", "l@2", 2.0)])
     await settle()
     assert h.outputs == []  # 'right' has a record on the broker: wait for it
-    h.task.add_records(right, [raw("right", 0, 0, "k", "r@1", 1.0)])
+    feed(h.task, right, [raw("right", 0, 0, "k", "r@1", 1.0)])
     await settle()
     assert h.values() == ["R@1", "L@2"]
     assert h.task.enforced_processing_total == 0
@@ -458,5 +458,5 @@ async def test_caught_up_empty_partition_does_not_hold_the_other_back(
     left, right = TopicPartition("left", 0), TopicPartition("right", 0)
     h = make_task(topo, [left, right], max_task_idle=0.0, has_unfetched=lambda tp, nxt: False)
     await h.task.initialize()
-    h.task.add_records(left, [raw("left", 0, 0, "k", "l@2", 2.0)])
+    feed(h.task, left, [raw("left", 0, 0, "k", "l@2", 2.0)])
     assert h.values() == ["L@2"]

@@ -56,15 +56,15 @@ async def test_commits_with_eight_sqlite_tasks_do_not_wait_on_fetches(
     def on_commit(record) -> None:  # type: ignore[no-untyped-def]
         nonlocal commits
         commits += 1
-        worker = app.worker
-        if worker is not None and sum(worker.committed_offset(tp) or 0
+        worker = app.status().worker
+        if worker is not None and sum(worker.committed.get(tp, 0)
                                       for tp in tps) >= RECORDS:
             done.set()
 
     app.on_commit(on_commit)
     async with app:
         await asyncio.wait_for(done.wait(), 60)
-        assert len(app.tasks) == PARTITIONS
+        assert len(app.status().tasks) == PARTITIONS
     checkpoints = await asyncio.to_thread(lambda: list(tmp_path.glob("*/.checkpoint")))
     assert len(checkpoints) == PARTITIONS  # each task's SQLite store was checkpointed
     # each of the 8 end-offset requests used to queue behind a 0.5 s fetch: ~4 s a commit

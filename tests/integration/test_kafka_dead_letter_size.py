@@ -43,7 +43,7 @@ async def test_near_limit_failures_are_dead_lettered_and_later_records_go_out_on
     async with app:
         dead = await read_exactly(transport, dlq, 2, timeout=60)
         good = await read_exactly(transport, dst, 40, timeout=60)
-        assert app.worker is not None and app.worker.failure is None
+        assert (worker := app.status().worker) is not None and worker.failure is None
     assert sorted(int(r.value or b"") for r in good) == list(range(40))  # each exactly once
     by_offset = {int(dict(d.headers)["aiostreams.dlq.offset"]): d for d in dead}
     value_letter, key_letter = by_offset[1], by_offset[21]

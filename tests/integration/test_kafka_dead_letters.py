@@ -73,7 +73,7 @@ async def test_fuzzed_input_is_dead_lettered_with_reasons_and_nothing_else_is_lo
     async with app:
         dead = await read_exactly(transport, dlq, len(bad), timeout=120)
         good = await read_exactly(transport, dst, len(inputs) - len(bad), timeout=120)
-        assert app.worker is not None and app.worker.failure is None
+        assert (worker := app.status().worker) is not None and worker.failure is None
     positions = {}  # (partition, offset) of each input, as the broker assigned them
     src_records = await read_exactly(transport, src, len(inputs))
     for r in src_records:

@@ -97,7 +97,7 @@ async def test_undecodable_header_name_is_read_processed_and_nothing_around_it_l
     async with app:
         out = await read_exactly(transport, dst, 10, timeout=60,
                                  read_committed=guarantee == "exactly_once")
-        assert app.worker is not None and app.worker.failure is None
+        assert (worker := app.status().worker) is not None and worker.failure is None
     assert [r.value for r in out] == [str(i).encode() for i in range(10)]  # once, in order
     poisoned = [r for r in Keep.seen if r.headers]
     assert [r.value for r in poisoned] == [b"2", b"4"]
@@ -130,7 +130,7 @@ async def test_other_partitions_fetched_with_the_undecodable_record_lose_nothing
     app.topology.add_source("src", src).add_sink("sink", dst, "src")
     async with app:
         out = await read_exactly(transport, dst, len(expected), timeout=60)
-        assert app.worker is not None and app.worker.failure is None
+        assert (worker := app.status().worker) is not None and worker.failure is None
     assert sorted(r.value or b"" for r in out) == sorted(expected)  # each exactly once
 
 

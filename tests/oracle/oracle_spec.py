@@ -47,20 +47,20 @@ from typing import Any
 
 from aiostreams import App
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.cogroup import CogroupedStream
-from aiostreams.topology.dsl import (
+from aiostreams.topology.dsl import Stream, Table
+from aiostreams.topology.dsl_cogroup import CogroupedStream
+from aiostreams.topology.dsl_grouped_table import GroupedTable
+from aiostreams.windows import (
     HoppingWindows,
     JoinWindows,
     SessionWindowedSerde,
     SessionWindows,
-    Stream,
-    Table,
+    SlidingWindows,
     TimeWindowedSerde,
     TumblingWindows,
+    until_time_limit,
+    until_window_closes,
 )
-from aiostreams.topology.sliding_windows import SlidingWindows
-from aiostreams.topology.suppress import until_time_limit, until_window_closes
-from aiostreams.topology.table_regroup import GroupedTable
 
 Case = dict[str, Any]
 IDLE_MS = 60_000.0

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from oracle_check import COUNTS, ORACLE_SETTINGS
 from oracle_jvm import OracleJVM
 
-from aiostreams.topology.dsl import SessionWindowedSerde, TimeWindowedSerde, Windowed
+from aiostreams.windows import SessionWindowedSerde, TimeWindowedSerde, Windowed
 
 pytestmark = [pytest.mark.oracle, pytest.mark.timeout(600)]
 

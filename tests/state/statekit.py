@@ -6,10 +6,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from aiostreams.engine.reorder_buffer import Slot, SlotKind
+from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot, SlotKind
 from aiostreams.state.base import StateStore
 from aiostreams.state.memory import InMemoryKeyValueStore
-from aiostreams.state.overlay import CURRENT_SLOT
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.state.window import InMemoryWindowStore, SQLiteWindowStore
 

@@ -47,11 +47,11 @@ async def main(records: int, seconds: float, persistent: bool) -> dict[str, floa
         all_committed_after = None
         async with app:
             started = time.monotonic()
-            worker = app.worker
-            assert worker is not None
             while (elapsed := time.monotonic() - started) < seconds:
                 await asyncio.sleep(0.1)  # a benchmark's sampling, not a test's wait
-                committed = sum(worker.committed_offset(TopicPartition(src, p)) or 0
+                worker = app.status().worker
+                assert worker is not None
+                committed = sum(worker.committed.get(TopicPartition(src, p), 0)
                                 for p in range(PARTITIONS))
                 if committed >= records and all_committed_after is None:
                     all_committed_after = round(elapsed, 1)

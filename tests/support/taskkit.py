@@ -4,16 +4,16 @@ Imported by the engine tests; ``make_task`` is re-exported as a fixture by conft
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from aiostreams.engine.clock import ManualClock
-from aiostreams.engine.reservation_station import Ordering
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.errors import TaskFailedError
+from aiostreams.policies import Ordering
 from aiostreams.serde import StrSerde
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import Topology
@@ -36,6 +36,12 @@ def raw(topic: str, partition: int, offset: int, key: str | None, value: str,
         timestamp: float | None = None) -> RawRecord:
     return RawRecord(topic, partition, offset, float(offset) if timestamp is None else timestamp,
                      key.encode() if key is not None else None, value.encode())
+
+
+def feed(task: StreamTask, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
+    """What the worker does with a fetched batch: enqueue it, then pump."""
+    task.enqueue(tp, records)
+    task.pump()
 
 
 def str_topic(name: str) -> Topic:

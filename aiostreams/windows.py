@@ -1,4 +1,9 @@
-"""Windows: their specifications, the windowed key, and its wire formats.
+"""Windows (public: ``from aiostreams.windows import ...``): every window specification
+(:class:`TumblingWindows`, :class:`HoppingWindows`, :class:`SessionWindows`,
+:class:`SlidingWindows`, :class:`JoinWindows`), the suppression specs
+(:func:`until_window_closes`, :func:`until_time_limit`), the windowed key and its wire
+formats, late-record accounting, and the time helpers the window processors share
+(:func:`to_ms`, :func:`duration_ms`, :func:`restamped`).
 
 Time is event time (record timestamps), in float seconds in the API; window arithmetic is
 done in whole milliseconds (Kafka's unit) so window bounds are exact and the same float
@@ -22,7 +27,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from aiostreams.errors import ConfigError, DeserializationError, SerializationError
 from aiostreams.serde import JsonSerde, Serde, serde_for
@@ -236,3 +241,114 @@ class SessionWindows:
 
     def __repr__(self) -> str:
         return f"SessionWindows(gap={self.gap_ms / 1000}, grace={self.grace_ms / 1000})"
+
+
+class SlidingWindows:
+    """Windows of ``time_difference`` seconds defined by the records (see the module
+    docstring), accepting records ``grace`` seconds late."""
+
+    def __init__(self, time_difference: float, *, grace: float) -> None:
+        self.difference_ms = duration_ms("time difference", time_difference)
+        self.grace_ms = duration_ms("grace", grace)
+
+    @classmethod
+    def of_time_difference_and_grace(cls, time_difference: float,
+                                     grace: float) -> SlidingWindows:
+        """Kafka's ``SlidingWindows.ofTimeDifferenceAndGrace`` (seconds)."""
+        return cls(time_difference, grace=grace)
+
+    @classmethod
+    def of_time_difference_without_grace(cls, time_difference: float) -> SlidingWindows:
+        return cls(time_difference, grace=0.0)
+
+    def __repr__(self) -> str:
+        return (f"SlidingWindows(time_difference={self.difference_ms / 1000}, "
+                f"grace={self.grace_ms / 1000})")
+
+
+class JoinWindows:
+    """How close in time two records must be to join: a right record joins a left one at
+    ``t`` when its timestamp is in ``[t - before, t + after]`` (seconds; ``after``
+    defaults to ``before``). ``grace`` admits out-of-order records that late."""
+
+    def __init__(self, before: float, after: float | None = None, *,
+                 grace: float = 0.0) -> None:
+        self.before_ms = duration_ms("join window 'before'", before)
+        self.after_ms = duration_ms("join window 'after'",
+                                     before if after is None else after)
+        self.grace_ms = duration_ms("grace", grace)
+
+    @classmethod
+    def of(cls, difference: float, *, grace: float = 0.0) -> JoinWindows:
+        """Records at most ``difference`` seconds apart, either way, join."""
+        return cls(difference, difference, grace=grace)
+
+    @property
+    def retention(self) -> float:
+        return (self.before_ms + self.after_ms + self.grace_ms) / 1000
+
+    def __repr__(self) -> str:
+        return (f"JoinWindows(before={self.before_ms / 1000}, after={self.after_ms / 1000}, "
+                f"grace={self.grace_ms / 1000})")
+
+
+# -- suppression: when a windowed table's updates go downstream ---------------------
+
+WhenFull = Literal["emit_early", "shut_down"]
+
+
+@dataclass(frozen=True)
+class Suppressed:
+    """How a suppression holds updates back; build it with :func:`until_window_closes` or
+    :func:`until_time_limit`."""
+
+    until: Literal["window_closes", "time_limit"]
+    wait_ms: int
+    max_records: int | None
+    when_full: WhenFull
+
+
+def until_window_closes(*, max_records: int | None = None) -> Suppressed:
+    """Emit only each window's final result, once stream time passes its end + grace.
+    The buffer is unbounded unless ``max_records`` is given; a full buffer then stops the
+    task (``shut_down``: emitting early would not be a final result)."""
+    return Suppressed("window_closes", 0, _max_records(max_records), "shut_down")
+
+
+def until_time_limit(time_to_wait: float, *, max_records: int | None = None,
+                     when_full: WhenFull = "emit_early") -> Suppressed:
+    """Emit a key's latest update ``time_to_wait`` seconds (of stream time) after its first
+    held update; at most ``max_records`` keys held (``emit_early`` the earliest when full,
+    or ``shut_down``)."""
+    if when_full not in ("emit_early", "shut_down"):
+        raise ConfigError(f"until_time_limit(when_full={when_full!r}): use 'emit_early' or "
+                          f"'shut_down'")
+    return Suppressed("time_limit", duration_ms("time_to_wait", time_to_wait),
+                      _max_records(max_records), when_full)
+
+
+def _max_records(n: int | None) -> int | None:
+    if n is not None and (not isinstance(n, int) or n < 0):
+        raise ConfigError(f"max_records must be a non-negative int or None, got {n!r}")
+    return n
+
+
+__all__ = [
+    "HoppingWindows",
+    "JoinWindows",
+    "LateRecords",
+    "SessionWindowedSerde",
+    "SessionWindows",
+    "SlidingWindows",
+    "Suppressed",
+    "TimeWindowedSerde",
+    "TimeWindows",
+    "TumblingWindows",
+    "WhenFull",
+    "Windowed",
+    "duration_ms",
+    "restamped",
+    "to_ms",
+    "until_time_limit",
+    "until_window_closes",
+]

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, serde_for
-from aiostreams.topology.dsl_processors import Passthrough
+from aiostreams.topology.dsl_processors import Passthrough, require_sync
 from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec
+from aiostreams.topology.table_processors import AggregateProcessor, StoreGetter, initial_value
 
 if TYPE_CHECKING:
     from aiostreams.topology.dsl_table import GroupedStream, Table
@@ -41,9 +42,8 @@ class CogroupedStream:
                 aggregator: Aggregator) -> CogroupedStream:
         """Add ``grouped``, aggregated into the same table by ``aggregator(key, value,
         aggregate)``."""
-        from aiostreams.topology.dsl_stream import _require_sync
 
-        _require_sync(aggregator, "cogroup")
+        require_sync(aggregator, "cogroup")
         if any(g is grouped for g, _ in self.parts):
             raise TopologyError("cogroup(): this grouped stream is already in the cogroup; "
                                 "each grouped stream can be added once")
@@ -54,12 +54,7 @@ class CogroupedStream:
                   name: str | None = None) -> Table[Any, Any]:
         """The table of aggregates, starting from ``initializer`` (a function of no
         arguments, or a value deep-copied per key)."""
-        from aiostreams.topology.dsl_table import (
-            AggregateProcessor,
-            StoreGetter,
-            Table,
-            initial_value,
-        )
+        from aiostreams.topology.dsl_table import Table
 
         builder = self.builder
         first = self.parts[0][0]

@@ -1,0 +1,110 @@
+"""The executor pool: long-lived coroutines that run a task's async slots one after another.
+
+A task per record would cost an ``asyncio.Task``, its registration and a context copy each;
+an executor instead takes the next slot when it finishes one. The pool holds at most
+``max_concurrency`` executors, plus one for every executor parked in the issue-order gate
+(see :mod:`~aiostreams.engine.issue_order`): a parked executor runs nothing, and without a
+replacement every executor could wait for an earlier slot that sits in the ready heap.
+
+Slots waiting for an executor are served oldest first (by reorder-buffer sequence): a
+retried or long-blocked record holds the commit point, so it goes before newer ones.
+
+The pool knows nothing of records: ``execute(slot)`` gives the awaitable that runs a slot,
+``on_error(slot, error)`` and ``on_done(slot)`` are told how it ended. An executor binds
+``CURRENT_SLOT`` to each slot it runs; its context is reused from slot to slot (see
+:mod:`aiostreams.topology.processor` on user context variables).
+
+Invariant (asserted): the number of parked executors never drops below zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Awaitable, Callable
+
+from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
+
+
+class ExecutorPool:
+    def __init__(self, max_concurrency: int, *,
+                 execute: Callable[[Slot], Awaitable[None]],
+                 on_error: Callable[[Slot, Exception], None],
+                 on_done: Callable[[Slot], None]) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.max_concurrency = max_concurrency
+        self._execute = execute
+        self._on_error = on_error
+        self._on_done = on_done
+        self._executors: set[asyncio.Task[None]] = set()
+        self._idle: list[asyncio.Future[Slot]] = []
+        self._ready: list[tuple[int, Slot]] = []
+        self._parked = 0  # executors waiting in the issue-order gate
+
+    def __len__(self) -> int:
+        """Executors alive (running a slot, idle, or parked in the gate)."""
+        return len(self._executors)
+
+    def dispatch(self, slot: Slot) -> None:
+        """Hand ``slot`` to an idle executor, or start one (within the limit); with all of
+        them busy the slot waits in the ready heap."""
+        idle = self._idle
+        while idle:
+            waiter = idle.pop()
+            if not waiter.done():
+                waiter.set_result(slot)
+                return
+        if len(self._executors) < self.max_concurrency + self._parked:
+            self._spawn(slot)
+        else:
+            heapq.heappush(self._ready, (slot.seq, slot))
+
+    def parked(self, delta: int) -> None:
+        """An executor starts (+1) or stops (-1) waiting in the issue-order gate; while it
+        waits, one more executor may run (the oldest ready slot gets it at once)."""
+        self._parked += delta
+        assert self._parked >= 0, "an executor left the gate it never entered"
+        ready = self._ready
+        if delta > 0 and ready:
+            self._spawn(heapq.heappop(ready)[1])
+
+    async def cancel_all(self) -> None:
+        """Cancel every executor and wait for them to end. Cancellation: the executors are
+        cancelled already; stops waiting for them."""
+        running = list(self._executors)
+        for t in running:
+            t.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+    def _spawn(self, slot: Slot) -> None:
+        executor = asyncio.get_running_loop().create_task(self._run(slot))
+        self._executors.add(executor)
+        executor.add_done_callback(self._executors.discard)
+
+    async def _run(self, slot: Slot) -> None:
+        """Run slots until cancelled (per-slot errors go to ``on_error``, never out)."""
+        loop = asyncio.get_running_loop()
+        ready = self._ready
+        idle = self._idle
+        execute = self._execute
+        set_current = CURRENT_SLOT.set
+        while True:
+            set_current(slot)
+            try:
+                await execute(slot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._on_error(slot, error)
+            else:
+                self._on_done(slot)
+            if len(self._executors) > self.max_concurrency + self._parked:
+                return  # an executor added while others waited in the gate
+            if ready:
+                slot = heapq.heappop(ready)[1]
+                continue
+            waiter: asyncio.Future[Slot] = loop.create_future()
+            idle.append(waiter)
+            slot = await waiter

@@ -1,0 +1,83 @@
+"""A task's state stores, their overlays and their changelogs (Kafka's
+``ProcessorStateManager``, for one task).
+
+Each store of the sub-topology gets one :class:`~aiostreams.state.overlay.StoreOverlay`
+(store-to-load forwarding of in-flight writes) and, when it is logged, one changelog
+partition: the task's partition of its changelog topic. Processors see store *views*
+over the overlays; a write lands in the current slot (``CURRENT_SLOT``) and its overlay.
+
+Invariant: a slot's writes reach the store only through :meth:`TaskStores.apply` (at
+retirement, in issue order) or leave the overlays through :meth:`TaskStores.withdraw` (a
+failed attempt); each logged write is followed by exactly one changelog record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.engine.reorder_buffer import Slot
+from aiostreams.state.base import StateStore, StoreContext
+from aiostreams.state.overlay import StoreOverlay, view_for
+from aiostreams.topology.topology import StoreSpec
+from aiostreams.types import OutgoingRecord, TopicPartition
+
+
+class TaskStores:
+    def __init__(self, specs: Sequence[StoreSpec], *, partition: int,
+                 changelog_topics: Mapping[str, str]) -> None:
+        self._partition = partition
+        self.stores: dict[str, StateStore] = {}
+        self._overlays: dict[str, StoreOverlay] = {}
+        self._changelog_of: dict[StoreOverlay, str] = {}
+        for spec in specs:
+            store = spec.factory()
+            self.stores[spec.name] = store
+            overlay = StoreOverlay(store)
+            self._overlays[spec.name] = overlay
+            topic = changelog_topics.get(spec.name)
+            if spec.logged and topic is not None:
+                self._changelog_of[overlay] = topic
+
+    def views(self, names: Sequence[str]) -> dict[str, Any]:
+        """The views a processor connected to stores ``names`` reads and writes through."""
+        return {name: view_for(self._overlays[name]) for name in names}
+
+    @property
+    def changelog_partitions(self) -> dict[str, TopicPartition]:
+        """Store name → the changelog partition that backs it in this task."""
+        by_overlay = {o: name for name, o in self._overlays.items()}
+        return {by_overlay[o]: TopicPartition(t, self._partition)
+                for o, t in self._changelog_of.items()}
+
+    async def open(self, task_id: str, state_dir: Any) -> None:
+        ctx = StoreContext(task_id, state_dir, self._partition)
+        for store in self.stores.values():
+            await store.open(ctx)
+
+    async def flush(self) -> None:
+        for store in self.stores.values():
+            await store.flush()
+
+    async def close(self) -> None:
+        for store in self.stores.values():
+            await store.close()
+
+    def apply(self, slot: Slot, released: list[OutgoingRecord | ExternalRecord]) -> None:
+        """Apply the retiring ``slot``'s writes to the stores, appending their changelog
+        records to ``released`` (after the slot's own outputs, as a serial run orders them)."""
+        changelog_of = self._changelog_of
+        for overlay, key, value in slot.writes:
+            overlay.retire(slot, key, value)
+            changelog = changelog_of.get(overlay)
+            if changelog is not None:
+                k, v = overlay.store.changelog_record(key, value)
+                released.append(OutgoingRecord(changelog, k, v, None, (), self._partition))
+
+    @staticmethod
+    def withdraw(slot: Slot) -> None:
+        """Take a failed attempt's writes back out of the overlays (the slot forgets them)."""
+        for overlay, key, _ in slot.writes:
+            overlay.withdraw(slot, key)
+        slot.writes = ()

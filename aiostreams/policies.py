@@ -1,0 +1,106 @@
+"""The user's processing policies: how records are ordered, retried and failed.
+
+Public (re-exported by :mod:`aiostreams`): :class:`Ordering` (what an in-flight record
+waits for), :class:`Retry` (how often and how late a failed record runs again) and
+:class:`OnError` (what happens once its attempts are exhausted). The engine reads them;
+nothing here knows the engine.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiostreams.errors import ConfigError, DeserializationError
+
+
+class Ordering(enum.Enum):
+    """Which records of a task may execute at once: never two of one key (``key``), one at
+    a time per partition (``partition``), or any (``unordered``); outputs and commits stay
+    in offset order either way."""
+
+    KEY = "key"
+    PARTITION = "partition"
+    UNORDERED = "unordered"
+
+    @classmethod
+    def parse(cls, value: Ordering | str) -> Ordering:
+        if isinstance(value, Ordering):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(
+                f"ordering must be one of 'key', 'partition', 'unordered'; got {value!r}"
+            ) from None
+
+
+class OnError(enum.Enum):
+    """What a record that failed for good does: stop the task (``fail``), be dropped
+    (``skip``), or go to the dead-letter topic (``dead_letter``)."""
+
+    FAIL = "fail"
+    SKIP = "skip"
+    DEAD_LETTER = "dead_letter"
+
+    @classmethod
+    def parse(cls, value: OnError | str) -> OnError:
+        if isinstance(value, OnError):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigError(
+                f"on_error must be one of 'fail', 'skip', 'dead_letter'; got {value!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Retry policy for a processing step.
+
+    ``attempts`` counts every execution (1 = no retry). The n-th retry waits
+    ``min(max_backoff, backoff * multiplier**(n-1))`` seconds, randomised by ``jitter``
+    (0.5 = anywhere from 50% to 150%). ``timeout`` bounds one attempt (async steps only);
+    ``retry_on`` lists the exception types worth retrying.
+    """
+
+    attempts: int = 1
+    backoff: float = 0.1
+    max_backoff: float = 30.0
+    multiplier: float = 2.0
+    jitter: float = 0.5
+    timeout: float | None = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError(f"Retry.attempts must be >= 1, got {self.attempts}")
+        if self.backoff < 0 or self.max_backoff < 0:
+            raise ConfigError("Retry.backoff and Retry.max_backoff must be >= 0 seconds")
+        if self.multiplier < 1:
+            raise ConfigError(f"Retry.multiplier must be >= 1, got {self.multiplier}")
+        if not 0 <= self.jitter <= 1:
+            raise ConfigError(f"Retry.jitter must be within [0, 1], got {self.jitter}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigError(f"Retry.timeout must be > 0 seconds, got {self.timeout}")
+
+    def should_retry(self, error: BaseException, attempts_made: int) -> bool:
+        if attempts_made >= self.attempts or isinstance(error, DeserializationError):
+            return False
+        return isinstance(error, self.retry_on)
+
+    def delay(self, attempts_made: int, rng: Callable[[], float] = random.random) -> float:
+        """Seconds to wait before attempt ``attempts_made + 1``."""
+        base = min(self.max_backoff, self.backoff * self.multiplier ** (attempts_made - 1))
+        if self.jitter:
+            base *= 1 - self.jitter + 2 * self.jitter * rng()
+        return max(0.0, base)
+
+
+NO_RETRY = Retry()
+"""The default: one attempt, no retry."""
+
+__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry"]

@@ -1,0 +1,122 @@
+"""A circuit breaker per service: stop calling a service that keeps failing, probe it, resume.
+
+States (the transition table):
+
+    CLOSED    --failure ratio >= threshold over window (>= min_calls)-->  OPEN
+    OPEN      --cool_down elapsed-->                                      HALF_OPEN
+    HALF_OPEN --probe succeeded (probes of them)-->                       CLOSED
+    HALF_OPEN --a probe failed-->                                         OPEN (cool-down anew)
+
+While OPEN no call is made; the engine holds the records that need the service (dispatch
+paused) instead of spending their retries. In HALF_OPEN up to ``probes`` calls go out at
+once. Failures are ``ERROR``, ``TIMEOUT`` and ``OVERLOADED`` outcomes. Counting uses one-second
+buckets over ``window`` seconds, so memory is bounded whatever the call rate.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from aiostreams.services.outcome import Outcome
+
+__all__ = ["Breaker", "BreakerState", "CircuitBreaker"]
+
+
+@dataclass(frozen=True)
+class CircuitBreaker:
+    """A circuit breaker's settings (see the module docstring)."""
+
+    failure_ratio: float = 0.5
+    window: float = 10.0
+    cool_down: float = 5.0
+    min_calls: int = 20
+    probes: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.failure_ratio <= 1.0:
+            raise ValueError(f"CircuitBreaker failure_ratio is in (0, 1]; got "
+                             f"{self.failure_ratio}")
+        if self.window <= 0 or self.cool_down <= 0:
+            raise ValueError("CircuitBreaker window and cool_down are positive seconds; got "
+                             f"window={self.window}, cool_down={self.cool_down}")
+        if self.min_calls < 1 or self.probes < 1:
+            raise ValueError("CircuitBreaker min_calls and probes are at least 1")
+
+
+class BreakerState(enum.Enum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class Breaker:
+    def __init__(self, settings: CircuitBreaker) -> None:
+        self.settings = settings
+        self.state = BreakerState.CLOSED
+        self._opened_at = -math.inf
+        self._buckets: deque[list[float]] = deque()  # [second, calls, failures]
+        self._probing = 0
+        self._probe_successes = 0
+        self.opened = 0  # times it opened, for metrics
+
+    def retry_in(self, now: float) -> float:
+        """Seconds until an OPEN breaker half-opens (0.0 when it is not open)."""
+        if self.state is not BreakerState.OPEN:
+            return 0.0
+        return max(0.0, self._opened_at + self.settings.cool_down - now)
+
+    def try_acquire(self, now: float) -> bool:
+        """May a call go out now? In HALF_OPEN this takes one of the probe places."""
+        if self.state is BreakerState.OPEN:
+            if now < self._opened_at + self.settings.cool_down:
+                return False
+            self._to(BreakerState.HALF_OPEN)
+        if self.state is BreakerState.HALF_OPEN:
+            if self._probing >= self.settings.probes:
+                return False
+            self._probing += 1
+        return True
+
+    def on_outcome(self, outcome: Outcome, now: float) -> None:
+        failed = outcome is not Outcome.SUCCESS
+        if self.state is BreakerState.HALF_OPEN:
+            self._probing = max(0, self._probing - 1)
+            if failed:
+                self._open(now)
+            else:
+                self._probe_successes += 1
+                if self._probe_successes >= self.settings.probes:
+                    self._to(BreakerState.CLOSED)
+            return
+        if self.state is BreakerState.OPEN:
+            return  # a call from before it opened: it already counted
+        self._count(now, failed)
+        calls = sum(b[1] for b in self._buckets)
+        failures = sum(b[2] for b in self._buckets)
+        if calls >= self.settings.min_calls and failures >= self.settings.failure_ratio * calls:
+            self._open(now)
+
+    def _count(self, now: float, failed: bool) -> None:
+        second = math.floor(now)
+        if not self._buckets or self._buckets[-1][0] != second:
+            self._buckets.append([second, 0.0, 0.0])
+        bucket = self._buckets[-1]
+        bucket[1] += 1
+        bucket[2] += 1 if failed else 0
+        while self._buckets[0][0] <= now - self.settings.window:
+            self._buckets.popleft()
+
+    def _open(self, now: float) -> None:
+        self._opened_at = now
+        self.opened += 1
+        self._to(BreakerState.OPEN)
+
+    def _to(self, state: BreakerState) -> None:
+        self.state = state
+        self._probing = 0
+        self._probe_successes = 0
+        if state is BreakerState.CLOSED:
+            self._buckets.clear()

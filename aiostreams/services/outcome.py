@@ -1,0 +1,78 @@
+"""What became of one call to a service, as the limits, the breaker and the metrics see it.
+
+A call ends in one :class:`Outcome`. ``OVERLOADED`` (the service said 429 or 503, or the
+user raised :class:`Overloaded`) and ``TIMEOUT`` are the congestion signals: the adaptive
+limit lowers on them and the breaker counts them. ``ERROR`` (any other exception) counts
+against the breaker but says nothing about load. ``SUCCESS`` carries the measured latency.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CircuitOpenError", "Outcome", "Overloaded", "RetryBudgetExhausted", "classify"]
+
+OVERLOAD_STATUSES = frozenset({429, 503})
+
+
+class Outcome(enum.Enum):
+    SUCCESS = "success"
+    OVERLOADED = "overloaded"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+    @property
+    def congestion(self) -> bool:
+        """True for the outcomes that say the service has more work than it can take."""
+        return self in (Outcome.OVERLOADED, Outcome.TIMEOUT)
+
+
+class Overloaded(Exception):
+    """Raise from a call to say the service refused it for load (as a 429 or 503 would)."""
+
+    def __init__(self, service: str = "", detail: str = "") -> None:
+        super().__init__(f"service {service!r} is overloaded{': ' + detail if detail else ''}")
+        self.service = service
+
+
+class CircuitOpenError(Exception):
+    """A call was not made: the service's circuit breaker is open. The engine does not
+    dead-letter a record for this; it waits for the breaker to half-open."""
+
+    def __init__(self, service: str, retry_in: float) -> None:
+        super().__init__(f"the circuit breaker of service {service!r} is open after repeated "
+                         f"failures; the next probe is in {retry_in:.1f} s")
+        self.service = service
+        self.retry_in = retry_in
+
+
+class RetryBudgetExhausted(Exception):
+    """A retry was refused: retries to this service already make up its budget's share of
+    calls. The error that made the call fail is the ``__cause__``."""
+
+    def __init__(self, service: str, ratio: float) -> None:
+        super().__init__(f"not retrying a call to service {service!r}: retries are already "
+                         f"{ratio:.0%} of its calls (its retry budget); raise retry_budget= "
+                         "or fix the service")
+        self.service = service
+
+
+def classify(error: BaseException | None) -> Outcome:
+    """The outcome of a call that raised ``error`` (None: it returned).
+
+    HTTP errors of aiohttp and httpx with status 429 or 503 are ``OVERLOADED`` (found by
+    their ``status``/``response.status_code`` attribute, so neither library is imported).
+    """
+    if error is None:
+        return Outcome.SUCCESS
+    if isinstance(error, Overloaded):
+        return Outcome.OVERLOADED
+    if isinstance(error, TimeoutError):
+        return Outcome.TIMEOUT
+    status = getattr(error, "status", None)
+    if status is None:
+        response = getattr(error, "response", None)
+        status = getattr(response, "status_code", None)
+    if isinstance(status, int) and status in OVERLOAD_STATUSES:
+        return Outcome.OVERLOADED
+    return Outcome.ERROR
