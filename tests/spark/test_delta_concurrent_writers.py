@@ -106,3 +106,34 @@ async def test_two_writers_of_overlapping_offset_ranges_leave_each_offset_once(
     mine_written = {o for o in my_range if o > their_range[-1]}
     assert {o for (p, o) in seen if p == 1} == set(their_range) | mine_written
     assert max(seen.values()) == 1
+
+
+async def test_a_partition_that_comes_back_lower_after_another_worker_had_it_is_taken_once(
+        tmp_path: Path) -> None:
+    """Worker A wrote offsets 0-9 and lost the partition; B wrote 10-19 and crashed before
+    its offset commit; A gets the partition back from offset 10 (below nothing it holds)."""
+    path = tmp_path / "d"
+    a = DeltaSink(path, Order, include=("partition", "offset"))
+    await a.start()
+    add_orders(a, range(10), ORDERS_1)  # type: ignore[arg-type]
+    await a.flush()
+    b = DeltaSink(path, Order, include=("partition", "offset"))
+    await b.start()
+    add_orders(b, range(10, 20), ORDERS_1)  # type: ignore[arg-type]
+    await b.stop()
+    add_orders(a, range(5, 25), ORDERS_1)  # type: ignore[arg-type]  # replayed from 5
+    await a.flush()
+    assert a.metrics.rows_replayed == 15  # 5-9 known durable at add, 10-19 at the check
+    seen = offsets_in(path)
+    assert set(seen) == {(1, i) for i in range(25)} and max(seen.values()) == 1
+    await a.stop()
+
+
+async def test_a_partition_going_back_while_its_records_are_pending_is_a_bug_caught(
+        tmp_path: Path) -> None:
+    sink = DeltaSink(tmp_path / "d", Order)
+    await sink.start()
+    add_orders(sink, range(10), ORDERS_1)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="went back from offset 9 to 3"):
+        add_orders(sink, range(3, 4), ORDERS_1)  # type: ignore[arg-type]
+    await sink.stop()
