@@ -6,8 +6,9 @@
 //    "config": {StreamsConfig name: value, ...} (optional overrides)}
 //     builds the topology described by "ops" with the Kafka Streams DSL (the vocabulary is
 //     documented in tests/oracle/oracle_spec.py, which builds the same topology in aiostreams),
-//     runs it in a fresh TopologyTestDriver (caching off, in-memory stores, a fresh state
-//     dir), pipes "inputs" in order and prints every record of every output topic:
+//     runs it in a fresh TopologyTestDriver (caching off, a fresh state dir; the DSL's
+//     stores are RocksDB: DEFAULT_DSL_STORE_CONFIG below has no effect on a StreamsBuilder
+//     made without a TopologyConfig, and window retention follows RocksDB's rule), pipes "inputs" in order and prints every record of every output topic:
 //   -> {"id": "c1", "ok": true, "outputs": {"out": [{"k": hex|null, "v": hex|null,
 //                                                      "ts": ms, "h": [[name, hex], ...]}]}}
 //
