@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiostreams.engine.clock import Clock, LoopClock
+from aiostreams.engine.permit_wait import waiting_for_permit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
 from aiostreams.services.limit import Adaptive, AdaptiveLimit, FixedLimit, Limit
@@ -78,8 +79,11 @@ class Service:
             return self.breaker.retry_in(self.clock.monotonic()) == 0.0
         return self.in_flight < self.limit
 
-    async def call(self, fn: Callable[[], Awaitable[T]], *, attempt: int = 0) -> T:
-        """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry."""
+    async def call(self, fn: Callable[[], Awaitable[T]], *, attempt: int = 0,
+                   timeout: float | None = None) -> T:
+        """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
+        ``timeout`` (seconds from dispatch) replaces the service's own for this call (a
+        step's ``Retry(timeout=)``)."""
         now = self.clock.monotonic()
         if self.budget is not None:
             if attempt == 0:
@@ -89,7 +93,7 @@ class Service:
                 raise RetryBudgetExhausted(self.name, self.budget.ratio)
         await self._acquire()
         try:
-            return await self._dispatch(fn)
+            return await self._dispatch(fn, self.timeout if timeout is None else timeout)
         finally:
             self.in_flight -= 1
             self._wake()
@@ -126,12 +130,12 @@ class Service:
                     self._wake()
                     raise
 
-    async def _dispatch(self, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None) -> T:
         started = self.clock.monotonic()
         in_flight = self.in_flight
         error: BaseException | None = None
         try:
-            return await self._timed(fn)
+            return await self._timed(fn, timeout)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -146,8 +150,8 @@ class Service:
                     self.breaker.on_outcome(outcome, self.clock.monotonic())
                 self.stats.record(outcome, latency)
 
-    async def _timed(self, fn: Callable[[], Awaitable[T]]) -> T:
-        if self.timeout is None:
+    async def _timed(self, fn: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+        if timeout is None:
             return await fn()
         call = asyncio.ensure_future(fn())
         timed_out = False
@@ -158,13 +162,13 @@ class Service:
                 timed_out = True
                 call.cancel()
 
-        timer = self.clock.call_later(self.timeout, expire)
+        timer = self.clock.call_later(timeout, expire)
         try:
             return await call
         except asyncio.CancelledError:
             if timed_out:
                 raise TimeoutError(f"service {self.name!r} did not answer within "
-                                   f"{self.timeout} s of the call's dispatch") from None
+                                   f"{timeout} s of the call's dispatch") from None
             raise
         finally:
             timer.cancel()
@@ -182,13 +186,15 @@ class Service:
 
         timer = self.clock.call_later(seconds, wake)
         try:
-            await done
+            with waiting_for_permit():  # the engine parks the record's executor
+                await done
         finally:
             timer.cancel()
 
     async def _next_change(self) -> None:
         """Wait until a call ends or the breaker moves (a place may have come free)."""
-        await self._changed.wait()
+        with waiting_for_permit():  # the engine parks the record's executor
+            await self._changed.wait()
 
     def _wake(self) -> None:
         self._changed.set()

@@ -1,0 +1,82 @@
+"""How an async step calls its user function through a declared service (issue 20).
+
+``map_values_async(fn, service=svc, coalesce_by=key_fn)`` gives the step a
+:class:`ServiceCaller` in place of its plain :class:`StepLimiter` call. Each call:
+
+1. takes the step's own ``concurrency`` place, if the step has a cap;
+2. with ``coalesce_by``: joins the call already out for the same lookup key, if there is
+   one (single-flight; the record still retires in its own order, with the shared result);
+3. waits for the service's permit (breaker, concurrency place, token) - as a record that is
+   not executing: its executor is parked and its attempt's timeout paused (see
+   :mod:`aiostreams.engine.permit_wait`);
+4. dispatches ``fn``; the step's ``Retry(timeout=)`` (else the service's ``timeout``)
+   starts here, at dispatch.
+
+A retry of the record (its slot's second attempt on) is marked as one, so the service's
+retry budget applies. Coalescing assumes what the issue states for it: the function's result
+depends on the lookup key only (a side-effect-free lookup); then outputs equal the serial
+run's whatever the completion order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from aiostreams.engine.reorder_buffer import CURRENT_SLOT
+from aiostreams.services.declared import DeclaredService
+from aiostreams.services.single_flight import SingleFlight
+from aiostreams.topology.dsl_processors import StepLimiter, await_result
+
+__all__ = ["ServiceCaller"]
+
+
+class ServiceCaller:
+    """The call path of one async step bound to a service (same ``call`` as a limiter)."""
+
+    def __init__(self, limiter: StepLimiter, service: DeclaredService,
+                 coalesce_by: Callable[..., Hashable] | None) -> None:
+        if not isinstance(service, DeclaredService):
+            raise TypeError(f"service= takes what app.service(name, ...) returns, got "
+                            f"{type(service).__name__}")
+        if coalesce_by is not None and not callable(coalesce_by):
+            raise TypeError(f"coalesce_by= takes a function of the step's arguments, got "
+                            f"{type(coalesce_by).__name__}")
+        self.limiter = limiter
+        self.service = service
+        self.coalesce_by = coalesce_by
+        self._flights: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                                 SingleFlight[Any]] = (
+            weakref.WeakKeyDictionary())
+
+    async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                   timeout: float | None) -> Any:
+        """``await fn(*args)`` through the service; ``timeout`` counts from dispatch."""
+        return await self.limiter.call(self._through_service, (fn, args, timeout), None)
+
+    async def _through_service(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                               timeout: float | None) -> Any:
+        service = self.service.on_loop()
+        slot = CURRENT_SLOT.get(None)
+        attempt = slot.attempts - 1 if slot is not None else 0
+
+        async def once() -> Any:
+            return await service.call(lambda: await_result(fn(*args)), attempt=attempt,
+                                      timeout=timeout)
+
+        if self.coalesce_by is None:
+            return await once()
+        flights = self._flights_on_loop()
+        key = self.coalesce_by(*args)
+        if key in flights:
+            service.stats.saved_by_coalescing += 1  # this record makes no call of its own
+        return await flights.run(key, once)
+
+    def _flights_on_loop(self) -> SingleFlight[Any]:
+        loop = asyncio.get_running_loop()
+        flights = self._flights.get(loop)
+        if flights is None:
+            flights = self._flights[loop] = SingleFlight()
+        return flights

@@ -1,0 +1,158 @@
+"""Async steps calling through a declared service: timeouts measure the call, coalesced
+records share a call and still retire in order, and outputs and state equal the serial
+run's for any completion order."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+from dslkit import In, make_app, produce, run_app
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aiostreams import App, ConfigError, Retry, TopologyError
+from aiostreams.services import Adaptive
+from aiostreams.testing import TopologyTestDriver, settle
+
+
+def topics(app: Any) -> tuple[Any, Any]:
+    return (app.topic("in", key=str, value=str, partitions=1),
+            app.topic("out", key=str, value=str, partitions=1))
+
+
+async def test_time_queued_for_a_permit_never_times_a_call_out() -> None:
+    # issue 20: a call that had answered was timed out and made again because its time in
+    # the queue counted. Here 8 records queue behind one place for ~8 x 30 ms, far past the
+    # 100 ms processing timeout and the step's 80 ms Retry timeout; each call takes 30 ms.
+    app = make_app(processing_timeout=0.1)
+    src, out = topics(app)
+    lookups = app.service("lookups", concurrency=1)
+    calls: list[str] = []
+
+    async def lookup(v: str) -> str:
+        calls.append(v)
+        await asyncio.sleep(0.03)  # the service's latency
+        return v.upper()
+
+    app.stream(src).map_values_async(
+        lookup, service=lookups,
+        retry=Retry(attempts=2, backoff=0.0, jitter=0.0, timeout=0.08)).to(out)
+    values = [f"v{i}" for i in range(8)]
+    produce(app, src, [In(f"k{i}", v) for i, v in enumerate(values)])
+    result = await run_app(app, [out])
+    assert result.values("out") == [v.upper() for v in values]
+    assert sorted(calls) == values  # each called once: no attempt timed out
+    service = lookups.current
+    assert service is not None and service.stats.calls == 8 and service.in_flight == 0
+
+
+async def test_records_with_the_same_lookup_key_share_one_call_and_retire_in_order() -> None:
+    app = make_app()
+    src, out = topics(app)
+    customers = app.service("customers", concurrency=Adaptive(initial=50, min=4, max=200))
+    values = [f"{c}:{i}" for i, c in enumerate("abacabcaab")]
+    arrived: list[str] = []
+    all_arrived, release = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    def customer_of(v: str) -> str:
+        arrived.append(v)
+        if len(arrived) == len(values):
+            all_arrived.set()
+        return v.split(":")[0]
+
+    async def enrich(v: str) -> str:
+        calls.append(customer_of_value(v))
+        await release.wait()  # every call stays out until all records have asked
+        return customer_of_value(v).upper()
+
+    async def release_when_all_asked() -> None:
+        await all_arrived.wait()
+        await settle()
+        release.set()
+
+    app.stream(src).map_values_async(enrich, service=customers, coalesce_by=customer_of).to(
+        out)
+    produce(app, src, [In(f"r{i}", v) for i, v in enumerate(values)])
+    releaser = asyncio.ensure_future(release_when_all_asked())
+    result = await run_app(app, [out])
+    await releaser
+    assert result.values("out") == [v.split(":")[0].upper() for v in values]
+    assert sorted(calls) == ["a", "b", "c"]
+    service = customers.current
+    assert service is not None
+    assert (service.stats.calls, service.stats.saved_by_coalescing) == (3, len(values) - 3)
+
+
+def customer_of_value(v: str) -> str:
+    return v.split(":")[0]
+
+
+def coalescing_app(seed: int, max_in_flight: int) -> tuple[App, list[str]]:
+    """map_values_async through a service with coalescing, then a count per customer (state);
+    each call answers after a seeded-random number of loop turns."""
+    app = App("coalesce", max_in_flight=max_in_flight)
+    src = app.topic("in", key=str, value=str, partitions=1)
+    app.topic("out", key=str, value=str, partitions=1)
+    service = app.service("customers", concurrency=3)
+    rng = random.Random(seed)
+    calls: list[str] = []
+
+    async def enrich(v: str) -> str:
+        calls.append(customer_of_value(v))
+        for _ in range(rng.randint(0, 12)):
+            await asyncio.sleep(0)
+        return f"{customer_of_value(v)}!"
+
+    enriched = app.stream(src).map_values_async(enrich, service=service,
+                                                coalesce_by=customer_of_value)
+    enriched.to("out")
+    enriched.group_by_key().count(materialized="counts")
+    return app, calls
+
+
+async def drive(records: list[tuple[str, str]], seed: int, max_in_flight: int
+                ) -> tuple[list[tuple[str, str]], dict[Any, Any], list[str]]:
+    app, calls = coalescing_app(seed, max_in_flight)
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_inputs("in", records)
+        await driver.process_all()
+        outputs = [(r.key, r.value) for r in driver.read_output("out")]
+        return outputs, driver.store("counts"), calls
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(st.sampled_from("pqrs"), st.sampled_from("abcd")),
+                        min_size=1, max_size=30),
+       seed=st.integers(0, 2**16), max_in_flight=st.sampled_from([2, 8, 64]))
+async def test_with_coalescing_outputs_and_state_equal_the_serial_runs(
+        records: list[tuple[str, str]], seed: int, max_in_flight: int) -> None:
+    piped = [(key, f"{customer}:{i}") for i, (key, customer) in enumerate(records)]
+    serial_out, serial_state, serial_calls = await drive(piped, seed, 1)
+    out, state, calls = await drive(piped, seed, max_in_flight)
+    assert out == serial_out
+    assert state == serial_state
+    assert len(serial_calls) == len(piped)  # serially nothing overlaps: one call a record
+    assert len(calls) <= len(piped)
+
+
+def test_a_service_is_declared_once_per_name() -> None:
+    app = App("twice", broker="memory://twice")
+    app.service("customers")
+    with pytest.raises(ConfigError, match="declared twice"):
+        app.service("customers", concurrency=4)
+
+
+def test_coalescing_needs_a_service() -> None:
+    app = App("nocoalesce", broker="memory://nocoalesce")
+    src = app.topic("in", key=str, value=str)
+
+    async def f(v: str) -> str:
+        return v
+
+    with pytest.raises(TopologyError, match="needs service="):
+        app.stream(src).map_values_async(f, coalesce_by=lambda v: v)
