@@ -13,8 +13,13 @@
    starts here, at dispatch.
 
 A retry of the record (its slot's second attempt on) is marked as one, so the service's
-retry budget applies. Coalescing assumes what the issue states for it: the function's result
-depends on the lookup key only (a side-effect-free lookup); then outputs equal the serial
+retry budget applies. A call that fails while the service's breaker is not closed (it opened
+on this failure or an earlier one, or is probing) is an outage, not the record's failure: the
+record is held and calls again once the breaker lets calls out, so an outage dead-letters
+nothing and spends no retries.
+
+Coalescing assumes what the issue states for it: the function's result depends on the
+lookup key only (a side-effect-free lookup); then outputs equal the serial
 run's whatever the completion order.
 """
 
@@ -26,6 +31,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT
+from aiostreams.services.breaker import BreakerState
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.single_flight import SingleFlight
 from aiostreams.topology.dsl_processors import StepLimiter, await_result
@@ -63,8 +69,16 @@ class ServiceCaller:
         attempt = slot.attempts - 1 if slot is not None else 0
 
         async def once() -> Any:
-            return await service.call(lambda: await_result(fn(*args)), attempt=attempt,
-                                      timeout=timeout)
+            while True:
+                try:
+                    return await service.call(lambda: await_result(fn(*args)),
+                                              attempt=attempt, timeout=timeout)
+                except Exception:
+                    if service.breaker_state is BreakerState.CLOSED:
+                        raise  # an ordinary failure: the step's Retry decides
+                    # an outage: the breaker is open (or probing) - hold the record until
+                    # it lets calls out again instead of spending its retries
+                    service.stats.held_by_breaker += 1
 
         if self.coalesce_by is None:
             return await once()
