@@ -48,17 +48,17 @@ def service_metrics(app: str, services: Mapping[str, DeclaredService]) -> Iterab
     if not live:
         return
     gauges = {
-        "limit": ("The service's concurrency limit now (moves when adaptive).",
-                  lambda s: s.limit),
-        "in_flight": ("Calls to the service out now.", lambda s: s.in_flight),
-        "waiting_for_permit": ("Records waiting for a permit (breaker, concurrency place or "
-                               "token): not executing, their timeouts not running.",
-                               lambda s: s.waiting),
+        "limit": "The service's concurrency limit now (moves when adaptive).",
+        "in_flight": "Calls to the service out now.",
+        "waiting_for_permit": "Records waiting for a permit (breaker, concurrency place or "
+                              "token): not executing, their timeouts not running.",
     }
-    for metric, (doc, read) in gauges.items():
+    for metric, doc in gauges.items():
         family = GaugeMetricFamily(f"aiostreams_service_{metric}", doc, labels=_LABELS)
         for name, service in live:
-            family.add_metric([app, name], float(read(service)))
+            value = {"limit": service.limit, "in_flight": service.in_flight,
+                     "waiting_for_permit": service.waiting}[metric]
+            family.add_metric([app, name], float(value))
         yield family
     breaker = GaugeMetricFamily("aiostreams_service_breaker_state",
                                 "1 for the circuit breaker's current state, else 0.",
