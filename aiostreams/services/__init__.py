@@ -6,6 +6,7 @@ See :class:`~aiostreams.services.service.Service` and ``docs/guides/services.md`
 from aiostreams.services.breaker import BreakerState, CircuitBreaker
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.limit import Adaptive
+from aiostreams.services.memo import Memo
 from aiostreams.services.outcome import (
     CircuitOpenError,
     Outcome,
@@ -17,5 +18,5 @@ from aiostreams.services.service import Service
 from aiostreams.services.single_flight import SingleFlight
 
 __all__ = ["Adaptive", "BreakerState", "CircuitBreaker", "CircuitOpenError", "DeclaredService",
-           "Outcome", "Overloaded", "RateLimit", "RetryBudgetExhausted", "Service",
+           "Memo", "Outcome", "Overloaded", "RateLimit", "RetryBudgetExhausted", "Service",
            "SingleFlight"]

@@ -187,8 +187,9 @@ class StepLimiter:
         return self._semaphore
 
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                   timeout: float | None) -> Any:
-        """``await fn(*args)`` under the cap and ``timeout`` (seconds, per call)."""
+                   timeout: float | None, context: Any = None) -> Any:
+        """``await fn(*args)`` under the cap and ``timeout`` (seconds, per call);
+        ``context`` (the step's) is not needed here."""
         semaphore = self._get()
         if semaphore is not None:
             await semaphore.acquire()
@@ -216,7 +217,7 @@ class StepCaller(Protocol):
     (:class:`~aiostreams.topology.dsl_service.ServiceCaller`)."""
 
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                   timeout: float | None) -> Any: ...
+                   timeout: float | None, context: Any = None) -> Any: ...
 
 
 class AsyncStep(Processor[Any, Any]):
@@ -229,7 +230,7 @@ class AsyncStep(Processor[Any, Any]):
         self.timeout = timeout
 
     async def call(self, *args: Any) -> Any:
-        return await self.limiter.call(self.fn, args, self.timeout)
+        return await self.limiter.call(self.fn, args, self.timeout, self.context)
 
 
 class AsyncMapValues(AsyncStep):

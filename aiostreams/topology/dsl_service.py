@@ -12,6 +12,9 @@
 4. dispatches ``fn``; the step's ``Retry(timeout=)`` (else the service's ``timeout``)
    starts here, at dispatch.
 
+With ``memoize=Memo(ttl=...)`` a fresh answer in the step's memo store is used before any
+of that, and a new answer is stored (see :mod:`aiostreams.services.memo`).
+
 A retry of the record (its slot's second attempt on) is marked as one, so the service's
 retry budget applies. A call that fails while the service's breaker is not closed (it opened
 on this failure or an earlier one, or is probing) is an outage, not the record's failure: the
@@ -33,17 +36,25 @@ from typing import Any
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT
 from aiostreams.services.breaker import BreakerState
 from aiostreams.services.declared import DeclaredService
+from aiostreams.services.memo import Memo
 from aiostreams.services.single_flight import SingleFlight
 from aiostreams.topology.dsl_processors import StepLimiter, await_result
+from aiostreams.topology.processor import ProcessorContext
 
-__all__ = ["ServiceCaller"]
+__all__ = ["ServiceCaller", "memo_store_name"]
+
+
+def memo_store_name(node: str) -> str:
+    """The store holding the memo of the step ``node``."""
+    return f"{node}-memo"
 
 
 class ServiceCaller:
     """The call path of one async step bound to a service (same ``call`` as a limiter)."""
 
     def __init__(self, limiter: StepLimiter, service: DeclaredService,
-                 coalesce_by: Callable[..., Hashable] | None) -> None:
+                 coalesce_by: Callable[..., Hashable] | None, memo: Memo | None = None
+                 ) -> None:
         if not isinstance(service, DeclaredService):
             raise TypeError(f"service= takes what app.service(name, ...) returns, got "
                             f"{type(service).__name__}")
@@ -53,14 +64,31 @@ class ServiceCaller:
         self.limiter = limiter
         self.service = service
         self.coalesce_by = coalesce_by
+        if memo is not None and coalesce_by is None:
+            raise TypeError("memoize= needs coalesce_by=: the memo is kept by lookup key")
+        self.memo = memo
         self._flights: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                  SingleFlight[Any]] = (
             weakref.WeakKeyDictionary())
 
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                   timeout: float | None) -> Any:
-        """``await fn(*args)`` through the service; ``timeout`` counts from dispatch."""
-        return await self.limiter.call(self._through_service, (fn, args, timeout), None)
+                   timeout: float | None, context: ProcessorContext | None = None) -> Any:
+        """``await fn(*args)`` through the service; ``timeout`` counts from dispatch;
+        ``context`` is the step's (its memo store and the record's stream time)."""
+        if self.memo is None:
+            return await self.limiter.call(self._through_service, (fn, args, timeout), None)
+        assert context is not None and self.coalesce_by is not None
+        service = self.service.on_loop()
+        store = context.store(memo_store_name(context.node_name))
+        key = self.coalesce_by(*args)
+        now = context.stream_time
+        entry = await store.get(key)
+        if self.memo.fresh(entry, now):
+            service.stats.saved_by_memo += 1
+            return entry[0]
+        result = await self.limiter.call(self._through_service, (fn, args, timeout), None)
+        store.put(key, [result, self.memo.expires_at(now)])
+        return result
 
     async def _through_service(self, fn: Callable[..., Any], args: tuple[Any, ...],
                                timeout: float | None) -> Any:

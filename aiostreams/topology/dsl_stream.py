@@ -22,7 +22,9 @@ could only pretend to loosen or tighten that.
 They also take ``service`` (a service declared with ``app.service(name, ...)``: the call
 waits for its permit without counting as executing, and its timeout starts at dispatch) and,
 with a service, ``coalesce_by`` (a function of the step's arguments giving a lookup key:
-records with the same key share one call that is out); see
+records with the same key share one call that is out); ``map_values_async`` also takes
+``memoize`` (a :class:`~aiostreams.services.memo.Memo`: a TTL cache by lookup key in a
+changelogged store); see
 :mod:`aiostreams.topology.dsl_service` and ``docs/guides/services.md``.
 
 Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_async``,
@@ -39,6 +41,8 @@ from aiostreams.errors import TopologyError
 from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.services.declared import DeclaredService
+from aiostreams.services.memo import Memo
+from aiostreams.state import kv_store
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_processors import (
     AsyncFilter,
@@ -60,7 +64,7 @@ from aiostreams.topology.dsl_processors import (
     require_callable,
     require_sync,
 )
-from aiostreams.topology.dsl_service import ServiceCaller
+from aiostreams.topology.dsl_service import ServiceCaller, memo_store_name
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec
 
@@ -177,32 +181,40 @@ class Stream(Generic[K, V]):
                     fn: Callable[..., Any], op: str, *, retry: Retry | None,
                     concurrency: int | None, name: str | None, key_changed: bool = False,
                     keep_value_serde: bool = True, service: DeclaredService | None = None,
-                    coalesce_by: Callable[..., Hashable] | None = None) -> Stream[Any, Any]:
+                    coalesce_by: Callable[..., Hashable] | None = None,
+                    memoize: Memo | None = None) -> Stream[Any, Any]:
         require_callable(fn, op)
         limiter = StepLimiter(concurrency)
-        if coalesce_by is not None and service is None:
-            raise TopologyError(f"{op}(coalesce_by=...) needs service=: coalesced calls go "
-                                "through a declared service (app.service(name, ...))")
+        if (coalesce_by is not None or memoize is not None) and service is None:
+            raise TopologyError(f"{op}(coalesce_by=/memoize=) needs service=: coalesced and "
+                                "memoized calls go through a declared service "
+                                "(app.service(name, ...))")
+        if memoize is not None and coalesce_by is None:
+            raise TopologyError(f"{op}(memoize=...) needs coalesce_by=: the memo is kept by "
+                                "lookup key")
         caller: StepCaller = (limiter if service is None
-                              else ServiceCaller(limiter, service, coalesce_by))
+                              else ServiceCaller(limiter, service, coalesce_by, memoize))
         timeout = retry.timeout if retry is not None else None
         stream = self._then(kind, lambda: make(caller, timeout), name=name,
                             key_changed=key_changed, keep_value_serde=keep_value_serde)
         if retry is not None:
             self.builder.topology.set_retry(stream.node, retry)
+        if memoize is not None:
+            self.builder.add_store(kv_store(memo_store_name(stream.node),
+                                            key_serde=memoize.key_serde), stream.node)
         return stream
 
     def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
                          retry: Retry | None = None, concurrency: int | None = None,
                          name: str | None = None, service: DeclaredService | None = None,
-                         coalesce_by: Callable[[V], Hashable] | None = None
-                         ) -> Stream[K, VR]:
+                         coalesce_by: Callable[[V], Hashable] | None = None,
+                         memoize: Memo | None = None) -> Stream[K, VR]:
         """``await mapper(value) -> new_value`` (see the module docstring for ``retry``
         and ``concurrency``)."""
         return self._then_async(
             "KSTREAM-MAPVALUES-ASYNC", lambda lim, t: AsyncMapValues(mapper, lim, t), mapper,
             "map_values_async", retry=retry, concurrency=concurrency, name=name,
-            service=service, coalesce_by=coalesce_by,
+            service=service, coalesce_by=coalesce_by, memoize=memoize,
             keep_value_serde=False)
 
     def map_async(self, mapper: Callable[[K, V], Awaitable[tuple[KR, VR]]], *,
