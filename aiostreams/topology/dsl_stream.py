@@ -44,6 +44,7 @@ from aiostreams.services.declared import DeclaredService
 from aiostreams.services.memo import Memo
 from aiostreams.state import kv_store
 from aiostreams.topic import Topic
+from aiostreams.topology.dsl_batch import BatchCaller, RetryPer
 from aiostreams.topology.dsl_processors import (
     AsyncFilter,
     AsyncFlatMapValues,
@@ -216,6 +217,29 @@ class Stream(Generic[K, V]):
             "map_values_async", retry=retry, concurrency=concurrency, name=name,
             service=service, coalesce_by=coalesce_by, memoize=memoize,
             keep_value_serde=False)
+
+    def map_values_batched_async(self, fn: Callable[[list[V]], Awaitable[Sequence[VR]]], *,
+                                 service: DeclaredService, max_batch: int = 100,
+                                 max_wait: float = 0.01, retry_per: RetryPer = "value",
+                                 retry: Retry | None = None,
+                                 name: str | None = None) -> Stream[K, VR]:
+        """``await fn([v1, v2, ...]) -> [r1, r2, ...]``: one call through ``service`` for up
+        to ``max_batch`` values (or what came within ``max_wait`` seconds), one result per
+        value; each record gets its own and they retire in order. ``retry_per``: on a failed
+        call, ``"value"`` retries each record on its own, ``"batch"`` calls the batch again
+        (up to ``retry.attempts``); see :mod:`aiostreams.topology.dsl_batch`."""
+        require_callable(fn, "map_values_batched_async")
+        caller = BatchCaller(service, max_batch=max_batch, max_wait=max_wait,
+                             retry_per=retry_per,
+                             attempts=retry.attempts if retry is not None else 1,
+                             timeout=retry.timeout if retry is not None else None,
+                             op="map_values_batched_async")
+        stream = self._then("KSTREAM-MAPVALUES-BATCHED-ASYNC",
+                            lambda: AsyncMapValues(fn, caller, None), name=name,
+                            keep_value_serde=False)
+        if retry is not None and retry_per == "value":
+            self.builder.topology.set_retry(stream.node, retry)
+        return stream
 
     def map_async(self, mapper: Callable[[K, V], Awaitable[tuple[KR, VR]]], *,
                   retry: Retry | None = None, concurrency: int | None = None,

@@ -210,3 +210,66 @@ def test_memoize_needs_a_lookup_key() -> None:
 
     with pytest.raises(TopologyError, match="needs coalesce_by="):
         app.stream(src).map_values_async(f, service=app.service("s"), memoize=Memo(ttl=1.0))
+
+
+# -- micro-batching ---------------------------------------------------------------------
+
+
+def batched_app(fn: Any, *, retry_per: str = "value", retry: Retry | None = None,
+                max_batch: int = 4) -> tuple[App, Any, Any]:
+    app = make_app()
+    src, out = topics(app)
+    service = app.service("batch", concurrency=8)
+    app.stream(src).map_values_batched_async(fn, service=service, max_batch=max_batch,
+                                             max_wait=0.005, retry_per=retry_per,  # type: ignore[arg-type]
+                                             retry=retry).to(out)
+    return app, src, out
+
+
+async def test_one_call_takes_up_to_max_batch_values_and_each_record_gets_its_result() -> None:
+    batches: list[list[str]] = []
+
+    async def lookup_many(values: list[str]) -> list[str]:
+        batches.append(values)
+        for _ in range(random.randint(0, 5)):
+            await asyncio.sleep(0)
+        return [v.upper() for v in values]
+
+    app, src, out = batched_app(lookup_many)
+    values = [f"v{i}" for i in range(10)]
+    produce(app, src, [In(f"k{i}", v) for i, v in enumerate(values)])
+    result = await run_app(app, [out])
+    assert result.values("out") == [v.upper() for v in values]  # in each record's order
+    assert [len(b) for b in batches] == [4, 4, 2]  # the last one flushed by max_wait
+    assert sorted(v for b in batches for v in b) == sorted(values)
+
+
+@pytest.mark.parametrize("retry_per", ["value", "batch"])
+async def test_a_failed_batch_is_retried_per_value_or_per_batch(retry_per: str) -> None:
+    batches: list[list[str]] = []
+
+    async def flaky(values: list[str]) -> list[str]:
+        batches.append(values)
+        if len(batches) == 1:
+            raise ConnectionError("first call fails")
+        return [v.upper() for v in values]
+
+    app, src, out = batched_app(flaky, retry_per=retry_per,
+                                retry=Retry(attempts=2, backoff=0.0, jitter=0.0))
+    produce(app, src, [In(f"k{i}", f"v{i}") for i in range(4)])
+    result = await run_app(app, [out])
+    assert result.values("out") == ["V0", "V1", "V2", "V3"]
+    if retry_per == "batch":
+        assert batches == [["v0", "v1", "v2", "v3"]] * 2  # the same batch called again
+    else:  # each record retried on its own: the values come again, in new batches
+        assert sorted(v for b in batches[1:] for v in b) == ["v0", "v1", "v2", "v3"]
+
+
+async def test_a_batch_function_must_return_one_result_per_value() -> None:
+    async def short(values: list[str]) -> list[str]:
+        return values[:1]
+
+    app, src, out = batched_app(short)
+    produce(app, src, [In("k0", "a"), In("k1", "b")])
+    with pytest.raises(Exception, match="returned 1 results for 2 values"):
+        await run_app(app, [out], timeout=5.0)
