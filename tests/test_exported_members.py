@@ -42,6 +42,8 @@ EXPECTED = {
     "until_window_closes", "until_time_limit",
     # execution policy
     "Ordering", "Retry", "OnError",
+    # the services a pipeline calls (app.service)
+    "DeclaredService", "Adaptive", "RateLimit", "CircuitBreaker", "Memo", "Overloaded",
     # serdes
     "Serde", "serde_for", "BytesSerde", "StrSerde", "IntSerde", "LongSerde", "FloatSerde",
     "JsonSerde", "PydanticSerde",
