@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from aiostreams.services import BreakerState, CircuitBreaker, DeclaredService
+from aiostreams.services import BreakerState, CircuitBreaker, DeclaredService, Overloaded
 from aiostreams.testing import ManualClock, settle
 from aiostreams.topology.dsl_processors import StepLimiter
 from aiostreams.topology.dsl_service import ServiceCaller
@@ -73,3 +73,20 @@ async def test_a_failure_with_the_breaker_closed_goes_to_the_steps_retry() -> No
         await step.call(backend.lookup, ("v",), None)
     service = declared.current
     assert service is not None and service.breaker_state is BreakerState.CLOSED
+
+
+async def test_an_overloaded_answer_holds_the_record_even_with_the_breaker_closed() -> None:
+    clock = ManualClock()
+    step, declared = caller(clock)
+    answers = iter([Overloaded("s", "503"), "ok"])
+
+    async def once(v: str) -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert await step.call(once, ("v",), None) == "ok"  # called again, not failed
+    service = declared.current
+    assert service is not None and service.breaker_state is BreakerState.CLOSED
+    assert service.stats.held_by_breaker == 1
