@@ -192,6 +192,11 @@ class Service:
         finally:
             timer.cancel()
 
+    async def next_call_end(self) -> None:
+        """Wait (as for a permit: not executing) until a call to the service ends: how a
+        record held after a 429 paces its next call instead of spinning on refusals."""
+        await self._next_change()
+
     async def _next_change(self) -> None:
         """Wait until a call ends or the breaker moves (a place may have come free).
 

@@ -116,6 +116,8 @@ class ServiceCaller:
                     # through the permit (the limit has lowered; an opening breaker holds
                     # it) instead of spending its retries into the dead-letter topic
                     service.stats.held_by_breaker += 1
+                    if service.breaker_state is BreakerState.CLOSED and service.in_flight:
+                        await service.next_call_end()  # paced: one call ends, one retries
 
         if self.coalesce_by is None:
             return await once()
