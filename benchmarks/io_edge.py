@@ -29,6 +29,7 @@ import math
 import random
 import time
 import uuid
+import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,12 +62,17 @@ def new_app(**settings: Any) -> ais.App:
                    **settings)
 
 
-def produce(app: ais.App, topic: str, values: list[str], partitions: int = 4) -> None:
+def produce(app: ais.App, topic: str, values: list[str], partitions: int = 4, *,
+            keyed_by_value: bool = False) -> None:
+    """``values`` to ``topic``, keyed ``r<i>`` round robin, or (``keyed_by_value``) keyed by
+    the value itself, each value always in the same partition."""
     broker = MemoryBroker.named(app.settings.broker.removeprefix("memory://"))
     broker.create_topic(topic, partitions)
     now = time.time()
-    broker.append([(OutgoingRecord(topic, f"r{i}".encode(), v.encode(), now), i % partitions)
-                   for i, v in enumerate(values)])
+    broker.append([
+        (OutgoingRecord(topic, (v if keyed_by_value else f"r{i}").encode(), v.encode(), now),
+         zlib.crc32(v.encode()) % partitions if keyed_by_value else i % partitions)
+        for i, v in enumerate(values)])
 
 
 def lookup_fn(http: ais.Resource[aiohttp.ClientSession], url: str
@@ -190,7 +196,9 @@ async def hot_keys(sizes: Sizes) -> None:
                 step = stream.map_values_async(lookup, service=svc, coalesce_by=lambda k: k,
                                                memoize=ais.Memo(ttl=ttl))
             step.foreach(lambda k, v: None)
-            produce(app, "in", keys)
+            # keyed by customer, as an enrichment stream would be: the memo is a store of
+            # each task, so a customer's records must all reach one task for the bound
+            produce(app, "in", keys, keyed_by_value=True)
             before = service.served
             times[mode] = await drain(app, timeout=600)
             calls = service.served - before
