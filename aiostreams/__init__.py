@@ -35,6 +35,14 @@ from aiostreams.serde import (
     StrSerde,
     serde_for,
 )
+from aiostreams.services import (
+    Adaptive,
+    CircuitBreaker,
+    DeclaredService,
+    Memo,
+    Overloaded,
+    RateLimit,
+)
 from aiostreams.state import kv_store, window_store
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
@@ -59,6 +67,7 @@ from aiostreams.windows import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Adaptive",
     "AiostreamsError",
     "App",
     "AppConsumer",
@@ -67,8 +76,10 @@ __all__ = [
     "AppStatus",
     "BrokerUnavailableError",
     "BytesSerde",
+    "CircuitBreaker",
     "CoPartitioningError",
     "ConfigError",
+    "DeclaredService",
     "DeserializationError",
     "FloatSerde",
     "GlobalTable",
@@ -78,13 +89,16 @@ __all__ = [
     "JoinWindows",
     "JsonSerde",
     "LongSerde",
+    "Memo",
     "OnError",
     "Ordering",
+    "Overloaded",
     "ProcessingError",
     "Processor",
     "ProcessorContext",
     "PunctuationType",
     "PydanticSerde",
+    "RateLimit",
     "Record",
     "Resource",
     "ResourceClosedError",

@@ -34,6 +34,8 @@ from aiostreams.errors import ConfigError
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.lifecycle_state import AppState
 from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.services import Adaptive, CircuitBreaker, RateLimit
+from aiostreams.services.declared import DeclaredService
 from aiostreams.start_stop import StartStop
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
@@ -92,6 +94,7 @@ class App(StartStop):
         self._commit_listeners: list[Callable[[CommitRecord], None]] = []
         self._lifecycle = Lifecycle()
         self._sender: AppProducer | None = None
+        self._services: dict[str, DeclaredService] = {}
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -108,6 +111,30 @@ class App(StartStop):
         return self.topology.add_topic(
             Topic.of(name, key, value, partitions=partitions, config=config)
         )
+
+    def service(self, name: str, *, concurrency: int | Adaptive = 64,
+                rate: RateLimit | None = None, breaker: CircuitBreaker | None = None,
+                timeout: float | None = None,
+                retry_budget: float | None = None) -> DeclaredService:
+        """Declare the external service ``name`` that async steps call through
+        (``map_values_async(fn, service=...)``): its concurrency (a fixed int, or
+        :class:`~aiostreams.services.Adaptive`), rate limit, circuit breaker, call timeout
+        (seconds from dispatch) and retry budget. One declaration per name; every task and
+        step of the app shares its limits. See ``docs/guides/services.md``."""
+        if name in self._services:
+            raise ConfigError(f"service {name!r} is declared twice in app {self.name!r}: "
+                              "declare it once and pass the same object to every step")
+        declared = DeclaredService(name, concurrency=concurrency, rate=rate, breaker=breaker,
+                                   timeout=timeout, retry_budget=retry_budget,
+                                   clock=None if isinstance(self.clock, LoopClock)
+                                   else self.clock)
+        self._services[name] = declared
+        return declared
+
+    @property
+    def services(self) -> Mapping[str, DeclaredService]:
+        """The services declared with :meth:`service`, by name (read-only)."""
+        return MappingProxyType(self._services)
 
     def on_commit(self, listener: Callable[[CommitRecord], None]) -> None:
         """Call ``listener`` after every commit with what it committed (metrics, tests).

@@ -45,6 +45,7 @@ from aiostreams.app import App
 from aiostreams.engine.task import StreamTask, TaskMetrics
 from aiostreams.lifecycle_state import AppState
 from aiostreams.query_http import add_store_routes
+from aiostreams.services.prometheus import service_metrics
 from aiostreams.start_stop import StartStop
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
@@ -229,6 +230,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
+        yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
     def _task_metrics(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
         now = self.app.clock.wall_time()

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from aiostreams.app import App
 from aiostreams.metrics import AppTotals, TaskTracker
+from aiostreams.services.prometheus import service_status
 
 TICK = 0.5
 """Seconds between two redraws (and two samples of the totals)."""
@@ -41,12 +42,14 @@ def rate(previous: Sample | None, current: Sample) -> float:
         current.at - previous.at)
 
 
-def render(name: str, totals: AppTotals, per_second: float) -> str:
-    """The status line (plain text; the caller styles it)."""
-    return (f"{name} ▸ {per_second:,.0f} rec/s · in-flight {totals.in_flight:,} · "
+def render(name: str, totals: AppTotals, per_second: float, services: str = "") -> str:
+    """The status line (plain text; the caller styles it); ``services`` is the declared
+    services' part (:func:`~aiostreams.services.prometheus.service_status`), if any."""
+    line = (f"{name} ▸ {per_second:,.0f} rec/s · in-flight {totals.in_flight:,} · "
             f"buffered {totals.buffered:,} · retire lag {totals.retire_lag:.2f}s · "
             f"retries {totals.retries:,} · dead letters {totals.dead_lettered:,} · "
             f"commits {totals.commits:,}")
+    return f"{line} ‖ {services}" if services else line
 
 
 class ProgressLine:
@@ -67,7 +70,8 @@ class ProgressLine:
                   auto_refresh=False) as live:
             while True:
                 current = Sample(loop.time(), self.tracker.totals(self.app))
-                line = render(self.app.name, current.totals, rate(previous, current))
+                line = render(self.app.name, current.totals, rate(previous, current),
+                              service_status(self.app.services))
                 live.update(Text(line, style="bold" if current.totals.in_flight else ""),
                             refresh=True)
                 previous = current

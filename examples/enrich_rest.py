@@ -16,13 +16,16 @@ What it does, end to end:
 2. produces orders to ``orders`` — mostly valid, a few with a non-positive amount (filtered
    out), a few malformed (not JSON, or the wrong types: they fail validation), a few for
    unknown customers;
-3. runs the app: filter → ``map_values_async(enrich)`` with up to ``--in-flight`` calls at
-   once, retries with backoff on 503, dead-letters what can never succeed (malformed
+3. runs the app: filter → ``map_values_async(enrich, service=customers)``: the calls go
+   through a declared service (``app.service``: an adaptive concurrency limit within
+   ``--in-flight``, a circuit breaker, a timeout from dispatch, a retry budget), retries
+   with backoff on 503, dead-letters what can never succeed (malformed
    records, unknown customers), writes enriched orders to ``orders-enriched``, aggregates
    totals per customer (a SQLite-backed table with a changelog) and writes enriched orders
    to a Parquet dataset through the Spark bridge (exactly once, partitioned by tier);
 4. waits until every order is processed and committed (a progress bar on a terminal),
-   stops, reads the dataset back with Spark SQL, and prints a summary.
+   stops, reads the dataset back with Spark SQL, and prints a summary with the service's
+   figures (calls by outcome, its limit now, latency).
 
 Its files (the state store, the Parquet dataset, Spark's JVM log) live in a temporary
 directory named at the start and removed at the end (``--keep`` keeps it).
@@ -66,7 +69,9 @@ class EnrichedOrder(Order):
 
 
 class TransientError(Exception):
-    """The customer service failed this time; worth retrying."""
+    """The customer service failed this time (its 503s here are random, not load: raise
+    ``ais.Overloaded`` instead for the 429/503s that mean "too many calls", and the
+    service's adaptive limit lowers on them); worth retrying."""
 
 
 class UnknownCustomer(Exception):
@@ -132,6 +137,17 @@ def build_app(broker: str | None, service_url: str, state_dir: Path, in_flight: 
     totals = app.topic("customer-totals", key=str, value=float, partitions=4)
     http = app.resource("http", aiohttp.ClientSession)  # one session, closed at stop
     calls: Counter[str] = Counter()
+    # the customer service, declared: an adaptive concurrency limit (AIMD on latency and
+    # overload answers) instead of firing all `in_flight` records at it, a breaker that
+    # holds records during an outage instead of dead-lettering them, a 2 s timeout counted
+    # from each call's dispatch (not from when the record was queued), retries <= 20% of
+    # calls
+    customers = app.service(
+        "customers",
+        concurrency=ais.Adaptive(initial=min(200, in_flight), min=4, max=max(4, in_flight)),
+        breaker=ais.CircuitBreaker(failure_ratio=0.5, window=10.0, cool_down=1.0,
+                                   min_calls=50),
+        timeout=2.0, retry_budget=0.2)
 
     async def enrich(order: Order) -> EnrichedOrder:
         calls["http"] += 1
@@ -146,9 +162,9 @@ def build_app(broker: str | None, service_url: str, state_dir: Path, in_flight: 
     valid = (app.stream(orders)
              .peek(lambda _key, _order: on_order())
              .filter(lambda _key, order: order.amount > 0)
-             .map_values_async(enrich, retry=ais.Retry(attempts=6, backoff=0.02,
-                                                        max_backoff=0.5,
-                                                        retry_on=(TransientError,))))
+             .map_values_async(enrich, service=customers,
+                               retry=ais.Retry(attempts=6, backoff=0.02, max_backoff=0.5,
+                                               retry_on=(TransientError,))))
     valid.to(enriched)
     (valid.group_by(lambda _key, order: order.customer_id, key_serde=str,
                     value_serde=EnrichedOrder)
@@ -159,6 +175,22 @@ def build_app(broker: str | None, service_url: str, state_dir: Path, in_flight: 
         valid.to_parquet(parquet_dir, EnrichedOrder, partition_by=["tier"], engine=engine)
     app.topic("orders-dlq", key=bytes, value=bytes)  # dead letters: read back as bytes
     return app, calls
+
+
+def service_summary(app: ais.App) -> list[str]:
+    """The customer service's figures, as the app's metrics export them."""
+    service = app.services["customers"].current
+    if service is None:
+        return ["  customer service         not called"]
+    stats = service.stats
+    outcomes = {o.value: n for o, n in stats.outcomes.items() if n}
+    return [
+        f"  service calls            {stats.calls:>8}  {outcomes}",
+        f"  service limit now        {service.limit:>8}  (adaptive; breaker "
+        f"{service.breaker_state.value}, retries refused {stats.retries_refused})",
+        f"  service latency p50/p99  {stats.latency_quantile(0.5) * 1000:>6.0f} / "
+        f"{stats.latency_quantile(0.99) * 1000:.0f} ms (histogram bucket bounds)",
+    ]
 
 
 async def produce(app: ais.App, items: list[tuple[str, Order | bytes]]) -> None:
@@ -234,6 +266,8 @@ async def main_async(args: argparse.Namespace, workdir: Path,
     print(f"  dead-lettered            {len(dead):>8}  {dict(reasons)}")
     print(f"  filtered (amount <= 0)   {len(inputs) - len(enriched) - len(dead):>8}")
     print(f"  HTTP calls (with retries){calls['http']:>8}")
+    for line in service_summary(app):
+        print(line)
     print(f"  elapsed                  {elapsed:>8.2f} s  "
           f"({len(inputs) / elapsed:,.0f} orders/s at {args.latency * 1000:.0f} ms latency)")
     top = sorted(latest.items(), key=lambda kv: -kv[1])[:5]

@@ -42,6 +42,8 @@ EXPECTED = {
     "until_window_closes", "until_time_limit",
     # execution policy
     "Ordering", "Retry", "OnError",
+    # the services a pipeline calls (app.service)
+    "DeclaredService", "Adaptive", "RateLimit", "CircuitBreaker", "Memo", "Overloaded",
     # serdes
     "Serde", "serde_for", "BytesSerde", "StrSerde", "IntSerde", "LongSerde", "FloatSerde",
     "JsonSerde", "PydanticSerde",
@@ -69,12 +71,12 @@ USER_MODULES = [
     "aiostreams", "aiostreams.windows", "aiostreams.status", "aiostreams.testing",
     "aiostreams.topology.dsl", "aiostreams.topology.topology", "aiostreams.transport",
     "aiostreams.state", "aiostreams.spark", "aiostreams.localkafka", "aiostreams.commands",
-    "aiostreams.queries",
+    "aiostreams.queries", "aiostreams.services",
 ]
 """Modules users import: the package and the documented modules whose ``__all__`` names
 what users hold (window specs, status views, test tools, the classes the DSL returns, a
 built topology's parts, transports, stores, the Spark sinks, the local broker, the
-interactive-query views and their errors)."""
+interactive-query views and their errors, the declared services' settings)."""
 
 
 MADE_BY_THE_DSL = {aiostreams.Stream, aiostreams.Table}

@@ -82,12 +82,30 @@ class CoarseTimeouts:
 
 
 class _Bound:
-    __slots__ = ("_cancelling", "_owner", "deadline", "expired", "task", "timeout")
+    __slots__ = ("_cancelling", "_owner", "_paused_left", "deadline", "expired", "task",
+                 "timeout")
 
     def __init__(self, owner: CoarseTimeouts, timeout: float) -> None:
         self._owner = owner
         self.timeout = timeout
         self.expired = False
+        self.deadline = float("inf")  # set on entry
+        self._paused_left: float | None = None
+
+    def pause(self) -> None:
+        """Stop the clock of this block (a record waiting for a service's permit is not
+        executing, see :mod:`~aiostreams.engine.permit_wait`) until :meth:`resume`. The
+        time left is kept; a block already expired stays expired."""
+        if self._paused_left is None and not self.expired:
+            loop = asyncio.get_running_loop()
+            self._paused_left = max(0.0, self.deadline - loop.time())
+            self.deadline = float("inf")
+
+    def resume(self) -> None:
+        """Restart the clock with the time that was left when :meth:`pause` stopped it."""
+        left, self._paused_left = self._paused_left, None
+        if left is not None:
+            self.deadline = asyncio.get_running_loop().time() + left
 
     def __enter__(self) -> None:
         task = asyncio.current_task()

@@ -23,6 +23,7 @@ import asyncio
 import heapq
 from collections.abc import Awaitable, Callable
 
+from aiostreams.engine.permit_wait import bind_executor
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
 
 
@@ -90,6 +91,7 @@ class ExecutorPool:
         idle = self._idle
         execute = self._execute
         set_current = CURRENT_SLOT.set
+        bind_executor(self.parked)  # waiting for a service's permit parks this executor
         while True:
             set_current(slot)
             try:

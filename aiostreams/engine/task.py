@@ -32,7 +32,6 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from contextlib import nullcontext
 from typing import Any
 
 from aiostreams.engine.clock import Clock, TimerHandle
@@ -42,6 +41,7 @@ from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.graph import SourceExec, TaskGraph
 from aiostreams.engine.issue_order import IssueOrderGate
 from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
+from aiostreams.engine.permit_wait import bind_attempt, unbind_attempt
 from aiostreams.engine.punctuation import (
     Punctuation,
     PunctuationCallback,
@@ -445,12 +445,21 @@ class StreamTask:
         """A punctuation, or any slot under a per-attempt timeout (``bound`` is 4x cheaper
         than ``asyncio.timeout`` here)."""
         timeout = self._attempt_timeout
-        with self._timeouts.bound(timeout) if timeout is not None else nullcontext():
-            if slot.kind is SlotKind.PUNCTUATION:
-                assert slot.punctuate is not None
-                await slot.punctuate()
-            else:
-                await slot.source.run_async(slot.raw, slot)
+        if timeout is None:
+            assert slot.punctuate is not None
+            await slot.punctuate()
+            return
+        block = self._timeouts.bound(timeout)
+        token = bind_attempt(block)  # paused while the record waits for a service's permit
+        try:
+            with block:
+                if slot.kind is SlotKind.PUNCTUATION:
+                    assert slot.punctuate is not None
+                    await slot.punctuate()
+                else:
+                    await slot.source.run_async(slot.raw, slot)
+        finally:
+            unbind_attempt(token)
 
     async def wait_for_earlier(self, slot: Slot) -> None:
         """Return once every record issued before ``slot`` has finished executing; see

@@ -4,7 +4,9 @@ See :class:`~aiostreams.services.service.Service` and ``docs/guides/services.md`
 """
 
 from aiostreams.services.breaker import BreakerState, CircuitBreaker
+from aiostreams.services.declared import DeclaredService
 from aiostreams.services.limit import Adaptive
+from aiostreams.services.memo import Memo
 from aiostreams.services.outcome import (
     CircuitOpenError,
     Outcome,
@@ -15,5 +17,6 @@ from aiostreams.services.rate import RateLimit
 from aiostreams.services.service import Service
 from aiostreams.services.single_flight import SingleFlight
 
-__all__ = ["Adaptive", "BreakerState", "CircuitBreaker", "CircuitOpenError", "Outcome",
-           "Overloaded", "RateLimit", "RetryBudgetExhausted", "Service", "SingleFlight"]
+__all__ = ["Adaptive", "BreakerState", "CircuitBreaker", "CircuitOpenError", "DeclaredService",
+           "Memo", "Outcome", "Overloaded", "RateLimit", "RetryBudgetExhausted", "Service",
+           "SingleFlight"]

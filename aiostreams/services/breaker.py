@@ -96,7 +96,8 @@ class Breaker:
         self._count(now, failed)
         calls = sum(b[1] for b in self._buckets)
         failures = sum(b[2] for b in self._buckets)
-        if calls >= self.settings.min_calls and failures >= self.settings.failure_ratio * calls:
+        if failed and calls >= self.settings.min_calls \
+                and failures >= self.settings.failure_ratio * calls:  # a success never opens it
             self._open(now)
 
     def _count(self, now: float, failed: bool) -> None:

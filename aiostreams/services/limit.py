@@ -5,10 +5,17 @@ congestion window, as in TCP): it grows by about one call per round trip while l
 near the best seen and the limit is in use, and it shrinks by ``backoff`` on a congestion
 signal (a 429/503 or a timeout) or when latency grows past ``tolerance`` x the best seen.
 
+Latency is compared averaged (as Netflix's Gradient2): a short-term moving average of
+successes (weight 0.1) against the baseline, the lowest long-term average (weight 0.01) of
+the window. A service whose latency varies call to call (uniform 0-40 ms, say) has a raw
+minimum near zero; comparing single calls with it read the noise as growth and pinned the
+limit at ``min`` (the enrichment example ran at 4 calls at once); queueing moves the
+averages, noise barely does.
+
 Invariants: ``min <= limit <= max`` always; at most one decrease per ``window`` of time
-(the calls of one congestion episode lower the limit once, not once each); the best-seen
-latency is the minimum over the last ``baseline_window`` seconds, so a service that got
-slower for good resets the baseline instead of pinning the limit at ``min``.
+(the calls of one congestion episode lower the limit once, not once each); the baseline is
+the minimum of the long-term average over the last ``baseline_window`` seconds, so a service
+that got slower for good resets the baseline instead of pinning the limit at ``min``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ from dataclasses import dataclass
 from aiostreams.services.outcome import Outcome
 
 __all__ = ["Adaptive", "AdaptiveLimit", "FixedLimit", "Limit"]
+
+WARM_UP = 20
+"""Successes averaged before the baseline starts (and latency growth can lower the limit)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,9 @@ class AdaptiveLimit(Limit):
         self.settings = settings
         self._window = float(settings.initial)  # fractional: additive increase is 1/limit
         self._last_decrease = -math.inf
-        self._smoothed = 0.0  # exponentially smoothed latency of successes
+        self._smoothed = 0.0  # short-term average latency of successes (weight 0.1)
+        self._long = 0.0  # long-term average (weight 0.01): the baseline's samples
+        self._samples = 0
         self._best: deque[tuple[float, float]] = deque()  # (time, latency), rising latencies
 
     @property
@@ -88,8 +100,7 @@ class AdaptiveLimit(Limit):
         elif outcome is Outcome.SUCCESS:
             self._observe(latency, now)
             best = self.best_latency
-            assert best is not None
-            if latency > s.tolerance * max(best, 1e-4):
+            if best is not None and self._smoothed > s.tolerance * max(best, 1e-4):
                 self._decrease(now)
             elif in_flight * 2 >= self.limit:  # grow only a limit that is being used
                 self._window = min(float(s.max), self._window + 1.0 / self._window)
@@ -103,11 +114,17 @@ class AdaptiveLimit(Limit):
         self._window = max(float(self.settings.min), self._window * self.settings.backoff)
 
     def _observe(self, latency: float, now: float) -> None:
-        self._smoothed = latency if self._smoothed == 0.0 else (
-            0.9 * self._smoothed + 0.1 * latency)
+        self._samples += 1
+        n = self._samples
+        # short and long averages; 1/n at first, so neither starts pinned to one sample
+        self._smoothed += max(0.1, 1.0 / n) * (latency - self._smoothed)
+        self._long += max(0.01, 1.0 / n) * (latency - self._long)
+        if n < WARM_UP:
+            return  # too few samples for a baseline (and no decrease on latency yet)
+        long = self._long
         best = self._best  # a monotonic deque: the minimum over the window is best[0]
-        while best and best[-1][1] >= latency:
+        while best and best[-1][1] >= long:
             best.pop()
-        best.append((now, latency))
+        best.append((now, long))
         while best[0][0] < now - self.settings.baseline_window:
             best.popleft()

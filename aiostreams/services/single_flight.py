@@ -34,6 +34,10 @@ class SingleFlight(Generic[T]):
     def __len__(self) -> int:
         return len(self._flights)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Is a call for ``key`` out (a caller now would share it)?"""
+        return key in self._flights
+
     async def run(self, key: Hashable, call: Callable[[], Awaitable[T]]) -> T:
         flight = self._flights.get(key)
         if flight is None:

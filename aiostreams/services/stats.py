@@ -25,6 +25,7 @@ class ServiceStats:
     retries_refused: int = 0
     saved_by_coalescing: int = 0
     saved_by_memo: int = 0
+    held_by_breaker: int = 0  # calls that failed in an outage and were held, not failed
 
     @property
     def calls(self) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aiostreams.errors import TopologyError
 from aiostreams.topology.processor import Processor
@@ -187,8 +187,9 @@ class StepLimiter:
         return self._semaphore
 
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                   timeout: float | None) -> Any:
-        """``await fn(*args)`` under the cap and ``timeout`` (seconds, per call)."""
+                   timeout: float | None, context: Any = None) -> Any:
+        """``await fn(*args)`` under the cap and ``timeout`` (seconds, per call);
+        ``context`` (the step's) is not needed here."""
         semaphore = self._get()
         if semaphore is not None:
             await semaphore.acquire()
@@ -196,32 +197,40 @@ class StepLimiter:
         self.max_running = max(self.max_running, self.running)
         try:
             if timeout is None:
-                return await _await_result(fn(*args))
+                return await await_result(fn(*args))
             async with asyncio.timeout(timeout):
-                return await _await_result(fn(*args))
+                return await await_result(fn(*args))
         finally:
             self.running -= 1
             if semaphore is not None:
                 semaphore.release()
 
 
-async def _await_result(result: Any) -> Any:
+async def await_result(result: Any) -> Any:
     if inspect.isawaitable(result):
         return await result
     return result
 
 
-class AsyncStep(Processor[Any, Any]):
-    """Base of the ``*_async`` processors: runs the user function through the limiter."""
+class StepCaller(Protocol):
+    """How an async step calls its function: :class:`StepLimiter`, or a service's caller
+    (:class:`~aiostreams.topology.dsl_service.ServiceCaller`)."""
 
-    def __init__(self, fn: Callable[..., Awaitable[Any] | Any], limiter: StepLimiter,
+    async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                   timeout: float | None, context: Any = None) -> Any: ...
+
+
+class AsyncStep(Processor[Any, Any]):
+    """Base of the ``*_async`` processors: runs the user function through its caller."""
+
+    def __init__(self, fn: Callable[..., Awaitable[Any] | Any], limiter: StepCaller,
                  timeout: float | None) -> None:
         self.fn = fn
         self.limiter = limiter
         self.timeout = timeout
 
     async def call(self, *args: Any) -> Any:
-        return await self.limiter.call(self.fn, args, self.timeout)
+        return await self.limiter.call(self.fn, args, self.timeout, self.context)
 
 
 class AsyncMapValues(AsyncStep):

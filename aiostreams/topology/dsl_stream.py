@@ -19,6 +19,14 @@ record earlier than its chain does, and per-key state (aggregations, joins) is o
 correct because same-key records never overlap anywhere in the chain; a per-step setting
 could only pretend to loosen or tighten that.
 
+They also take ``service`` (a service declared with ``app.service(name, ...)``: the call
+waits for its permit without counting as executing, and its timeout starts at dispatch) and,
+with a service, ``coalesce_by`` (a function of the step's arguments giving a lookup key:
+records with the same key share one call that is out); ``map_values_async`` also takes
+``memoize`` (a :class:`~aiostreams.services.memo.Memo`: a TTL cache by lookup key in a
+changelogged store); see
+:mod:`aiostreams.topology.dsl_service` and ``docs/guides/services.md``.
+
 Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_async``,
 ``process``) mark the stream *key-changed*: grouping or joining it then inserts a
 repartition topic first.
@@ -26,13 +34,17 @@ repartition topic first.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from aiostreams.errors import TopologyError
 from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
+from aiostreams.services.declared import DeclaredService
+from aiostreams.services.memo import Memo
+from aiostreams.state import kv_store
 from aiostreams.topic import Topic
+from aiostreams.topology.dsl_batch import BatchCaller, RetryPer
 from aiostreams.topology.dsl_processors import (
     AsyncFilter,
     AsyncFlatMapValues,
@@ -48,10 +60,12 @@ from aiostreams.topology.dsl_processors import (
     Passthrough,
     PeekProcessor,
     SelectKeyProcessor,
+    StepCaller,
     StepLimiter,
     require_callable,
     require_sync,
 )
+from aiostreams.topology.dsl_service import ServiceCaller, memo_store_name
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec
 
@@ -164,64 +178,113 @@ class Stream(Generic[K, V]):
 
     # -- async steps ------------------------------------------------------------------
 
-    def _then_async(self, kind: str, make: Callable[[StepLimiter, float | None],
+    def _then_async(self, kind: str, make: Callable[[StepCaller, float | None],
                                                        Processor[Any, Any]],
                     fn: Callable[..., Any], op: str, *, retry: Retry | None,
                     concurrency: int | None, name: str | None, key_changed: bool = False,
-                    keep_value_serde: bool = True) -> Stream[Any, Any]:
+                    keep_value_serde: bool = True, service: DeclaredService | None = None,
+                    coalesce_by: Callable[..., Hashable] | None = None,
+                    memoize: Memo | None = None) -> Stream[Any, Any]:
         require_callable(fn, op)
         limiter = StepLimiter(concurrency)
+        if (coalesce_by is not None or memoize is not None) and service is None:
+            raise TopologyError(f"{op}(coalesce_by=/memoize=) needs service=: coalesced and "
+                                "memoized calls go through a declared service "
+                                "(app.service(name, ...))")
+        if memoize is not None and coalesce_by is None:
+            raise TopologyError(f"{op}(memoize=...) needs coalesce_by=: the memo is kept by "
+                                "lookup key")
+        caller: StepCaller = (limiter if service is None
+                              else ServiceCaller(limiter, service, coalesce_by, memoize))
         timeout = retry.timeout if retry is not None else None
-        stream = self._then(kind, lambda: make(limiter, timeout), name=name,
+        stream = self._then(kind, lambda: make(caller, timeout), name=name,
                             key_changed=key_changed, keep_value_serde=keep_value_serde)
         if retry is not None:
             self.builder.topology.set_retry(stream.node, retry)
+        if memoize is not None:
+            self.builder.add_store(kv_store(memo_store_name(stream.node),
+                                            key_serde=memoize.key_serde), stream.node)
         return stream
 
     def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
                          retry: Retry | None = None, concurrency: int | None = None,
-                         name: str | None = None) -> Stream[K, VR]:
+                         name: str | None = None, service: DeclaredService | None = None,
+                         coalesce_by: Callable[[V], Hashable] | None = None,
+                         memoize: Memo | None = None) -> Stream[K, VR]:
         """``await mapper(value) -> new_value`` (see the module docstring for ``retry``
         and ``concurrency``)."""
         return self._then_async(
             "KSTREAM-MAPVALUES-ASYNC", lambda lim, t: AsyncMapValues(mapper, lim, t), mapper,
             "map_values_async", retry=retry, concurrency=concurrency, name=name,
+            service=service, coalesce_by=coalesce_by, memoize=memoize,
             keep_value_serde=False)
+
+    def map_values_batched_async(self, fn: Callable[[list[V]], Awaitable[Sequence[VR]]], *,
+                                 service: DeclaredService, max_batch: int = 100,
+                                 max_wait: float = 0.01, retry_per: RetryPer = "value",
+                                 retry: Retry | None = None,
+                                 name: str | None = None) -> Stream[K, VR]:
+        """``await fn([v1, v2, ...]) -> [r1, r2, ...]``: one call through ``service`` for up
+        to ``max_batch`` values (or what came within ``max_wait`` seconds), one result per
+        value; each record gets its own and they retire in order. ``retry_per``: on a failed
+        call, ``"value"`` retries each record on its own, ``"batch"`` calls the batch again
+        (up to ``retry.attempts``); see :mod:`aiostreams.topology.dsl_batch`."""
+        require_callable(fn, "map_values_batched_async")
+        caller = BatchCaller(service, max_batch=max_batch, max_wait=max_wait,
+                             retry_per=retry_per,
+                             attempts=retry.attempts if retry is not None else 1,
+                             timeout=retry.timeout if retry is not None else None,
+                             op="map_values_batched_async")
+        stream = self._then("KSTREAM-MAPVALUES-BATCHED-ASYNC",
+                            lambda: AsyncMapValues(fn, caller, None), name=name,
+                            keep_value_serde=False)
+        if retry is not None and retry_per == "value":
+            self.builder.topology.set_retry(stream.node, retry)
+        return stream
 
     def map_async(self, mapper: Callable[[K, V], Awaitable[tuple[KR, VR]]], *,
                   retry: Retry | None = None, concurrency: int | None = None,
-                  name: str | None = None) -> Stream[KR, VR]:
+                  name: str | None = None, service: DeclaredService | None = None,
+                  coalesce_by: Callable[[K, V], Hashable] | None = None) -> Stream[KR, VR]:
         """``await mapper(key, value) -> (new_key, new_value)``; marks the stream
         key-changed."""
         return self._then_async(
             "KSTREAM-MAP-ASYNC", lambda lim, t: AsyncMap(mapper, lim, t), mapper, "map_async",
-            retry=retry, concurrency=concurrency, name=name, key_changed=True,
+            retry=retry, concurrency=concurrency, name=name,
+            service=service, coalesce_by=coalesce_by, key_changed=True,
             keep_value_serde=False)
 
     def filter_async(self, predicate: Callable[[K, V], Awaitable[bool]], *,
                      retry: Retry | None = None, concurrency: int | None = None,
-                     name: str | None = None) -> Stream[K, V]:
+                     name: str | None = None, service: DeclaredService | None = None,
+                     coalesce_by: Callable[[K, V], Hashable] | None = None) -> Stream[K, V]:
         """Keep the records for which ``await predicate(key, value)`` is true."""
         return self._then_async(
             "KSTREAM-FILTER-ASYNC", lambda lim, t: AsyncFilter(predicate, lim, t), predicate,
-            "filter_async", retry=retry, concurrency=concurrency, name=name)
+            "filter_async", retry=retry, concurrency=concurrency, name=name,
+            service=service, coalesce_by=coalesce_by)
 
     def flat_map_values_async(self, mapper: Callable[[V], Awaitable[Iterable[VR]]], *,
                               retry: Retry | None = None, concurrency: int | None = None,
-                              name: str | None = None) -> Stream[K, VR]:
+                              name: str | None = None, service: DeclaredService | None = None,
+                              coalesce_by: Callable[[V], Hashable] | None = None
+                              ) -> Stream[K, VR]:
         """``await mapper(value) -> iterable of values``."""
         return self._then_async(
             "KSTREAM-FLATMAPVALUES-ASYNC", lambda lim, t: AsyncFlatMapValues(mapper, lim, t),
             mapper, "flat_map_values_async", retry=retry, concurrency=concurrency, name=name,
+            service=service, coalesce_by=coalesce_by,
             keep_value_serde=False)
 
     def foreach_async(self, action: Callable[[K, V], Awaitable[Any]], *,
                       retry: Retry | None = None, concurrency: int | None = None,
-                      name: str | None = None) -> None:
+                      name: str | None = None, service: DeclaredService | None = None,
+                      coalesce_by: Callable[[K, V], Hashable] | None = None) -> None:
         """``await action(key, value)`` for each record (a terminal step)."""
         self._then_async(
             "KSTREAM-FOREACH-ASYNC", lambda lim, t: AsyncForeach(action, lim, t), action,
-            "foreach_async", retry=retry, concurrency=concurrency, name=name)
+            "foreach_async", retry=retry, concurrency=concurrency, name=name,
+            service=service, coalesce_by=coalesce_by)
 
     # -- routing ------------------------------------------------------------------------
 

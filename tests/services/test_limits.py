@@ -66,8 +66,20 @@ def test_latency_growth_lowers_the_limit_and_an_idle_limit_does_not_grow() -> No
     for i in range(100):
         limit.on_outcome(Outcome.SUCCESS, 0.01, 10, now=i * 0.01)  # 10 out of 100: idle
     assert limit.limit == 100
-    limit.on_outcome(Outcome.SUCCESS, 0.05, 100, now=2.0)  # 5 x the best latency
+    limit.on_outcome(Outcome.SUCCESS, 0.05, 100, now=2.0)  # one slow call: noise
+    assert limit.limit == 100
+    for i in range(10):  # the average grows past 2 x the best: queueing
+        limit.on_outcome(Outcome.SUCCESS, 0.05, 100, now=2.0 + i * 0.001)
     assert limit.limit == 90
+
+
+def test_latency_noise_around_a_flat_mean_does_not_lower_the_limit() -> None:
+    import random
+    rng = random.Random(7)
+    limit = AdaptiveLimit(Adaptive(initial=50, min=4, max=2000))
+    for i in range(2000):  # uniform 0-40 ms: a raw minimum near 0, a mean of 20 ms
+        limit.on_outcome(Outcome.SUCCESS, rng.uniform(0.0, 0.04), limit.limit, now=i * 0.001)
+    assert limit.limit > 50
 
 
 @given(st.lists(st.tuples(st.sampled_from(list(Outcome)),

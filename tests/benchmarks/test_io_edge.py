@@ -1,0 +1,31 @@
+"""The I/O-edge benchmark runs end to end on small inputs (not timed: figures are printed,
+not judged, except the outage's dead letters, which must be none whatever the machine)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmarks import io_edge
+
+pytestmark = pytest.mark.chaos  # about 20 s: a real HTTP service and four apps
+
+TINY = io_edge.Sizes(capacity=5, adaptive_seconds=1.0, hot_records=200, batch_records=200,
+                     outage_seconds=0.5, outage_records=5_000)
+
+
+async def test_every_scenario_prints_its_figures_and_the_outage_dead_letters_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    await io_edge.main_async(TINY)
+    out = capsys.readouterr().out
+    for label in ("adaptive [C] throughput / C's", "adaptive [C/2] 429 share",
+                  "fixed 1,000 429 share", "hot keys [coalesce+memo] calls made",
+                  "hot keys speed-up", "batching speed-up", "outage full rate again"):
+        assert label in out, f"no {label!r} in:\n{out}"
+    assert re.search(r"^outage dead-lettered\s+0 ", out, re.M), out
+    memo_calls = int(re.search(r"hot keys \[coalesce\+memo\] calls made\s+([\d,]+)",
+                               out).group(1).replace(",", ""))  # type: ignore[union-attr]
+    bound = int(re.search(r"calls bound \(distinct x ceil\(run/TTL\)\)\s+([\d,]+)",
+                          out).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert memo_calls <= bound

@@ -1,0 +1,92 @@
+"""A step's call that fails in an outage (the breaker is not closed) holds its record until
+the service is back, instead of failing it into the dead-letter topic; ordinary failures
+still go to the step's retry policy. Manual clock, no sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aiostreams.services import BreakerState, CircuitBreaker, DeclaredService, Overloaded
+from aiostreams.testing import ManualClock, settle
+from aiostreams.topology.dsl_processors import StepLimiter
+from aiostreams.topology.dsl_service import ServiceCaller
+
+
+class Switchable:
+    """A lookup that fails with ConnectionError while ``down``."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.calls = 0
+        self.gate: asyncio.Future[None] | None = None
+
+    async def lookup(self, v: str) -> str:
+        self.calls += 1
+        if self.gate is not None:
+            await self.gate
+        if self.down:
+            raise ConnectionError("service down")
+        return v.upper()
+
+
+def caller(clock: ManualClock) -> tuple[ServiceCaller, DeclaredService]:
+    declared = DeclaredService("s", concurrency=10, clock=clock, breaker=CircuitBreaker(
+        failure_ratio=0.5, min_calls=2, cool_down=5.0))
+    return ServiceCaller(StepLimiter(None), declared, None), declared
+
+
+async def test_calls_failing_in_an_outage_are_held_and_answered_after_recovery() -> None:
+    clock, backend = ManualClock(), Switchable()
+    step, declared = caller(clock)
+    backend.down = True
+    backend.gate = asyncio.get_running_loop().create_future()
+    records = [asyncio.ensure_future(step.call(backend.lookup, (f"v{i}",), None))
+               for i in range(4)]
+    await settle()
+    backend.gate.set_result(None)  # all four fail together: the breaker opens
+    await settle(6)
+    service = declared.current
+    assert service is not None and service.breaker_state is BreakerState.OPEN
+    # the first failure came with the breaker still closed (1 call < min_calls): the
+    # step's Retry has it (its next attempt would wait for the breaker); the rest are held
+    assert isinstance(records[0].exception(), ConnectionError)
+    held = records[1:]
+    assert not any(r.done() for r in held)  # held, not failed
+    clock.advance(5.0)  # the cool-down: one probe goes out, and fails
+    await settle(6)
+    assert service.breaker_state is BreakerState.OPEN and not any(r.done() for r in held)
+    backend.down = False
+    clock.advance(5.0)  # the next probe succeeds and the held calls go out
+    await settle(10)
+    assert [r.result() for r in held] == ["V1", "V2", "V3"]
+    assert service.breaker_state is BreakerState.CLOSED
+    assert service.stats.held_by_breaker >= 3
+
+
+async def test_a_failure_with_the_breaker_closed_goes_to_the_steps_retry() -> None:
+    clock, backend = ManualClock(), Switchable()
+    step, declared = caller(clock)
+    backend.down = True
+    with pytest.raises(ConnectionError):  # one failure: below min_calls, still closed
+        await step.call(backend.lookup, ("v",), None)
+    service = declared.current
+    assert service is not None and service.breaker_state is BreakerState.CLOSED
+
+
+async def test_an_overloaded_answer_holds_the_record_even_with_the_breaker_closed() -> None:
+    clock = ManualClock()
+    step, declared = caller(clock)
+    answers = iter([Overloaded("s", "503"), "ok"])
+
+    async def once(v: str) -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert await step.call(once, ("v",), None) == "ok"  # called again, not failed
+    service = declared.current
+    assert service is not None and service.breaker_state is BreakerState.CLOSED
+    assert service.stats.held_by_breaker == 1
