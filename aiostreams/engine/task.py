@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
+from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
 from aiostreams.engine.executor_pool import ExecutorPool
@@ -104,6 +105,7 @@ class StreamTask:
         self._topics = dict(topics)
         self._queues = PartitionGroup(partitions, settings.max_task_idle, has_unfetched)
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
+        self._budget = ByteBudget(settings.max_task_buffer_bytes)
         self._station = ReservationStation()
         self._ordering = settings.ordering
         self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
@@ -200,6 +202,7 @@ class StreamTask:
         batch is in, so the choice by timestamp sees every partition's records."""
         self._queues.add(tp, records)
         self.metrics.records_in += len(records)
+        self._budget.take(sum(map(raw_size, records)))
 
     def add_records(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
         """:meth:`enqueue` then :meth:`pump`, for a batch of one partition only (kept for
@@ -337,6 +340,7 @@ class StreamTask:
             self._task_stores.apply(slot, released)
             slot.writes = ()
         self._rob.advance(self._tp_of[raw.topic], raw.offset)
+        self._budget.give(raw_size(raw))
         return True
 
     def _drain_inline(self, queue: deque[RawRecord], source: SourceExec) -> None:
@@ -354,6 +358,7 @@ class StreamTask:
         running = TaskState.RUNNING
         stream_time = slot.stream_time = self.stream_time
         last = -1
+        freed = 0  # bytes of the records that retired here
         raw: RawRecord | None = None
         try:
             while queue and self.state is running and not punctuations.scheduled:
@@ -374,8 +379,10 @@ class StreamTask:
                     apply(slot, released)
                     slot.writes = ()
                 last = raw.offset
+                freed += raw_size(raw)
         finally:
             slot.record = None
+            self._budget.give(freed)
             if raw is not None:
                 self._advance_inline(raw.topic, last)
 
@@ -414,11 +421,14 @@ class StreamTask:
     def _retire(self) -> None:
         released = self._released
         apply = self._task_stores.apply
+        freed = 0
         for slot in self._rob.pop_retirable():
             if slot.outputs:
                 released.extend(slot.outputs)
             if slot.writes:
                 apply(slot, released)
+            freed += slot.held if slot.raw is None else slot.held + raw_size(slot.raw)
+        self._budget.give(freed)
 
     # -- execution ----------------------------------------------------------------------
 
@@ -479,6 +489,9 @@ class StreamTask:
     def _finish(self, slot: Slot) -> None:
         slot.state = SlotState.DONE
         slot.record = None  # only its outputs and writes wait for retirement
+        if slot.outputs:  # held, with its input, until it retires
+            slot.held = outputs_size(slot.outputs)
+            self._budget.take(slot.held)
         self._unfinished -= 1
         self._gate.finished()
         if slot is self._barrier:
@@ -554,12 +567,19 @@ class StreamTask:
 
         self._idle_timer = self._clock.call_later(deadline - self._clock.monotonic(), wake)
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of raw records (inputs not yet retired, outputs waiting to retire) the
+        task holds against ``max_task_buffer_bytes``."""
+        return self._budget.held
+
     def _update_pause(self) -> None:
         limit = self.settings.max_buffered_per_partition
         full = self._rob.full or self.state is not TaskState.RUNNING
+        over = self._budget.exhausted  # every partition pauses: nothing more is fetched
         for tp in self._queues.partitions:
             n = self._queues.buffered(tp)
-            want = n >= limit or (full and n > 0)
+            want = over or n >= limit or (full and n > 0)
             if want != (tp in self._paused):
                 if want:
                     self._paused.add(tp)

@@ -1,0 +1,73 @@
+"""A task's byte budget: how many bytes of raw records it may hold before it stops fetching.
+
+The reorder buffer's capacity is a count of records, deliberately large (tens of
+thousands) so that one slow record does not stall the records behind it; what bounds the
+memory a task holds is this budget instead. It counts, in raw (serialized) sizes:
+
+* every fetched input record, from ``enqueue`` until it retires (waiting in its partition
+  queue, executing, or finished and waiting behind an older record);
+* the outputs of a finished slot (records to produce, bytes of external results), from
+  the moment it finishes until it retires.
+
+When the held bytes reach the limit the task pauses fetching for all of its partitions
+(back-pressure); it resumes once retirement brings them below. A stuck record therefore
+holds at most the budget plus what was already fetched or issued when it was reached:
+one fetch, and the outputs of records already issued from the partition queues.
+
+Invariant (asserted): the held bytes never go below zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.types import OutgoingRecord, RawRecord
+
+
+def raw_size(raw: RawRecord) -> int:
+    """Bytes of a fetched record: key, value and headers."""
+    size = len(raw.key or b"") + len(raw.value or b"")
+    for name, value in raw.headers:
+        size += len(name) + len(value or b"")
+    return size
+
+
+def outputs_size(outputs: Iterable[OutgoingRecord | ExternalRecord]) -> int:
+    """Bytes of a slot's buffered outputs: keys and values that are bytes or str (an
+    external result of another type counts zero: its input was counted already)."""
+    size = 0
+    for out in outputs:
+        key, value = out.key, out.value
+        if isinstance(key, (bytes, str)):
+            size += len(key)
+        if isinstance(value, (bytes, str)):
+            size += len(value)
+        if isinstance(out, OutgoingRecord):
+            for name, header in out.headers:
+                size += len(name) + len(header or b"")
+    return size
+
+
+class ByteBudget:
+    """Bytes held by one task against its limit (see the module docstring)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"max_task_buffer_bytes must be >= 1, got {limit}")
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> None:
+        self.held += size
+
+    def give(self, size: int) -> None:
+        self.held -= size
+        assert self.held >= 0, f"byte budget released {-self.held} bytes it never held"
+
+    @property
+    def exhausted(self) -> bool:
+        """The held bytes reached the limit: fetching should pause."""
+        return self.held >= self.limit
