@@ -1,7 +1,7 @@
 """``python -m benchmarks``: the peer benchmark of issue 8 — aiostreams against Faust,
 Quix Streams and a raw aiokafka loop, on one broker, in one run.
 
-    python -m benchmarks all                 P1, P2, P5, P6 (about 15 minutes)
+    python -m benchmarks all                 P1, P2, P5, P6, EOS (see RESULTS.md for the time)
     python -m benchmarks p1 p2               some of them
     python -m benchmarks all --quick         smoke-test sizes (about 3 minutes)
     python -m benchmarks p2 --records 200000 --no-peers

@@ -14,9 +14,9 @@ from benchmarks.peers.targets import targets
 from benchmarks.peers.topics import offset_reader
 from benchmarks.peers.venv import ensure_peers_venv
 
-SCENARIOS = ("p1", "p2", "p5", "p6")
+SCENARIOS = ("p1", "p2", "p5", "p6", "eos")
 # P2 runs first: P1's target is relative to aiostreams' own P2 rate
-RUN_ORDER = ("p2", "p1", "p5", "p6")
+RUN_ORDER = ("p2", "p1", "eos", "p5", "p6")
 
 
 def say(line: str) -> None:

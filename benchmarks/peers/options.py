@@ -30,7 +30,8 @@ class ContenderOptions:
     ``concurrency``: records in flight at once (aiostreams' ``max_in_flight``, Faust's agent
     ``concurrency``, the raw loop's batch size); ``variant`` picks a contender's flavour
     (the raw loop's ``"send"`` or ``"batch"``); ``stuck_id``: the record with this ``id``
-    never completes (P5's stuck record).
+    never completes (P5's stuck record); ``guarantee``: aiostreams'
+    ``processing_guarantee``.
     """
 
     bootstrap: str
@@ -44,6 +45,7 @@ class ContenderOptions:
     concurrency: int = 1
     variant: str = ""
     stuck_id: int | None = None
+    guarantee: str = "at_least_once"
 
     def __post_init__(self) -> None:
         if self.io not in IO_KINDS:

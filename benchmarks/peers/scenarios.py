@@ -240,6 +240,16 @@ class Bench:
             f"committed offset {committed.get(p)} when stopped; the other 7 partitions: "
             f"{others:,} outputs")
 
+    async def eos(self) -> None:
+        """Exactly-once overhead: P1 sleep and P2 under ``exactly_once`` and
+        ``at_least_once``, alternating, twice each (the better of each pair is compared)."""
+        for round_ in (1, 2):  # each run its own group: a scenario name per round
+            for guarantee in ("exactly_once", "at_least_once"):
+                await self.case(f"EOS P1 sleep #{round_}", c.aiostreams(guarantee=guarantee),
+                                self.sizes.p1_http, 1, io="sleep")
+                await self.case(f"EOS P2 #{round_}", c.aiostreams(guarantee=guarantee),
+                                self.sizes.p2, 8)
+
     async def p6(self) -> None:
         """Scale: ``--workers 2`` against 1 on P2's input (8 partitions)."""
         for workers in (1, 2):

@@ -58,6 +58,14 @@ def _rate(rows: Sequence[Row], scenario: str, label: str) -> float | None:
     return result.rate if result is not None and result.rate > 0 else None
 
 
+def _best(rows: Sequence[Row], scenario: str, label: str) -> float | None:
+    """The best rate of ``label``'s successful runs in the rounds of ``scenario``
+    (``"<scenario> #<round>"``)."""
+    rates = [r.result.rate for r in rows if r.scenario.startswith(f"{scenario} #")
+             and r.contender.label == label and r.result.error is None and r.result.rate > 0]
+    return max(rates, default=None)
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a / b
 
@@ -113,6 +121,17 @@ def targets(rows: Sequence[Row]) -> list[Target]:
             rate = row.result.rate if row.result.error is None else None
             found.append(Target(row.scenario, f"aiostreams ≥ 0.8 {X} the hottest key's "
                                 f"bound ({row.limit:,.0f}/s)", _ratio(rate, row.limit), 0.8))
+    http_raw = _rate(rows, "P1 http", "raw aiokafka")
+    if http_raw is not None:
+        found.append(Target("P1 http", f"aiostreams ≥ 0.9 {X} raw aiokafka aiohttp gather "
+                            "loop", _ratio(_rate(rows, "P1 http", "aiostreams"), http_raw),
+                            0.9))
+    for scenario in ("EOS P1 sleep", "EOS P2"):
+        eos = _best(rows, scenario, "aiostreams exactly_once")
+        alo = _best(rows, scenario, "aiostreams")
+        if eos is not None or alo is not None:
+            found.append(Target(scenario, f"exactly_once ≥ 0.8 {X} at_least_once (best of "
+                                "each, alternating runs)", _ratio(eos, alo), 0.8))
     if any(r.scenario == "P2" for r in rows):
         raws = [r for r in (_rate(rows, "P2", "raw aiokafka"),
                             _rate(rows, "P2", "raw aiokafka (batch API)")) if r is not None]
