@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.peers import contenders as c
+from benchmarks.peers import report
 from benchmarks.peers.runner import io_server
 from benchmarks.peers.scenarios import Bench, Sizes
 from benchmarks.peers.targets import targets
@@ -63,3 +64,21 @@ async def test_p1_tail_and_zipf_scenarios_run_end_to_end_in_key_order(
     assert {"P1 tail", "P1 sleep zipf", "P1 jitter zipf", "P1 tail zipf",
             "P1 http zipf"} <= set(found)
     assert all(r.limit is not None for r in bench.rows if r.scenario.endswith("zipf"))
+    table = report.current_table(bench.rows, targets(bench.rows))
+    assert table.count("\n") == 1 + len(targets(bench.rows))  # header, rule, a line each
+    assert "| P1 tail zipf |" in table and "`python -m benchmarks p1`" in table
+
+
+@pytest.mark.kafka
+async def test_memory_scenarios_run_end_to_end_and_report_rss(kafka_bootstrap: str) -> None:
+    sizes = Sizes(p5=100_000, stuck_seconds=3.0, keys=100)  # long enough for RSS samples
+    async with offset_reader(kafka_bootstrap) as reader:
+        bench = Bench(kafka_bootstrap, reader, sizes, peers_python=None, say=lambda _: None)
+        await bench.p5()
+    assert [row.scenario for row in bench.rows] == ["P5", "P5 stuck"]
+    for row in bench.rows:
+        assert row.result.error is None, (row.scenario, row.result.error)
+        assert row.result.rss
+    assert bench.rows[0].result.records == 100_000
+    found = {t.scenario: t for t in targets(bench.rows)}
+    assert found["P5"].unit == "MB" and found["P5"].measured is not None
