@@ -68,6 +68,8 @@ def _measured(target: Target) -> str:
         return "—"
     if target.unit == "MB":
         return f"{target.measured:,.1f} MB"
+    if target.unit == "s":
+        return f"{target.measured:,.2f} s"
     return f"{target.measured:,.2f} {X}"
 
 

@@ -7,7 +7,8 @@ P1 tail (issue 23; 1% of records take 200 ms): aiostreams at its defaults >= 5 x
 gather loop. Zipf variants: aiostreams >= 0.8 x the bound set by the hottest key.
 P5: RSS grows <= 50 MB over the run (from 5% of the output on, after start-up and warm-up);
 with a stuck record, it grows <= 50 MB from a third of the run on (bounded by the window
-while input keeps arriving). P6: 2 workers >= 1.7 x 1.
+while input keeps arriving). P6: 2 workers >= 1.7 x 1, and CPU seconds per record with 2
+workers <= 1.1 x with 1 (issue 23). P2 start-up: first output <= 1 s after the process starts.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def _best(rows: Sequence[Row], scenario: str, label: str) -> float | None:
     rates = [r.result.rate for r in rows if r.scenario.startswith(f"{scenario} #")
              and r.contender.label == label and r.result.error is None and r.result.rate > 0]
     return max(rates, default=None)
+
+
+def _cpu_per_record(rows: Sequence[Row], scenario: str, label: str) -> float | None:
+    result = _result(rows, scenario, label)
+    if result is None or result.timed <= 0 or result.cpu <= 0:
+        return None
+    return result.cpu / result.timed
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -164,4 +172,16 @@ def targets(rows: Sequence[Row]) -> list[Target]:
         found.append(Target("P6", f"aiostreams --workers 2 ≥ 1.7 {X} --workers 1",
                             _ratio(_rate(rows, "P6", "aiostreams --workers 2"),
                                    _rate(rows, "P6", "aiostreams")), 1.7))
+        found.append(Target("P6", f"CPU seconds per record, --workers 2 ≤ 1.1 {X} "
+                            "--workers 1 (so the rate scales where there are cores)",
+                            _ratio(_cpu_per_record(rows, "P6", "aiostreams --workers 2"),
+                                   _cpu_per_record(rows, "P6", "aiostreams")), 1.1,
+                            at_most=True))
+    p2 = _result(rows, "P2", "aiostreams")
+    if p2 is not None and p2.startup > 0:
+        faust = _result(rows, "P2", "faust agent")
+        found.append(Target("P2 start-up", "aiostreams' first output ≤ 1 s after its "
+                            "process starts (warm broker)" + (
+                                f"; Faust: {faust.startup:.2f} s" if faust else ""),
+                            p2.startup, 1.0, at_most=True, unit="s"))
     return found

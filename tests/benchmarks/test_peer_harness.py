@@ -32,6 +32,8 @@ async def test_p2_outputs_are_complete_and_in_key_order(kafka_bootstrap: str) ->
         assert row.ok
     (ratio,) = [t for t in targets(bench.rows) if "raw aiokafka" in t.claim]
     assert ratio.measured is not None
+    (startup,) = [t for t in targets(bench.rows) if t.scenario == "P2 start-up"]
+    assert startup.measured is not None and startup.measured > 0
 
 
 def test_zipf_keys_put_a_hot_key_in_front_and_uniform_keys_do_not() -> None:
