@@ -37,13 +37,13 @@ def outputs_size(outputs: Iterable[OutgoingRecord | ExternalRecord]) -> int:
     """Bytes of a slot's buffered outputs: keys and values that are bytes or str (an
     external result of another type counts zero: its input was counted already)."""
     size = 0
-    for out in outputs:
+    for out in outputs:  # once per finished slot: exact type checks, no isinstance
         key, value = out.key, out.value
-        if isinstance(key, (bytes, str)):
+        if key.__class__ is bytes or key.__class__ is str:
             size += len(key)
-        if isinstance(value, (bytes, str)):
+        if value.__class__ is bytes or value.__class__ is str:
             size += len(value)
-        if isinstance(out, OutgoingRecord):
+        if out.__class__ is OutgoingRecord and out.headers:
             for name, header in out.headers:
                 size += len(name) + len(header or b"")
     return size
