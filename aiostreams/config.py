@@ -46,11 +46,11 @@ class Settings(BaseSettings):
         "not queued behind newer work")
     max_task_buffer_bytes: int = Field(
         32 * 1024 * 1024, ge=1, description="bytes of raw records (key + value + headers) a "
-        "task may hold: fetched inputs until they retire, and the outputs of finished records "
-        "waiting to retire. At the limit the task pauses fetching for its partitions until "
-        "retirement brings it below, so one stuck record holds at most this much (plus one "
-        "fetch, and the outputs of records already fetched). Python objects add about 0.5 KB "
-        "per record in flight on top")
+        "task's reorder buffer may hold: issued inputs until they retire, and the outputs of "
+        "finished records waiting to retire. At the limit the task pauses fetching for its "
+        "partitions until retirement brings it below, so one stuck record holds at most this "
+        "much (plus one fetch, bounded by max_buffered_per_partition, and its outputs). "
+        "Python objects add about 0.5 KB per record in flight on top")
     ordering: Literal["key", "partition", "unordered"] = "key"
     max_task_idle_ms: float = Field(0.0, ge=0, description="wait for empty partitions (KIP-353)")
     commit_interval_ms: float = Field(1000.0, gt=0)

@@ -2,17 +2,22 @@
 
 The reorder buffer's capacity is a count of records, deliberately large (tens of
 thousands) so that one slow record does not stall the records behind it; what bounds the
-memory a task holds is this budget instead. It counts, in raw (serialized) sizes:
+memory a task holds is this budget instead. It counts, in raw (serialized) sizes, what the
+reorder buffer holds:
 
-* every fetched input record, from ``enqueue`` until it retires (waiting in its partition
-  queue, executing, or finished and waiting behind an older record);
+* every issued input record, until it retires (executing, waiting for its key, or finished
+  and waiting behind an older record);
 * the outputs of a finished slot (records to produce, bytes of external results), from
   the moment it finishes until it retires.
 
+Records waiting in the partition queues are bounded by count instead
+(``max_buffered_per_partition``), and a record the inline path runs and retires at once is
+never counted: the synchronous fast path pays nothing for the budget.
+
 When the held bytes reach the limit the task pauses fetching for all of its partitions
 (back-pressure); it resumes once retirement brings them below. A stuck record therefore
-holds at most the budget plus what was already fetched or issued when it was reached:
-one fetch, and the outputs of records already issued from the partition queues.
+holds at most the budget plus what was already fetched when it was reached (one fetch, at
+most ``max_buffered_per_partition`` records a partition) and those records' outputs.
 
 Invariant (asserted): the held bytes never go below zero.
 """

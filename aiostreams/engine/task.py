@@ -202,7 +202,6 @@ class StreamTask:
         batch is in, so the choice by timestamp sees every partition's records."""
         self._queues.add(tp, records)
         self.metrics.records_in += len(records)
-        self._budget.take(sum(map(raw_size, records)))
 
     def add_records(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
         """:meth:`enqueue` then :meth:`pump`, for a batch of one partition only (kept for
@@ -266,6 +265,7 @@ class StreamTask:
         issue = rob.issue
         admit = self._station.admit
         metrics = self.metrics
+        budget = self._budget
         punctuations = self._punctuations
         due = punctuations.due
         by_key = self._ordering is Ordering.KEY
@@ -302,6 +302,8 @@ class StreamTask:
                         (raw.key if raw.key is not None else _NULL_KEY) if by_key
                         else self._hazard_of(raw))
             slot.stream_time = self.stream_time
+            slot.held = size = raw_size(raw)  # until it retires (the byte budget)
+            budget.take(size)
             issue(slot)
             self._unfinished += 1
             if len(in_rob) > metrics.max_rob_depth:
@@ -340,7 +342,6 @@ class StreamTask:
             self._task_stores.apply(slot, released)
             slot.writes = ()
         self._rob.advance(self._tp_of[raw.topic], raw.offset)
-        self._budget.give(raw_size(raw))
         return True
 
     def _drain_inline(self, queue: deque[RawRecord], source: SourceExec) -> None:
@@ -358,7 +359,6 @@ class StreamTask:
         running = TaskState.RUNNING
         stream_time = slot.stream_time = self.stream_time
         last = -1
-        freed = 0  # bytes of the records that retired here
         raw: RawRecord | None = None
         try:
             while queue and self.state is running and not punctuations.scheduled:
@@ -379,10 +379,8 @@ class StreamTask:
                     apply(slot, released)
                     slot.writes = ()
                 last = raw.offset
-                freed += raw_size(raw)
         finally:
             slot.record = None
-            self._budget.give(freed)
             if raw is not None:
                 self._advance_inline(raw.topic, last)
 
@@ -399,6 +397,8 @@ class StreamTask:
         self._inline.forward_buffer = None
         slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
         slot.stream_time = self._inline.stream_time
+        slot.held = raw_size(raw)
+        self._budget.take(slot.held)
         self._rob.issue(slot)
         self._unfinished += 1
         admitted = self._station.admit(slot)
@@ -427,7 +427,7 @@ class StreamTask:
                 released.extend(slot.outputs)
             if slot.writes:
                 apply(slot, released)
-            freed += slot.held if slot.raw is None else slot.held + raw_size(slot.raw)
+            freed += slot.held
         self._budget.give(freed)
 
     # -- execution ----------------------------------------------------------------------
@@ -490,8 +490,9 @@ class StreamTask:
         slot.state = SlotState.DONE
         slot.record = None  # only its outputs and writes wait for retirement
         if slot.outputs:  # held, with its input, until it retires
-            slot.held = outputs_size(slot.outputs)
-            self._budget.take(slot.held)
+            size = outputs_size(slot.outputs)
+            slot.held += size
+            self._budget.take(size)
         self._unfinished -= 1
         self._gate.finished()
         if slot is self._barrier:
@@ -569,8 +570,8 @@ class StreamTask:
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes of raw records (inputs not yet retired, outputs waiting to retire) the
-        task holds against ``max_task_buffer_bytes``."""
+        """Bytes of raw records in the reorder buffer (issued inputs not yet retired, and
+        finished outputs waiting to retire) held against ``max_task_buffer_bytes``."""
         return self._budget.held
 
     def _update_pause(self) -> None:

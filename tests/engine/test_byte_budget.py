@@ -104,7 +104,7 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
     assert h.task.committable() == {IN: offset}
 
 
-async def test_a_synchronous_chain_releases_every_byte_it_processed(
+async def test_records_the_inline_path_retires_at_once_hold_no_bytes(
         make_task: MakeTask) -> None:
     topo = (Topology().add_source("src", str_topic("in"))
             .add_sink("sink", str_topic("out"), "src"))
