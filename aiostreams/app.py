@@ -22,8 +22,8 @@ import ssl
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from types import MappingProxyType, TracebackType
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
@@ -34,6 +34,7 @@ from aiostreams.errors import ConfigError
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.lifecycle_state import AppState
 from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.start_stop import StartStop
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
@@ -41,6 +42,9 @@ from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
+
+if TYPE_CHECKING:
+    from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
 
@@ -50,7 +54,7 @@ COMMIT_LOG_LIMIT = 1000
 every commit, use :meth:`App.on_commit`)."""
 
 
-class App:
+class App(StartStop):
     """A named stream application: its topics, topology and settings, and the worker
     that runs it (see the module docstring). ``name`` is the consumer group id and the
     prefix of its internal topics."""
@@ -407,6 +411,13 @@ class App:
         """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
         run_event_loop(self.run_async())
 
+    def store(self, name: str) -> ReadOnlyStore:
+        """A read-only view of table or window store ``name`` across the tasks of this
+        worker, for interactive queries (:mod:`aiostreams.queries`): reads see retired
+        state only. Raises ``UnknownStoreError`` for a name the topology lacks."""
+        from aiostreams.queries import store_view
+        return store_view(self, name)
+
     @property
     def _tasks(self) -> dict[str, StreamTask]:
         """The worker's live tasks (engine objects: internal; read :meth:`status`)."""
@@ -451,14 +462,6 @@ class App:
             errors_by_node=MappingProxyType(errors),
             run=run,
         )
-
-    async def __aenter__(self) -> App:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
 
 GC_GEN0_THRESHOLD = 100_000

@@ -33,6 +33,7 @@ from typing import Any, NoReturn, TypeVar
 
 from aiostreams.app import App, run_event_loop
 from aiostreams.commands import CommandError, ExitCode, UsageError
+from aiostreams.commands.admin import register as register_admin
 from aiostreams.commands.describe import describe_app
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import DECODERS, decoder
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true",
                      help="no live status line (it is shown only on a terminal anyway)")
     run.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    run.add_argument("--query-peers", default="", help=argparse.SUPPRESS)  # queries.py
     run.set_defaults(handler=_run)
 
     describe = commands.add_parser(
@@ -177,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      help="partitions and offsets of a topic")
     desc.add_argument("name", metavar="NAME")
     desc.set_defaults(handler=_topics_describe)
+    register_admin(commands, topic_commands, [common, tool], _tool_target, _run_tool)
 
     tail_cmd = commands.add_parser(
         "tail", parents=[common, tool], help="print a topic's records, decoded",
@@ -402,7 +405,8 @@ def _run(args: argparse.Namespace) -> int:
     options = RunOptions(
         metrics_host=args.metrics_host, metrics_port=args.metrics_port,
         progress=not args.no_progress and sys.stderr.isatty(),
-        connect_timeout=args.connect_timeout)
+        connect_timeout=args.connect_timeout,
+        query_peers=tuple(p for p in args.query_peers.split(",") if p))
     code: int = run_event_loop(run_app(app, options, reporter))
     return code
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from aiostreams.errors import ConfigError, DeserializationError, UnknownTopicError
+from aiostreams.start_stop import StartStop
 from aiostreams.topic import Topic
 from aiostreams.transport.base import Consumer, IsolationLevel, Producer, TopicSpec, Transport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition
@@ -54,7 +54,7 @@ def to_headers(headers: HeadersLike) -> Headers:
     return tuple(out)
 
 
-class AppProducer:
+class AppProducer(StartStop):
     """Sends typed records to an app's broker. Use as ``async with app.producer() as p``
     (flushed and closed at the end) or through ``app.send``.
 
@@ -146,16 +146,8 @@ class AppProducer:
                 await admin.stop()
             self._known_topics.add(topic.name)
 
-    async def __aenter__(self) -> AppProducer:
-        await self.start()
-        return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
-
-
-class AppConsumer:
+class AppConsumer(StartStop):
     """Reads one topic's records, decoded by its serdes, from every partition (no consumer
     group: it commits nothing and does not take partitions from the app). Reads committed
     data only, so an ``exactly_once`` app's aborted output is never seen.
@@ -254,14 +246,6 @@ class AppConsumer:
             raise e.at(raw.partition, raw.offset, "value") from None
         return Record(key, value, raw.topic, raw.partition, raw.offset, raw.timestamp,
                       raw.headers)
-
-    async def __aenter__(self) -> AppConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
 
 
 def topic_resolver(declared: Callable[[str], Topic | None]) -> TopicResolver:

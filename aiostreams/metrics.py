@@ -44,6 +44,7 @@ from prometheus_client.core import (
 from aiostreams.app import App
 from aiostreams.engine.task import StreamTask, TaskMetrics
 from aiostreams.lifecycle_state import AppState
+from aiostreams.query_http import add_store_routes
 from aiostreams.start_stop import StartStop
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
@@ -353,7 +354,8 @@ class MetricsServer(StartStop):
     see ``/health`` answer 503 while the app starts.
     """
 
-    def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0) -> None:
+    def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0,
+                 peers: Sequence[str] = ()) -> None:
         if not 0 <= port < 65536:
             raise ValueError(f"metrics port must be within 0..65535, got {port}")
         self.app = app
@@ -363,6 +365,7 @@ class MetricsServer(StartStop):
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._lag_consumer: Consumer | None = None
+        self.peers = tuple(peers)  # the metrics URLs of the group's workers (queries)
 
     @property
     def port(self) -> int:
@@ -381,6 +384,7 @@ class MetricsServer(StartStop):
         web_app = web.Application()
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_get("/health", self._health)
+        store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
         try:
@@ -392,6 +396,7 @@ class MetricsServer(StartStop):
         self._runner = runner
         address = runner.addresses[0]
         self._port = int(address[1])
+        store_routes.self_url = self.url.removesuffix("/metrics")
 
     async def stop(self) -> None:
         """Stop serving and close the lag consumer. Idempotent."""

@@ -12,6 +12,7 @@ import enum
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aiostreams.errors import ConfigError, DeserializationError
 
@@ -27,14 +28,7 @@ class Ordering(enum.Enum):
 
     @classmethod
     def parse(cls, value: Ordering | str) -> Ordering:
-        if isinstance(value, Ordering):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"ordering must be one of 'key', 'partition', 'unordered'; got {value!r}"
-            ) from None
+        return _parse_choice(cls, value, "ordering")
 
 
 class OnError(enum.Enum):
@@ -47,14 +41,22 @@ class OnError(enum.Enum):
 
     @classmethod
     def parse(cls, value: OnError | str) -> OnError:
-        if isinstance(value, OnError):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            raise ConfigError(
-                f"on_error must be one of 'fail', 'skip', 'dead_letter'; got {value!r}"
-            ) from None
+        return _parse_choice(cls, value, "on_error")
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _parse_choice(cls: type[_E], value: _E | str, setting: str) -> _E:
+    """``value`` as a member of ``cls``; a :class:`ConfigError` (a ``ValueError``) listing
+    the choices when it is none of them."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in cls)
+        raise ConfigError(f"{setting} must be one of {choices}; got {value!r}") from None
 
 
 @dataclass(frozen=True)

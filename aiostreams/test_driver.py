@@ -49,12 +49,22 @@ from typing import Any
 
 from aiostreams.app import App
 from aiostreams.config import Settings
-from aiostreams.engine.clock import ManualClock, TimerHandle
+from aiostreams.engine.clock import ManualClock
+from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot
 from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
-from aiostreams.engine.task import StreamTask, task_id_for
-from aiostreams.engine.worker import CommitRecord
-from aiostreams.errors import CoPartitioningError, TaskFailedError, TopologyError
+from aiostreams.engine.task import StreamTask
+from aiostreams.engine.task_lifecycle import TaskFactory
+from aiostreams.engine.topic_plan import (
+    changelog_topic,
+    plan_changelogs,
+    plan_topics,
+    sub_widths,
+    wanted_topics,
+)
+from aiostreams.engine.worker_config import CommitRecord
+from aiostreams.errors import TaskFailedError, TopologyError
 from aiostreams.serde import BytesSerde, Serde
+from aiostreams.state.key_identity import EncodedKey
 from aiostreams.topology.dsl_stores import plain_value
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
@@ -139,8 +149,8 @@ class TopologyTestDriver:
         self._read: dict[str, int] = {}
         self._null_keys = itertools.count()
         self._sinks: dict[str, ExternalSink] = {}
-        self._commit_requested = False
-        self._commit_timer: TimerHandle | None = None
+        self._commit_timer = CommitTimer(
+            self.clock, self.app.settings.commit_interval_ms / 1000.0)
         self._snapshots: dict[str, dict[Any, Any]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -162,7 +172,11 @@ class TopologyTestDriver:
         for sink in self._sinks.values():
             await sink.start()
         self.state = DriverState.RUNNING
-        node_retry = app.node_retries
+        make_task = TaskFactory(
+            app.name, task_settings, app.topology.topics, self.clock,
+            emit=lambda task_id, records: self._emit(records), on_failed=self._on_failed,
+            request_commit=self._commit_timer.request, node_retry=app.node_retries,
+            state_dir=state_dir)
         for sub in subs:
             for source in sub.sources:
                 for topic in source.topics:
@@ -171,20 +185,14 @@ class TopologyTestDriver:
                 self._sink_serdes.setdefault(sink_node.topic,
                                              (sink_node.key_serde, sink_node.value_serde))
             for partition in range(widths[sub.id]):
-                tps = [TopicPartition(t, partition) for t in sub.source_topics]
-                task = StreamTask(
-                    task_id_for(sub, partition), sub, tps, task_settings,
-                    topics=app.topology.topics, clock=self.clock, emit=self._emit,
-                    on_failed=self._on_failed, request_commit=self._request_commit,
-                    node_retry=node_retry, state_dir=state_dir,
-                    changelog_topics={s.name: self.changelog_topic(s.name)
-                                      for s in sub.stores if s.logged})
+                task = make_task(sub, partition,
+                                 [TopicPartition(t, partition) for t in sub.source_topics])
                 await task.initialize()
                 self.tasks[task.task_id] = task
-                for tp in tps:
+                for tp in task.partitions:
                     self._task_of[tp] = task
                     self._fed[tp] = 0
-        self._arm_commit_timer()
+        self._commit_timer.start()
         await self.process_all()
 
     async def close(self) -> None:
@@ -193,8 +201,7 @@ class TopologyTestDriver:
         if self.state is DriverState.CLOSED:
             return
         self.state = DriverState.CLOSED
-        if self._commit_timer is not None:
-            self._commit_timer.cancel()
+        self._commit_timer.cancel()
         try:
             for task in self.tasks.values():
                 await task.close()
@@ -214,7 +221,7 @@ class TopologyTestDriver:
 
     def changelog_topic(self, store: str) -> str:
         """The changelog topic of ``store`` (as the worker names it)."""
-        return f"{self.app.name}-{store}-changelog"
+        return changelog_topic(self.app.name, store)
 
     # -- input --------------------------------------------------------------------------
 
@@ -289,7 +296,7 @@ class TopologyTestDriver:
         if self.failure is not None:
             self.state = DriverState.FAILED
             raise self.failure
-        if self._commit_requested:
+        if self._commit_timer.requested:
             await self.commit()
 
     async def advance_wall_clock(self, seconds: float) -> None:
@@ -312,20 +319,15 @@ class TopologyTestDriver:
         """Flush the stores and external sinks and commit what every task has retired
         (offsets for the app's group on the private broker). Returns what was committed."""
         self._require_running("commit")
-        self._commit_requested = False
-        offsets: dict[TopicPartition, int] = {}
-        for task in self.tasks.values():
-            candidate = {tp: off for tp, off in task.committable().items()
-                         if off > self._committed.get(tp, -1)}
-            task.check_commit_point(candidate)
-            offsets.update(candidate)
+        self._commit_timer.take()
+        offsets = commit_snapshot(self.tasks.values(), self._committed)
         for sink in self._sinks.values():
             await sink.flush()
         for task in self.tasks.values():
             await task.flush_stores()
         if offsets:
             self.broker.commit_offsets(self.app.name, offsets)
-            self._committed.update(offsets)
+            advance(self._committed, offsets)
             self.app.commit_log.append(CommitRecord(dict(offsets), 0.0))
         return offsets
 
@@ -379,44 +381,18 @@ class TopologyTestDriver:
             "TopologyTestDriver(app) as driver:` (or await driver.start())")
 
     def _create_topics(self, subs: Sequence[SubTopology]) -> dict[int, int]:
-        """Create every topic the tasks read or write; returns each sub-topology's width."""
+        """Create every topic the tasks read or write (and every declared one, which
+        ``ctx.send()`` may write to), sized as the worker would
+        (:mod:`~aiostreams.engine.topic_plan`); returns each sub-topology's width."""
         app = self.app
         declared = app.topology.topics
-        default = app.settings.default_partitions
-        wanted = {t for sub in subs for t in (*sub.source_topics, *sub.sink_topics)}
-        wanted.update(declared)  # also those only ctx.send() writes to
-        dlq = app.settings.dead_letter_topic
-        if dlq:
-            wanted.add(dlq)
-
-        def external_width(name: str) -> int:
-            topic = declared.get(name)
-            return topic.partitions if topic is not None and topic.partitions else default
-
-        external = [external_width(n) for n in wanted
-                    if not (declared.get(n) is not None and declared[n].internal)]
-        internal = max(external, default=default)
-        counts: dict[str, int] = {}
-        for name in sorted(wanted):
-            topic = declared.get(name)
-            if topic is not None and topic.internal and not topic.partitions:
-                counts[name] = internal
-            else:
-                counts[name] = external_width(name)
-            self.broker.create_topic(name, counts[name],
-                                     dict(topic.config) if topic is not None else None)
-        widths: dict[int, int] = {}
-        for sub in subs:
-            sizes = {t: counts[t] for t in sub.source_topics}
-            if len(set(sizes.values())) > 1:
-                raise CoPartitioningError(
-                    f"sub-topology {sub.id} reads {sorted(sizes)} together, but their "
-                    f"partition counts differ: {sizes}; repartition one of them so they match")
-            widths[sub.id] = max(sizes.values())
-            for store in sub.stores:
-                if store.logged:
-                    self.broker.create_topic(self.changelog_topic(store.name), widths[sub.id],
-                                             dict(store.changelog_config))
+        wanted = wanted_topics(subs, app.settings.dead_letter_topic) | set(declared)
+        specs = plan_topics(wanted, declared, {}, writers=(), create_sources=True,
+                            default_partitions=app.settings.default_partitions,
+                            where="the driver's broker")
+        widths = sub_widths(subs, {name: spec.partitions for name, spec in specs.items()})
+        for spec in (*specs.values(), *plan_changelogs(app.name, subs, widths, {})):
+            self.broker.create_topic(spec.name, spec.partitions, dict(spec.config) or None)
         return widths
 
     def _append(self, records: Sequence[OutgoingRecord]) -> list[tuple[str, int, int]]:
@@ -446,7 +422,7 @@ class TopologyTestDriver:
                 sink = self._sinks[record.sink]
                 sink.add(record)
                 if sink.backlogged:
-                    self._commit_requested = True
+                    self._commit_timer.request()
             else:
                 outgoing.append(record)
         for topic, partition, offset in self._append(outgoing):
@@ -454,17 +430,21 @@ class TopologyTestDriver:
 
     def _feed(self) -> None:
         """Hand every record appended to a source partition since the last feed to its
-        task (which may process it at once and produce more)."""
+        task (which may process it at once and produce more). As the worker does with a
+        fetch: every new record goes in first, then each task that got some is pumped."""
         progressed = True
         while progressed and self.failure is None:
-            progressed = False
+            touched: dict[str, StreamTask] = {}
             for tp, task in self._task_of.items():
                 end = self.broker.end_offset(tp)
                 fed = self._fed[tp]
                 if fed < end:
                     self._fed[tp] = end
-                    task.add_records(tp, self.broker.records(tp.topic, tp.partition)[fed:end])
-                    progressed = True
+                    task.enqueue(tp, self.broker.records(tp.topic, tp.partition)[fed:end])
+                    touched[task.task_id] = task
+            for task in touched.values():
+                task.pump()
+            progressed = bool(touched)
 
     def _unfed(self) -> int:
         return sum(self.broker.end_offset(tp) - fed for tp, fed in self._fed.items())
@@ -482,17 +462,6 @@ class TopologyTestDriver:
     def _on_failed(self, task: StreamTask, error: TaskFailedError) -> None:
         if self.failure is None:
             self.failure = error
-
-    def _request_commit(self) -> None:
-        self._commit_requested = True
-
-    def _arm_commit_timer(self) -> None:
-        def due() -> None:
-            self._commit_requested = True
-            if self.state is DriverState.RUNNING:
-                self._arm_commit_timer()
-        self._commit_timer = self.clock.call_later(
-            self.app.settings.commit_interval_ms / 1000.0, due)
 
     def _decode(self, raw: RawRecord) -> Record[Any, Any]:
         """With the topic's declared serdes, else its sink's (or source's), else bytes."""
@@ -514,7 +483,10 @@ class TopologyTestDriver:
             for name, store in task.stores.items():
                 contents = snapshots.setdefault(name, {})
                 async for key, value in store.range(None, None):
-                    contents[key] = plain_value(value)
+                    try:
+                        contents[key] = plain_value(value)
+                    except TypeError:  # an unhashable key (a JSON list): by its bytes
+                        contents[EncodedKey(store.sort_key(key))] = plain_value(value)
         self._snapshots = snapshots
 
 

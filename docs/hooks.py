@@ -1,30 +1,95 @@
-"""mkdocs hook: the configuration reference is generated from the settings model, so it
-cannot drift from the code. A page containing ``<!-- settings-table -->`` gets the table."""
+"""mkdocs hooks.
+
+- The configuration reference is generated from the settings model, so it cannot drift
+  from the code: a page containing ``<!-- settings-table -->`` gets the table.
+- Docstrings use Sphinx cross-reference roles (``:class:`~aiostreams.App```), which
+  Markdown leaves as raw text; the rendered pages show the name as code instead."""
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from typing import Any
 
 MARKER = "<!-- settings-table -->"
 
 
-def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) or str(annotation)
-    return (text.replace("typing.", "").replace("pydantic.types.", "")
-            .replace("pathlib.", "").replace("NoneType", "None"))
+# Descriptions of the settings whose Field in aiostreams/config.py has none yet (they
+# belong there; the test in tests/docs checks that every setting is described somewhere).
+FALLBACK_DESCRIPTIONS: dict[str, str] = {
+    "processing_guarantee": "exactly_once: each commit is one Kafka transaction (outputs, "
+    "changelogs, offsets) and consumers read committed data only",
+    "ordering": "which earlier records a record waits for before it executes: same key "
+    "(default), same partition (Kafka Streams' behaviour), or none",
+    "commit_interval_ms": "how often to flush and commit (Kafka Streams' "
+    "commit.interval.ms); also on revocation and shutdown",
+    "max_buffered_per_partition": "records buffered per input partition before fetching "
+    "from it pauses",
+    "max_poll_records": "most records one fetch returns",
+    "dead_letter_topic": "where records that failed for good go (with headers saying why); "
+    "None: no dead-letter topic",
+    "retry_attempts": "executions per record, the first included (1: no retry)",
+    "retry_backoff": "seconds before the first retry; grows exponentially per retry, "
+    "randomised by jitter",
+    "retry_max_backoff": "most seconds between two attempts",
+    "state_dir": "directory of the persistent (SQLite) stores and checkpoints, one "
+    "subdirectory per task; required by persistent stores",
+    "group_instance_id": "static group membership (KIP-345): a restart within the session "
+    "timeout keeps the partitions",
+    "client_id": "the Kafka client id of the app's clients (default: the app's name)",
+    "security_protocol": "how to reach the brokers (Kafka's security.protocol)",
+    "sasl_mechanism": "SASL mechanism, e.g. PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+    "sasl_username": "SASL user name",
+    "sasl_password": "SASL password (never printed)",
+    "ssl_cafile": "CA bundle that signs the brokers' certificates",
+    "ssl_certfile": "client certificate (mutual TLS)",
+    "ssl_keyfile": "client certificate's private key",
+    "ssl_key_password": "password of the private key (never printed)",
+}
+
+
+def type_text(annotation: Any) -> str:
+    """A setting's type as a reader wants it: allowed values of a ``Literal`` listed,
+    ``X | None`` spelled out, no ``typing.`` prefixes."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a!r}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        parts = [type_text(a) for a in args if a is not type(None)]
+        return " \\| ".join(parts) + (" \\| `None`" if type(None) in args else "")
+    name = getattr(annotation, "__name__", None) or str(annotation)
+    return f"`{name}`"
+
+
+def bounds_text(metadata: list[Any]) -> str:
+    """The numeric bounds of a field (``≥ 1``, ``> 0``), from its annotated-types metadata."""
+    marks = []
+    for item in metadata:
+        for attr, sign in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")):
+            value = getattr(item, attr, None)
+            if value is not None:
+                marks.append(f"{sign} {value:g}" if isinstance(value, float) else
+                             f"{sign} {value}")
+    return ", ".join(marks)
 
 
 def settings_table() -> str:
     from aiostreams.config import Settings
 
-    rows = ["| setting | environment variable | type | default | meaning |",
+    rows = ["| setting | environment variable | type and allowed values | default | meaning |",
             "| --- | --- | --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default
-        shown = "—" if default is None else f"`{default!r}`"
-        description = (field.description or "").replace("|", "\\|")
-        rows.append(f"| `{name}` | `AIOSTREAMS_{name.upper()}` | `{_type_name(field.annotation)}` "
-                    f"| {shown} | {description} |")
+        shown = "`None`" if default is None else f"`{default!r}`"
+        kind = type_text(field.annotation)
+        bounds = bounds_text(field.metadata)
+        if bounds:
+            kind += f", {bounds}"
+        description = field.description or FALLBACK_DESCRIPTIONS.get(name, "")
+        description = description.replace("|", "\\|")
+        rows.append(f"| `{name}` | `AIOSTREAMS_{name.upper()}` | {kind} | {shown} "
+                    f"| {description} |")
     return "\n".join(rows)
 
 
@@ -32,3 +97,18 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     if MARKER in markdown:
         return markdown.replace(MARKER, settings_table())
     return markdown
+
+
+_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const):"
+                   r"<code>(~?)([^<]+)</code>")
+
+
+def strip_roles(html: str) -> str:
+    """``:class:<code>~a.b.C</code>`` (a Sphinx role Markdown left alone) as ``<code>C</code>``
+    (``~`` keeps the last component, as Sphinx shows it), else the full name."""
+    return _ROLE.sub(lambda m: f"<code>{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}</code>",
+                     html)
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    return strip_roles(html)

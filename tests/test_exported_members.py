@@ -69,10 +69,12 @@ USER_MODULES = [
     "aiostreams", "aiostreams.windows", "aiostreams.status", "aiostreams.testing",
     "aiostreams.topology.dsl", "aiostreams.topology.topology", "aiostreams.transport",
     "aiostreams.state", "aiostreams.spark", "aiostreams.localkafka", "aiostreams.commands",
+    "aiostreams.queries",
 ]
 """Modules users import: the package and the documented modules whose ``__all__`` names
 what users hold (window specs, status views, test tools, the classes the DSL returns, a
-built topology's parts, transports, stores, the Spark sinks, the local broker)."""
+built topology's parts, transports, stores, the Spark sinks, the local broker, the
+interactive-query views and their errors)."""
 
 
 MADE_BY_THE_DSL = {aiostreams.Stream, aiostreams.Table}

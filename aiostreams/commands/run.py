@@ -64,6 +64,7 @@ class RunOptions:
     metrics_port: int | None = None
     progress: bool = True
     connect_timeout: float = 10.0
+    query_peers: tuple[str, ...] = ()  # metrics URLs of all workers (interactive queries)
 
 
 async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
@@ -95,7 +96,8 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
     started = False
     try:
         if options.metrics_port is not None:
-            server = MetricsServer(app, host=options.metrics_host, port=options.metrics_port)
+            server = MetricsServer(app, host=options.metrics_host, port=options.metrics_port,
+                                   peers=options.query_peers)
             try:
                 await server.start()
             except OSError as e:

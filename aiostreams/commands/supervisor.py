@@ -48,14 +48,25 @@ def worker_overrides(app_name: str, settings: Settings, index: int) -> dict[str,
     return {}
 
 
-def worker_command(base: Sequence[str], index: int, metrics_port: int | None) -> list[str]:
+def worker_command(base: Sequence[str], index: int, metrics_port: int | None,
+                   workers: int = 1) -> list[str]:
     """The command line of worker ``index``: ``base`` (the ``run`` arguments without
-    ``--workers``, ``--metrics-port`` and ``--no-progress``) plus its own."""
+    ``--workers``, ``--metrics-port`` and ``--no-progress``) plus its own; with a fixed
+    metrics port, the metrics URLs of all ``workers`` (interactive queries redirect there)."""
     command = [sys.executable, "-m", "aiostreams", *base, "--no-progress",
                "--worker-index", str(index)]
     if metrics_port is not None:
         command += ["--metrics-port", str(metrics_port + index if metrics_port else 0)]
+    if metrics_port:
+        command += ["--query-peers", ",".join(query_peers(base, metrics_port, workers))]
     return command
+
+
+def query_peers(base: Sequence[str], metrics_port: int, workers: int) -> list[str]:
+    """The base URLs of the metrics servers of ``workers`` workers from ``metrics_port``."""
+    host = base[base.index("--metrics-host") + 1] if "--metrics-host" in base else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return [f"http://{host}:{metrics_port + i}" for i in range(workers)]
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,7 @@ def supervise(base: Sequence[str], workers: int, metrics_port: int | None,
 
     def start(slot: _Slot) -> None:
         slot.restart_at = None
-        slot.process = subprocess.Popen(worker_command(base, slot.index, metrics_port))
+        slot.process = subprocess.Popen(worker_command(base, slot.index, metrics_port, workers))
         if stopping:  # a signal came while it was being started
             slot.process.send_signal(stopping[-1])
 

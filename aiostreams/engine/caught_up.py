@@ -34,8 +34,7 @@ class CaughtUpProbe:
         await self._offsets.start()
         self._reader = self._transport.consumer(
             None, client_id=f"{self._group}-probe-reader",
-            isolation_level=(IsolationLevel.READ_COMMITTED if self._read_committed
-                             else IsolationLevel.READ_UNCOMMITTED))
+            isolation_level=IsolationLevel.of(self._read_committed))
         await self._reader.start()
 
     async def stop(self) -> None:

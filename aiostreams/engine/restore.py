@@ -62,8 +62,7 @@ class Restorer:
             checkpoint.delete()
         consumer = self._transport.consumer(
             None, client_id=f"{task.task_id}-restore",
-            isolation_level=(IsolationLevel.READ_COMMITTED if self._exactly_once
-                             else IsolationLevel.READ_UNCOMMITTED))
+            isolation_level=IsolationLevel.of(self._exactly_once))
         await consumer.start()
         try:
             for name, tp in sorted(changelogs.items()):

@@ -203,12 +203,6 @@ class StreamTask:
         self._queues.add(tp, records)
         self.metrics.records_in += len(records)
 
-    def add_records(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
-        """:meth:`enqueue` then :meth:`pump`, for a batch of one partition only (kept for
-        the test driver; new callers use ``enqueue`` and ``pump``)."""
-        self.enqueue(tp, records)
-        self._pump()
-
     def pump(self) -> None:
         """Retire what finished, then issue as long as possible."""
         self._pump()

@@ -18,29 +18,22 @@ import fastavro
 from pydantic import BaseModel
 
 from aiostreams.schema_registry.avro_schema import avro_schema_for, avro_value
-from aiostreams.schema_registry.client import Schema, SchemaRegistryClient
-from aiostreams.schema_registry.naming import SubjectNameStrategy, topic_name
-from aiostreams.schema_registry.serde_base import RegistrySerde
+from aiostreams.schema_registry.client import Schema
+from aiostreams.schema_registry.serde_base import DocumentSerde
 
 __all__ = ["AvroSerde"]
 
 _Parsed = Any  # fastavro's parsed schema
 
 
-class AvroSerde(RegistrySerde[Any, _Parsed]):
+class AvroSerde(DocumentSerde[Any, _Parsed]):
     """Avro records through a schema registry; see the module docstring."""
 
-    def __init__(self, client: SchemaRegistryClient,
-                 schema: dict[str, Any] | str | type[BaseModel], *, is_key: bool = False,
-                 subject_name_strategy: SubjectNameStrategy = topic_name,
-                 auto_register: bool = True, use_latest: bool = False) -> None:
-        super().__init__(client, is_key=is_key, subject_name_strategy=subject_name_strategy,
-                         auto_register=auto_register, use_latest=use_latest)
-        self.model: type[BaseModel] | None = None
-        if isinstance(schema, type) and issubclass(schema, BaseModel):
-            self.model = schema
-            schema = avro_schema_for(schema)
-        parsed_json = json.loads(schema) if isinstance(schema, str) else schema
+    def _document_of(self, model: type[BaseModel]) -> dict[str, Any]:
+        return avro_schema_for(model)
+
+    def _load(self, document: dict[str, Any] | str) -> None:
+        parsed_json = json.loads(document) if isinstance(document, str) else document
         self.schema = Schema(json.dumps(parsed_json, separators=(",", ":")), "AVRO")
         self._reader = fastavro.parse_schema(parsed_json)
         self.record_name = (str(self._reader.get("name", ""))

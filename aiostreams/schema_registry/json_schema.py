@@ -17,9 +17,8 @@ import jsonschema
 import orjson
 from pydantic import BaseModel
 
-from aiostreams.schema_registry.client import Schema, SchemaRegistryClient
-from aiostreams.schema_registry.naming import SubjectNameStrategy, topic_name
-from aiostreams.schema_registry.serde_base import RegistrySerde
+from aiostreams.schema_registry.client import Schema
+from aiostreams.schema_registry.serde_base import DocumentSerde
 
 __all__ = ["JsonSchemaSerde"]
 
@@ -30,21 +29,15 @@ def _validator(schema: dict[str, Any]) -> Any:
     return cls(schema)
 
 
-class JsonSchemaSerde(RegistrySerde[Any, Any]):
+class JsonSchemaSerde(DocumentSerde[Any, Any]):
     """JSON through a schema registry, validated by JSON Schema; see the module docstring."""
 
-    def __init__(self, client: SchemaRegistryClient,
-                 schema: dict[str, Any] | str | type[BaseModel], *, is_key: bool = False,
-                 subject_name_strategy: SubjectNameStrategy = topic_name,
-                 auto_register: bool = True, use_latest: bool = False) -> None:
-        super().__init__(client, is_key=is_key, subject_name_strategy=subject_name_strategy,
-                         auto_register=auto_register, use_latest=use_latest)
-        self.model: type[BaseModel] | None = None
-        if isinstance(schema, type) and issubclass(schema, BaseModel):
-            self.model = schema
-            schema = schema.model_json_schema()
-        parsed = json.loads(schema) if isinstance(schema, str) else schema
-        self.schema = Schema(schema if isinstance(schema, str) else json.dumps(parsed),
+    def _document_of(self, model: type[BaseModel]) -> dict[str, Any]:
+        return model.model_json_schema()
+
+    def _load(self, document: dict[str, Any] | str) -> None:
+        parsed = json.loads(document) if isinstance(document, str) else document
+        self.schema = Schema(document if isinstance(document, str) else json.dumps(parsed),
                              "JSON")
         self._validator = _validator(parsed)
         self.record_name = str(parsed.get("title", ""))

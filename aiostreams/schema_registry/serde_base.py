@@ -21,7 +21,9 @@ cause is the registry's error, as the :class:`~aiostreams.serde.Serde` protocol 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from aiostreams.errors import DeserializationError, SerializationError
 from aiostreams.schema_registry.client import Schema, SchemaRegistryClient
@@ -182,3 +184,32 @@ class RegistrySerde(ABC, Generic[T, W]):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.record_name or '(unnamed)'}, "
                 f"{self.client.url})")
+
+
+SchemaSource = dict[str, Any] | str | type[BaseModel]
+
+
+class DocumentSerde(RegistrySerde[T, W]):
+    """A registry serde whose schema is a document (a dict or its text), or a pydantic
+    model the document is generated from (then :attr:`model` is that model). Subclasses
+    say how a model becomes a document and what loading a document sets."""
+
+    def __init__(self, client: SchemaRegistryClient, schema: SchemaSource, *,
+                 is_key: bool = False, subject_name_strategy: SubjectNameStrategy = topic_name,
+                 auto_register: bool = True, use_latest: bool = False) -> None:
+        super().__init__(client, is_key=is_key, subject_name_strategy=subject_name_strategy,
+                         auto_register=auto_register, use_latest=use_latest)
+        self.model: type[BaseModel] | None = None
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            self.model = schema
+            schema = self._document_of(schema)
+        self._load(schema)
+
+    @abstractmethod
+    def _document_of(self, model: type[BaseModel]) -> dict[str, Any]:
+        """The schema document generated from ``model``."""
+
+    @abstractmethod
+    def _load(self, document: dict[str, Any] | str) -> None:
+        """Set :attr:`schema` and :attr:`record_name` (and any reader) from ``document``."""
+

@@ -19,9 +19,17 @@ through ``deltalake`` (delta-rs):
   partition, the app transaction ``(app_id, highest offset written)``. The Delta commit is the
   commit point: readers see all of the batch or none of it, and nothing staged. delta-rs does
   not skip a replayed app transaction by itself, so the re-read right before the commit is
-  what makes a replay a no-op; the commit is made against the snapshot that was read, so if
-  another writer committed the same app transaction in between, Delta's conflict check fails
-  this commit ("Concurrent transaction") and the sink fails: nothing is written twice.
+  what makes a replay a no-op; the commit is made against the snapshot that was read.
+* Several writers of one table (``--workers N``: source partitions move between processes
+  at rebalances, and a revoked worker may still be finishing a write). Another writer's
+  commit of *other* app transactions between the check and the commit is a blind append:
+  delta-rs re-bases this commit on it by itself. A commit of the *same* app transaction (a
+  partition's new owner wrote it) fails Delta's conflict check ("Concurrent transaction"),
+  as does a race to create the table; the sink then opens the newest snapshot, checks again
+  (dropping what the other writer made durable) and commits the rest, up to
+  :data:`COMMIT_ATTEMPTS` times. So a row is committed only by a commit whose snapshot had
+  its partition's version below its offset, and no commit of that app transaction came in
+  between: never twice. (``ParquetSink`` keeps one writer per dataset, with a lock.)
 * :meth:`DeltaSink.pending_offset`: per source partition the first record added and not yet
   durable (buffered, being written, or dropped after a failure); the worker commits no
   further.
@@ -32,8 +40,10 @@ through ``deltalake`` (delta-rs):
   new optional field is accepted and merged into the table's schema by the next commit
   (``schema_mode="merge"``).
 
-Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease,
-and the durable offset never decreases.
+Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease
+while any of its records is pending (a partition that moved to another worker and back may
+restart lower once everything added from it is durable), and the durable offset never
+decreases.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once; its write runs to
 completion on the writer thread and the commit that awaited it fails, so no offset is
@@ -47,7 +57,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +68,7 @@ from pydantic import BaseModel
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import AiostreamsError, ConfigError
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
-from aiostreams.spark.delta_table import open_table, write_batch
+from aiostreams.spark.delta_table import CommitRace, open_table, write_batch
 from aiostreams.spark.parquet_sink import SinkFailedError, SinkMetrics, SinkState
 from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
@@ -70,6 +80,9 @@ from aiostreams.types import TopicPartition
 __all__ = ["DeltaSink", "DeltaStep"]
 
 log = logging.getLogger("aiostreams.spark")
+
+COMMIT_ATTEMPTS = 8
+"""Commits of one batch tried against successively newer snapshots before the sink fails."""
 
 _PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
 
@@ -97,8 +110,11 @@ class _Written:
 
 class DeltaSink:
     """Writes the values reaching it (instances of ``model``) to the Delta table at ``path``
-    (a local or mounted directory, as a path or ``file:`` URI; shared by every writer). See
-    the module docstring.
+    (shared by every writer): a local or mounted directory, as a path or ``file:`` URI, or
+    an object-store prefix ``s3a://bucket/key`` (``s3://`` names the same table) reached
+    with ``storage_options`` (delta-rs' S3 options: ``AWS_ENDPOINT_URL``,
+    ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``;
+    unset ones come from the environment). See the module docstring.
 
     ``partition_by``: str, int, bool or date columns. ``include``/``key_type``/
     ``metadata_prefix``: metadata columns, as for :class:`~aiostreams.spark.ParquetSink`.
@@ -123,20 +139,29 @@ class DeltaSink:
         sources: Sequence[str] = (),
         target_file_size: int | None = None,
         engine: str = "pyarrow",
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         where = parse_table_path(path)
-        if where.local is None:
+        if where.scheme not in ("file", "s3a"):
             raise ConfigError(
                 f"DeltaSink writes to a local or mounted directory (a shared one on a "
-                f"cluster); got {where.given!r}, and object stores and HDFS are not supported "
-                "by this sink yet")
+                f"cluster) or to s3a://bucket/key; got {where.given!r}: delta-rs as "
+                "installed here has no HDFS support. Mount it, or write to S3")
+        options = dict(storage_options or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
+            raise ConfigError("storage_options maps option names to strings "
+                              "(write True as 'true')")
+        if options and where.local is not None:
+            raise ConfigError(f"storage_options are for object stores; {where.given!r} is a "
+                              "local path")
         if engine != "pyarrow":
             raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs); got {engine!r}")
         if batch_rows < 1:
             raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         if batch_interval <= 0:
             raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
-        self.path = where.local
+        self.path: Path | str = where.local if where.local is not None else where.uri
+        self.storage_options = options
         self.model = model
         self.schema = RowSchema(model, include=include, key_type=key_type,
                                 metadata_prefix=metadata_prefix)
@@ -227,7 +252,7 @@ class DeltaSink:
 
     def _open_and_check(self) -> None:
         where = str(self.path)
-        table = open_table(where)
+        table = open_table(where, self.storage_options)
         if table is None:
             return
         self._identity = TableIdentity.from_description(table.metadata().description, where)
@@ -251,8 +276,16 @@ class DeltaSink:
             if durable is not None and offset <= durable:
                 self.metrics.rows_replayed += 1
                 return
-        elif offset < last:
-            raise AssertionError(f"{self!r}: {source} went back from offset {last} to {offset}")
+        elif offset < last:  # equal: another output of the same input record
+            if self.pending_offset(source) is not None:
+                raise AssertionError(
+                    f"{self!r}: {source} went back from offset {last} to {offset} while "
+                    "records of it were pending")
+            # the partition came back after another worker had it: the write re-checks
+            durable = self._durable.get(source)
+            if durable is not None and offset <= durable:
+                self.metrics.rows_replayed += 1
+                return
         self._last_added[source] = offset
         self._open_first.setdefault(source, offset)
         if self.state is SinkState.RUNNING:
@@ -342,8 +375,26 @@ class DeltaSink:
             raise
 
     def _write_batch(self, records: list[ExternalRecord]) -> _Written:
+        """Check and commit ``records``; on a commit conflict, check again against the new
+        snapshot and commit what is still not durable (see the module docstring)."""
+        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+            try:
+                return self._check_and_commit(records)
+            except CommitRace as e:
+                if attempt == COMMIT_ATTEMPTS:
+                    raise SinkFailedError(
+                        f"{self!r}: {attempt} commits in a row lost a race with other writers "
+                        f"of {self.path} (last: {e}); nothing of this batch was committed by "
+                        "this sink. Restart the app; if it recurs, fewer workers should write "
+                        "this table") from e
+                self.metrics.commit_conflicts += 1
+                log.info("sink %r: commit conflict (%s); checking the newest snapshot again "
+                         "(attempt %d of %d)", self.name, e, attempt + 1, COMMIT_ATTEMPTS)
+        raise AssertionError("unreachable")
+
+    def _check_and_commit(self, records: list[ExternalRecord]) -> _Written:
         where = str(self.path)
-        table = open_table(where)  # the newest snapshot: the one this commit is made on
+        table = open_table(where, self.storage_options)  # the snapshot this commit is on
         sources = sorted({r.source for r in records})
         durable: dict[TopicPartition, int] = {}
         if table is not None:
@@ -374,7 +425,8 @@ class DeltaSink:
                         partition_by=self.partition_by, identity=identity,
                         transactions={transaction_app_id(self.app, s): o
                                       for s, o in lasts.items()},
-                        target_file_size=self.target_file_size)
+                        target_file_size=self.target_file_size,
+                        storage_options=self.storage_options)
             self._identity = identity
             durable.update(lasts)
             self._after(DeltaStep.COMMITTED)

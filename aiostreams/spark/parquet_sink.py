@@ -153,6 +153,7 @@ class SinkMetrics:
     batches: int = 0
     flush_seconds: float = 0.0  # total time commits waited for flushes
     last_flush_seconds: float = 0.0  # the last flush that wrote a batch
+    commit_conflicts: int = 0  # Delta commits retried after another writer's commit
 
 
 @dataclass(frozen=True)

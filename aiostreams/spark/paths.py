@@ -12,12 +12,14 @@ form                                            means
 ``file:/abs``, ``file:///abs``,                  ``/abs`` (RFC 8089; ``%20`` and the like are
 ``file://localhost/abs``                         decoded)
 ``hdfs://namenode[:port]/abs``, ``hdfs:///abs``  HDFS (handed to Spark as written)
-``s3a://bucket/key/prefix``                      an S3 bucket through Hadoop's S3A
+``s3a://bucket/key/prefix``,                     an S3 (or S3-protocol) bucket; Spark gets
+``s3://bucket/key/prefix``                       ``s3a://`` (Hadoop's S3A) for both, delta-rs
+                                                reads both the same
 ==============================================  =============================================
 
 A relative path whose first part contains ``:`` must start with ``./`` (else it reads as a
-URI scheme). ``file://otherhost/...``, ``file:relative``, a query or fragment, ``s3://``,
-``s3n://`` and other schemes are refused.
+URI scheme). ``file://otherhost/...``, ``file:relative``, a query or fragment, ``s3n://``,
+a bucket without a key prefix, and other schemes are refused.
 
 Invariant: :attr:`TablePath.local` is absolute whenever it is set (``..`` is kept, not
 folded: a symlink may stand before it), and :attr:`TablePath.uri` names the same place for
@@ -36,9 +38,10 @@ from aiostreams.errors import ConfigError
 
 __all__ = ["ACCEPTED_FORMS", "REMOTE_SCHEMES", "TablePath", "parse_table_path"]
 
-REMOTE_SCHEMES = ("hdfs", "s3a")
+REMOTE_SCHEMES = ("hdfs", "s3a")  # the schemes of TablePath.uri
 ACCEPTED_FORMS = ("/abs/path", "relative/path", "file:/abs/path", "file:///abs/path",
-                  "file://localhost/abs/path", "hdfs://namenode:port/path", "s3a://bucket/path")
+                  "file://localhost/abs/path", "hdfs://namenode:port/path", "s3a://bucket/path",
+                  "s3://bucket/path")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
@@ -96,14 +99,17 @@ def parse_table_path(path: str | os.PathLike[str], *, cwd: Path | None = None) -
         if not parts.path.startswith("/") or parts.path == "/":
             raise _refuse(given, "an hdfs:// URI needs a directory path after the namenode")
         return TablePath(given, None, given)
-    if scheme == "s3a":
-        if not parts.netloc or parts.path in ("", "/"):
-            raise _refuse(given, "an s3a:// URI needs a bucket and a key prefix "
-                                 "(s3a://bucket/tables/orders)")
-        return TablePath(given, None, given)
+    if scheme in ("s3a", "s3"):
+        if not parts.netloc or parts.path.strip("/") == "":
+            raise _refuse(given, f"an {scheme}:// URI needs a bucket and a key prefix "
+                                 f"({scheme}://bucket/tables/orders)")
+        if parts.username is not None or parts.port is not None:
+            raise _refuse(given, "credentials and endpoints go in the sink's storage options "
+                                 "(or Spark's fs.s3a.* settings), not in the URI")
+        return TablePath(f"s3a://{parts.netloc}{parts.path}", None, given)
     hint = ""
-    if scheme in ("s3", "s3n"):
-        hint = "; for S3 use s3a://, Hadoop's S3 filesystem"
+    if scheme == "s3n":
+        hint = "; for S3 use s3a:// or s3://"
     elif "://" not in given:
         hint = f"; for a relative path whose name has ':' write ./{given}"
     raise _refuse(given, f"scheme {scheme!r} is not supported{hint}")

@@ -9,7 +9,9 @@ so a read sees exactly what the serial run would have seen: per-key read-modify-
 correct with thousands of records in flight and no locks.
 
 Invariant: an overlay entry exists exactly while its slot is in flight and has not
-withdrawn it.
+withdrawn it. Entries are indexed by :func:`~aiostreams.state.key_identity.key_identity`
+(the key's bytes where Python's ``==`` would merge keys Kafka keeps apart, such as ``1``
+and ``True`` under a JSON key serde); the original key is kept beside them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, cast
 
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
 from aiostreams.state.base import TOMBSTONE, StateStore, StoreKind, WindowStore
+from aiostreams.state.key_identity import key_identity
 from aiostreams.state.window import bound_ms, normalize_window_start
 
 
@@ -46,25 +49,40 @@ class StoreOverlay:
         self.store = store
         self.kind = store_kind(store)
         self._pending: dict[Any, list[tuple[Slot, Any]]] = {}
+        self._originals: dict[Any, Any] = {}  # identity -> the key, for EncodedKey ones
         self._windows: dict[Any, set[float]] | None = (
             {} if self.kind is StoreKind.WINDOW else None)
 
     def __len__(self) -> int:
         return len(self._pending)
 
+    def _encode(self, key: Any) -> bytes:
+        if self._windows is not None:
+            return self.store.sort_key((key, 0.0))  # the key's bytes lead a window key
+        return self.store.sort_key(key)
+
+    def identity(self, key: Any) -> Any:
+        """What the overlay indexes ``key`` by (``(identity, start)`` for a window key)."""
+        if self._windows is not None:
+            return (key_identity(key[0], self._encode), key[1])
+        return key_identity(key, self._encode)
+
     def read(self, key: Any) -> tuple[bool, Any]:
-        entries = self._pending.get(key)
+        entries = self._pending.get(self.identity(key))
         if entries:
             value = entries[-1][1]
             return True, (None if value is TOMBSTONE else value)
         return False, None
 
     def write(self, slot: Slot, key: Any, value: Any) -> None:
-        entries = self._pending.get(key)
+        ident = self.identity(key)
+        entries = self._pending.get(ident)
         if entries is None:
-            entries = self._pending[key] = []
+            entries = self._pending[ident] = []
             if self._windows is not None:
-                self._windows.setdefault(key[0], set()).add(key[1])
+                self._windows.setdefault(ident[0], set()).add(ident[1])
+            if ident is not key and (self._windows is None or ident[0] is not key[0]):
+                self._originals[ident] = key
         entries.append((slot, value))
         writes = slot.writes
         if not writes:
@@ -81,7 +99,8 @@ class StoreOverlay:
         self._drop(slot, key)
 
     def _drop(self, slot: Slot, key: Any) -> None:
-        entries = self._pending[key]
+        ident = self.identity(key)
+        entries = self._pending[ident]
         for i, (owner, _) in enumerate(entries):
             if owner is slot:
                 del entries[i]
@@ -89,22 +108,27 @@ class StoreOverlay:
         else:
             raise AssertionError(f"{slot!r} has no buffered write of {key!r}")
         if not entries:
-            del self._pending[key]
+            del self._pending[ident]
+            self._originals.pop(ident, None)
             if self._windows is not None:
-                starts = self._windows[key[0]]
-                starts.discard(key[1])
+                starts = self._windows[ident[0]]
+                starts.discard(ident[1])
                 if not starts:
-                    del self._windows[key[0]]
+                    del self._windows[ident[0]]
 
-    def pending_items(self) -> dict[Any, Any]:
-        return {k: v[-1][1] for k, v in self._pending.items()}
+    def pending_items(self) -> list[tuple[Any, Any]]:
+        """Each buffered key (as written) with its newest value (or ``TOMBSTONE``)."""
+        originals = self._originals
+        return [(originals.get(k, k), v[-1][1])
+                for k, v in self._pending.items()]
 
     def pending_windows(self, key: Any) -> list[tuple[float, Any]]:
         """A window store's newest buffered ``(window_start, value|TOMBSTONE)`` of ``key``."""
         assert self._windows is not None, "pending_windows() is for window stores"
         pending = self._pending
-        return [(start, pending[(key, start)][-1][1])
-                for start in self._windows.get(key, ())]
+        ident = key_identity(key, self._encode)
+        return [(start, pending[(ident, start)][-1][1])
+                for start in self._windows.get(ident, ())]
 
 
 class KeyValueStoreView:
@@ -150,7 +174,7 @@ class KeyValueStoreView:
         lo = None if start is None else store.sort_key(start)
         hi = None if end is None else store.sort_key(end)
         buffered = []
-        for k, v in self._overlay.pending_items().items():
+        for k, v in self._overlay.pending_items():
             sk = store.sort_key(k)
             if (lo is None or sk >= lo) and (hi is None or sk <= hi):
                 buffered.append((sk, k, v))

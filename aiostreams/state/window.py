@@ -43,6 +43,7 @@ from aiostreams.state.base import (
     StoreState,
 )
 from aiostreams.state.core import StoreCore
+from aiostreams.state.key_identity import EncodedKey, key_identity
 from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, Pending, SQLiteKeyValueStore
 
 __all__ = [
@@ -159,7 +160,9 @@ class InMemoryWindowStore(StoreCore):
     Invariants: ``_windows`` never holds an empty dict, ``TOMBSTONE`` or ``None``; every
     window in ``_windows`` has its start in ``_starts`` (a min-heap, with ``_by_start``
     naming the keys that may have a window there), so ``flush`` drops expired windows in
-    time proportional to what it drops.
+    time proportional to what it drops. Keys are indexed by
+    :func:`~aiostreams.state.key_identity.key_identity`; ``_keys`` holds the original of
+    every ``EncodedKey`` that has a window.
     """
 
     kind: StoreKind = StoreKind.WINDOW
@@ -178,8 +181,19 @@ class InMemoryWindowStore(StoreCore):
         self.context: StoreContext | None = None
         self._retention = _Retention(self.retention)
         self._windows: dict[Any, dict[float, Any]] = {}
+        self._keys: dict[Any, Any] = {}
         self._by_start: dict[int, set[Any]] = {}
         self._starts: list[int] = []
+
+    def _identity(self, key: Any) -> Any:
+        return key_identity(key, self._key_bytes)
+
+    def _original(self, ident: Any) -> Any:
+        return self._keys[ident] if isinstance(ident, EncodedKey) else ident
+
+    def _forget(self, ident: Any) -> None:
+        del self._windows[ident]
+        self._keys.pop(ident, None)
 
     @property
     def retained_from(self) -> float:
@@ -198,7 +212,7 @@ class InMemoryWindowStore(StoreCore):
         k, ms = _split(self.name, key)
         if self._retention.expired(ms):
             return None
-        windows = self._windows.get(k)
+        windows = self._windows.get(self._identity(k))
         return None if windows is None else windows.get(ms / 1000)
 
     def apply(self, key: Any, value: Any) -> None:
@@ -210,19 +224,22 @@ class InMemoryWindowStore(StoreCore):
             return
         self._retention.observe(ms)
         start = ms / 1000
+        ident = self._identity(key)
         if value is TOMBSTONE:
-            windows = self._windows.get(key)
+            windows = self._windows.get(ident)
             if windows is not None:
                 windows.pop(start, None)
                 if not windows:
-                    del self._windows[key]
+                    self._forget(ident)
             return
-        self._windows.setdefault(key, {})[start] = value
+        self._windows.setdefault(ident, {})[start] = value
+        if ident is not key:
+            self._keys[ident] = key
         keys = self._by_start.get(ms)
         if keys is None:
             keys = self._by_start[ms] = set()
             heapq.heappush(self._starts, ms)
-        keys.add(key)
+        keys.add(ident)
 
     def restore(self, key: bytes | None, value: bytes | None) -> None:
         kb, ms = decode_window_key(self._changelog_key(key))
@@ -234,7 +251,7 @@ class InMemoryWindowStore(StoreCore):
                     time_to: float) -> AsyncIterator[tuple[float, Any]]:
         lo = max(bound_ms(time_from) / 1000, self.retained_from)
         hi = bound_ms(time_to) / 1000
-        windows = self._windows.get(key)
+        windows = self._windows.get(self._identity(key))
         if windows is None:
             return
         for start in sorted(s for s in windows if lo <= s <= hi):
@@ -247,19 +264,20 @@ class InMemoryWindowStore(StoreCore):
         hi = None if end is None else self.sort_key(end)
         floor = self.retained_from
         entries = []
-        for k, windows in self._windows.items():
-            kb = self._key_bytes(k)
+        for ident, windows in self._windows.items():
+            kb = ident.data if isinstance(ident, EncodedKey) else self._key_bytes(ident)
             for s in windows:
                 if s < floor:
                     continue
                 sk = encode_window_key(kb, round(s * 1000))
                 if (lo is None or sk >= lo) and (hi is None or sk <= hi):
-                    entries.append((sk, k, s))
+                    entries.append((sk, ident, s))
         entries.sort(key=itemgetter(0))
-        for _, k, s in entries:
-            value = self._windows.get(k, {}).get(s)
+        for _, ident, s in entries:
+            held = self._windows.get(ident)
+            value = None if held is None else held.get(s)
             if value is not None:
-                yield (k, s), value
+                yield (self._original(ident), s), value
 
     async def approximate_num_entries(self) -> int:
         return sum(len(w) for w in self._windows.values())
@@ -271,15 +289,16 @@ class InMemoryWindowStore(StoreCore):
         while starts and cutoff is not None and starts[0] < cutoff:
             ms = heapq.heappop(starts)
             start = ms / 1000
-            for key in self._by_start.pop(ms):
-                windows = self._windows.get(key)
+            for ident in self._by_start.pop(ms):
+                windows = self._windows.get(ident)
                 if windows is not None:
                     windows.pop(start, None)
                     if not windows:
-                        del self._windows[key]
+                        self._forget(ident)
 
     async def wipe(self) -> None:
         self._windows.clear()
+        self._keys.clear()
         self._by_start.clear()
         self._starts.clear()
         self._retention = _Retention(self.retention)
@@ -291,8 +310,16 @@ class InMemoryWindowStore(StoreCore):
     def snapshot(self) -> dict[tuple[Any, float], Any]:
         """A copy of the retained windows, ``{(key, start): value}`` (tests, the driver)."""
         floor = self.retained_from
-        return {(k, s): v for k, windows in self._windows.items()
-                for s, v in windows.items() if s >= floor}
+        out: dict[tuple[Any, float], Any] = {}
+        for ident, windows in self._windows.items():
+            original = self._original(ident)
+            for s, v in windows.items():
+                if s >= floor:
+                    try:
+                        out[(original, s)] = v
+                    except TypeError:  # an unhashable key: shown by its EncodedKey
+                        out[(ident, s)] = v
+        return out
 
 
 class SQLiteWindowStore(SQLiteKeyValueStore):

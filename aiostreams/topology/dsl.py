@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.errors import CoPartitioningError, TopologyError
 from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.topic import Topic
@@ -138,7 +139,7 @@ class StreamsBuilder:
 
     def store_name(self, kind: str, materialized: str | None) -> str:
         if materialized is not None:
-            Topic.of(f"{self.app_id}-{materialized}-changelog")  # validates the name
+            Topic.of(changelog_topic(self.app_id, materialized))  # validates the name
             return materialized
         return f"{self.new_name(kind)}"
 

@@ -129,13 +129,15 @@ class SuppressProcessor(Processor[Any, Any]):
         entry = BufferEntry(held.time_ms if held is not None else self._buffer_time(key, ts),
                             record.value, old_value(record), ts, tuple(record.headers),
                             record.topic, record.partition, record.offset)
-        entries = {k: e async for k, e in store.range(None, None)}
-        entries[key] = entry
-        ordered = sorted(entries.items(), key=lambda item: (
-            item[1].time_ms, self.key_serde.serialize(self.store_name, item[0]) or b""))
+        # by key bytes, as the store keys them (Python's == merges 1 and True under JSON)
+        key_bytes = self._key_bytes
+        mine = key_bytes(key)
+        entries = {key_bytes(k): (k, e) async for k, e in store.range(None, None)}
+        entries[mine] = (key, entry)
+        ordered = sorted(entries.items(), key=lambda item: (item[1][1].time_ms, item[0]))
         expiry = now - self.wait_ms
         due = 0
-        while due < len(ordered) and ordered[due][1].time_ms <= expiry:
+        while due < len(ordered) and ordered[due][1][1].time_ms <= expiry:
             due += 1
         limit = self.suppressed.max_records
         if limit is not None and len(ordered) - due > limit:
@@ -145,14 +147,17 @@ class SuppressProcessor(Processor[Any, Any]):
                     f"keys, more than max_records={limit} (when_full='shut_down'); raise "
                     f"max_records, or use until_time_limit(..., when_full='emit_early')")
             due = len(ordered) - limit
-        for k, e in ordered[:due]:
+        for kb, (k, e) in ordered[:due]:
             self._emit(k, e)
-            if k != key or held is not None:
+            if kb != mine or held is not None:
                 store.delete(k)
-        if due == 0 or all(k != key for k, _ in ordered[:due]):
+        if due == 0 or all(kb != mine for kb, _ in ordered[:due]):
             store.put(key, entry)
-        assert all(e.time_ms > expiry for _, e in ordered[due:])
+        assert all(e.time_ms > expiry for _, (_, e) in ordered[due:])
         assert limit is None or len(ordered) - due <= limit
+
+    def _key_bytes(self, key: Any) -> bytes:
+        return self.key_serde.serialize(self.store_name, key) or b""
 
     def _emit(self, key: Any, e: BufferEntry) -> None:
         if e.new is None and self.suppressed.until == "window_closes":

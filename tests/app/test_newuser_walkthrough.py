@@ -1,6 +1,7 @@
 """A new user's walkthrough: the app in ``newuser_app`` (public API only) gets its input
-with ``app.send``, calls a real HTTP service through an app resource, and its results are
-read back with ``app.consumer``."""
+with ``app.send``, calls a real HTTP service through an app resource, its table is queried
+over HTTP on the metrics server while it runs, and its results are read back with
+``app.consumer``."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import newuser_app
 import pytest
 from aiohttp import web
 
 import aiostreams
+from aiostreams.metrics import MetricsServer
 
 
 @pytest.fixture
@@ -56,10 +59,19 @@ async def test_a_new_users_app_enriches_its_orders_and_totals_them_per_tier(
               for i in range(40)]
     for order in orders[:20]:  # before the app runs
         await app.send("orders", order.id, order)
-    async with app:
+    gold = sum(o.amount for o in orders if int(o.customer_id[1:]) % 2)
+    async with app, MetricsServer(app) as server:
         for order in orders[20:]:  # while it runs
             await app.send("orders", order.id, order)
         await app.wait_until_caught_up(timeout=30)
+        base = server.url.removesuffix("/metrics")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/stores/tier-totals/gold") as response:
+                assert response.status == 200
+                assert (await response.json())["value"] == gold
+            async with session.get(f"{base}/stores/tier-totals/platinum") as response:
+                assert response.status == 404
+        assert await app.store("tier-totals").get("silver") == sum(range(40)) - gold
     async with app.consumer("orders-enriched") as records:
         enriched = {r.key: r.value for r in await records.read_to_end()}
     async with app.consumer("tier-totals") as records:
@@ -68,5 +80,4 @@ async def test_a_new_users_app_enriches_its_orders_and_totals_them_per_tier(
     assert set(enriched) == {o.id for o in orders}
     assert enriched["o3"] == newuser_app.EnrichedOrder(
         id="o3", customer_id="c3", amount=3.0, tier="gold")
-    gold = sum(o.amount for o in orders if int(o.customer_id[1:]) % 2)
     assert totals == {"gold": gold, "silver": sum(range(40)) - gold}

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltakit import DELTA_CONF, DELTA_PACKAGE
 from localcluster import LocalSparkCluster
+from s3kit import S3Server
 
 from aiostreams.spark import SparkConfig, get_session, stop_session
 
@@ -62,3 +64,21 @@ def cluster_session(config: SparkConfig) -> Iterator[Any]:
     session = get_session(config)
     yield session
     stop_session()
+
+
+@pytest.fixture(scope="module")
+def delta_spark(spark_cluster: LocalSparkCluster) -> Iterator[Any]:
+    """The config of a session on the standalone cluster with Delta's jar and SQL
+    extensions (read in a process of its own: see ``delta_spark_reader.py``)."""
+    config = spark_cluster.config(conf=DELTA_CONF, app_name="aiostreams-delta-readers")
+    yield config.model_copy(update={"packages": (DELTA_PACKAGE,)})
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server on 127.0.0.1, for the session."""
+    server = S3Server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

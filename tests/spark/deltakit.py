@@ -5,22 +5,33 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from sparkkit import Order
+from sparkkit import Order, make_order
 
 from aiostreams import App
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.spark import DeltaSink, add_delta_sink
+from aiostreams.spark import DeltaSink, DeltaStep, add_delta_sink
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport
+from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 
 DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.0"
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
 
 
 class WatchedDeltaSink(DeltaSink):
@@ -48,9 +59,10 @@ class WatchedDeltaSink(DeltaSink):
         return event
 
     def table_durable(self, tp: TopicPartition) -> int:
-        if not DeltaTable.is_deltatable(str(self.path)):
+        options = self.storage_options or None
+        if not DeltaTable.is_deltatable(str(self.path), storage_options=options):
             return -1
-        version = DeltaTable(str(self.path)).transaction_version(
+        version = DeltaTable(str(self.path), storage_options=options).transaction_version(
             transaction_app_id(self.app, tp))
         return -1 if version is None else version
 
@@ -90,23 +102,27 @@ def make_delta_app(name: str, transport: Transport, topic: str, sink: DeltaSink,
     return app
 
 
-def read_with_deltars(path: Path) -> pa.Table:
-    return DeltaTable(str(path)).to_pyarrow_table()
+Options = dict[str, str] | None  # delta-rs storage options (an object store's)
 
 
-def read_with_pandas(path: Path) -> list[tuple[int, int]]:
+def read_with_deltars(path: Path | str, options: Options = None) -> pa.Table:
+    return DeltaTable(str(path), storage_options=options).to_pyarrow_table()
+
+
+def read_with_pandas(path: Path | str, options: Options = None) -> list[tuple[int, int]]:
     """(partition, offset) of every row, through pandas (deltalake's ``to_pandas``)."""
-    frame = DeltaTable(str(path)).to_pandas(columns=["partition", "offset"])
+    frame = DeltaTable(str(path), storage_options=options).to_pandas(
+        columns=["partition", "offset"])
     return [(int(p), int(o)) for p, o in zip(frame["partition"], frame["offset"], strict=True)]
 
 
-def read_with_duckdb(path: Path) -> list[tuple[int, int]]:
+def read_with_duckdb(path: Path | str, options: Options = None) -> list[tuple[int, int]]:
     """(partition, offset) of every row, through DuckDB. DuckDB's ``delta`` extension is
     downloaded on first use and this machine is offline, so DuckDB scans the Arrow dataset
     of the table's current snapshot (the files its log lists) instead."""
     import duckdb
 
-    dataset = DeltaTable(str(path)).to_pyarrow_dataset()  # noqa: F841 (DuckDB reads it)
+    dataset = DeltaTable(str(path), storage_options=options).to_pyarrow_dataset()  # noqa: F841
     with duckdb.connect() as con:
         rows = con.execute('SELECT "partition", "offset" FROM dataset').fetchall()
     return [(int(p), int(o)) for p, o in rows]
@@ -125,3 +141,52 @@ def read_with_spark(spark: Any, path: Path) -> list[tuple[int, int]]:
 def pairs(table: pa.Table) -> list[tuple[int, int]]:
     return list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
                     strict=True))
+
+
+def read_with_spark_process(config: Any, path: Path | str) -> list[tuple[int, int]]:
+    """(partition, offset) of every row, read by Spark's Delta source in a process of its
+    own (``delta_spark_reader.py``: a JVM takes the Delta jar only at start)."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / "delta_spark_reader.py"), config.model_dump_json(),
+         str(path)], capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [(p, o) for p, o in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+async def end_offsets(transport: KafkaTransport, topic: str,
+                      partitions: int = 2) -> dict[TopicPartition, int]:
+    """The last offset of each partition of ``topic``."""
+    consumer = transport.consumer(None)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return {tp: end - 1 for tp, end in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+def records(source: TopicPartition, offsets: range) -> list[ExternalRecord]:
+    return [ExternalRecord("delta", source, i, str(i), make_order(i), 0.0) for i in offsets]
+
+
+class RacedDeltaSink(DeltaSink):
+    """Between this sink's check and its commit, another writer (a sink of its own, as its
+    writer thread would) commits ``other`` - ``races`` times in a row."""
+
+    def __init__(self, *args: object, other: list[ExternalRecord], races: int = 1,
+                 **kwargs: object) -> None:
+        super().__init__(*args, include=("partition", "offset"), **kwargs)  # type: ignore[arg-type]
+        self.other, self.races = other, races
+
+    def _after(self, step: DeltaStep) -> None:
+        if step is DeltaStep.CHECKED and self.races > 0:
+            self.races -= 1
+            writer = DeltaSink(self.path, Order, include=("partition", "offset"),
+                               storage_options=self.storage_options)
+            writer._write_batch(self.other)
+            shift = len(self.other)  # the next race commits the next offsets
+            self.other = records(self.other[0].source,
+                                 range(self.other[0].offset + shift,
+                                       self.other[-1].offset + shift + 1))

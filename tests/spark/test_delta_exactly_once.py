@@ -15,15 +15,13 @@ from sparkkit import (
     Order,
     add_orders,
     create_topic,
-    make_order,
     order_records,
     produce,
     unique,
 )
 
 from aiostreams import AiostreamsError
-from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.spark import DeltaSink, DeltaStep, SinkFailedError, SinkState
+from aiostreams.spark import DeltaSink, DeltaStep, SinkState
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
@@ -139,34 +137,3 @@ async def test_pending_offset_holds_the_first_unwritten_record_until_its_commit_
     assert sink.pending_offset(tp) is None
     assert sink.durable_offset(tp) == 7
     await sink.stop()
-
-
-class RacedDeltaSink(DeltaSink):
-    """Another writer commits the same rows, with the same app transaction, between this
-    sink's replay check and its own commit."""
-
-    def _after(self, step: DeltaStep) -> None:
-        if step is DeltaStep.CHECKED:
-            other = DeltaSink(self.path, Order)  # its commit, as its writer thread makes it
-            other._write_batch([ExternalRecord("delta", ORDERS_1, i, str(i), make_order(i), 0.0)
-                                for i in range(10)])
-
-
-ORDERS_1 = TopicPartition("orders", 1)
-
-
-async def test_a_commit_racing_another_writers_commit_of_the_same_offsets_fails(
-        tmp_path: Path) -> None:
-    seed = DeltaSink(tmp_path / "d", Order)  # the table exists: commits go against a snapshot
-    await seed.start()
-    add_orders(seed, range(1), TopicPartition("orders", 0))  # type: ignore[arg-type]
-    await seed.stop()
-    raced = RacedDeltaSink(tmp_path / "d", Order)
-    await raced.start()
-    add_orders(raced, range(10), ORDERS_1)  # type: ignore[arg-type]
-    with pytest.raises(SinkFailedError, match="Concurrent transaction"):
-        await raced.flush()
-    assert raced.pending_offset(ORDERS_1) == 0  # nothing of it may be committed
-    ids = read_with_deltars(tmp_path / "d").column("id").to_pylist()
-    assert sorted(ids) == [0, *range(10)]
-    await raced.stop()

@@ -6,32 +6,28 @@ Delta source, on a standalone cluster) each see every input exactly once."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from delta_chaos_worker import KILL_POINTS, chaos_app
 from deltakit import (
-    DELTA_PACKAGE,
     WatchedDeltaSink,
+    end_offsets,
     pairs,
     read_with_deltars,
     read_with_duckdb,
     read_with_pandas,
+    read_with_spark_process,
 )
 from deltalake import DeltaTable
-from localcluster import LocalSparkCluster
 from sparkkit import Order, create_topic, order_records, produce
 
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,
               pytest.mark.timeout(600)]
@@ -40,40 +36,6 @@ HERE = Path(__file__).parent
 REPO = HERE.parent.parent
 N = 20_000
 NTH = 3  # the worker dies at its third batch (at most ~3 x 4000 rows: N leaves more)
-
-DELTA_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-}
-
-
-@pytest.fixture(scope="module")
-def delta_spark(spark_cluster: LocalSparkCluster) -> Iterator[Any]:
-    """The config of a session on the standalone cluster with Delta's jar and SQL
-    extensions (read in a process of its own: see ``delta_spark_reader.py``)."""
-    config = spark_cluster.config(conf=DELTA_CONF, app_name="aiostreams-delta-readers")
-    yield config.model_copy(update={"packages": (DELTA_PACKAGE,)})
-
-
-def read_with_spark_process(config: Any, path: Path) -> list[tuple[int, int]]:
-    done = subprocess.run(
-        [sys.executable, str(HERE / "delta_spark_reader.py"), config.model_dump_json(),
-         str(path)], capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [(p, o) for p, o in json.loads(done.stdout.strip().splitlines()[-1])]
-
-
-async def end_offsets(transport: KafkaTransport, topic: str) -> dict[TopicPartition, int]:
-    consumer = transport.consumer(None)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(2)])
-        return {tp: end - 1 for tp, end in ends.items()}
-    finally:
-        await consumer.stop()
-
 
 @pytest.mark.parametrize("kill_point", KILL_POINTS)
 async def test_a_worker_killed_at_each_point_of_a_batch_leaves_each_input_once_for_every_reader(

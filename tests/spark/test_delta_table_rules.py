@@ -158,7 +158,7 @@ def test_an_empty_partition_value_fails_validation_before_the_sink(tmp_path: Pat
         sink.validate(Reading(id=1, site=""))
 
 
-@pytest.mark.parametrize("path", ["s3a://bucket/orders", "hdfs://nn:8020/orders",
+@pytest.mark.parametrize("path", ["s3n://bucket/orders", "hdfs://nn:8020/orders",
                                   "file://otherhost/orders"])
 def test_a_path_the_sink_cannot_write_is_refused_not_written_elsewhere(
         path: str, tmp_path: Path) -> None:

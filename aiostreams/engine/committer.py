@@ -1,0 +1,249 @@
+"""The commit protocol: a few named steps, in this order, so a crash at any point loses
+nothing.
+
+1. **snapshot** (:func:`commit_snapshot`): take the committable offsets of every task (one
+   past each partition's last retired record - each task asserts it never passes an
+   unretired one) *and*, in the same synchronous step, every output retired so far;
+2. **send**: hand those outputs (changelog records included) to the producer and flush it
+   (durable on the broker);
+3. **sinks**: flush the external sinks (at-least-once: only the backlogged ones, unless
+   the commit closes tasks) and lower each offset to the first record a sink holds that is
+   not durable (see :mod:`aiostreams.engine.external_sink`);
+4. **marks**: note the changelog end offsets for the checkpoint, then flush the state
+   stores;
+5. **commit** the offsets (``exactly_once``: send them to the transaction and commit it -
+   the transaction holds exactly the outputs of the records whose offsets it commits);
+6. **checkpoint**: write the local checkpoint (see :mod:`aiostreams.engine.restore`).
+
+Invariants, asserted: a committed offset never moves back; after a full sink flush no sink
+holds a record below the snapshot; nothing is committed past an output whose send failed
+(the failed channel's error is raised before step 5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from aiostreams.engine.clock import Clock, TimerHandle
+from aiostreams.engine.external_sink import ExternalSink
+from aiostreams.engine.output_channel import OutputChannel
+from aiostreams.engine.restore import Restorer
+from aiostreams.engine.task import StreamTask
+from aiostreams.errors import CommitFailedError, ProducerFencedError, TransportError
+from aiostreams.transport.base import Consumer
+from aiostreams.types import TopicPartition
+
+log = logging.getLogger("aiostreams.worker")
+
+
+class Committable(Protocol):
+    """What a task offers the commit (StreamTask has it)."""
+
+    def committable(self) -> dict[TopicPartition, int]: ...
+
+    def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None: ...
+
+
+def commit_snapshot(tasks: Iterable[Committable], committed: Mapping[TopicPartition, int]
+                    ) -> dict[TopicPartition, int]:
+    """Step 1: the offsets ``tasks`` can commit beyond ``committed`` (each task checks that
+    none passes an unretired record). Synchronous, so it pairs with the outputs taken
+    with it."""
+    offsets: dict[TopicPartition, int] = {}
+    for task in tasks:
+        candidate = {tp: off for tp, off in task.committable().items()
+                     if off > committed.get(tp, -1)}
+        task.check_commit_point(candidate)
+        offsets.update(candidate)
+    return offsets
+
+
+def advance(committed: dict[TopicPartition, int], offsets: Mapping[TopicPartition, int]
+            ) -> None:
+    """Record ``offsets`` as committed; asserts none moves back."""
+    for tp, off in offsets.items():
+        previous = committed.get(tp, -1)
+        if off < previous:
+            raise AssertionError(f"{tp}: committed offset moved back {previous} -> {off}")
+        committed[tp] = off
+
+
+class Committer:
+    """Runs the steps above for groups of tasks sharing a channel; owns the committed
+    offsets (:attr:`committed`: per partition, the group's offset as last committed or
+    read at assignment)."""
+
+    def __init__(self, *, app_id: str, exactly_once: bool, restorer: Restorer,
+                 sinks: Mapping[str, ExternalSink]) -> None:
+        self._app_id = app_id
+        self._exactly_once = exactly_once
+        self._restorer = restorer
+        self._sinks = sinks
+        self._sink_failure: BaseException | None = None
+        self.committed: dict[TopicPartition, int] = {}
+
+    async def commit(self, groups: Sequence[tuple[OutputChannel, list[StreamTask]]],
+                     consumer: Consumer, *, closing: bool, flush_all: bool
+                     ) -> tuple[dict[TopicPartition, int],
+                                list[tuple[list[StreamTask], BaseException]]]:
+        """Commit each group through its channel (holding its lock). Returns the offsets
+        committed and the groups whose commit the group coordinator refused or whose
+        producer was fenced (their tasks are lost: the caller closes them without
+        committing). ``closing``: the tasks are being closed - a failed commit loses them
+        instead of raising, and under exactly-once their checkpoint is written too.
+
+        Cancellation: do not cancel a commit (the worker shields it); a cancelled one
+        leaves its transaction to the broker's timeout and commits nothing more."""
+        committed: dict[TopicPartition, int] = {}
+        lost: list[tuple[list[StreamTask], BaseException]] = []
+        for channel, group in groups:
+            async with channel.lock:
+                try:
+                    committed.update(await self._commit_group(channel, group, consumer,
+                                                              closing, flush_all))
+                except (CommitFailedError, ProducerFencedError) as refused:
+                    lost.append((group, refused))
+                except Exception as refused:
+                    if not closing:
+                        raise
+                    # the tasks are being closed and cannot commit: their new owner (or
+                    # the next start) resumes from the last commit, as after a crash
+                    log.debug("worker: the closing commit failed", exc_info=True)
+                    lost.append((group, refused))
+        return committed, lost
+
+    async def _commit_group(self, channel: OutputChannel, tasks: list[StreamTask],
+                            consumer: Consumer, closing: bool, flush_all: bool
+                            ) -> dict[TopicPartition, int]:
+        # 1. snapshot: offsets and outputs together, no await in between - everything in
+        # the channel now was retired before the snapshot; later outputs wait for the next
+        # commit (transaction)
+        offsets = commit_snapshot(tasks, self.committed)
+        # 2. send
+        await channel.send(channel.take())
+        if channel.error is not None:
+            raise channel.error
+        try:
+            await channel.producer.flush()
+        except TransportError as e:
+            channel.error = e  # some outputs since the last commit may not have landed
+            raise
+        # 3. sinks
+        await self._flush_sinks(flush_all)
+        if self._sinks:
+            # Records retired after the snapshot have higher offsets, so after a full flush
+            # nothing below the snapshot is pending: only a partial flush lowers the offsets
+            # (and under exactly-once every flush is full, so a transaction's outputs and
+            # offsets still match).
+            capped = self._below_sink_pending(offsets)
+            if flush_all and capped != offsets:
+                raise AssertionError(f"a sink holds records below {offsets} after a full "
+                                     f"flush: {capped}")
+            offsets = capped
+        # 4. marks, then the stores
+        checkpoint_now = not self._exactly_once or closing
+        marks = (await self._restorer.changelog_marks(tasks, consumer) if checkpoint_now
+                 else {})
+        for task in tasks:
+            await task.flush_stores()
+        # 5. commit
+        if channel.transactional:
+            await self._commit_transaction(channel, offsets)
+        elif offsets:
+            await consumer.commit(offsets)
+        # 6. checkpoint
+        if marks:
+            await self._restorer.write_checkpoints(tasks, marks)
+        advance(self.committed, offsets)
+        return offsets
+
+    async def _commit_transaction(self, channel: OutputChannel,
+                                  offsets: dict[TopicPartition, int]) -> None:
+        if not (offsets or channel.in_transaction):
+            return
+        if not channel.in_transaction:
+            await channel.producer.begin_transaction()
+            channel.in_transaction = True
+        if offsets:
+            try:
+                await channel.producer.send_offsets_to_transaction(offsets, self._app_id)
+            except TransportError as e:
+                # before the commit point: the transaction did not commit, so its tasks
+                # can start again from the last one (a rewind); a failure of
+                # commit_transaction below is in doubt and stops the worker
+                channel.error = e
+                raise
+        await channel.producer.commit_transaction()
+        channel.in_transaction = False
+
+    async def _flush_sinks(self, everything: bool) -> None:
+        """Make external sinks durable: every sink, or (``everything`` false) the backlogged
+        ones. A sink whose flush failed once blocks every later commit (even on shutdown):
+        what it failed to write must never be committed past."""
+        if self._sink_failure is not None:
+            raise self._sink_failure
+        for sink in self._sinks.values():
+            if not (everything or sink.backlogged):
+                continue
+            try:
+                await sink.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self._sink_failure = e
+                raise
+
+    def _below_sink_pending(self, offsets: dict[TopicPartition, int]
+                            ) -> dict[TopicPartition, int]:
+        """``offsets``, each capped at the first record of its partition that an external
+        sink holds but has not made durable; partitions left with no progress are dropped."""
+        capped: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            for sink in self._sinks.values():
+                pending = sink.pending_offset(tp)
+                if pending is not None and pending < offset:
+                    offset = pending
+            if offset > self.committed.get(tp, -1):
+                capped[tp] = offset
+        return capped
+
+
+class CommitTimer:
+    """Asks for a commit every ``interval`` seconds of ``clock`` (the commit interval), and
+    on request (a task's ``ctx.commit()``, a backlogged sink): :attr:`requested` says one is
+    due; the fetch loop (or the test driver) commits and :meth:`take` clears it.
+    ``on_due`` also runs at each tick (e.g. the stall watch)."""
+
+    def __init__(self, clock: Clock, interval: float,
+                 on_due: Callable[[], None] = lambda: None) -> None:
+        assert interval >= 0, f"the commit interval must not be negative, got {interval}"
+        self._clock = clock
+        self._interval = interval
+        self._on_due = on_due
+        self._handle: TimerHandle | None = None
+        self.requested = False
+
+    def start(self) -> None:
+        """Tick every ``interval`` seconds from now until :meth:`cancel`."""
+        def due() -> None:
+            self.requested = True
+            self._on_due()
+            if self._handle is not None:
+                self.start()
+        self._handle = self._clock.call_later(self._interval, due)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def request(self) -> None:
+        self.requested = True
+
+    def take(self) -> bool:
+        """Whether a commit was due; clears the request."""
+        due, self.requested = self.requested, False
+        return due

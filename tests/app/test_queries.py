@@ -1,0 +1,166 @@
+"""Interactive queries in process: ``app.store(name)`` reads a running app's retired state
+across its tasks, and says where a key lives when no local task owns it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiostreams import App, Processor, Record, TumblingWindows
+from aiostreams.queries import KeyNotLocalError, StoreNotReadyError, UnknownStoreError
+from aiostreams.state import kv_store
+from aiostreams.testing import Sequencer
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.transport.partitioner import murmur2
+
+KEYS = [f"k{i}" for i in range(12)]
+
+
+def counting_app(transport: MemoryTransport | None = None, name: str = "counts") -> App:
+    if transport is None:
+        app = App(name, broker=f"memory://q-{uuid.uuid4().hex[:8]}", commit_interval_ms=20)
+    else:
+        app = App(name, transport=transport, commit_interval_ms=20)
+    words = app.topic("words", key=str, value=str, partitions=3)
+    app.stream(words).group_by_key().count(materialized="counts")
+    return app
+
+
+async def send_counts(app: App) -> dict[str, int]:
+    expected = {k: 0 for k in KEYS}
+    for i in range(60):
+        key = KEYS[(i * 7) % len(KEYS)]
+        expected[key] += 1
+        await app.send("words", key, f"w{i}")
+    return expected
+
+
+async def test_get_range_and_all_read_every_tasks_retired_counts() -> None:
+    app = counting_app()
+    async with app:
+        expected = await send_counts(app)
+        await app.wait_until_caught_up(timeout=30)
+        counts = app.store("counts")
+        assert {k: await counts.get(k) for k in KEYS} == expected  # values unwrapped
+        assert await counts.get("never-seen") is None
+        everything = [(k, v) async for k, v in counts.all()]
+        assert dict(everything) == expected
+        assert [k for k, _ in everything] == sorted(KEYS)  # one order across the tasks
+        assert [k async for k, _ in counts.range("k1", "k3")] == ["k1", "k10", "k11", "k2",
+                                                                  "k3"]
+
+
+class PutThenWait(Processor[str, str]):
+    """Writes the record's value to the store, then waits for the test to release it."""
+
+    def __init__(self, seq: Sequencer) -> None:
+        self.seq = seq
+
+    async def process(self, record: Record[str, str]) -> None:
+        self.context.store("latest").put(record.key, record.value)
+        await self.seq.wait(record.value)
+
+
+async def test_a_write_is_invisible_until_its_record_retires() -> None:
+    seq = Sequencer()
+    app = App("retired", broker=f"memory://q-{uuid.uuid4().hex[:8]}", commit_interval_ms=20)
+    app.topic("in", key=str, value=str, partitions=1)
+    app.topology.add_source("src", "in").add_processor("put", lambda: PutThenWait(seq), "src")
+    app.topology.add_store(kv_store("latest", key_serde=str, value_serde=str), "put")
+    async with app:
+        await app.send("in", "a", "first")
+        await seq.wait_started("first")  # its write is buffered in its slot
+        assert await app.store("latest").get("a") is None
+        seq.release("first")
+        await app.wait_until_caught_up(timeout=30)
+        assert await app.store("latest").get("a") == "first"
+        await app.send("in", "a", "second")
+        await seq.wait_started("second")
+        assert await app.store("latest").get("a") == "first"  # not the buffered "second"
+        seq.release("second")
+        await app.wait_until_caught_up(timeout=30)
+        assert await app.store("latest").get("a") == "second"
+
+
+async def test_a_window_store_is_fetched_by_key_and_time_range() -> None:
+    app = App("windows", broker=f"memory://q-{uuid.uuid4().hex[:8]}", commit_interval_ms=20)
+    clicks = app.topic("clicks", key=str, value=str, partitions=2)
+    (app.stream(clicks).group_by_key()
+     .windowed_by(TumblingWindows(size=60.0, grace=0.0))
+     .count(materialized="per-minute", retention=600.0))
+    async with app:
+        for t in (0.0, 10.0, 70.0, 130.0, 131.0):
+            await app.send(clicks, "alice", "c", timestamp=1_700_000_040.0 + t)
+        await app.wait_until_caught_up(timeout=30)
+        view = app.store("per-minute")
+        windows = await view.fetch("alice", 1_700_000_000.0, 1_700_000_200.0)
+        assert [v for _, v in windows] == [2, 1, 2]
+        assert [s for s, _ in windows] == [1_700_000_040.0, 1_700_000_100.0, 1_700_000_160.0]
+        assert await view.fetch("alice", 1_700_000_100.0, 1_700_000_100.0) == [
+            (1_700_000_100.0, 1)]
+        assert await view.get(("alice", 1_700_000_160.0)) == 2
+        assert await view.fetch("bob") == []
+
+
+async def test_a_key_no_local_task_owns_names_its_partition() -> None:
+    transport = MemoryTransport(MemoryBroker())
+    first, second = counting_app(transport), counting_app(transport)
+    async with first, second:
+        expected = await send_counts(first)
+        await first.wait_until_caught_up(timeout=30)
+        for app, other in ((first, second), (second, first)):
+            view, other_view = app.store("counts"), other.store("counts")
+            misses = 0
+            for key in KEYS:
+                partition = (murmur2(key.encode()) & 0x7FFFFFFF) % 3
+                assert await view.partition_of(key) == partition
+                try:
+                    got = await view.get(key)
+                except KeyNotLocalError as e:
+                    assert e.partition == partition and partition not in e.local
+                    assert f"partition {partition}" in str(e)
+                    got = await other_view.get(key)
+                    misses += 1
+                assert got == expected[key]
+            assert 0 < misses < len(KEYS)  # each worker owns some keys, not all
+
+
+async def test_queries_say_what_is_wrong() -> None:
+    app = counting_app()
+    with pytest.raises(UnknownStoreError, match=r"no store 'count'; its stores: \['counts'\]"):
+        app.store("count")
+    with pytest.raises(StoreNotReadyError, match="is created"):
+        await app.store("counts").get("k1")
+
+
+
+@settings(max_examples=25, deadline=None)
+@given(keys=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=30),
+       partitions=st.integers(1, 4))
+def test_every_key_is_read_from_the_partition_its_records_went_to(
+        keys: list[str], partitions: int) -> None:
+    """For any keys and partition count: ``partition_of`` is where the producer put the
+    key's records, ``get`` returns each key's count, and ``all`` is every key once, in
+    serialized-key order."""
+    async def run() -> None:
+        app = App("prop", broker=f"memory://q-{uuid.uuid4().hex[:8]}", commit_interval_ms=20)
+        words = app.topic("words", key=str, value=str, partitions=partitions)
+        app.stream(words).group_by_key().count(materialized="counts")
+        async with app:
+            for key in keys:
+                await app.send(words, key, "w")
+            await app.wait_until_caught_up(timeout=30)
+            async with app.consumer(words) as consumer:
+                landed = {r.key: r.partition for r in await consumer.read_to_end()}
+            view = app.store("counts")
+            for key in set(keys):
+                assert await view.partition_of(key) == landed[key]
+                assert await view.get(key) == keys.count(key)
+            listed = [k async for k, _ in view.all()]
+            assert listed == sorted(set(keys), key=lambda k: k.encode())
+
+    asyncio.run(run())
