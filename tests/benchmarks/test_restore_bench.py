@@ -1,5 +1,6 @@
 """The restore benchmark end to end at a tiny size, on the real broker: the replay of a
 changelog leaves one row per key in the SQLite store."""
+
 from __future__ import annotations
 
 import tempfile
