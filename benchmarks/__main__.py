@@ -12,7 +12,7 @@ venv the first time (``.cache/peers-venv``; needs PyPI), then prints a table and
 rewrites its own section of ``benchmarks/RESULTS.md`` and draws ``docs/img/peers.png``.
 The single-purpose benchmarks are modules of their own: ``python -m benchmarks.engine``,
 ``benchmarks.kafka_throughput``, ``benchmarks.retry``, ``benchmarks.state``,
-``benchmarks.parquet``.
+``benchmarks.parquet``, ``benchmarks.restore``.
 """
 
 from __future__ import annotations
