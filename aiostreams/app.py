@@ -308,6 +308,7 @@ class App(StartStop):
         return TaskSettings(
             max_in_flight=s.max_in_flight,
             max_concurrency=s.max_concurrency,
+            max_task_buffer_bytes=s.max_task_buffer_bytes,
             ordering=Ordering.parse(s.ordering),
             max_task_idle=s.max_task_idle_ms / 1000.0,
             max_buffered_per_partition=s.max_buffered_per_partition,

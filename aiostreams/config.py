@@ -34,12 +34,23 @@ class Settings(BaseSettings):
 
     broker: str = Field("memory://", description="memory://[name] or kafka://host:port[,...]")
     processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
-    max_in_flight: int = Field(1000, ge=1, description="reorder-buffer slots per task")
+    max_in_flight: int = Field(
+        20_000, ge=1, description="reorder-buffer slots per task: records issued and not yet "
+        "retired (executing, waiting for their key, or finished and waiting behind an older "
+        "record). Large, so one slow record does not stall the records behind it; the memory "
+        "they hold is bounded by max_task_buffer_bytes")
     max_concurrency: int | None = Field(
-        None, ge=1, description="async records executing at once per task (default: "
-        "max_in_flight); below it, the rest of the window holds finished records waiting to "
-        "retire, and the oldest waiting record runs first, so a retried record is not queued "
-        "behind newer work")
+        1000, ge=1, description="async records executing at once per task (None: "
+        "max_in_flight; never more than it); the rest of the window holds finished records "
+        "waiting to retire, and the oldest waiting record runs first, so a retried record is "
+        "not queued behind newer work")
+    max_task_buffer_bytes: int = Field(
+        32 * 1024 * 1024, ge=1, description="bytes of raw records (key + value + headers) a "
+        "task's reorder buffer may hold: issued inputs until they retire, and the outputs of "
+        "finished records waiting to retire. At the limit the task pauses fetching for its "
+        "partitions until retirement brings it below, so one stuck record holds at most this "
+        "much (plus one fetch, bounded by max_buffered_per_partition, and its outputs). "
+        "Python objects add about 0.5 KB per record in flight on top")
     ordering: Literal["key", "partition", "unordered"] = "key"
     max_task_idle_ms: float = Field(0.0, ge=0, description="wait for empty partitions (KIP-353)")
     commit_interval_ms: float = Field(1000.0, gt=0)

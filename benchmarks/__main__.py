@@ -1,7 +1,8 @@
 """``python -m benchmarks``: the peer benchmark of issue 8 — aiostreams against Faust,
 Quix Streams and a raw aiokafka loop, on one broker, in one run.
 
-    python -m benchmarks all                 P1, P2, P5, P6 (about 15 minutes)
+    python -m benchmarks all                 P1, P2, P5, P6 (~12 min idle, 20-30 loaded)
+    python -m benchmarks eos                 exactly-once against at-least-once (P1, P2)
     python -m benchmarks p1 p2               some of them
     python -m benchmarks all --quick         smoke-test sizes (about 3 minutes)
     python -m benchmarks p2 --records 200000 --no-peers
@@ -11,7 +12,7 @@ venv the first time (``.cache/peers-venv``; needs PyPI), then prints a table and
 rewrites its own section of ``benchmarks/RESULTS.md`` and draws ``docs/img/peers.png``.
 The single-purpose benchmarks are modules of their own: ``python -m benchmarks.engine``,
 ``benchmarks.kafka_throughput``, ``benchmarks.retry``, ``benchmarks.state``,
-``benchmarks.parquet``.
+``benchmarks.parquet``, ``benchmarks.restore``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from benchmarks.peers.harness import SCENARIOS, run
+from benchmarks.peers.harness import ALL, SCENARIOS, run
 from benchmarks.peers.scenarios import Sizes
 
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = replace(sizes, p1=args.p1_records, p1_http=max(1, args.p1_records // 4))
     if args.p5_records:
         sizes = replace(sizes, p5=args.p5_records)
-    chosen = list(SCENARIOS) if "all" in args.scenarios else [
+    chosen = list(ALL) if "all" in args.scenarios else [
         s for s in SCENARIOS if s in args.scenarios]
     command = "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:])
     return run(chosen, sizes, peers=not args.no_peers, write=not args.no_write,

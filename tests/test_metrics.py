@@ -135,7 +135,7 @@ async def test_scrape_reports_what_the_app_did(
     assert total(samples, "aiostreams_task_skipped_total") == 0
     assert total(samples, "aiostreams_processor_errors_total", node="choosy") == 2
     assert total(samples, "aiostreams_task_in_flight") == 0
-    assert total(samples, "aiostreams_task_reorder_buffer_capacity") == 2 * 1000
+    assert total(samples, "aiostreams_task_reorder_buffer_capacity") == 2 * 20_000  # default
     assert total(samples, "aiostreams_task_enforced_processing_total") == 0
     assert total(samples, "aiostreams_tasks") == 2
     assert total(samples, "aiostreams_app_state", state="running") == 1

@@ -46,6 +46,7 @@ class Slot:
         "attempts",
         "forward_buffer",
         "hazard",
+        "held",
         "kind",
         "node",
         "outputs",
@@ -85,6 +86,7 @@ class Slot:
         self.attempts = 0
         self.node = ""  # the node executing now, or the one that failed
         self.stream_time = float("-inf")  # the task's stream time when this slot was issued
+        self.held = 0  # bytes this slot holds in its task's byte budget
 
     def reset_buffers(self) -> None:
         """Forget what an attempt buffered (before a retry, or when the record is set aside)."""

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
 from aiostreams.engine.executor_pool import ExecutorPool
@@ -104,6 +105,7 @@ class StreamTask:
         self._topics = dict(topics)
         self._queues = PartitionGroup(partitions, settings.max_task_idle, has_unfetched)
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
+        self._budget = ByteBudget(settings.max_task_buffer_bytes)
         self._station = ReservationStation()
         self._ordering = settings.ordering
         self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
@@ -257,6 +259,7 @@ class StreamTask:
         issue = rob.issue
         admit = self._station.admit
         metrics = self.metrics
+        budget = self._budget
         punctuations = self._punctuations
         due = punctuations.due
         by_key = self._ordering is Ordering.KEY
@@ -293,6 +296,8 @@ class StreamTask:
                         (raw.key if raw.key is not None else _NULL_KEY) if by_key
                         else self._hazard_of(raw))
             slot.stream_time = self.stream_time
+            slot.held = size = raw_size(raw)  # until it retires (the byte budget)
+            budget.take(size)
             issue(slot)
             self._unfinished += 1
             if len(in_rob) > metrics.max_rob_depth:
@@ -386,6 +391,8 @@ class StreamTask:
         self._inline.forward_buffer = None
         slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
         slot.stream_time = self._inline.stream_time
+        slot.held = raw_size(raw)
+        self._budget.take(slot.held)
         self._rob.issue(slot)
         self._unfinished += 1
         admitted = self._station.admit(slot)
@@ -408,11 +415,14 @@ class StreamTask:
     def _retire(self) -> None:
         released = self._released
         apply = self._task_stores.apply
+        freed = 0
         for slot in self._rob.pop_retirable():
             if slot.outputs:
                 released.extend(slot.outputs)
             if slot.writes:
                 apply(slot, released)
+            freed += slot.held
+        self._budget.give(freed)
 
     # -- execution ----------------------------------------------------------------------
 
@@ -482,6 +492,10 @@ class StreamTask:
     def _finish(self, slot: Slot) -> None:
         slot.state = SlotState.DONE
         slot.record = None  # only its outputs and writes wait for retirement
+        if slot.outputs:  # held, with its input, until it retires
+            size = outputs_size(slot.outputs)
+            slot.held += size
+            self._budget.take(size)
         self._unfinished -= 1
         self._gate.finished()
         if slot is self._barrier:
@@ -557,12 +571,19 @@ class StreamTask:
 
         self._idle_timer = self._clock.call_later(deadline - self._clock.monotonic(), wake)
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of raw records in the reorder buffer (issued inputs not yet retired, and
+        finished outputs waiting to retire) held against ``max_task_buffer_bytes``."""
+        return self._budget.held
+
     def _update_pause(self) -> None:
         limit = self.settings.max_buffered_per_partition
         full = self._rob.full or self.state is not TaskState.RUNNING
+        over = self._budget.exhausted  # every partition pauses: nothing more is fetched
         for tp in self._queues.partitions:
             n = self._queues.buffered(tp)
-            want = n >= limit or (full and n > 0)
+            want = over or n >= limit or (full and n > 0)
             if want != (tp in self._paused):
                 if want:
                     self._paused.add(tp)

@@ -42,7 +42,7 @@ def check_transition(task_id: str, old: TaskState, new: TaskState) -> TaskState:
 
 @dataclass
 class TaskSettings:
-    max_in_flight: int = 1000
+    max_in_flight: int = 20_000
     ordering: Ordering = Ordering.KEY
     max_task_idle: float = 0.0
     max_buffered_per_partition: int = 1000
@@ -51,7 +51,8 @@ class TaskSettings:
     dead_letter_topic: str | None = None
     processing_timeout: float | None = None
     max_record_bytes: int = 1_000_000
-    max_concurrency: int | None = None  # None: max_in_flight
+    max_concurrency: int | None = 1000  # None: max_in_flight
+    max_task_buffer_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass

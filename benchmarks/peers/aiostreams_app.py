@@ -3,8 +3,10 @@
     python -m aiostreams run benchmarks.peers.aiostreams_app:app --workers N
                                                                 (options in $BENCH_OPTIONS)
 
-A one-processor topology (source → enrich → sink, ``ordering="key"``, at-least-once) with
-``max_in_flight = concurrency``. With ``io="none"`` the processor is synchronous (the
+A one-processor topology (source → enrich → sink, ``ordering="key"``, at-least-once or, with
+``guarantee``, exactly-once) at
+aiostreams' default settings (window, concurrency, byte budget: what a new user runs;
+``concurrency`` is for the other contenders). With ``io="none"`` the processor is synchronous (the
 engine's inline path); otherwise it awaits the record's I/O first. The record whose id is
 ``stuck_id`` awaits an event that is never set (P5): it holds its task's commit point and
 reorder buffer forever.
@@ -47,9 +49,8 @@ class AwaitThenEnrich(Processor[bytes, dict[str, Any]]):
 
 
 def build(options: ContenderOptions) -> App:
-    app = App(options.group, broker=f"kafka://{options.bootstrap}",
-              max_in_flight=options.concurrency, ordering="key",
-              max_buffered_per_partition=max(2000, options.concurrency))
+    app = App(options.group, broker=f"kafka://{options.bootstrap}", ordering="key",
+              processing_guarantee=options.guarantee)
     app.topic(options.src, key=bytes, value=dict)
     app.topic(options.dst, key=bytes, value=dict)
     if options.io == "none" and options.stuck_id is None:

@@ -56,9 +56,12 @@ class Contender:
         return env
 
 
-def aiostreams(workers: int = 1) -> Contender:
+def aiostreams(workers: int = 1, guarantee: str = "at_least_once") -> Contender:
     label = "aiostreams" if workers == 1 else f"aiostreams --workers {workers}"
-    return Contender(label, "aiostreams", claims_key_order=True, workers=workers)
+    if guarantee != "at_least_once":
+        label += f" {guarantee}"
+    return Contender(label, "aiostreams", claims_key_order=True, workers=workers,
+                     overrides={"guarantee": guarantee})
 
 
 def raw_aiokafka(variant: str = "send") -> Contender:

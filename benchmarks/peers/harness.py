@@ -14,9 +14,13 @@ from benchmarks.peers.targets import targets
 from benchmarks.peers.topics import offset_reader
 from benchmarks.peers.venv import ensure_peers_venv
 
-SCENARIOS = ("p1", "p2", "p5", "p6")
+SCENARIOS = ("p1", "p2", "p5", "p6", "eos")
+ALL = ("p1", "p2", "p5", "p6")
+"""What ``all`` runs. ``eos`` is run by name only: on a fresh broker the harness's watch
+of an exactly-once contender's output sometimes never sees the committed records (the
+contender logs its EndTxn; the run then ends only at the stall timeout), not yet explained."""
 # P2 runs first: P1's target is relative to aiostreams' own P2 rate
-RUN_ORDER = ("p2", "p1", "p5", "p6")
+RUN_ORDER = ("p2", "p1", "eos", "p5", "p6")
 
 
 def say(line: str) -> None:

@@ -12,6 +12,9 @@ import os
 from dataclasses import asdict, dataclass
 
 ENV = "BENCH_OPTIONS"
+IO_KINDS = ("none", "sleep", "jitter", "tail", "http")
+TAIL_SECONDS = 0.2
+TAIL_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -21,12 +24,14 @@ class ContenderOptions:
     ``io`` is what each record awaits before its output is produced: ``"none"`` (P2's
     CPU-light transform only), ``"sleep"`` (``io_seconds`` of ``asyncio.sleep``; blocking
     ``time.sleep`` in Quix, which has no async processing), ``"jitter"`` (a sleep drawn
-    uniformly from 0.2..1.8 x ``io_seconds``, same mean) or ``"http"`` (a GET of
+    uniformly from 0.2..1.8 x ``io_seconds``, same mean), ``"tail"`` (``io_seconds``, but
+    1% of records, drawn at random, take ``TAIL_SECONDS``) or ``"http"`` (a GET of
     ``io_url``, a local server that sleeps ``io_seconds`` before answering).
     ``concurrency``: records in flight at once (aiostreams' ``max_in_flight``, Faust's agent
     ``concurrency``, the raw loop's batch size); ``variant`` picks a contender's flavour
     (the raw loop's ``"send"`` or ``"batch"``); ``stuck_id``: the record with this ``id``
-    never completes (P5's stuck record).
+    never completes (P5's stuck record); ``guarantee``: aiostreams'
+    ``processing_guarantee``.
     """
 
     bootstrap: str
@@ -40,10 +45,11 @@ class ContenderOptions:
     concurrency: int = 1
     variant: str = ""
     stuck_id: int | None = None
+    guarantee: str = "at_least_once"
 
     def __post_init__(self) -> None:
-        if self.io not in ("none", "sleep", "jitter", "http"):
-            raise ValueError(f"io must be 'none', 'sleep', 'jitter' or 'http', got {self.io!r}")
+        if self.io not in IO_KINDS:
+            raise ValueError(f"io must be one of {', '.join(IO_KINDS)}; got {self.io!r}")
         if self.io == "http" and not self.io_url:
             raise ValueError("io='http' needs io_url (the local I/O server's address)")
         if self.concurrency < 1:

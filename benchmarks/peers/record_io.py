@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.peers.options import ContenderOptions
+from benchmarks.peers.options import TAIL_SECONDS, TAIL_SHARE, ContenderOptions
 
 
 class RecordIO:
@@ -38,6 +38,9 @@ class RecordIO:
             await asyncio.sleep(self.options.io_seconds)
         elif self.options.io == "jitter":
             await asyncio.sleep(self.options.io_seconds * random.uniform(0.2, 1.8))
+        elif self.options.io == "tail":
+            await asyncio.sleep(TAIL_SECONDS if random.random() < TAIL_SHARE
+                                else self.options.io_seconds)
         elif self.options.io == "http":
             if self._session is None:
                 await self.start()
@@ -59,6 +62,9 @@ def blocking_wait(options: ContenderOptions) -> Callable[[], None]:
     if options.io == "jitter":
         mean = options.io_seconds
         return lambda: time.sleep(mean * random.uniform(0.2, 1.8))
+    if options.io == "tail":
+        seconds = options.io_seconds
+        return lambda: time.sleep(TAIL_SECONDS if random.random() < TAIL_SHARE else seconds)
     if options.io == "http":
         url = options.io_url
 

@@ -68,7 +68,50 @@ def _measured(target: Target) -> str:
         return "—"
     if target.unit == "MB":
         return f"{target.measured:,.1f} MB"
+    if target.unit == "s":
+        return f"{target.measured:,.2f} s"
     return f"{target.measured:,.2f} {X}"
+
+
+PEER_COLUMNS = ("raw aiokafka", "faust agent concurrency=1000", "faust agent", "quixstreams")
+"""The peers' columns of the current table; the raw loop's is its best variant."""
+
+
+def command_of(scenario: str) -> str:
+    """The command that runs ``scenario`` alone."""
+    name = scenario.split()[0].lower()
+    return f"python -m benchmarks {'eos' if name == 'eos' else name}"
+
+
+def _rates(rows: Sequence[Row], scenario: str) -> dict[str, float]:
+    """Best records/s per contender family in ``scenario`` (its rounds included)."""
+    best: dict[str, float] = {}
+    for row in rows:
+        if row.result.error is not None or not (
+                row.scenario == scenario or row.scenario.startswith(f"{scenario} #")):
+            continue
+        label = row.contender.label
+        family = "raw aiokafka" if label.startswith("raw aiokafka") else label
+        best[family] = max(best.get(family, 0.0), row.result.rate)
+    return best
+
+
+def current_table(rows: Sequence[Row], found: Sequence[Target]) -> str:
+    """One line per target: the scenario, aiostreams' and each peer's rate in it, the
+    limit, the measured ratio, the target, whether it is met, and the command."""
+    lines = ["| scenario | aiostreams | " + " | ".join(PEER_COLUMNS)
+             + " | limit | ratio | target | met | command |",
+             "| --- | ---: | " + " | ".join("---:" for _ in PEER_COLUMNS)
+             + " | ---: | ---: | --- | --- | --- |"]
+    for t in found:
+        rates = _rates(rows, t.scenario)
+        ours = next((v for k, v in rates.items() if k.startswith("aiostreams")), None)
+        cells = [f"{rates[p]:,.0f}" if p in rates else "—" for p in PEER_COLUMNS]
+        lines.append(f"| {t.scenario} | {'—' if ours is None else f'{ours:,.0f}'} | "
+                     + " | ".join(cells)
+                     + f" | {t.limit or '—'} | {_measured(t)} | {t.claim} | {_met(t)} "
+                     f"| `{command_of(t.scenario)}` |")
+    return "\n".join(lines)
 
 
 def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
@@ -84,9 +127,6 @@ def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
         lines.append("")
     lines += [f"- {row.scenario}, {row.contender.label}: {'; '.join(row.notes)}."
               for row in noted]
-    lines += ["", "| scenario | target | measured | status |", "| --- | --- | ---: | --- |"]
-    for t in found:
-        lines.append(f"| {t.scenario} | {t.claim} | {_measured(t)} | {_met(t)} |")
     return "\n".join(lines)
 
 
@@ -120,14 +160,22 @@ def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: S
             chart_link: str, notes: str = "") -> str:
     return "\n".join([
         BEGIN,
-        "## Peers (real broker) — `python -m benchmarks all`",
+        "## Current results — `python -m benchmarks all`",
         "",
-        f"Run `{command}` on {time.strftime('%Y-%m-%d')}; machine: {machine()}, shared with "
+        f"Run `{command}` on {time.strftime('%Y-%m-%d')} (load average at the end: "
+        f"{os.getloadavg()[0]:.1f}); machine: {machine()}, shared with "
         "other engineers' benchmarks and test runs (absolute rates are noisy; compare ratios "
         "within the run). Kafka 3.9.1 single node from `aiostreams.localkafka`. Every "
         "contender is its own process on the same preloaded input (fixed seed, "
         f"{sizes.keys:,} keys); rates are harness-measured from the first output to the "
         "last. Peers from the pinned venv (`benchmarks/peers/venv.py`).",
+        "",
+        current_table(rows, found),
+        "",
+        "Rates are records/s; a ratio is aiostreams' figure over the limit or the peer the "
+        "target names, from the same run. The runs behind each figure:",
+        "",
+        "### Runs behind the table",
         "",
         markdown_tables(rows, found),
         "",

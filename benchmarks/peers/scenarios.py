@@ -20,11 +20,11 @@ from typing import Any
 from aiostreams.transport.partitioner import default_partition
 from benchmarks.peers import contenders as c
 from benchmarks.peers.contenders import Contender
-from benchmarks.peers.options import ContenderOptions
+from benchmarks.peers.options import TAIL_SECONDS, TAIL_SHARE, ContenderOptions
 from benchmarks.peers.runner import RunResult, Watch, io_server, run_contender
 from benchmarks.peers.topics import OffsetReader, create_topics, preload, read_all
 from benchmarks.peers.verify import Verdict, verify
-from benchmarks.peers.workload import records
+from benchmarks.peers.workload import hottest_key_share, records
 
 IO_SECONDS = 0.005
 IN_FLIGHT = 1000
@@ -36,6 +36,10 @@ class Sizes:
 
     p1: int = 200_000
     p1_http: int = 50_000
+    p1_tail: int = 100_000
+    p1_zipf: int = 20_000
+    """Zipf keys: the hottest key holds ~15% of the records, which key order serialises
+    (20,000 records: ~3,000 x 5 ms = 15 s at the bound)."""
     serial: int = 2_000
     p2: int = 1_000_000
     p5: int = 10_000_000
@@ -44,8 +48,8 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(p1=20_000, p1_http=5_000, serial=300, p2=50_000, p5=200_000,
-                   stuck_seconds=10.0)
+        return cls(p1=20_000, p1_http=5_000, p1_tail=10_000, p1_zipf=2_000, serial=300,
+                   p2=50_000, p5=200_000, stuck_seconds=10.0)
 
 
 @dataclass
@@ -57,6 +61,8 @@ class Row:
     result: RunResult
     verdict: Verdict | None
     notes: list[str] = field(default_factory=list)
+    limit: float | None = None
+    """The rate no key-ordered contender can pass on this input (records/s), if known."""
 
     @property
     def ok(self) -> bool:
@@ -78,13 +84,21 @@ class Row:
             "io": r.options.io, "concurrency": r.options.concurrency,
             "claims_key_order": self.contender.claims_key_order, "ok": self.ok,
             "max_rss_mb": round(max((b for _, b in r.rss), default=0) / 2**20, 1),
-            "error": r.error, "notes": self.notes,
+            "error": r.error, "notes": self.notes, "limit_per_s": self.limit,
         }
         if v is not None:
             out.update(expected=v.expected, received=v.received, missing=v.missing,
                        duplicates=v.duplicates, key_order_violations=v.key_order_violations,
                        split_keys=v.split_keys, commits_ahead_of_output=v.commits_ahead)
         return out
+
+
+def mean_wait(io: str) -> float:
+    """Seconds one record awaits on average with ``io`` (the local HTTP server sleeps
+    ``IO_SECONDS`` too; its own overhead is left out, so the bound is generous)."""
+    if io == "tail":
+        return (1 - TAIL_SHARE) * IO_SECONDS + TAIL_SHARE * TAIL_SECONDS
+    return IO_SECONDS if io != "none" else 0.0
 
 
 def slug(text: str) -> str:
@@ -104,27 +118,29 @@ class Bench:
         self.say = say
         self.stamp = time.strftime("%H%M%S")
         self.rows: list[Row] = []
-        self._inputs: dict[tuple[int, int], str] = {}
+        self._inputs: dict[tuple[int, int, str], str] = {}
 
     def peers(self, *contenders: Contender) -> list[Contender]:
         return [x for x in contenders if not x.in_peers_venv or self.peers_python is not None]
 
-    async def input_topic(self, n: int, partitions: int) -> str:
-        """A topic holding the first ``n`` records on ``partitions`` (made once per run)."""
-        topic = self._inputs.get((n, partitions))
+    async def input_topic(self, n: int, partitions: int, skew: str = "uniform") -> str:
+        """A topic holding the first ``n`` records (keys drawn by ``skew``) on
+        ``partitions`` (made once per run)."""
+        topic = self._inputs.get((n, partitions, skew))
         if topic is None:
-            topic = f"peers-in-{n}x{partitions}-{self.stamp}"
+            topic = f"peers-in-{n}x{partitions}-{skew}-{self.stamp}"
             self.say(f"preloading {n:,} records into {topic}")
             await create_topics(self.bootstrap, [topic], partitions)
-            await preload(self.bootstrap, topic, n, self.sizes.keys)
-            self._inputs[(n, partitions)] = topic
+            await preload(self.bootstrap, topic, n, self.sizes.keys, skew)
+            self._inputs[(n, partitions, skew)] = topic
         return topic
 
     async def case(self, scenario: str, contender: Contender, n: int, partitions: int, *,
                    io: str = "none", io_url: str = "", concurrency: int = IN_FLIGHT,
                    check: bool = True, track_commits: bool = False,
-                   stuck_id: int | None = None, run_for: float | None = None) -> Row:
-        src = await self.input_topic(n, partitions)
+                   stuck_id: int | None = None, run_for: float | None = None,
+                   skew: str = "uniform") -> Row:
+        src = await self.input_topic(n, partitions, skew)
         name = f"peers-{slug(scenario)}-{slug(contender.label)}-{self.stamp}"
         await create_topics(self.bootstrap, [f"{name}-out"], partitions)
         options = contender.options(ContenderOptions(
@@ -166,12 +182,31 @@ class Bench:
         for contender in [c.aiostreams(), c.raw_aiokafka(), *self.peers(c.faust(IN_FLIGHT))]:
             await self.case("P1 jitter", contender, s.p1_http, 1, io="jitter",
                             track_commits=True)
+        # 1% of records take 200 ms: a window that retires in order must not stall on them
+        for contender in [c.aiostreams(), c.raw_aiokafka(), *self.peers(c.faust(IN_FLIGHT))]:
+            await self.case("P1 tail", contender, s.p1_tail, 1, io="tail", track_commits=True)
         async with io_server(IO_SECONDS) as url:
             for contender, n in [(c.aiostreams(), s.p1_http), (c.raw_aiokafka(), s.p1_http),
                                  *[(x, s.p1_http) for x in self.peers(c.faust(IN_FLIGHT))],
                                  *[(x, s.serial) for x in self.peers(c.quix())]]:
                 await self.case("P1 http", contender, n, 1, io="http", io_url=url,
                                 track_commits=True)
+            await self.p1_zipf(url)
+
+    async def p1_zipf(self, url: str) -> None:
+        """Every P1 scenario again with Zipf(1.1) keys (aiostreams and the raw loop: the
+        other peers either break key order or run one record at a time anyway)."""
+        n = self.sizes.p1_zipf
+        hottest = hottest_key_share(n, self.sizes.keys, "zipf")
+        for io in ("sleep", "jitter", "tail", "http"):
+            mean = mean_wait(io)
+            for contender in [c.aiostreams(), c.raw_aiokafka()]:
+                row = await self.case(f"P1 {io} zipf", contender, n, 1, io=io,
+                                      io_url=url if io == "http" else "",
+                                      track_commits=True, skew="zipf")
+                row.limit = n / (hottest * mean)
+                row.notes.append(f"hottest key: {hottest:,} of {n:,} records; key order "
+                                 f"runs them one by one: at most {row.limit:,.0f}/s")
 
     async def p2(self, contenders: Sequence[Contender] | None = None) -> None:
         """CPU-light: 8 partitions, parse → add a field → serialize."""
@@ -182,7 +217,8 @@ class Bench:
 
     async def p5(self) -> None:
         """Memory: RSS over ``Sizes.p5`` records of P2's pipeline; then with one record
-        stuck forever (``max_in_flight`` 1000), for ``Sizes.stuck_seconds``."""
+        stuck forever (at the default window and byte budget), for
+        ``Sizes.stuck_seconds``."""
         n = self.sizes.p5
         row = await self.case("P5", c.aiostreams(), n, 8, check=False)
         row.notes.append("count checked from end offsets (the output is not read back)")
@@ -192,7 +228,7 @@ class Bench:
         stuck = await self.case("P5 stuck", c.aiostreams(), n, 8, check=False,
                                 stuck_id=stuck_id, run_for=self.sizes.stuck_seconds)
         stuck.notes.append(f"record id {stuck_id} (key {stuck_key.decode()}) never "
-                           f"completes; window max_in_flight={IN_FLIGHT}")
+                           "completes; default window and max_task_buffer_bytes")
         src, options = await self.input_topic(n, 8), stuck.result.options
         p = default_partition(stuck_key, 8, counter=iter(()))
         inputs = await self.reader.end_offsets(src, 8)
@@ -203,6 +239,16 @@ class Bench:
             f"its partition {p}: {inputs[p]:,} input records, {outputs[p]:,} outputs, "
             f"committed offset {committed.get(p)} when stopped; the other 7 partitions: "
             f"{others:,} outputs")
+
+    async def eos(self) -> None:
+        """Exactly-once overhead: P1 sleep and P2 under ``exactly_once`` and
+        ``at_least_once``, alternating, twice each (the better of each pair is compared)."""
+        for round_ in (1, 2):  # each run its own group: a scenario name per round
+            for guarantee in ("exactly_once", "at_least_once"):
+                await self.case(f"EOS P1 sleep #{round_}", c.aiostreams(guarantee=guarantee),
+                                self.sizes.p1_http, 1, io="sleep")
+                await self.case(f"EOS P2 #{round_}", c.aiostreams(guarantee=guarantee),
+                                self.sizes.p2, 8)
 
     async def p6(self) -> None:
         """Scale: ``--workers 2`` against 1 on P2's input (8 partitions)."""

@@ -41,13 +41,15 @@ async def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -
         await admin.stop()
 
 
-async def preload(bootstrap: str, topic: str, n: int, keys: int) -> None:
-    """Write :func:`~benchmarks.peers.workload.records` ``(n, keys)`` to ``topic``, in order."""
+async def preload(bootstrap: str, topic: str, n: int, keys: int,
+                  skew: str = "uniform") -> None:
+    """Write :func:`~benchmarks.peers.workload.records` ``(n, keys, skew=skew)`` to
+    ``topic``, in order."""
     producer = KafkaTransport(bootstrap).producer()
     await producer.start()
     try:
         chunk: list[OutgoingRecord] = []
-        for key, value in records(n, keys):
+        for key, value in records(n, keys, skew=skew):
             chunk.append(OutgoingRecord(topic, key, value))
             if len(chunk) == PRELOAD_CHUNK:
                 await producer.send_batch(chunk)

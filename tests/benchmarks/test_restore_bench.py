@@ -1,0 +1,25 @@
+"""The restore benchmark end to end at a tiny size, on the real broker: the replay of a
+changelog leaves one row per key in the SQLite store."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from benchmarks.peers.topics import create_topics
+from benchmarks.restore import time_restore, write_changelog
+
+pytestmark = pytest.mark.kafka
+
+
+async def test_a_changelog_restores_into_sqlite_with_one_row_per_key(
+        kafka_bootstrap: str, topic_name) -> None:  # type: ignore[no-untyped-def]
+    topic = topic_name("changelog")
+    await create_topics(kafka_bootstrap, [topic], 1)
+    await write_changelog(kafka_bootstrap, topic, 2_000, 150)
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, rows = await time_restore(kafka_bootstrap, topic, Path(tmp))
+    assert rows == 150
+    assert seconds > 0
