@@ -33,7 +33,10 @@ class Settings(BaseSettings):
     )
 
     broker: str = Field("memory://", description="memory://[name] or kafka://host:port[,...]")
-    processing_guarantee: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    processing_guarantee: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once", description=(
+            "exactly_once: each commit is one Kafka transaction (outputs, changelogs, "
+            "offsets) and consumers read committed data only"))
     max_in_flight: int = Field(
         20_000, ge=1, description="reorder-buffer slots per task: records issued and not yet "
         "retired (executing, waiting for their key, or finished and waiting behind an older "
@@ -51,15 +54,25 @@ class Settings(BaseSettings):
         "partitions until retirement brings it below, so one stuck record holds at most this "
         "much (plus one fetch, bounded by max_buffered_per_partition, and its outputs). "
         "Python objects add about 0.5 KB per record in flight on top")
-    ordering: Literal["key", "partition", "unordered"] = "key"
+    ordering: Literal["key", "partition", "unordered"] = Field(
+        "key", description=(
+            "which earlier records a record waits for before it executes: same key (default),"
+            " same partition (Kafka Streams' behaviour), or none"))
     max_task_idle_ms: float = Field(0.0, ge=0, description="wait for empty partitions (KIP-353)")
-    commit_interval_ms: float = Field(1000.0, gt=0)
+    commit_interval_ms: float = Field(
+        1000.0, gt=0, description=(
+            "how often to flush and commit (Kafka Streams' commit.interval.ms); also on "
+            "revocation and shutdown"))
     repartition_purge_interval_ms: float = Field(
         30_000.0, ge=0, description="at most how often committed records are deleted from "
         "the app's repartition topics (which never expire by time); Kafka Streams' "
         "repartition.purge.interval.ms")
-    max_buffered_per_partition: int = Field(1000, ge=1)
-    max_poll_records: int = Field(2000, ge=1)
+    max_buffered_per_partition: int = Field(
+        1000, ge=1, description=(
+            "records buffered per input partition before fetching from it pauses"))
+    max_poll_records: int = Field(
+        2000, ge=1, description=(
+            "most records one fetch returns"))
     poll_timeout: float = Field(0.1, gt=0, description="seconds one fetch waits for data")
     drain_timeout: float = Field(30.0, ge=0, description="seconds to let in-flight work finish")
     broker_timeout: float = Field(
@@ -68,10 +81,20 @@ class Settings(BaseSettings):
     on_error: Literal["fail", "skip", "dead_letter"] | None = Field(
         None, description="after the last attempt; default: dead_letter when a dead-letter "
         "topic is set, else fail")
-    dead_letter_topic: str | None = None
-    retry_attempts: int = Field(1, ge=1)
-    retry_backoff: float = Field(0.1, ge=0)
-    retry_max_backoff: float = Field(30.0, ge=0)
+    dead_letter_topic: str | None = Field(
+        None, description=(
+            "where records that failed for good go (with headers saying why); None: no dead-"
+            "letter topic"))
+    retry_attempts: int = Field(
+        1, ge=1, description=(
+            "executions per record, the first included (1: no retry)"))
+    retry_backoff: float = Field(
+        0.1, ge=0, description=(
+            "seconds before the first retry; grows exponentially per retry, randomised by "
+            "jitter"))
+    retry_max_backoff: float = Field(
+        30.0, ge=0, description=(
+            "most seconds between two attempts"))
     processing_timeout: float | None = Field(
         300.0, gt=0, description="seconds one attempt of an async step may take before it "
         "fails (retry / dead-letter / fail path); None: unbounded. 300 s is Kafka's "
@@ -92,17 +115,41 @@ class Settings(BaseSettings):
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")
-    state_dir: Path | None = None
-    group_instance_id: str | None = None
-    client_id: str | None = None
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_cafile: Path | None = None
-    ssl_certfile: Path | None = None
-    ssl_keyfile: Path | None = None
-    ssl_key_password: SecretStr | None = None
+    state_dir: Path | None = Field(
+        None, description=(
+            "directory of the persistent (SQLite) stores and checkpoints, one subdirectory "
+            "per task; required by persistent stores"))
+    group_instance_id: str | None = Field(
+        None, description=(
+            "static group membership (KIP-345): a restart within the session timeout keeps "
+            "the partitions"))
+    client_id: str | None = Field(
+        None, description=(
+            "the Kafka client id of the app's clients (default: the app's name)"))
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description=(
+            "how to reach the brokers (Kafka's security.protocol)"))
+    sasl_mechanism: str | None = Field(
+        None, description=(
+            "SASL mechanism, e.g. PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"))
+    sasl_username: str | None = Field(
+        None, description=(
+            "SASL user name"))
+    sasl_password: SecretStr | None = Field(
+        None, description=(
+            "SASL password (never printed)"))
+    ssl_cafile: Path | None = Field(
+        None, description=(
+            "CA bundle that signs the brokers' certificates"))
+    ssl_certfile: Path | None = Field(
+        None, description=(
+            "client certificate (mutual TLS)"))
+    ssl_keyfile: Path | None = Field(
+        None, description=(
+            "client certificate's private key"))
+    ssl_key_password: SecretStr | None = Field(
+        None, description=(
+            "password of the private key (never printed)"))
 
     @field_validator("broker")
     @classmethod

@@ -15,40 +15,6 @@ from typing import Any
 MARKER = "<!-- settings-table -->"
 
 
-# Descriptions of the settings whose Field in aiostreams/config.py has none yet (they
-# belong there; the test in tests/docs checks that every setting is described somewhere).
-FALLBACK_DESCRIPTIONS: dict[str, str] = {
-    "processing_guarantee": "exactly_once: each commit is one Kafka transaction (outputs, "
-    "changelogs, offsets) and consumers read committed data only",
-    "ordering": "which earlier records a record waits for before it executes: same key "
-    "(default), same partition (Kafka Streams' behaviour), or none",
-    "commit_interval_ms": "how often to flush and commit (Kafka Streams' "
-    "commit.interval.ms); also on revocation and shutdown",
-    "max_buffered_per_partition": "records buffered per input partition before fetching "
-    "from it pauses",
-    "max_poll_records": "most records one fetch returns",
-    "dead_letter_topic": "where records that failed for good go (with headers saying why); "
-    "None: no dead-letter topic",
-    "retry_attempts": "executions per record, the first included (1: no retry)",
-    "retry_backoff": "seconds before the first retry; grows exponentially per retry, "
-    "randomised by jitter",
-    "retry_max_backoff": "most seconds between two attempts",
-    "state_dir": "directory of the persistent (SQLite) stores and checkpoints, one "
-    "subdirectory per task; required by persistent stores",
-    "group_instance_id": "static group membership (KIP-345): a restart within the session "
-    "timeout keeps the partitions",
-    "client_id": "the Kafka client id of the app's clients (default: the app's name)",
-    "security_protocol": "how to reach the brokers (Kafka's security.protocol)",
-    "sasl_mechanism": "SASL mechanism, e.g. PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
-    "sasl_username": "SASL user name",
-    "sasl_password": "SASL password (never printed)",
-    "ssl_cafile": "CA bundle that signs the brokers' certificates",
-    "ssl_certfile": "client certificate (mutual TLS)",
-    "ssl_keyfile": "client certificate's private key",
-    "ssl_key_password": "password of the private key (never printed)",
-}
-
-
 def type_text(annotation: Any) -> str:
     """A setting's type as a reader wants it: allowed values of a ``Literal`` listed,
     ``X | None`` spelled out, no ``typing.`` prefixes."""
@@ -86,7 +52,7 @@ def settings_table() -> str:
         bounds = bounds_text(field.metadata)
         if bounds:
             kind += f", {bounds}"
-        description = field.description or FALLBACK_DESCRIPTIONS.get(name, "")
+        description = field.description or ""
         description = description.replace("|", "\\|")
         rows.append(f"| `{name}` | `AIOSTREAMS_{name.upper()}` | {kind} | {shown} "
                     f"| {description} |")
