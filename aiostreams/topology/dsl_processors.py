@@ -260,3 +260,24 @@ class AsyncFlatMapValues(AsyncStep):
 class AsyncForeach(AsyncStep):
     async def process(self, record: AnyRecord) -> None:
         await self.call(record.key, record.value)
+
+
+class Reducing:
+    """What turns ``aggregate`` into ``reduce``: the first value of a key is its aggregate,
+    each later one is ``reducer(aggregate, value)``. ``initial`` marks "no value yet"."""
+
+    def __init__(self, reducer: Callable[[Any, Any], Any]) -> None:
+        require_sync(reducer, "reduce")
+        self.reducer = reducer
+        self.first = object()
+
+    def initial(self) -> Any:
+        return self.first
+
+    def add(self, _key: Any, value: Any, old: Any) -> Any:
+        return value if old is self.first else self.reducer(old, value)
+
+    def merge(self, _key: Any, a: Any, b: Any) -> Any:
+        """Two sessions' aggregates as one (either may still be the first marker)."""
+        return b if a is self.first else self.reducer(a, b)
+

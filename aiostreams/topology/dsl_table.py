@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_processors import require_sync
+from aiostreams.topology.dsl_processors import Reducing, require_sync
 from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec
 from aiostreams.topology.dsl_stream import Stream
 from aiostreams.topology.processor import Processor
@@ -276,14 +276,9 @@ class GroupedStream(Generic[K, V]):
                persistent: bool = False, value_serde: Any = None,
                name: str | None = None) -> Table[K, V]:
         """``reducer(aggregate, value)``; the first value of a key is its aggregate."""
-        require_sync(reducer, "reduce")
-        first = object()
-
-        def add(_key: Any, value: Any, old: Any) -> Any:
-            return value if old is first else reducer(old, value)
-
+        r = Reducing(reducer)
         return self._aggregate(
-            "KSTREAM-REDUCE", lambda: first, add, materialized=materialized,
+            "KSTREAM-REDUCE", r.initial, r.add, materialized=materialized,
             persistent=persistent, name=name,
             value_serde=self._value_serde(value_serde, self.value_serde))
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import ConfigError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, StrSerde, serde_for
-from aiostreams.topology.dsl_processors import require_sync
+from aiostreams.topology.dsl_processors import Reducing, require_sync
 from aiostreams.topology.dsl_stores import (
     TimedSerde,
     TimestampedSerde,
@@ -129,14 +129,9 @@ class TimeWindowedStream(Generic[K, V]):
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
                value_serde: Any = None, name: str | None = None) -> Table[Windowed[K], V]:
-        require_sync(reducer, "reduce")
-        first = object()
-
-        def add(_key: Any, value: Any, old: Any) -> Any:
-            return value if old is first else reducer(old, value)
-
+        r = Reducing(reducer)
         return self._aggregate(
-            "KSTREAM-REDUCE", lambda: first, add, materialized=materialized,
+            "KSTREAM-REDUCE", r.initial, r.add, materialized=materialized,
             persistent=persistent, retention=retention, name=name,
             value_serde=_value_serde(value_serde, self.grouped.value_serde))
 
@@ -197,17 +192,9 @@ class SessionWindowedStream(Generic[K, V]):
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
                value_serde: Any = None, name: str | None = None) -> Table[Windowed[K], V]:
-        require_sync(reducer, "reduce")
-        first = object()
-
-        def add(_key: Any, value: Any, old: Any) -> Any:
-            return value if old is first else reducer(old, value)
-
-        def merge(_key: Any, a: Any, b: Any) -> Any:
-            return b if a is first else reducer(a, b)
-
+        r = Reducing(reducer)
         return self._aggregate(
-            "KSTREAM-REDUCE", lambda: first, add, merge, materialized=materialized,
+            "KSTREAM-REDUCE", r.initial, r.add, r.merge, materialized=materialized,
             persistent=persistent, retention=retention, name=name,
             value_serde=_value_serde(value_serde, self.grouped.value_serde))
 

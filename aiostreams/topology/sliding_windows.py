@@ -43,8 +43,8 @@ from aiostreams.topology.dsl_stores import (
     WindowAccess,
     window_access,
 )
-from aiostreams.topology.processor import Processor
-from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
+from aiostreams.topology.stream_time import StoreTime
+from aiostreams.topology.window_processors import WindowedAggregate
 from aiostreams.types import Record
 from aiostreams.windows import (
     LateRecords,
@@ -61,20 +61,14 @@ AnyRecord = Record[Any, Any]
 Stamped = ValueAndTimestamp
 
 
-class SlidingWindowAggregateProcessor(Processor[Any, Any]):
+class SlidingWindowAggregateProcessor(WindowedAggregate):
     """Steps 1-4 of the module docstring."""
 
     def __init__(self, store: str, windows: SlidingWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
-        self.store_name = store
+        super().__init__(store, start, adder, late)
         self.d = windows.difference_ms
         self.grace_ms = windows.grace_ms
-        self.start = start
-        self.adder = adder
-        self.late = late
-        self.dropped_late = 0
-        self.skipped = 0
-        self._time = NodeStreamTime()
         self._store_time = StoreTime(2 * self.d + self.grace_ms)
 
     async def process(self, record: AnyRecord) -> None:

@@ -50,7 +50,22 @@ AnyRecord = Record[Any, Any]
 _NO_END = float("inf")
 
 
-class TimeWindowAggregateProcessor(Processor[Any, Any]):
+class WindowedAggregate(Processor[Any, Any]):
+    """What every windowed aggregation holds: its store, initializer and adder, where late
+    records go, its counters (``dropped_late``, ``skipped``) and its own stream time."""
+
+    def __init__(self, store: str, start: Callable[[], Any],
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+        self.store_name = store
+        self.start = start
+        self.adder = adder
+        self.late = late
+        self.dropped_late = 0
+        self.skipped = 0
+        self._time = NodeStreamTime()
+
+
+class TimeWindowAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
     timestamp (:class:`~aiostreams.topology.dsl_stores.ValueAndTimestamp`)."""
 
@@ -60,14 +75,8 @@ class TimeWindowAggregateProcessor(Processor[Any, Any]):
 
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
-        self.store_name = store
+        super().__init__(store, start, adder, late)
         self.windows = windows
-        self.start = start
-        self.adder = adder
-        self.late = late
-        self.dropped_late = 0
-        self.skipped = 0
-        self._time = NodeStreamTime()
 
     async def process(self, record: AnyRecord) -> None:
         key, value = record.key, record.value
@@ -97,22 +106,16 @@ class TimeWindowAggregateProcessor(Processor[Any, Any]):
                 ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
 
-class SessionAggregateProcessor(Processor[Any, Any]):
+class SessionAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, session end)`` to
     ``(session start, aggregate)``."""
 
     def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
                  start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                  merger: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
-        self.store_name = store
+        super().__init__(store, start, adder, late)
         self.windows = windows
-        self.start = start
-        self.adder = adder
         self.merger = merger
-        self.late = late
-        self.dropped_late = 0
-        self.skipped = 0
-        self._time = NodeStreamTime()
         self._store_time = StoreTime(retention_ms)
 
     async def process(self, record: AnyRecord) -> None:
