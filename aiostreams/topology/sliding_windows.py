@@ -72,8 +72,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
         self._store_time = StoreTime(2 * self.d + self.grace_ms)
 
     async def process(self, record: AnyRecord) -> None:
-        if record.key is None or record.value is None:
-            self.skipped += 1
+        if self._skipped(record, null_values=True):
             return
         ctx = self.context
         ts = to_ms(record.timestamp)

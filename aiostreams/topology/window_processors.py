@@ -64,6 +64,14 @@ class WindowedAggregate(Processor[Any, Any]):
         self.skipped = 0
         self._time = NodeStreamTime()
 
+    def _skipped(self, record: AnyRecord, *, null_values: bool = False) -> bool:
+        """True (and counted) for a record without a key (or, with ``null_values``, without
+        a value): Kafka Streams skips those in windowed aggregations."""
+        if record.key is None or (null_values and record.value is None):
+            self.skipped += 1
+            return True
+        return False
+
 
 class TimeWindowAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
@@ -79,11 +87,9 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         self.windows = windows
 
     async def process(self, record: AnyRecord) -> None:
-        key, value = record.key, record.value
-        if key is None:
-            self.skipped += 1
+        if self._skipped(record):
             return
-        ctx = self.context
+        key, value, ctx = record.key, record.value, self.context
         ts = to_ms(record.timestamp)
         close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms
         store = window_access(ctx.store(self.store_name))
@@ -119,11 +125,9 @@ class SessionAggregateProcessor(WindowedAggregate):
         self._store_time = StoreTime(retention_ms)
 
     async def process(self, record: AnyRecord) -> None:
-        key, value = record.key, record.value
-        if key is None:
-            self.skipped += 1
+        if self._skipped(record):
             return
-        ctx = self.context
+        key, value, ctx = record.key, record.value, self.context
         gap = self.windows.gap_ms
         ts = to_ms(record.timestamp)
         close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms - gap
