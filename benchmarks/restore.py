@@ -26,27 +26,16 @@ from aiostreams.engine.restore import Restorer
 from aiostreams.state.base import StoreContext
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.types import OutgoingRecord, TopicPartition
+from aiostreams.types import TopicPartition
 from benchmarks._broker import kafka_broker
-from benchmarks.peers.topics import PRELOAD_CHUNK, create_topics
+from benchmarks.peers.topics import create_topics, produce_pairs
 
 
 async def write_changelog(bootstrap: str, topic: str, updates: int, keys: int) -> None:
-    producer = KafkaTransport(bootstrap).producer()
-    await producer.start()
-    try:
-        chunk: list[OutgoingRecord] = []
-        for i in range(updates):
-            chunk.append(OutgoingRecord(topic, (i % keys).to_bytes(8, "big"),
-                                        i.to_bytes(16, "big")))
-            if len(chunk) == PRELOAD_CHUNK:
-                await producer.send_batch(chunk)
-                chunk = []
-        if chunk:
-            await producer.send_batch(chunk)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    """``updates`` writes cycling over ``keys`` keys (8-byte keys, 16-byte values)."""
+    updates_ = (((i % keys).to_bytes(8, "big"), i.to_bytes(16, "big"))
+                for i in range(updates))
+    await produce_pairs(bootstrap, topic, updates_)
 
 
 async def time_restore(bootstrap: str, topic: str, state_dir: Path) -> tuple[float, int]:

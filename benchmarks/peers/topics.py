@@ -45,11 +45,17 @@ async def preload(bootstrap: str, topic: str, n: int, keys: int,
                   skew: str = "uniform") -> None:
     """Write :func:`~benchmarks.peers.workload.records` ``(n, keys, skew=skew)`` to
     ``topic``, in order."""
+    await produce_pairs(bootstrap, topic, records(n, keys, skew=skew))
+
+
+async def produce_pairs(bootstrap: str, topic: str,
+                        pairs: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+    """Write ``(key, value)`` pairs to ``topic`` in order, in batches of PRELOAD_CHUNK."""
     producer = KafkaTransport(bootstrap).producer()
     await producer.start()
     try:
         chunk: list[OutgoingRecord] = []
-        for key, value in records(n, keys, skew=skew):
+        for key, value in pairs:
             chunk.append(OutgoingRecord(topic, key, value))
             if len(chunk) == PRELOAD_CHUNK:
                 await producer.send_batch(chunk)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from taskkit import raw, str_topic
+from taskkit import GatedUpper, raw, str_topic
 
 from aiostreams.engine.clock import ManualClock
 from aiostreams.engine.committer import Committer, CommitTimer, advance, commit_snapshot
@@ -20,23 +20,13 @@ from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.task_lifecycle import TaskFactory
 from aiostreams.errors import UnknownTopicError
 from aiostreams.testing import Sequencer, settle
-from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer, IsolationLevel
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.types import Record, TopicPartition
+from aiostreams.types import TopicPartition
 
 IN = TopicPartition("in", 0)
 OUT = TopicPartition("out", 0)
-
-
-class GatedUpper(Processor[str, str]):
-    def __init__(self, seq: Sequencer) -> None:
-        self.seq = seq
-
-    async def process(self, record: Record[str, str]) -> None:
-        await self.seq.wait(record.value)
-        self.context.forward(record.with_value(record.value.upper()))
 
 
 class _Listener:

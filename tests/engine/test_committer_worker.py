@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from appkit import produce
+from taskkit import GatedUpper
 
 from aiostreams import App, Processor, Record
 from aiostreams.engine.clock import LoopClock
@@ -178,15 +179,6 @@ async def test_a_crashed_loop_fails_the_worker_instead_of_leaving_it_idle() -> N
     assert isinstance(worker.failure, KeyError)
     await worker.stop()
     assert worker.state is AppState.FAILED
-
-
-class GatedUpper(Processor[str, str]):
-    def __init__(self, seq: Sequencer) -> None:
-        self.seq = seq
-
-    async def process(self, record: Record[str, str]) -> None:
-        await self.seq.wait(record.value)
-        self.context.forward(record.with_value(record.value.upper()))
 
 
 async def test_a_stop_during_a_rebalance_lets_the_revoke_drain_and_commit() -> None:

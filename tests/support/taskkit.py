@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+from aiostreams import Processor, Record
 from aiostreams.engine.clock import ManualClock
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Ordering
 from aiostreams.serde import StrSerde
+from aiostreams.testing import Sequencer
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import Topology
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
@@ -83,3 +85,15 @@ def make_task() -> MakeTask:
         return harness
 
     return make
+
+
+class GatedUpper(Processor[str, str]):
+    """Upper-cases each value once the test releases its gate (``seq.release(value)``)."""
+
+    def __init__(self, seq: Sequencer) -> None:
+        self.seq = seq
+
+    async def process(self, record: Record[str, str]) -> None:
+        await self.seq.wait(record.value)
+        self.context.forward(record.with_value(record.value.upper()))
+
