@@ -64,7 +64,8 @@ class StoreOverlay:
     def identity(self, key: Any) -> Any:
         """What the overlay indexes ``key`` by (``(identity, start)`` for a window key)."""
         if self._windows is not None:
-            return (key_identity(key[0], self._encode), key[1])
+            ident = key_identity(key[0], self._encode)
+            return key if ident is key[0] else (ident, key[1])  # no new tuple on the fast path
         return key_identity(key, self._encode)
 
     def read(self, key: Any) -> tuple[bool, Any]:
