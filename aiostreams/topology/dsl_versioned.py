@@ -90,11 +90,11 @@ def join_versioned(builder: StreamsBuilder, stream: Stream[Any, Any], table: Tab
                    joiner: Callable[[Any, Any], Any], left: bool, grace: float | None, *,
                    name: str | None) -> str:
     """Add the versioned stream-table join node (and its grace buffer); its name."""
-    getter = table.getter
-    assert isinstance(getter, VersionedGetter)
     kind = "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN"
     node = builder.new_name(kind, name)
     grace_ms = check_grace(table, grace, node)
+    getter = table.getter
+    assert isinstance(getter, VersionedGetter), "check_grace refuses unversioned tables"
     key_serde = stream.key_serde or table.key_serde or JsonSerde()
     value_serde = stream.value_serde or JsonSerde()
     buffer = (None if grace_ms is None
