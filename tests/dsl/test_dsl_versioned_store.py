@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot, SlotKind
+from aiostreams.serde import StrSerde
 from aiostreams.state.base import StoreContext
 from aiostreams.state.overlay import StoreOverlay, view_for
 from aiostreams.state.versioned import VersionedKeyValueStore
 from aiostreams.state.versioned_view import VersionedStoreView
-from aiostreams.serde import StrSerde
 
 
 class Engine:
