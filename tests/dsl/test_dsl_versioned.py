@@ -13,7 +13,7 @@ from dslkit import In, make_app, produce, run_app
 
 from aiostreams import App, ConfigError, TopologyError, Versioned
 
-IDLE = {"max_task_idle_ms": 100.0}
+IDLE: dict[str, Any] = {"max_task_idle_ms": 100.0}
 
 
 def tiers_app(*, versioned: bool = True, grace: float | None = None,

@@ -39,7 +39,7 @@ class Engine:
         slot = Slot(SlotKind.RECORD, None, None, None)
         token = CURRENT_SLOT.set(slot)
         try:
-            result = await self.view.put(key, value, ms / 1000)
+            result: float | None = await self.view.put(key, value, ms / 1000)
         finally:
             CURRENT_SLOT.reset(token)
         self.in_flight.append(slot)
