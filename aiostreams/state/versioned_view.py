@@ -15,7 +15,7 @@ write and read the store run in issue order (the DSL's versioned processors awai
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT
 from aiostreams.state.base import TOMBSTONE
@@ -28,8 +28,18 @@ from aiostreams.state.versioned import (
 )
 from aiostreams.state.window import window_start_ms
 
-if TYPE_CHECKING:
-    from aiostreams.state.overlay import StoreOverlay
+
+class StoreOverlay(Protocol):
+    """What the view uses of :class:`aiostreams.state.overlay.StoreOverlay` (which makes
+    the view; naming the class here would make an import circle)."""
+
+    store: Any
+
+    def read(self, key: Any) -> tuple[bool, Any]: ...
+
+    def write(self, slot: Any, key: Any, value: Any) -> None: ...
+
+    def pending_windows(self, key: Any) -> list[tuple[float, Any]]: ...
 
 __all__ = ["VersionedStoreView"]
 
