@@ -209,9 +209,12 @@ class VersionedKeyValueStore(StoreCore):
         await self._rows.open(context)
         self.fresh = self._rows.fresh
         self.state = self._rows.state
-        if self._rows.retained_from > -math.inf:  # a file with versions: its stream time
-            self.observed_ms = window_start_ms(self._rows.retained_from) + round(
-                _UNBOUNDED * 1000)
+        # A file with versions: its stream time is the greatest timestamp in it (the newest
+        # version of some key, never dropped). Read in ms from the backend's retention
+        # tracker (same package): its float ``retained_from`` is too coarse at this range.
+        latest = self._rows._retention.max_ms
+        if latest is not None:
+            self.observed_ms = latest
 
     async def close(self) -> None:
         await self._rows.close()

@@ -183,3 +183,25 @@ async def test_a_tombstone_is_a_version(tmp_path: Path, persistent: bool) -> Non
     assert await engine.view.get("a", 1.7) == ("y", 1.5, 2.0)
     assert await engine.view.get("a", 2.5) is None
     await store.close()
+
+
+async def test_a_reopened_sqlite_store_keeps_its_history_and_stream_time(
+        tmp_path: Path) -> None:
+    store = make_store(True, 2000)
+    await store.open(StoreContext("0_0", tmp_path, 0))
+    engine = Engine(store)
+    for key, value, ms in [("a", "x", 1001), ("a", "y", 3003), ("b", None, 4567),
+                           ("a", "w", 2002)]:
+        await engine.put(key, value, ms)
+    engine.retire(4)
+    await store.flush()
+    await store.close()
+    reopened = make_store(True, 2000)
+    await reopened.open(StoreContext("0_0", tmp_path, 0))
+    assert not reopened.fresh
+    assert reopened.observed_ms == 4567
+    again = Engine(reopened)
+    assert await again.view.get("a", 2.5) == ("w", 2.002, 3.003)
+    assert await again.put("a", "late", 2566) is None  # 2.566 < 4.567 - 2: refused
+    assert await again.put("a", "ok", 2567) == 3.003
+    await reopened.close()
