@@ -190,8 +190,8 @@ async def test_a_reopened_sqlite_store_keeps_its_history_and_stream_time(
     store = make_store(True, 2000)
     await store.open(StoreContext("0_0", tmp_path, 0))
     engine = Engine(store)
-    for key, value, ms in [("a", "x", 1001), ("a", "y", 3003), ("b", None, 4567),
-                           ("a", "w", 2002)]:
+    for key, value, ms in [("a", "x", 1001), ("a", "y", 3003), ("a", "w", 2002),
+                           ("b", None, 4567)]:
         await engine.put(key, value, ms)
     engine.retire(4)
     await store.flush()
@@ -201,7 +201,8 @@ async def test_a_reopened_sqlite_store_keeps_its_history_and_stream_time(
     assert not reopened.fresh
     assert reopened.observed_ms == 4567
     again = Engine(reopened)
-    assert await again.view.get("a", 2.5) == ("w", 2.002, 3.003)
+    assert await again.view.get("a", 2.6) == ("w", 2.002, 3.003)
+    assert await again.view.get("a", 2.5) is None  # older than 4.567 - 2: newest only
     assert await again.put("a", "late", 2566) is None  # 2.566 < 4.567 - 2: refused
     assert await again.put("a", "ok", 2567) == 3.003
     await reopened.close()
