@@ -23,17 +23,12 @@ from aiostreams.spark.attach import ParquetValidator, add_delta_sink, add_parque
 from aiostreams.spark.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
 from aiostreams.spark.delta_identity import TableIdentityError
 from aiostreams.spark.delta_sink import DeltaSink, DeltaStep
-from aiostreams.spark.parquet_sink import (
-    FlushStep,
-    ParquetSink,
-    SinkFailedError,
-    SinkMetrics,
-    SinkState,
-)
+from aiostreams.spark.parquet_sink import FlushStep, ParquetSink
 from aiostreams.spark.parquet_writer import UnreachableFilesError
 from aiostreams.spark.schema import RowSchema, SchemaMismatch, to_spark_schema
 from aiostreams.spark.schema_evolution import IncompatibleSchemaError
 from aiostreams.spark.session import SparkConfig, get_session, stop_session
+from aiostreams.spark.sink_state import SinkFailedError, SinkMetrics, SinkState
 
 __all__ = [
     "DatasetLockedError",

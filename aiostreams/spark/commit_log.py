@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import AiostreamsError
 from aiostreams.types import TopicPartition
 
@@ -53,7 +54,8 @@ except ImportError:  # pragma: no cover - not on Linux/macOS: no cross-process l
 
 __all__ = ["LOG_DIR", "STAGING_DIR", "CommitLog", "DataFile", "DatasetLockedError",
            "DatasetOwnerError", "LogEntry",
-           "OffsetRange", "Recovery", "committed_files", "fsync_dir", "is_data_file"]
+           "OffsetRange", "Recovery", "committed_files", "fsync_dir", "is_data_file",
+           "merge_ranges", "offset_ranges"]
 
 log = logging.getLogger("aiostreams.spark")
 
@@ -98,6 +100,32 @@ class OffsetRange:
     @property
     def source(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+Spans = dict[TopicPartition, tuple[int, int]]
+"""Per source partition, the first and last offset (inclusive) of some rows."""
+
+
+def offset_ranges(rows: Iterable[ExternalRecord]) -> Spans:
+    """The spans of ``rows`` (per source, offsets never decrease: the sinks assert it)."""
+    ranges: dict[TopicPartition, list[int]] = {}
+    for r in rows:
+        span = ranges.get(r.source)
+        if span is None:
+            ranges[r.source] = [r.offset, r.offset]
+        else:
+            span[1] = r.offset
+    return {tp: (first, last) for tp, (first, last) in ranges.items()}
+
+
+def merge_ranges(spans: Iterable[Spans]) -> tuple[OffsetRange, ...]:
+    """The offset ranges of a batch made of consecutive chunks with ``spans``, sorted."""
+    merged: Spans = {}
+    for chunk in spans:  # in offset order per source
+        for source, (first, last) in chunk.items():
+            merged[source] = (merged.get(source, (first, last))[0], last)
+    return tuple(OffsetRange(source.topic, source.partition, first, last)
+                 for source, (first, last) in sorted(merged.items()))
 
 
 @dataclass(frozen=True)
@@ -203,6 +231,18 @@ class CommitLog:
         if self._lock_file is not None:
             self._lock_file.close()  # closing the descriptor drops the flock
             self._lock_file = None
+
+    def check_owner(self, app_id: str | None) -> None:
+        """Raise :class:`DatasetOwnerError` if the newest entry naming an app names another
+        one than ``app_id`` (None, a sink outside any app, counts as another app)."""
+        if self.app is None or self.app == app_id:
+            return
+        me = f"app {app_id!r}" if app_id else "a sink outside any app"
+        raise DatasetOwnerError(
+            f"{self.dataset} was written by app {self.app!r} (commit log entry "
+            f"{self.app_entry}); this is {me}. Its durable offsets are that app's: "
+            "continuing would drop this app's records at or below them as replays. Give "
+            "each app its own path (a renamed app is another app: give it a new path)")
 
     # -- reading and recovering -----------------------------------------------------------
 
