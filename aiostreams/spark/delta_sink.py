@@ -32,7 +32,8 @@ through ``deltalake`` (delta-rs):
   its partition's version below its offset, and no commit of that app transaction came in
   between: never twice. (``ParquetSink`` keeps one writer per dataset, with a lock.)
 * :meth:`DeltaSink.start` opens the table if it exists and refuses, before anything is
-  written: a table written for another app or source (:class:`TableIdentityError`), other
+  written: a table written for another app or source, or for another incarnation of a
+  source topic (:class:`TableIdentityError`; :mod:`aiostreams.spark.incarnations`), other
   partition columns, or a model that no longer fits its schema
   (:class:`~aiostreams.spark.schema_evolution.IncompatibleSchemaError`, naming the field). A
   new optional field is accepted and merged into the table's schema by the next commit
@@ -53,18 +54,20 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import AiostreamsError, ConfigError
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
-from aiostreams.spark.delta_table import CommitRace, open_table, write_batch
+from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch
+from aiostreams.spark.incarnations import check_incarnations, known_ids
 from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
@@ -163,6 +166,7 @@ class DeltaSink:
         self.engine = engine
         self.name = ""
         self.app_id: str | None = None  # set by bind_app (the worker, before start)
+        self.topic_ids: dict[str, str] = {}  # set by bind_topic_ids (the worker, too)
         self.validated_upstream = False  # set by add_delta_sink
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
@@ -197,6 +201,13 @@ class DeltaSink:
             raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
         self.app_id = app_id
 
+    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
+        """Name the incarnation (Kafka topic id) of each source topic as the app starts (the
+        worker calls it before :meth:`start`); None for a topic without an id."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
+        self.topic_ids = known_ids(ids)
+
     async def start(self) -> None:
         """Open the table when it exists and check identity, partitioning and schema (see
         the module docstring). Cancellation: the check runs to completion on the writer
@@ -211,9 +222,8 @@ class DeltaSink:
         table = open_table(where, self.storage_options)
         if table is None:
             return
-        self._identity = TableIdentity.from_description(table.metadata().description, where)
-        if self._identity is not None:
-            self._identity.check(self.app, self.sources, where)
+        if TableIdentity.from_description(table.metadata().description, where) is not None:
+            self._check_and_record_identity(table, where)
         columns = tuple(table.metadata().partition_columns)
         if columns != self.partition_by:
             raise ConfigError(f"the Delta table at {where} is partitioned by {list(columns)}; "
@@ -221,6 +231,36 @@ class DeltaSink:
                               "or another path")
         check_appendable(pa.schema(table.schema().to_arrow()), self.schema.arrow_schema,
                          model=self.model.__name__, dataset=where)
+
+    def _check_identity(self, identity: TableIdentity, sources: Iterable[str],
+                        where: str) -> None:
+        identity.check(self.app, sources, where)
+        check_incarnations(identity.ids, self.topic_ids, table=f"the Delta table at {where}",
+                           recorded_in="its description")
+
+    def _check_and_record_identity(self, table: DeltaTable, where: str) -> None:
+        """Check the table's identity; record the topic ids it lacks (a table written
+        before ids were recorded), as a metadata commit, retried against newer snapshots."""
+        for _ in range(COMMIT_ATTEMPTS):
+            identity = TableIdentity.from_description(table.metadata().description, where)
+            assert identity is not None
+            self._check_identity(identity, self.sources, where)
+            recorded = identity.with_topic_ids(self.topic_ids)
+            if recorded == identity:
+                self._identity = identity
+                return
+            try:
+                record_identity(table, recorded)
+            except CommitRace:
+                self.metrics.commit_conflicts += 1
+                table = open_table(where, self.storage_options) or table
+                continue
+            log.info("sink %r: recorded topic ids %s in the identity of %s", self.name,
+                     recorded.ids, where)
+            self._identity = recorded
+            return
+        raise SinkFailedError(f"{self!r}: recording the topic ids in {where}'s identity lost "
+                              f"{COMMIT_ATTEMPTS} races with other writers; restart the app")
 
     def add(self, record: ExternalRecord) -> None:
         """Buffer a retired result; never blocks. Replays are dropped; after a failure,
@@ -332,9 +372,9 @@ class DeltaSink:
                     durable[source] = version
         rows = [r for r in records if r.offset > durable.get(r.source, -1)]
         if self._identity is not None:
-            self._identity.check(self.app, {r.source.topic for r in rows}, where)
+            self._check_identity(self._identity, {r.source.topic for r in rows}, where)
         identity = self._identity or TableIdentity.of(
-            self.app, self.sources or {r.source.topic for r in rows})
+            self.app, self.sources or {r.source.topic for r in rows}, self.topic_ids)
         self._after(DeltaStep.CHECKED)
         if rows:
             lasts: dict[TopicPartition, int] = {}

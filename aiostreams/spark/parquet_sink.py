@@ -29,8 +29,9 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
   (the durable offsets) and deletes staging leftovers and data files no entry lists. It
   refuses (loudly, before writing) a dataset whose log names another app than the one the
-  worker bound the sink to (:meth:`ParquetSink.bind_app`), or whose newest file the model
-  no longer fits (:mod:`aiostreams.spark.schema_evolution`).
+  worker bound the sink to (:meth:`ParquetSink.bind_app`), another incarnation of a source
+  topic (:meth:`ParquetSink.bind_topic_ids`, :mod:`aiostreams.spark.incarnations`), or
+  whose newest file the model no longer fits (:mod:`aiostreams.spark.schema_evolution`).
 
 So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
 whose batch has no log entry: the dataset holds each input's results once.
@@ -65,7 +66,7 @@ import logging
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ from aiostreams.spark.commit_log import (
     merge_ranges,
     offset_ranges,
 )
+from aiostreams.spark.incarnations import known_ids
 from aiostreams.spark.parquet_writer import (
     COMPRESSIONS,
     Engine,
@@ -215,6 +217,7 @@ class ParquetSink:
         self.spark = spark
         self.validated_upstream = False  # set by add_parquet_sink: values were checked
         self.app_id: str | None = None  # set by bind_app (the worker, before start)
+        self.topic_ids: dict[str, str] = {}  # set by bind_topic_ids (the worker, too)
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
         self.recovery: Recovery | None = None
@@ -251,6 +254,14 @@ class ParquetSink:
             raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
         self.app_id = app_id
 
+    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
+        """Name the incarnation (Kafka topic id) of each source topic (the worker calls it
+        before :meth:`start`): log entries record them, and :meth:`start` refuses a dataset
+        holding another incarnation's offsets. None: a topic without an id (not checked)."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
+        self.topic_ids = known_ids(ids)
+
     async def start(self) -> None:
         """Take the writer lock, recover from the commit log (see the module docstring) and,
         for ``engine="spark"``, start the SparkSession. Cancellation: the recovery runs to
@@ -272,6 +283,7 @@ class ParquetSink:
         try:
             report = self._log.recover()
             self._log.check_owner(self.app_id)
+            self._log.check_incarnations(self.topic_ids)
             self._check_schema_appends()
             if self.engine == "spark":
                 get_session(self.spark)
@@ -420,7 +432,8 @@ class ParquetSink:
                                   compression=self.compression)
         self._after(FlushStep.MOVED)
         entry = LogEntry(batch_id, tuple(moved), ranges, sum(c.rows for c in converted),
-                         self.engine, app=self.app_id)
+                         self.engine, app=self.app_id,
+                         topic_ids=known_ids(self.topic_ids, (r.topic for r in ranges)))
         self._log.append(entry)
         self._after(FlushStep.LOGGED)
         shutil.rmtree(staging, ignore_errors=True)
