@@ -42,8 +42,8 @@ KINDS = ["delta", "parquet"]
 
 def new_sink(kind: Kind, path: Path) -> WatchedSink | WatchedDeltaSink:
     if kind == "delta":
-        return WatchedDeltaSink(path, Order, batch_rows=40)
-    return WatchedSink(path, Order, engine="pyarrow", batch_rows=40)
+        return WatchedDeltaSink(path, Order, batch_rows=40, batch_interval=1.0)
+    return WatchedSink(path, Order, engine="pyarrow", batch_rows=40, batch_interval=1.0)
 
 
 def new_app(kind: Kind, name: str, transport: Transport, topic: str,
