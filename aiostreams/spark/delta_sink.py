@@ -64,7 +64,7 @@ from deltalake import DeltaTable
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.errors import AiostreamsError, ConfigError
+from aiostreams.errors import ConfigError
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
 from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch
 from aiostreams.spark.incarnations import check_incarnations, known_ids
@@ -73,7 +73,13 @@ from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.sink_batching import Batcher
 from aiostreams.spark.sink_columns import TableColumns
-from aiostreams.spark.sink_state import SinkFailedError, SinkMetrics, SinkState, move_to
+from aiostreams.spark.sink_state import (
+    SinkFailedError,
+    SinkMetrics,
+    SinkState,
+    move_to,
+    raise_write_failure,
+)
 from aiostreams.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
 
@@ -147,10 +153,6 @@ class DeltaSink:
                               "local path")
         if engine != "pyarrow":
             raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs); got {engine!r}")
-        if batch_rows < 1:
-            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
-        if batch_interval <= 0:
-            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
         self.path: Path | str = where.local if where.local is not None else where.uri
         self.storage_options = options
         self.model = model
@@ -301,10 +303,7 @@ class DeltaSink:
         except BaseException as e:
             if self._failure is not None and self.state is SinkState.RUNNING:
                 self._move_to(SinkState.FAILED)
-            if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
-                raise SinkFailedError(f"{self!r}: writing {len(records)} row(s) failed: "
-                                      f"{type(e).__name__}: {e}") from e
-            raise
+            raise_write_failure(self, len(records), e)
         self._batch.done(batch)  # FIFO: every earlier write succeeded too
         m = self.metrics
         seconds = time.monotonic() - began

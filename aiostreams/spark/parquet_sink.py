@@ -19,13 +19,8 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
   appends an entry to the commit log naming the files and, per source partition, the offset
   range written (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it
   returns after.
-* :meth:`ParquetSink.pending_offset` names, per source partition, the first record added
-  but not yet durable (buffered, being written, or dropped after a failure); the worker
-  commits no further. So an at-least-once commit need not wait for a write: it flushes the
-  sink only when :attr:`ParquetSink.backlogged`, and files are ``batch_rows`` rows or
-  ``batch_interval`` seconds of data, whatever the app's ``commit_interval_ms``. Under
-  exactly-once every commit flushes (a transaction's outputs must match its offsets), so
-  there files are as large as what arrives between two commits.
+* :meth:`ParquetSink.pending_offset` and :attr:`ParquetSink.backlogged`: the committable
+  offsets and the back-pressure of :mod:`aiostreams.spark.sink_batching`.
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
   (the durable offsets) and deletes staging leftovers and data files no entry lists. It
   refuses (loudly, before writing) a dataset whose log names another app than the one the
@@ -36,16 +31,8 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
 So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
 whose batch has no log entry: the dataset holds each input's results once.
 
-Invariants (asserted): those of :mod:`aiostreams.spark.sink_batching` (which holds the
-buffer, the back-pressure rule and the committable offsets), and the durable offset never
-passes a record that was not written.
-
-Back-pressure: :attr:`ParquetSink.backlogged` (see :mod:`aiostreams.spark.sink_batching`)
-makes the worker commit early, and that commit flushes the sink. The commit runs in the
-worker's fetch loop and awaits the write, so nothing is fetched while Spark writes: what
-still reaches the sink meanwhile was fetched before (at most the tasks' partition queues and
-reorder buffers), so the buffer stays bounded (about ``batch_rows`` plus that) however
-slow the write.
+Invariants (asserted): those of :mod:`aiostreams.spark.sink_batching`, and the durable
+offset never passes a record that was not written.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once, but its write runs
 to completion on the Spark thread; the commit that awaited it fails, so nothing is committed.
@@ -72,10 +59,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyarrow.parquet import read_schema
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.errors import AiostreamsError, ConfigError
+from aiostreams.errors import ConfigError
 from aiostreams.spark.commit_log import (
     STAGING_DIR,
     CommitLog,
@@ -97,7 +85,13 @@ from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
 from aiostreams.spark.sink_batching import FIRST_WRITE_GUESS, Batcher, Offsets
 from aiostreams.spark.sink_columns import TableColumns
-from aiostreams.spark.sink_state import SinkFailedError, SinkMetrics, SinkState, move_to
+from aiostreams.spark.sink_state import (
+    SinkFailedError,
+    SinkMetrics,
+    SinkState,
+    move_to,
+    raise_write_failure,
+)
 from aiostreams.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
 from aiostreams.types import TopicPartition
 
@@ -195,12 +189,8 @@ class ParquetSink:
             raise ConfigError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
         if batch_rows is None:
             batch_rows = DEFAULT_BATCH_ROWS[engine]
-        if batch_rows < 1:
-            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         if convert_rows < 1:
             raise ConfigError(f"convert_rows must be >= 1, got {convert_rows}")
-        if batch_interval <= 0:
-            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
         self.columns = TableColumns(
             model, partition_by=partition_by, include=include, key_type=key_type,
             metadata_prefix=metadata_prefix,
@@ -284,25 +274,16 @@ class ParquetSink:
             report = self._log.recover()
             self._log.check_owner(self.app_id)
             self._log.check_incarnations(self.topic_ids)
-            self._check_schema_appends()
+            if self._log.last_files:  # the model must still fit the newest file's schema
+                check_appendable(read_schema(self.path / self._log.last_files[-1].path),
+                                 self.schema.arrow_schema, model=self.model.__name__,
+                                 dataset=str(self.path), partition_by=self.partition_by)
             if self.engine == "spark":
                 get_session(self.spark)
         except BaseException:
             self._log.release()
             raise
         return report
-
-    def _check_schema_appends(self) -> None:
-        """Raise :class:`IncompatibleSchemaError` unless this sink's rows can append to the
-        newest committed file's schema (each accepted change kept it readable)."""
-        if not self._log.last_files:
-            return
-        import pyarrow.parquet as pq
-
-        newest = self.path / self._log.last_files[-1].path
-        check_appendable(pq.read_schema(newest), self.schema.arrow_schema,
-                         model=self.model.__name__, dataset=str(self.path),
-                         partition_by=self.partition_by)
 
     def add(self, record: ExternalRecord) -> None:
         """Buffer a retired result; never blocks. Replays (at or below the durable offset)
@@ -340,10 +321,7 @@ class ParquetSink:
         except BaseException as e:
             if self._failure is not None and self.state is SinkState.RUNNING:
                 self._move_to(SinkState.FAILED)
-            if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
-                raise SinkFailedError(f"{self!r}: writing {batch.rows} row(s) failed: "
-                                      f"{type(e).__name__}: {e}") from e
-            raise
+            raise_write_failure(self, batch.rows, e)
         self._batch.done(batch)
         m = self.metrics
         m.rows_added += batch.rows

@@ -15,7 +15,16 @@ worker may commit: one :class:`Batcher` per sink, on the event loop.
 * The committable-offset rule (:meth:`Batcher.pending_offset`): per source partition, the
   first offset added and not durable yet, whether buffered, taken by a write that has not
   succeeded, or dropped because the sink failed. The worker commits each input partition
-  only up to it.
+  only up to it. So an at-least-once commit need not wait for a write: it flushes the sink
+  only when backlogged, and files are ``batch_rows`` rows or ``batch_interval`` seconds of
+  data, whatever the app's ``commit_interval_ms``. Under exactly-once every commit flushes
+  (a transaction's outputs must match its offsets), so there files are as large as what
+  arrives between two commits.
+
+Back-pressure: the commit runs in the worker's fetch loop and awaits the write, so nothing
+is fetched while a sink writes: what still reaches the sink meanwhile was fetched before (at
+most the tasks' partition queues and reorder buffers), so the buffer stays bounded (about
+``batch_rows`` plus that) however slow the write.
 
 Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease
 while any of its records is pending (a partition that moved to another worker and back may
@@ -31,6 +40,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.errors import ConfigError
 from aiostreams.spark.sink_state import SinkMetrics
 from aiostreams.types import TopicPartition
 
@@ -66,11 +76,16 @@ class Batch(Generic[T]):
 
 class Batcher(Generic[T]):
     """The buffer and the committable-offset bookkeeping of one sink (see the module
-    docstring). ``owner`` names the sink in assertion messages."""
+    docstring). ``owner`` names the sink in assertion messages. Raises :class:`ConfigError`
+    for a ``batch_rows`` below 1 or a ``batch_interval`` not above 0."""
 
     def __init__(self, owner: str, *, batch_rows: int, batch_interval: float,
                  chunk_rows: int, hand_off: HandOff[T], metrics: SinkMetrics) -> None:
-        assert batch_rows >= 1 and chunk_rows >= 1 and batch_interval > 0
+        if batch_rows < 1:
+            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
+        if batch_interval <= 0:
+            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
+        assert chunk_rows >= 1, chunk_rows
         self.owner = owner
         self.batch_rows = batch_rows
         self.batch_interval = batch_interval

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NoReturn
 
 from aiostreams.errors import AiostreamsError
 
-__all__ = ["SinkFailedError", "SinkMetrics", "SinkState", "move_to"]
+__all__ = ["SinkFailedError", "SinkMetrics", "SinkState", "move_to", "raise_write_failure"]
 
 
 class SinkState(enum.Enum):
@@ -43,6 +44,16 @@ def move_to(name: str, current: SinkState, state: SinkState) -> SinkState:
 
 class SinkFailedError(AiostreamsError):
     """A write of a table sink failed earlier; the sink accepts no more flushes."""
+
+
+def raise_write_failure(sink: object, rows: int, error: BaseException) -> NoReturn:
+    """Raise what a flush of ``rows`` row(s) by ``sink`` raises when its write raised
+    ``error``: our own errors and BaseExceptions (cancellation) as they are, any other
+    error as a :class:`SinkFailedError` naming the sink."""
+    if isinstance(error, Exception) and not isinstance(error, AiostreamsError):
+        raise SinkFailedError(f"{sink!r}: writing {rows} row(s) failed: "
+                              f"{type(error).__name__}: {error}") from error
+    raise error
 
 
 @dataclass
