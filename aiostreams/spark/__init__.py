@@ -2,8 +2,8 @@
 
 * :class:`DeltaSink` + :func:`add_delta_sink`: a Delta Lake table as an external sink (the
   recommended format for new tables: one Delta commit per batch, idempotent by source offsets,
-  exactly once for every Delta reader); :class:`TableIdentityError` when the table belongs to
-  another app or source.
+  exactly once for every Delta reader); :class:`TableIdentityError` when the table (or a
+  Parquet dataset) belongs to another app, source, or incarnation of a source topic.
 * :class:`ParquetSink` + :func:`add_parquet_sink`: a Parquet dataset as an external sink of an
   app (Spark or pyarrow writes, a commit log beside the data, replays dropped).
 * :class:`RowSchema`: the Arrow schema of a pydantic model, and batches as Arrow tables.
