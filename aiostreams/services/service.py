@@ -28,16 +28,27 @@ from typing import TypeVar
 
 from aiostreams.engine.clock import Clock, LoopClock
 from aiostreams.engine.permit_wait import waiting_for_permit
+from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
-from aiostreams.services.limit import Adaptive, AdaptiveLimit, FixedLimit, Limit
+from aiostreams.services.gradient import GradientLimit
+from aiostreams.services.limit import Adaptive, FixedLimit, Limit
 from aiostreams.services.outcome import RetryBudgetExhausted, classify
 from aiostreams.services.rate import RateLimit, TokenBucket
 from aiostreams.services.stats import ServiceStats
 
-__all__ = ["Service"]
+__all__ = ["Service", "make_limit"]
 
 T = TypeVar("T")
+
+
+def make_limit(concurrency: int | Adaptive) -> Limit:
+    """The limit a service's ``concurrency=`` declares."""
+    if not isinstance(concurrency, Adaptive):
+        return FixedLimit(concurrency)
+    if concurrency.algorithm == "aimd":
+        return AimdLimit(concurrency)
+    return GradientLimit(concurrency)
 
 
 class Service:
@@ -53,8 +64,7 @@ class Service:
         self.name = name
         self.timeout = timeout
         self.clock: Clock = clock or LoopClock()
-        self.limiter: Limit = (AdaptiveLimit(concurrency) if isinstance(concurrency, Adaptive)
-                               else FixedLimit(concurrency))
+        self.limiter = make_limit(concurrency)
         now = self.clock.monotonic()
         self.bucket = TokenBucket(rate, now) if rate is not None else None
         self.breaker = Breaker(breaker) if breaker is not None else None
