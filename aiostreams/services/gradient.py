@@ -14,9 +14,10 @@ short-term average latency, at least ``MIN_WINDOW``); at each window's end:
    service, or it got slower for good - and the baseline starts anew instead (a bulkhead
    that answers 429 at its capacity never queues, and a loaded machine had the limit cut
    to 0.64 x the capacity on latency no cut could lower);
-2. else, if the limit was in use (at least half of it out at once in the window), it
-   **grows**: toward one call below the *ceiling* (the limit at the last cut) by half the
-   distance (concave: back near it in a few round trips); there it rests ``PLATEAU``
+2. else, if the limit was in use (at least half of it out at once in the window) and no
+   call was refused in the window, it **grows**: toward one call below the *ceiling* (the
+   limit at the last cut) by half the distance (concave: back near it in a few round
+   trips); there it rests ``PLATEAU``
    windows, then probes past it by ``MIN_STEP`` x the number of windows spent probing
    (convex: a ceiling that is stale - the service got bigger - is left fast, a true one
    is met gently). With no ceiling yet (from the start) it probes at once.
@@ -72,6 +73,7 @@ class GradientLimit(Limit):
         self._probing = 0  # windows grown at or above the ceiling since the last cut
         self._started: float | None = None  # the current window's start
         self._peak = 0  # most calls out at a dispatch in the window
+        self._refused = False  # a congestion signal came in the window
         self._success_time = 0.0  # summed latency of the window's successes
         self._measured: float | None = None  # the last window's mean success concurrency
         self._streak_from: float | None = None  # the limit before latency cuts in a row
@@ -91,6 +93,7 @@ class GradientLimit(Limit):
         if self._started is None:
             self._started = now - latency
         if outcome.congestion:
+            self._refused = True  # no growth at this window's end
             if now - latency >= self._last_cut:  # sent at the current limit: a new signal
                 self._cut(now, self.settings.backoff)
         elif outcome is Outcome.SUCCESS:
@@ -128,7 +131,7 @@ class GradientLimit(Limit):
                     return
         else:
             self._high = self._streak_from = None
-        if self._peak * 2 >= self._limit:  # grow only a limit that is being used
+        if self._peak * 2 >= self._limit and not self._refused:  # grow a limit in use
             self._grow()
         self._new_window(now)
 
@@ -159,5 +162,6 @@ class GradientLimit(Limit):
 
     def _new_window(self, now: float) -> None:
         self._started = now
+        self._refused = False
         self._peak = 0
         self._success_time = 0.0

@@ -109,3 +109,22 @@ def test_a_refusal_cuts_to_the_measured_concurrency_but_at_most_halves() -> None
     before = limit.limit
     limit.on_outcome(Outcome.OVERLOADED, 0.001, 100, now + 0.001)
     assert limit.limit == max(int(measured), before // 2)
+
+
+def test_a_limit_not_in_use_does_not_grow() -> None:
+    limit = gradient(initial=40)
+    for i in range(1000):  # 10 out of 40: the limit is not what holds the calls back
+        limit.on_outcome(Outcome.SUCCESS, BASE, 10, now=i * 0.002)
+    assert limit.windows > 50 and limit.limit == 40
+
+
+def test_a_window_with_a_refusal_does_not_grow_even_one_sent_before_the_cut() -> None:
+    limit = gradient(initial=40)
+    limit.on_outcome(Outcome.OVERLOADED, 0.001, 40, now=1.0)  # cut to 36, a new window
+    assert limit.limit == 36
+    windows, now = limit.windows, 1.0
+    while limit.windows == windows:  # a full window of 36 out, and an old refusal
+        now += 0.001
+        limit.on_outcome(Outcome.SUCCESS, BASE, 36, now)
+        limit.on_outcome(Outcome.OVERLOADED, now - 0.999, 36, now)  # sent at t=0.999
+    assert limit.limit == 36
