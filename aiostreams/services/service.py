@@ -11,8 +11,11 @@
 Only then is the call *dispatched*: its timeout and its latency start there, so time spent
 queued for a permit never times a call out (issue 20: with 1,000 records in flight and
 ``timeout=0.5`` the engine's own timeout used to count queueing, and 425 calls that had
-answered were called again). A retry (``attempt > 0``) must also find room in the
-**retry budget**, or :class:`~aiostreams.services.outcome.RetryBudgetExhausted` is raised.
+answered were called again). A retry (``attempt > 0``) must first find room in the
+**retry budget**; without it, the retry is *held* (as a record waiting for a permit: not
+executing) until the budget refills - it is not failed, so a record the service would
+answer is never dead-lettered because other records' retries spent the budget, and the
+retries still never exceed the budget's share of the calls.
 
 All waiting goes through the :class:`~aiostreams.engine.clock.Clock`, so tests drive it
 with a manual clock. Cancellation: a caller cancelled while waiting for a permit takes no
@@ -33,13 +36,16 @@ from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
 from aiostreams.services.gradient import GradientLimit
 from aiostreams.services.limit import Adaptive, FixedLimit, Limit
-from aiostreams.services.outcome import RetryBudgetExhausted, classify
+from aiostreams.services.outcome import classify
 from aiostreams.services.rate import RateLimit, TokenBucket
 from aiostreams.services.stats import ServiceStats
 
 __all__ = ["Service", "make_limit"]
 
 T = TypeVar("T")
+
+BUDGET_RECHECK = 0.25
+"""Seconds between two looks at the retry budget by a retry it holds."""
 
 
 def make_limit(concurrency: int | Adaptive) -> Limit:
@@ -95,19 +101,33 @@ class Service:
         """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
         ``timeout`` (seconds from dispatch) replaces the service's own for this call (a
         step's ``Retry(timeout=)``)."""
-        now = self.clock.monotonic()
         if self.budget is not None:
+            now = self.clock.monotonic()
             if attempt == 0:
                 self.budget.on_call(now)
             elif not self.budget.try_retry(now):
                 self.stats.retries_refused += 1
-                raise RetryBudgetExhausted(self.name, self.budget.ratio)
+                await self._wait_for_budget(self.budget)
         await self._acquire()
         try:
             return await self._dispatch(fn, self.timeout if timeout is None else timeout)
         finally:
             self.in_flight -= 1
             self._wake()
+
+    async def _wait_for_budget(self, budget: RetryBudget) -> None:
+        """Hold a retry until the budget lets it out, rechecking at least every
+        ``BUDGET_RECHECK`` seconds (first calls make room before old ones leave the
+        window). Cancellation: a cancelled wait takes nothing from the budget."""
+        self.waiting += 1
+        try:
+            while True:
+                now = self.clock.monotonic()
+                if budget.try_retry(now):
+                    return
+                await self._sleep(min(BUDGET_RECHECK, budget.refill_in(now)))
+        finally:
+            self.waiting -= 1
 
     async def _acquire(self) -> None:
         """Wait for the breaker, a concurrency place and a token, in that order."""
