@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from aiostreams.engine.permit_wait import bind_executor
 from aiostreams.services import (
     Adaptive,
     BreakerState,
@@ -16,7 +17,6 @@ from aiostreams.services import (
     Service,
     SingleFlight,
 )
-from aiostreams.engine.permit_wait import bind_executor
 from aiostreams.services.outcome import Outcome
 from aiostreams.testing import ManualClock, settle
 
