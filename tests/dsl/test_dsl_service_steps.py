@@ -255,7 +255,7 @@ def test_combine_needs_a_lookup_key() -> None:
     async def f(v: str) -> str:
         return v
 
-    with pytest.raises(TopologyError, match="combine=.*needs coalesce_by="):
+    with pytest.raises(TopologyError, match=r"combine=.*needs coalesce_by="):
         app.stream(src).map_values_async(f, service=app.service("s"),
                                          combine=lambda v, x: v)
 
