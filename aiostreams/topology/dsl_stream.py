@@ -211,12 +211,29 @@ class Stream(Generic[K, V]):
                                             key_serde=memoize.key_serde), stream.node)
         return stream
 
+    @overload
     def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
                          retry: Retry | None = None, concurrency: int | None = None,
                          name: str | None = None, service: DeclaredService | None = None,
                          coalesce_by: Callable[[V], Hashable] | None = None,
+                         memoize: Memo | None = None, combine: None = None) -> Stream[K, VR]:
+        ...
+
+    @overload
+    def map_values_async(self, mapper: Callable[[Any], Awaitable[Any]], *,
+                         retry: Retry | None = None, concurrency: int | None = None,
+                         name: str | None = None, service: DeclaredService | None = None,
+                         coalesce_by: Callable[[V], Hashable],
                          memoize: Memo | None = None,
-                         combine: Callable[[V, Any], VR] | None = None) -> Stream[K, VR]:
+                         combine: Callable[[V, Any], VR]) -> Stream[K, VR]:
+        ...
+
+    def map_values_async(self, mapper: Callable[..., Awaitable[Any]], *,
+                         retry: Retry | None = None, concurrency: int | None = None,
+                         name: str | None = None, service: DeclaredService | None = None,
+                         coalesce_by: Callable[[V], Hashable] | None = None,
+                         memoize: Memo | None = None,
+                         combine: Callable[[V, Any], Any] | None = None) -> Stream[K, Any]:
         """``await mapper(value) -> new_value`` (see the module docstring for ``retry``
         and ``concurrency``). With ``combine=`` (and ``coalesce_by=``) ``mapper`` is a
         lookup by key, coalesced and memoized by it, and each record's new value is
