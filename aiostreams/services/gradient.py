@@ -64,6 +64,9 @@ of a service that refuses at its capacity costs a refusal or two, so probing onc
 
 
 class GradientLimit(Limit):
+    """The limit of the module docstring; ``ceiling`` and ``measured_concurrency`` are
+    exposed for metrics and tests."""
+
     def __init__(self, settings: Adaptive) -> None:
         self.settings = settings
         self._limit = float(settings.initial)
@@ -154,7 +157,7 @@ class GradientLimit(Limit):
         if self._measured is not None:
             target = min(target, max(self._measured, before * 0.5))
         self._limit = max(float(self.settings.min), target)
-        assert self._limit <= before, (self._limit, before)
+        assert before * 0.5 <= self._limit <= before, (self._limit, before)
         self.ceiling = before
         self._last_cut = now
         self._probing = 0
