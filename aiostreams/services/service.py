@@ -88,14 +88,6 @@ class Service:
     def breaker_state(self) -> BreakerState:
         return self.breaker.state if self.breaker is not None else BreakerState.CLOSED
 
-    @property
-    def accepting(self) -> bool:
-        """Would a call get a concurrency place and the breaker's leave right now? The
-        engine reads this before it dispatches a record that needs the service."""
-        if self.breaker is not None and self.breaker.state is BreakerState.OPEN:
-            return self.breaker.retry_in(self.clock.monotonic()) == 0.0
-        return self.in_flight < self.limit
-
     async def call(self, fn: Callable[[], Awaitable[T]], *, attempt: int = 0,
                    timeout: float | None = None) -> T:
         """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
