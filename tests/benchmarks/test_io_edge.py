@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import io_edge
 
-pytestmark = pytest.mark.chaos  # about 20 s: a real HTTP service and four apps
+pytestmark = pytest.mark.chaos  # 20 s idle, 2 min at load 10: real HTTP services, seven apps
 
 TINY = io_edge.Sizes(capacity=5, adaptive_seconds=1.0, hot_records=200, batch_records=200,
                      outage_seconds=0.5, outage_records=5_000)
