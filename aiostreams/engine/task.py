@@ -30,19 +30,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
+from aiostreams.engine.attempt import AttemptRunner, attempt_timeout
+from aiostreams.engine.byte_budget import outputs_size, raw_size
 from aiostreams.engine.clock import Clock, TimerHandle
-from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
 from aiostreams.engine.executor_pool import ExecutorPool
 from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.engine.failure import task_failed_error
 from aiostreams.engine.graph import SourceExec, TaskGraph
+from aiostreams.engine.head_of_line import HeadOfLine
+from aiostreams.engine.inline_path import InlinePath
+from aiostreams.engine.intake import Intake
 from aiostreams.engine.issue_order import IssueOrderGate
-from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
-from aiostreams.engine.permit_wait import bind_attempt, unbind_attempt
+from aiostreams.engine.partition_queue import HasUnfetched
 from aiostreams.engine.punctuation import (
     Punctuation,
     PunctuationCallback,
@@ -54,7 +56,8 @@ from aiostreams.engine.reorder_buffer import CURRENT_SLOT, ReorderBuffer, Slot, 
 from aiostreams.engine.reservation_station import ReservationStation
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState, check_transition
 from aiostreams.engine.task_stores import TaskStores
-from aiostreams.errors import SerializationError, TaskFailedError
+from aiostreams.engine.topic_serdes import TopicSerdes
+from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Ordering, Retry
 from aiostreams.state.base import StateStore
 from aiostreams.topic import Topic
@@ -100,12 +103,18 @@ class StreamTask:
         self._clock = clock
         self._emit = emit
         self._on_failed = on_failed
-        self._on_pause = on_pause
         self._request_commit = request_commit
-        self._topics = dict(topics)
-        self._queues = PartitionGroup(partitions, settings.max_task_idle, has_unfetched)
+        self.serialize_for = TopicSerdes(topics).serialize_for
+        self.intake = Intake(partitions, clock, max_task_idle=settings.max_task_idle,
+                             max_buffered_per_partition=settings.max_buffered_per_partition,
+                             max_task_buffer_bytes=settings.max_task_buffer_bytes,
+                             on_pause=on_pause, has_unfetched=has_unfetched)
+        self._queues = self.intake.queues
+        self._budget = self.intake.budget
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
-        self._budget = ByteBudget(settings.max_task_buffer_bytes)
+        self._in_rob = self._rob.slots_view
+        self._monotonic = clock.monotonic
+        self.head_of_line = HeadOfLine()
         self._station = ReservationStation()
         self._ordering = settings.ordering
         self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
@@ -116,27 +125,25 @@ class StreamTask:
                                 node_retry=node_retry or {},
                                 max_record_bytes=settings.max_record_bytes, tp_of=self._tp_of)
         self._sources = self._graph.sources
-        timeouts = [t for t in (settings.processing_timeout, settings.retry.timeout) if t]
-        self._attempt_timeout = min(timeouts) if timeouts else None  # both bound an attempt
-        self._timeouts = CoarseTimeouts(granularity_for(self._attempt_timeout or 1.0))
+        attempt = AttemptRunner(attempt_timeout(settings.processing_timeout,
+                                                settings.retry.timeout))
         self._recovery = Recovery(
-            task_id, settings, self.metrics, clock, attempt_timeout=self._attempt_timeout,
+            task_id, settings, self.metrics, clock, attempt_timeout=attempt.timeout,
             node_retry=self._graph.retry_of, finish=self._finish, restart=self._restart,
             fail=self._fail)
         self._pool = ExecutorPool(
             min(settings.max_concurrency or settings.max_in_flight, settings.max_in_flight),
-            execute=self._execute, on_error=self._recovery.on_error, on_done=self._finish)
+            execute=attempt, on_error=self._recovery.on_error, on_done=self._finish)
         self._gate = IssueOrderGate(self._rob.slots_view, self._pool.parked)
         self._punctuations = PunctuationQueue(
             clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
         self._unfinished = 0  # issued slots not DONE (nor FAILED)
         self._barrier: Slot | None = None  # the punctuation in flight, if any
         self._pump_scheduled = False
-        self._idle_timer: TimerHandle | None = None
-        self._paused: set[TopicPartition] = set()
         self._drained: asyncio.Event | None = None
         self._released: list[OutgoingRecord | ExternalRecord] = []
-        self._inline = Slot(SlotKind.RECORD, None, None, None)  # the inline path's, reused
+        self._inline = InlinePath(self, self._rob, self._task_stores, self._punctuations,
+                                  self._tp_of)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -165,7 +172,7 @@ class StreamTask:
 
     @property
     def partitions(self) -> list[TopicPartition]:
-        return self._queues.partitions
+        return self.intake.partitions
 
     @property
     def oldest_unretired(self) -> RawRecord | None:
@@ -193,14 +200,12 @@ class StreamTask:
         return self._queues.enforced_processing_total
 
     def buffered(self, tp: TopicPartition | None = None) -> int:
-        if tp is None:
-            return self._queues.total_buffered()
-        return self._queues.buffered(tp)
+        return self.intake.buffered(tp)
 
     def enqueue(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
         """Buffer fetched records without issuing; call :meth:`pump` after a whole fetch
         batch is in, so the choice by timestamp sees every partition's records."""
-        self._queues.add(tp, records)
+        self.intake.enqueue(tp, records)
         self.metrics.records_in += len(records)
 
     def pump(self) -> None:
@@ -208,9 +213,8 @@ class StreamTask:
         self._pump()
 
     def seed_position(self, tp: TopicPartition, offset: int) -> None:
-        """Where fetching ``tp`` starts; lets the task tell an empty partition that is
-        caught up from one whose records are still on their way."""
-        self._queues.seed_position(tp, offset)
+        """Where fetching ``tp`` starts (see :meth:`Intake.seed_position`)."""
+        self.intake.seed_position(tp, offset)
 
     def committable(self) -> dict[TopicPartition, int]:
         return dict(self._rob.committable)
@@ -243,7 +247,7 @@ class StreamTask:
     def _issue_loop(self) -> None:
         # The inline fast path runs with CURRENT_SLOT bound to the reused inline slot for
         # the whole loop; other slots bind their own while they execute.
-        token = CURRENT_SLOT.set(self._inline)
+        token = CURRENT_SLOT.set(self._inline.slot)
         try:
             self._issue_records()
         finally:
@@ -265,6 +269,8 @@ class StreamTask:
         by_key = self._ordering is Ordering.KEY
         executing = SlotState.EXECUTING
         done = SlotState.DONE
+        run_inline = self._inline.run
+        released = self._released
         while (self.state is TaskState.RUNNING and self._barrier is None
                and len(in_rob) < capacity):
             if due:
@@ -279,7 +285,7 @@ class StreamTask:
                 if nxt is None:
                     return
                 if isinstance(nxt, float):
-                    self._arm_idle_timer(nxt)
+                    self.intake.arm_idle_timer(nxt, self.schedule_pump)
                     return
                 raw = nxt
             source = sources[raw.topic]
@@ -288,8 +294,8 @@ class StreamTask:
                 if punctuations.scheduled:
                     punctuations.advance_stream_time(self.stream_time)
             if not in_rob and not source.chain_is_async:
-                if self._run_inline(raw, source) and single is not None:
-                    self._drain_inline(single, source)
+                if run_inline(raw, source, released) and single is not None:
+                    self._inline.drain(single, source, released)
                 continue
             # _hazard_of, with its default (key) case inlined: one call less per record
             slot = Slot(SlotKind.RECORD, raw, source,
@@ -312,85 +318,16 @@ class StreamTask:
                     if in_rob[0] is slot and slot.state is done:
                         self._retire()
 
-    def _run_inline(self, raw: RawRecord, source: SourceExec) -> bool:
-        """The fast path: nothing is in flight and the chain is synchronous, so the record
-        executes and retires at once, with no slot in the buffer and no hazard to check.
-        Its outputs go straight onto the released list (cut back if it fails). On failure
-        a real slot takes over, exactly as if it had been issued normally, and this
-        returns False."""
-        slot = self._inline
-        slot.stream_time = self.stream_time
-        slot.raw = raw
-        slot.source = source
-        released = slot.outputs = self._released
-        mark = len(released)
-        try:
-            source.run(raw, slot)
-        except Exception as error:
-            slot.record = None
-            self._inline_failed(raw, source, mark, error)
-            return False
-        slot.record = None
-        if slot.writes:
-            # changelog records follow the record's outputs, as at retirement
-            self._task_stores.apply(slot, released)
-            slot.writes = ()
-        self._rob.advance(self._tp_of[raw.topic], raw.offset)
-        return True
-
-    def _drain_inline(self, queue: deque[RawRecord], source: SourceExec) -> None:
-        """:meth:`_run_inline` over a single queue (one topic, so one source) for as long
-        as nothing changes what the issue loop would decide: the task keeps running, no
-        punctuation is scheduled, no record fails. The per-record checks of the issue
-        loop are hoisted out, and the committable offset moves once, at the end."""
-        punctuations = self._punctuations
-        if punctuations.scheduled or punctuations.due or self._barrier is not None:
-            return
-        slot = self._inline
-        run = source.run
-        apply = self._task_stores.apply
-        released = slot.outputs = self._released
-        running = TaskState.RUNNING
-        stream_time = slot.stream_time = self.stream_time
-        last = -1
-        raw: RawRecord | None = None
-        try:
-            while queue and self.state is running and not punctuations.scheduled:
-                raw = queue.popleft()
-                if raw.timestamp > stream_time:
-                    stream_time = self.stream_time = slot.stream_time = raw.timestamp
-                slot.raw = raw
-                mark = len(released)
-                try:
-                    run(raw, slot)
-                except Exception as error:
-                    slot.record = None
-                    self._advance_inline(raw.topic, last)
-                    last = -1
-                    self._inline_failed(raw, source, mark, error)
-                    return
-                if slot.writes:
-                    apply(slot, released)
-                    slot.writes = ()
-                last = raw.offset
-        finally:
-            slot.record = None
-            if raw is not None:
-                self._advance_inline(raw.topic, last)
-
-    def _advance_inline(self, topic: str, last: int) -> None:
-        if last >= 0:
-            self._rob.advance(self._tp_of[topic], last)
-
-    def _inline_failed(self, raw: RawRecord, source: SourceExec, mark: int,
-                       error: Exception) -> None:
-        """The inline record failed: cut back what it released and wrote, and let a real
-        slot take over, as if it had been issued normally."""
-        TaskStores.withdraw(self._inline)
+    def inline_failed(self, raw: RawRecord, source: SourceExec, mark: int,
+                      error: Exception) -> None:
+        """A record failed on the inline path: cut back what it released and wrote, and
+        let a real slot take over, as if it had been issued normally."""
+        inline = self._inline.slot
+        TaskStores.withdraw(inline)
         del self._released[mark:]
-        self._inline.forward_buffer = None
+        inline.forward_buffer = None
         slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
-        slot.stream_time = self._inline.stream_time
+        slot.stream_time = inline.stream_time
         slot.held = raw_size(raw)
         self._budget.take(slot.held)
         self._rob.issue(slot)
@@ -399,7 +336,7 @@ class StreamTask:
         assert admitted, "nothing was in flight, so nothing can block the record"
         slot.state = SlotState.EXECUTING
         slot.attempts = 1
-        slot.node = self._inline.node
+        slot.node = inline.node
         self._recovery.on_error(slot, error)
 
     def _hazard_of(self, raw: RawRecord) -> Hashable | None:
@@ -416,13 +353,15 @@ class StreamTask:
         released = self._released
         apply = self._task_stores.apply
         freed = 0
-        for slot in self._rob.pop_retirable():
+        retired = self._rob.pop_retirable()
+        for slot in retired:
             if slot.outputs:
                 released.extend(slot.outputs)
             if slot.writes:
                 apply(slot, released)
             freed += slot.held
         self._budget.give(freed)
+        self.head_of_line.retired(retired)
 
     # -- execution ----------------------------------------------------------------------
 
@@ -443,55 +382,19 @@ class StreamTask:
             return
         self._pool.dispatch(slot)
 
-    def _execute(self, slot: Slot) -> Awaitable[None]:
-        """What an executor awaits for ``slot``: its source's run, directly when no
-        per-attempt timeout applies (no frame of ours in between), else under the timeout."""
-        if self._attempt_timeout is None and slot.kind is SlotKind.RECORD:
-            run: Awaitable[None] = slot.source.run_async(slot.raw, slot)
-            return run
-        return self._execute_timed(slot)
-
-    async def _execute_timed(self, slot: Slot) -> None:
-        """A punctuation, or any slot under a per-attempt timeout (``bound`` is 4x cheaper
-        than ``asyncio.timeout`` here)."""
-        timeout = self._attempt_timeout
-        if timeout is None:
-            assert slot.punctuate is not None
-            await slot.punctuate()
-            return
-        block = self._timeouts.bound(timeout)
-        token = bind_attempt(block)  # paused while the record waits for a service's permit
-        try:
-            with block:
-                if slot.kind is SlotKind.PUNCTUATION:
-                    assert slot.punctuate is not None
-                    await slot.punctuate()
-                else:
-                    await slot.source.run_async(slot.raw, slot)
-        finally:
-            unbind_attempt(token)
-
     async def wait_for_earlier(self, slot: Slot) -> None:
         """Return once every record issued before ``slot`` has finished executing; see
         :mod:`~aiostreams.engine.issue_order`. Cancellation: stops waiting."""
         await self._gate.wait_for_earlier(slot)
 
-    def serialize_for(self, topic: str, key: Any, value: Any) -> tuple[bytes | None,
-                                                                        bytes | None]:
-        t = self._topics.get(topic)
-        if t is not None:
-            return t.key_serde.serialize(topic, key), t.value_serde.serialize(topic, value)
-        if (key is None or isinstance(key, bytes)) and (value is None or isinstance(value, bytes)):
-            return key, value
-        raise SerializationError(
-            f"send() to {topic!r}: the topic is not declared, so key and value must be bytes; "
-            "declare it with app.topic(name, key=..., value=...)",
-            topic=topic,
-        )
-
     def _finish(self, slot: Slot) -> None:
         slot.state = SlotState.DONE
         slot.record = None  # only its outputs and writes wait for retirement
+        in_rob = self._in_rob
+        # its finish time matters to head-of-line waits unless it is the oldest in flight
+        # and nothing after it has finished (see engine.head_of_line)
+        if in_rob[0] is not slot or len(in_rob) != self._unfinished:
+            slot.finished_at = self._monotonic()
         if slot.outputs:  # held, with its input, until it retires
             size = outputs_size(slot.outputs)
             slot.held += size
@@ -519,16 +422,7 @@ class StreamTask:
 
     def _fail(self, slot: Slot, error: Exception) -> None:
         slot.state = SlotState.FAILED
-        raw = slot.raw
-        where = (f"{raw.topic}[{raw.partition}]@{raw.offset}" if raw is not None
-                 else "a punctuation")
-        failure = TaskFailedError(
-            f"task {self.task_id}: processor {slot.node!r} failed on {where} after "
-            f"{slot.attempts} attempt(s): {type(error).__name__}: {error}. Nothing at or "
-            "past this record was committed; fix the cause (or set on_error='skip' / "
-            "'dead_letter') and restart."
-        )
-        failure.__cause__ = error
+        failure = task_failed_error(self.task_id, slot.node, slot.raw, slot.attempts, error)
         # marked, so a caller that reports the failure itself (the CLI's last line) can
         # leave this one out and the user reads it once
         log.error("%s", failure, extra={TASK_FAILURE_LOG_MARK: True})
@@ -561,38 +455,8 @@ class StreamTask:
 
     # -- backpressure and idling --------------------------------------------------------
 
-    def _arm_idle_timer(self, deadline: float) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-
-        def wake() -> None:
-            self._idle_timer = None
-            self.schedule_pump()
-
-        self._idle_timer = self._clock.call_later(deadline - self._clock.monotonic(), wake)
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes of raw records in the reorder buffer (issued inputs not yet retired, and
-        finished outputs waiting to retire) held against ``max_task_buffer_bytes``."""
-        return self._budget.held
-
     def _update_pause(self) -> None:
-        limit = self.settings.max_buffered_per_partition
-        full = self._rob.full or self.state is not TaskState.RUNNING
-        over = self._budget.exhausted  # every partition pauses: nothing more is fetched
-        for tp in self._queues.partitions:
-            n = self._queues.buffered(tp)
-            want = over or n >= limit or (full and n > 0)
-            if want != (tp in self._paused):
-                if want:
-                    self._paused.add(tp)
-                else:
-                    self._paused.discard(tp)
-                self._on_pause(tp, want)
-
-    def is_paused(self, tp: TopicPartition) -> bool:
-        return tp in self._paused
+        self.intake.update_pause(self._rob.full or self.state is not TaskState.RUNNING)
 
     def request_commit(self) -> None:
         self._request_commit()
@@ -626,8 +490,7 @@ class StreamTask:
         if self.state is TaskState.RUNNING:
             self._transition(TaskState.SUSPENDED)
         self._punctuations.cancel_all()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
+        self.intake.cancel_idle_timer()
         self._recovery.cancel_all()
         await self._pool.cancel_all()
         await self._graph.close_processors(self.task_id)

@@ -116,12 +116,12 @@ async def test_full_window_pauses_fetching_until_a_slot_frees(make_task: MakeTas
     assert seq.started == ["v0", "v1"]
     assert h.task.in_flight == 2
     assert h.pauses == [(IN, True)]
-    assert h.task.is_paused(IN)
+    assert h.task.intake.is_paused(IN)
     seq.release("v0", "v1", "v2", "v3", "v4")
     await settle(10)
     assert h.values() == ["V0", "V1", "V2", "V3", "V4"]
     assert h.pauses[-1] == (IN, False)
-    assert not h.task.is_paused(IN)
+    assert not h.task.intake.is_paused(IN)
 
 
 async def test_partition_buffer_limit_pauses_fetching(make_task: MakeTask) -> None:
@@ -130,7 +130,7 @@ async def test_partition_buffer_limit_pauses_fetching(make_task: MakeTask) -> No
     await h.task.initialize()
     feed(h.task, IN, [raw("in", 0, i, "k", f"v{i}") for i in range(4)])
     assert h.task.buffered(IN) == 3
-    assert h.task.is_paused(IN)
+    assert h.task.intake.is_paused(IN)
 
 
 async def test_sync_chain_runs_inline_without_tasks(make_task: MakeTask) -> None:
