@@ -44,6 +44,9 @@ class HeadOfLine:
     def retired(self, slots: Sequence[Slot]) -> None:
         """Account for ``slots``, retired in this order (oldest first)."""
         latest = self._latest
+        total = self.total
+        longest = self.longest
+        blocked = self.blocked
         for slot in slots:
             finished = slot.finished_at
             if finished is None:  # its finish time changes no wait (module docstring)
@@ -51,10 +54,13 @@ class HeadOfLine:
             if finished >= latest:
                 latest = finished
                 continue
-            wait = latest - finished
-            assert wait > 0.0
-            self.total += wait
-            self.blocked += 1
-            if wait > self.longest:
-                self.longest = wait
+            wait = latest - finished  # > 0
+            total += wait
+            blocked += 1
+            if wait > longest:
+                longest = wait
+        assert total >= self.total and longest >= self.longest, "a wait was negative"
         self._latest = latest
+        self.total = total
+        self.longest = longest
+        self.blocked = blocked

@@ -92,15 +92,12 @@ class StreamTask:
                                 intake=self.intake, rob=self._rob, graph=self._graph,
                                 stores=self._task_stores, tp_of=tp_of, emit=emit,
                                 on_failed=self._failed)
+        self.head_of_line: HeadOfLine = self._path.head_of_line
+        """How long finished records waited to retire behind earlier ones."""
 
     @property
     def state(self) -> TaskState:
         return self._path.state
-
-    @property
-    def stream_time(self) -> float:
-        """The largest record timestamp issued so far (-inf before the first)."""
-        return self._path.stream_time
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -185,12 +182,12 @@ class StreamTask:
     def buffered(self, tp: TopicPartition | None = None) -> int:
         return self.intake.buffered(tp)
 
-    @property
-    def head_of_line(self) -> HeadOfLine:
-        """How long finished records waited to retire behind earlier ones."""
-        return self._path.head_of_line
-
     # -- what the processors' contexts call (context.TaskHost) --------------------------
+
+    @property
+    def stream_time(self) -> float:
+        """The largest record timestamp issued so far (-inf before the first)."""
+        return self._path.stream_time
 
     def schedule(self, node: str, interval: float, callback: PunctuationCallback,
                  kind: PunctuationType) -> TimerHandle:

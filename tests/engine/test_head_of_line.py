@@ -4,32 +4,20 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from taskkit import MakeTask, feed, raw, str_topic
+from taskkit import GatedUpper, MakeTask, feed, raw, str_topic
 
 from aiostreams.engine.head_of_line import HeadOfLine
 from aiostreams.engine.reorder_buffer import Slot, SlotKind
 from aiostreams.testing import Sequencer, settle
-from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import Topology
-from aiostreams.types import Record, TopicPartition
+from aiostreams.types import TopicPartition
 
 IN = TopicPartition("in", 0)
 
 
-class Gated(Processor[str, str]):
-    """Finishes when the sequencer releases the gate named after the record's value."""
-
-    def __init__(self, seq: Sequencer) -> None:
-        self.seq = seq
-
-    async def process(self, record: Record[str, str]) -> None:
-        await self.seq.wait(record.value)
-        self.context.forward(record)
-
-
 def gated(seq: Sequencer) -> Topology:
     return (Topology().add_source("src", str_topic("in"))
-            .add_processor("gated", lambda: Gated(seq), "src")
+            .add_processor("gated", lambda: GatedUpper(seq), "src")
             .add_sink("sink", str_topic("out"), "gated"))
 
 
@@ -52,7 +40,7 @@ async def test_records_finished_behind_a_slow_head_count_their_wait_until_it_fin
     seq.release("v0")
     await settle()
 
-    assert h.values() == [f"v{i}" for i in range(n)]
+    assert h.values() == [f"V{i}" for i in range(n)]
     hol = h.task.head_of_line
     expected = [head_done - t for t in finished_at]  # 10, 8.5, 7, 5.5, 4 s
     assert hol.total == sum(expected) == 35.0
@@ -70,7 +58,7 @@ async def test_records_finishing_in_issue_order_never_wait(make_task: MakeTask) 
         h.clock.advance(2.0)
         seq.release(f"v{i}")
         await settle()
-    assert h.values() == ["v0", "v1", "v2", "v3"]
+    assert h.values() == ["V0", "V1", "V2", "V3"]
     assert (h.task.head_of_line.total, h.task.head_of_line.blocked) == (0.0, 0)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskkit import MakeTask, feed, raw, str_topic
+from taskkit import GatedUpper, MakeTask, feed, raw, str_topic
 
 from aiostreams.policies import OnError, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
@@ -16,17 +16,6 @@ from aiostreams.types import Record, TopicPartition
 IN = TopicPartition("in", 0)
 
 
-class Gated(Processor[str, str]):
-    """Awaits the sequencer gate named after the record's value, then forwards it."""
-
-    def __init__(self, seq: Sequencer) -> None:
-        self.seq = seq
-
-    async def process(self, record: Record[str, str]) -> None:
-        await self.seq.wait(record.value)
-        self.context.forward(record.with_value(record.value.upper()))
-
-
 class Upper(Processor[str, str]):
     def process(self, record: Record[str, str]) -> None:
         self.context.forward(record.with_value(record.value.upper()))
@@ -34,7 +23,7 @@ class Upper(Processor[str, str]):
 
 def gated_topology(seq: Sequencer) -> Topology:
     return (Topology().add_source("src", str_topic("in"))
-            .add_processor("gated", lambda: Gated(seq), "src")
+            .add_processor("gated", lambda: GatedUpper(seq), "src")
             .add_sink("sink", str_topic("out"), "gated"))
 
 
