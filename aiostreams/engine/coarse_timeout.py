@@ -48,7 +48,8 @@ class CoarseTimeouts:
     def bound(self, timeout: float) -> _Bound:
         """``with timeouts.bound(seconds):`` inside a task -- as ``async with
         asyncio.timeout(seconds):`` (a plain ``with``: entering and leaving await nothing,
-        which saves two coroutines per block).
+        which saves two coroutines per block). The block may be entered again after it
+        exits, each time with a fresh deadline of ``timeout`` seconds.
 
         Cancellation: a cancellation of the enclosing task that is not this block's own
         propagates unchanged (``CancelledError``)."""
@@ -108,6 +109,11 @@ class _Bound:
             self.deadline = asyncio.get_running_loop().time() + left
 
     def __enter__(self) -> None:
+        # a block may be entered again once it has exited (an executor reuses one block for
+        # every attempt it runs): each entry starts a fresh clock
+        assert self not in self._owner._open, "a block was entered twice without an exit"
+        self.expired = False
+        self._paused_left = None
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("CoarseTimeouts.bound() must be used inside a task")

@@ -91,7 +91,8 @@ class RecordPath:
             fail=self._fail)
         self.pool = ExecutorPool(
             min(settings.max_concurrency or settings.max_in_flight, settings.max_in_flight),
-            execute=attempt, on_error=self.recovery.on_error, on_done=self._finish)
+            execute=attempt, on_error=self.recovery.on_error, on_done=self._finish,
+            block=attempt.executor_block)
         self.gate = IssueOrderGate(rob.slots_view, self.pool.parked)
         self.punctuations = PunctuationQueue(
             clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
