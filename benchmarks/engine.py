@@ -46,6 +46,14 @@ from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 KEYS = 10_000
 
+cpu_us_per_record: dict[str, float] = {}
+"""Process CPU time per record of the last timed run of each case, over the same interval as
+its rate: unlike the rate it hardly moves with other processes' load on the machine."""
+
+
+def _cpu_since(case: str, cpu_started: float, n: int) -> None:
+    cpu_us_per_record[case] = (time.process_time() - cpu_started) / n * 1e6
+
 
 def identity(value: str) -> str:
     return value
@@ -84,10 +92,11 @@ async def run_app(processor: Callable[[], Processor[str, str]], n: int, in_fligh
     app.topic("out", key=str, value=str, partitions=1)
     app.topology.add_source("src", "in").add_processor("p", processor, "src").add_sink(
         "sink", "out", "p")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     await app.start()
     await wait_for(broker, "out", n)
     elapsed = time.perf_counter() - started
+    _cpu_since("app", cpu_started, n)
     await app.stop()
     return n / elapsed
 
@@ -135,9 +144,11 @@ async def run_asyncio_floor(n: int, in_flight: int) -> float:
         for _ in items:
             await asyncio.sleep(0.005)
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
-    return n / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    _cpu_since("floor", cpu_started, n)
+    return n / elapsed
 
 
 async def measured(run: Callable[[], Any]) -> tuple[float, list[int]]:
@@ -150,9 +161,11 @@ async def measured(run: Callable[[], Any]) -> tuple[float, list[int]]:
     return rate, [a - b for a, b in zip(after, before, strict=True)]
 
 
-async def run_hand_rolled_async(n: int, in_flight: int) -> float:
-    """(b'''): ``in_flight`` workers on the memory broker, no framework and no key order."""
-    broker = MemoryBroker()
+async def run_hand_rolled_async(n: int, in_flight: int,
+                                broker: MemoryBroker | None = None) -> float:
+    """(b'''): ``in_flight`` workers on the memory broker, no framework and no key order.
+    ``broker``: where to run it (a fresh one by default), for a test to read what it did."""
+    broker = MemoryBroker() if broker is None else broker
     preload(broker, "in", n)
     broker.create_topic("out", 1)
     transport = MemoryTransport(broker)
@@ -206,7 +219,7 @@ async def run_hand_rolled_async(n: int, in_flight: int) -> float:
                 await consumer.commit({tp: done})
         more.set()  # wake the workers still waiting, so they end too
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     fetcher = asyncio.ensure_future(fetch())
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     await fetcher
@@ -215,6 +228,7 @@ async def run_hand_rolled_async(n: int, in_flight: int) -> float:
     await consumer.commit({tp: n})
     await producer.flush()
     elapsed = time.perf_counter() - started
+    _cpu_since("hand_async", cpu_started, n)
     await consumer.stop()
     await producer.stop()
     return n / elapsed
@@ -243,9 +257,13 @@ async def main_async(n: int, in_flight: int, n_async: int, rounds: int = 3) -> d
     async_rounds: list[dict[str, Any]] = []
     for _ in range(rounds):  # interleaved: each ratio is taken under the same load
         slept, gc_b = await measured(lambda: run_app(AsyncSleep, n_async, in_flight))
+        cpu_b = cpu_us_per_record["app"]
         floor, gc_floor = await measured(lambda: run_asyncio_floor(n_async, in_flight))
         by_hand, gc_b3 = await measured(lambda: run_hand_rolled_async(n_async, in_flight))
-        async_rounds.append({"b": slept, "b2": floor, "b3": by_hand, "ratio": slept / floor,
+        cpu = {"cpu_b": cpu_b, "cpu_b2": cpu_us_per_record["floor"],
+               "cpu_b3": cpu_us_per_record["hand_async"]}
+        async_rounds.append({**cpu, "cpu_ratio": cpu["cpu_b2"] / cpu_b,
+                             "b": slept, "b2": floor, "b3": by_hand, "ratio": slept / floor,
                              "ratio_b3": slept / by_hand, "bound": sync / (sync + floor),
                              "load": os.getloadavg()[0], "gc_b": gc_b, "gc_b2": gc_floor,
                              "gc_b3": gc_b3})
@@ -256,6 +274,8 @@ async def main_async(n: int, in_flight: int, n_async: int, rounds: int = 3) -> d
             "b_ratio_median": statistics.median(x["ratio"] for x in async_rounds),
             "b_ratio_b3_median": statistics.median(x["ratio_b3"] for x in async_rounds),
             "composed_bound": statistics.median(x["bound"] for x in async_rounds),
+            "cpu_ratio_median": statistics.median(x["cpu_ratio"] for x in async_rounds),
+            "cpu_b_median": statistics.median(x["cpu_b"] for x in async_rounds),
             "async_rounds": async_rounds, "b1_bound": bound, "records": n,
             "records_async": n_async, "max_in_flight": in_flight}
 
@@ -293,6 +313,9 @@ def main() -> None:
               f"  (b)/(b'') {x['ratio']:.2f}  (b)/(b''') {x['ratio_b3']:.2f}  "
               f"load {x['load']:.2f}  GC collections (gen 0/1/2) (b) {x['gc_b']} "
               f"(b'') {x['gc_b2']} (b''') {x['gc_b3']}")
+    for i, x in enumerate(r["async_rounds"], 1):
+        print(f"round {i}, CPU us per record: (b) {x['cpu_b']:.2f}  (b'') {x['cpu_b2']:.2f}  "
+              f"(b''') {x['cpu_b3']:.2f}  CPU ratio (b'')/(b) {x['cpu_ratio']:.2f}")
     print(f"(b)/(b''') median: {r['b_ratio_b3_median']:.2f} x")
     print(f"composed bound on (b)/(b''): (a) / ((a) + (b'')) = {r['composed_bound']:.2f} x "
           f"(0.85 x (b'') is {'within' if r['composed_bound'] >= 0.85 else 'beyond'} it)")
