@@ -61,17 +61,6 @@ class CoarseTimeouts:
     def open_blocks(self) -> int:
         return len(self._open)
 
-    def _enter(self, block: _Bound, loop: asyncio.AbstractEventLoop) -> None:
-        self._open[block] = None
-        if self._sweep is None:
-            self._sweep = loop.call_later(self.granularity, self._expire, loop)
-
-    def _exit(self, block: _Bound) -> None:
-        del self._open[block]
-        if not self._open and self._sweep is not None:
-            self._sweep.cancel()
-            self._sweep = None
-
     def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
         now = loop.time()
         for block in list(self._open):
@@ -114,18 +103,25 @@ class _Bound:
         assert self not in self._owner._open, "a block was entered twice without an exit"
         self.expired = False
         self._paused_left = None
-        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("CoarseTimeouts.bound() must be used inside a task")
-        loop = asyncio.get_running_loop()
         self.task = task
         self._cancelling = task.cancelling()
         self.deadline = loop.time() + self.timeout
-        self._owner._enter(self, loop)
+        owner = self._owner  # its _enter, inlined: this runs once per attempt
+        owner._open[self] = None
+        if owner._sweep is None:
+            owner._sweep = loop.call_later(owner.granularity, owner._expire, loop)
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._owner._exit(self)
+        owner = self._owner  # the owner's exit bookkeeping, inlined (once per attempt)
+        del owner._open[self]
+        if not owner._open and owner._sweep is not None:
+            owner._sweep.cancel()
+            owner._sweep = None
         if self.expired and self.task.uncancel() <= self._cancelling \
                 and et is asyncio.CancelledError:
             raise TimeoutError(f"the block ran past its {self.timeout} s timeout") from e
