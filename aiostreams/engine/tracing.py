@@ -64,8 +64,7 @@ class Tracing:
     """An app's tracing: where its tasks' spans go (``provider``, else the global one)."""
 
     def __init__(self, provider: TracerProvider | None = None) -> None:
-        from aiostreams import __version__
-        self.tracer = trace.get_tracer("aiostreams", __version__, tracer_provider=provider)
+        self.tracer = trace.get_tracer("aiostreams", tracer_provider=provider)
         self.propagator = TraceContextTextMapPropagator()
 
     def for_task(self, task_id: str, clock: Clock) -> TaskTracer:
