@@ -276,9 +276,8 @@ class RecordPath:
         slot.record = None  # only its outputs and writes wait for retirement
         in_rob = self._in_rob
         # its finish time matters to head-of-line waits unless it is the oldest in flight
-        # and nothing after it has finished (see engine.head_of_line); a traced record's
-        # does (its head-of-line wait span)
-        if in_rob[0] is not slot or len(in_rob) != self._unfinished or slot.trace is not None:
+        # and nothing after it has finished (see engine.head_of_line)
+        if in_rob[0] is not slot or len(in_rob) != self._unfinished:
             slot.finished_at = self._monotonic()
         if slot.outputs:  # held, with its input, until it retires
             size = outputs_size(slot.outputs)

@@ -200,6 +200,8 @@ class RecordTrace:
     def retired(self, slot: Slot, now: float) -> None:
         """Its slot retires at ``now``: the head-of-line wait, ``traceparent`` on outputs."""
         self.attempts = slot.attempts
+        # None: it was the oldest in flight and nothing after it had finished - it waited
+        # for no earlier record, only for the loop turn that retires it (engine.head_of_line)
         finished = slot.finished_at if slot.finished_at is not None else now
         self.owner.child("aiostreams.head_of_line_wait", self.context, finished, now)
         if slot.outputs:
