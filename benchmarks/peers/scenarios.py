@@ -45,11 +45,20 @@ class Sizes:
     p5: int = 10_000_000
     stuck_seconds: float = 30.0
     keys: int = 10_000
+    starts: int = 5
+    """Start-up: starts of each contender (the median is compared)."""
+    live_rate: int = 5_000
+    """Scale-out: input records per second, produced live for the whole scenario."""
+    settle: float = 5.0
+    """Scale-out: seconds one worker runs alone before the second starts."""
+    window: float = 10.0
+    """Scale-out: seconds from the join to the leave, and from the leave to the end."""
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(p1=20_000, p1_http=5_000, p1_tail=10_000, p1_zipf=2_000, serial=300,
-                   p2=50_000, p5=200_000, stuck_seconds=10.0)
+                   p2=50_000, p5=200_000, stuck_seconds=10.0, starts=3, live_rate=2_000,
+                   settle=3.0, window=6.0)
 
 
 @dataclass
@@ -63,6 +72,9 @@ class Row:
     notes: list[str] = field(default_factory=list)
     limit: float | None = None
     """The rate no key-ordered contender can pass on this input (records/s), if known."""
+    figures: dict[str, float] = field(default_factory=dict)
+    """Figures other than the rate that the scenario measured (seconds of start-up, of a
+    pause in output), by name."""
 
     @property
     def ok(self) -> bool:
@@ -88,6 +100,7 @@ class Row:
             "claims_key_order": self.contender.claims_key_order, "ok": self.ok,
             "max_rss_mb": round(max((b for _, b in r.rss), default=0) / 2**20, 1),
             "error": r.error, "notes": self.notes, "limit_per_s": self.limit,
+            **{name: round(value, 3) for name, value in self.figures.items()},
         }
         if v is not None:
             out.update(expected=v.expected, received=v.received, missing=v.missing,

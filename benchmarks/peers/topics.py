@@ -125,6 +125,14 @@ class OffsetReader:
         return {tp.partition: meta.offset for tp, meta in offsets.items()
                 if tp.topic == topic and meta.offset >= 0}
 
+    async def group_state(self, group: str) -> tuple[str, int]:
+        """The group's state as its coordinator reports it (``"Stable"``,
+        ``"PreparingRebalance"``, ``"CompletingRebalance"``, ``"Empty"``, ...) and how many
+        members it has: what any admin tool sees, nothing from inside the members."""
+        (response,) = await self._admin.describe_consumer_groups([group])
+        described = response.to_object()["groups"][0]
+        return str(described["state"]), len(described["members"])
+
 
 async def read_all(bootstrap: str, topic: str, partitions: int) -> list[OutputRecord]:
     """Every committed record of ``topic`` now, in (partition, offset) order.
