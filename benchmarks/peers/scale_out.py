@@ -116,7 +116,8 @@ async def scale_out(bench: Bench) -> None:
     options = contender.options(ContenderOptions(
         bootstrap=bench.bootstrap, src=src, dst=dst, group=name, partitions=PARTITIONS))
     bench.say(f"{SCENARIO}: {contender.label}, {plan.live_rate:,} records/s live; a second "
-              f"process joins after {plan.settle:g} s, leaves {plan.window:g} s later")
+              f"process joins {plan.settle:g} s after the first output and leaves "
+              f"{plan.window:g} s after the group is stable")
     done = asyncio.Event()
     producing = asyncio.create_task(produce_live(bench.bootstrap, src, plan.live_rate, done))
     LOGS.mkdir(parents=True, exist_ok=True)
@@ -124,51 +125,56 @@ async def scale_out(bench: Bench) -> None:
     a = await _spawn(contender, options, f"{name}-a")
     b: asyncio.subprocess.Process | None = None
     error: str | None = None
+    at: dict[str, float] = {}  # wall-clock times of the events; how long rebalances took
     try:
-        flowing = await _first_output(bench, dst)
+        at["flowing"] = await _first_output(bench, dst)
         await asyncio.sleep(plan.settle)
-        joined = time.time()
+        at["joined"] = time.time()
         b = await _spawn(contender, options, f"{name}-b")
-        join_took = await _group_settles(bench, name, 2)
+        at["join rebalance s"] = await _group_settles(bench, name, 2)
         await asyncio.sleep(plan.window)
-        left = time.time()
+        at["left"] = time.time()
         b.send_signal(signal.SIGTERM)
-        leave_took = await _group_settles(bench, name, 1)
+        at["leave rebalance s"] = await _group_settles(bench, name, 1)
         await asyncio.sleep(plan.window)
-        ended = time.time()
-        cpu = tree_cpu_seconds(a.pid)
         for proc, which in ((a, "A"), (b, "B")):
             if proc.returncode not in (None, 0):
                 error = f"process {which} exited with code {proc.returncode}; see {LOGS}"
+    except TimeoutError as e:
+        error = str(e)
     finally:
+        at["ended"] = time.time()
+        cpu = tree_cpu_seconds(a.pid)
         done.set()
         produced = await producing
         await stop(a, 30.0)
         if b is not None:
             await stop(b, 30.0)
-    result = RunResult(contender.label, options, 0, ended - began, 0, 0.0, cpu=cpu,
+    result = RunResult(contender.label, options, 0, at["ended"] - began, 0, 0.0, cpu=cpu,
                        error=error, log=LOGS / f"{name}-a.log")
     row = Row(SCENARIO, contender, result, None)
     if error is None:
         outputs = await read_all(bench.bootstrap, dst, PARTITIONS)
         result.records = result.timed = len(outputs)
         row.verdict = verify(outputs, produced, None)
-        row.figures["first output s"] = flowing - began
-        row.figures["baseline gap s"] = pause(outputs, flowing + 1.0, joined)[0]
-        row.figures["join pause s"], row.figures["join pause (all partitions) s"] = pause(
-            outputs, joined, left)
-        row.figures["leave pause s"], row.figures["leave pause (all partitions) s"] = pause(
-            outputs, left, ended)
-        row.figures["join rebalance s"], row.figures["leave rebalance s"] = (
-            join_took, leave_took)
-        row.notes.append(f"{produced:,} records at {plan.live_rate:,}/s; the group was "
-                         f"stable with 2 members {join_took:.1f} s after the second process "
-                         f"started, with 1 {leave_took:.1f} s after its SIGTERM; "
-                         "longest gap of one "
-                         f"partition: {row.figures['baseline gap s']:.2f} s alone, "
-                         f"{row.figures['join pause s']:.2f} s while the second worker "
-                         f"joined, {row.figures['leave pause s']:.2f} s while it left "
-                         "(from the outputs' broker append times)")
+        f = row.figures
+        f["first output s"] = at["flowing"] - began
+        f["baseline gap s"] = pause(outputs, at["flowing"] + 1.0, at["joined"])[0]
+        f["join pause s"], f["join pause (all partitions) s"] = pause(
+            outputs, at["joined"], at["left"])
+        f["leave pause s"], f["leave pause (all partitions) s"] = pause(
+            outputs, at["left"], at["ended"])
+        f["join rebalance s"] = at["join rebalance s"]
+        f["leave rebalance s"] = at["leave rebalance s"]
+        row.notes.append(
+            f"{produced:,} records at {plan.live_rate:,}/s; the group was stable with 2 "
+            f"members {f['join rebalance s']:.1f} s after the second process started, with "
+            f"1 {f['leave rebalance s']:.1f} s after its SIGTERM; longest gap of one "
+            f"partition: {f['baseline gap s']:.2f} s alone, {f['join pause s']:.2f} s while "
+            f"the second worker joined, {f['leave pause s']:.2f} s while it left (all "
+            f"partitions at once: {f['join pause (all partitions) s']:.2f} s, "
+            f"{f['leave pause (all partitions) s']:.2f} s; from the outputs' broker append "
+            "times)")
         bench.say("  " + row.notes[-1])
     bench.rows.append(row)
 
