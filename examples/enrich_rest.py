@@ -268,7 +268,7 @@ async def main_async(args: argparse.Namespace, workdir: Path,
     enriched = await read_all(app, "orders-enriched")
     dead = await read_all(app, "orders-dlq")
     totals = await read_all(app, "customer-totals")
-    reasons = Counter(dict(r.headers).get("aiostreams.dlq.exception", b"?").decode()
+    reasons = Counter((dict(r.headers).get("aiostreams.dlq.exception") or b"?").decode()
                       for r in dead)
     latest: dict[str, float] = {}
     for r in sorted(totals, key=lambda r: (r.partition, r.offset)):
