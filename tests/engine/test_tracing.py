@@ -104,22 +104,27 @@ async def run_three_records(exporter: InMemorySpanExporter) -> tuple[Any, list[R
     broker.append([(OutgoingRecord("in", k.encode(), v.encode(), 1.0, headers), 0)
                    for k, v, headers in [("ka", "a", ((b"traceparent".decode(), TRACEPARENT),)),
                                          ("kx", "x", ()), ("kb", "b", ())]])
+    helper = asyncio.ensure_future(let_x_go_once_b_waits())
+    await run_until_committed(app, 3)
+    await helper
+    return broker, list(exporter.get_finished_spans())
+
+
+async def run_until_committed(app: App, offset: int) -> None:
+    """Run ``app`` until it has committed ``in[0]`` at ``offset``, then stop it."""
     all_committed = asyncio.Event()
 
     def on_commit(commit: CommitRecord) -> None:
-        if any(tp.topic == "in" and offset == 3 for tp, offset in commit.offsets.items()):
+        if any(tp.topic == "in" and o == offset for tp, o in commit.offsets.items()):
             all_committed.set()
 
     app.on_commit(on_commit)
-    helper = asyncio.ensure_future(let_x_go_once_b_waits())
     await app.start()
     try:
         async with asyncio.timeout(20):
             await all_committed.wait()
-        await helper
     finally:
         await app.stop()
-    return broker, list(exporter.get_finished_spans())
 
 
 async def test_a_record_that_waits_retries_and_blocks_has_its_spans_in_order(
@@ -205,6 +210,35 @@ async def test_outputs_carry_the_traceparent_of_their_record_span(
             carrier, set_span_in_context(NonRecordingSpan(record_span(spans, offset).context)))
         headers = [v for n, v in out.headers if n == "traceparent"]
         assert headers == [carrier["traceparent"].encode()]
+
+
+async def test_a_dead_lettered_record_says_so_and_its_dead_letter_carries_its_trace(
+        exporter: InMemorySpanExporter) -> None:
+    broker = MemoryBroker()
+    app = App("dead", transport=MemoryTransport(broker), commit_interval_ms=5.0,
+              poll_timeout=0.01, tracer_provider=provider_of(exporter),
+              on_error="dead_letter", dead_letter_topic="dlq")
+    src = app.topic("in", key=str, value=str, partitions=1)
+
+    async def broken(v: str) -> str:
+        raise ValueError(f"cannot enrich {v}")
+
+    app.stream(src).map_values_async(
+        broken, retry=Retry(attempts=2, backoff=0.0, jitter=0.0)).to(
+            app.topic("out", key=str, value=str, partitions=1))
+    broker.create_topic("in", 1)
+    broker.append([(OutgoingRecord("in", b"k", b"v", 1.0), 0)])
+    await run_until_committed(app, 1)
+    record = record_span(list(exporter.get_finished_spans()), 0)
+    assert record.attributes is not None
+    assert record.attributes["aiostreams.outcome"] == "dead_lettered"
+    assert record.attributes["aiostreams.attempts"] == 2
+    assert [(e.attributes or {}).get("aiostreams.decision") for e in record.events] == [
+        "retry", "dead_letter"]
+    (dead,) = broker.records("dlq", 0)
+    assert record.context is not None
+    assert dict(dead.headers)["traceparent"].split(b"-")[2] == \
+        f"{record.context.span_id:016x}".encode()
 
 
 TRACING_OFF = textwrap.dedent("""
