@@ -237,8 +237,9 @@ async def test_a_dead_lettered_record_says_so_and_its_dead_letter_carries_its_tr
         "retry", "dead_letter"]
     (dead,) = broker.records("dlq", 0)
     assert record.context is not None
-    assert dict(dead.headers)["traceparent"].split(b"-")[2] == \
-        f"{record.context.span_id:016x}".encode()
+    traceparent = dict(dead.headers)["traceparent"]
+    assert traceparent is not None
+    assert traceparent.split(b"-")[2] == f"{record.context.span_id:016x}".encode()
 
 
 TRACING_OFF = textwrap.dedent("""
