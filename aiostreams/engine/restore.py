@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aiostreams.engine.task_state import TaskState
+from aiostreams.errors import TaskFailedError
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
 from aiostreams.types import TopicPartition
 
@@ -58,6 +60,13 @@ class Restorer:
         return Checkpoint(self._state_dir / task.task_id / ".checkpoint")
 
     async def restore(self, task: StreamTask) -> None:
+        """Replay each logged store of ``task`` from its changelog (see the module doc).
+
+        Raises :class:`~aiostreams.errors.TaskFailedError` naming the task, the store and
+        its changelog partition when a replay fails. Cancellation: stops at the next fetch
+        or flush; what was replayed stays in the stores (a flush under way completes), the
+        restore consumer is closed, and a later restore starts again from the checkpoint,
+        which never claims more than the files hold."""
         changelogs = task.changelog_partitions
         if not changelogs:
             return
@@ -65,6 +74,20 @@ class Restorer:
         saved: dict[TopicPartition, int] = checkpoint.read() if checkpoint is not None else {}
         if checkpoint is not None and self._exactly_once:
             checkpoint.delete()
+        starts: dict[str, int | None] = {}
+        for name, tp in changelogs.items():
+            store = task.stores[name]
+            # a checkpoint speaks only for files it saw: not for a store whose file was
+            # missing or unreadable and has just been made anew ("fresh")
+            usable = getattr(store, "persistent", False) and not getattr(store, "fresh", False)
+            starts[name] = saved.get(tp) if usable else None
+        stale = {changelogs[name] for name, start in starts.items() if start is None} & set(saved)
+        if checkpoint is not None and stale and not self._exactly_once:
+            # those stores are wiped and replayed from the start: their entries must go
+            # first, or a replay cut short would leave a checkpoint vouching for a file
+            # that holds only part of what it says
+            kept = {tp: off for tp, off in saved.items() if tp not in stale}
+            await asyncio.to_thread(checkpoint.write, kept)
         consumer = self._transport.consumer(
             None, client_id=f"{task.task_id}-restore",
             isolation_level=IsolationLevel.of(self._exactly_once))
@@ -72,17 +95,22 @@ class Restorer:
         try:
             for name, tp in sorted(changelogs.items()):
                 store = task.stores[name]
-                # a checkpoint speaks only for files it saw: not for a store whose file was
-                # missing or unreadable and has just been made anew ("fresh")
-                usable = getattr(store, "persistent", False) and not getattr(store, "fresh",
-                                                                               False)
-                start = saved.get(tp) if usable else None
-                if start is None:
-                    wipe = getattr(store, "wipe", None)
-                    if wipe is not None and getattr(store, "persistent", False):
-                        await wipe()
-                    start = (await consumer.beginning_offsets([tp]))[tp]
-                await self._replay(consumer, store, tp, start, task.task_id, name)
+                try:
+                    start = starts[name]
+                    if start is None:
+                        wipe = getattr(store, "wipe", None)
+                        if wipe is not None and getattr(store, "persistent", False):
+                            await wipe()
+                        start = (await consumer.beginning_offsets([tp]))[tp]
+                    await self._replay(consumer, store, tp, start, task.task_id, name)
+                except Exception as error:
+                    failure = TaskFailedError(
+                        f"task {task.task_id}: restoring store {name!r} from its changelog "
+                        f"{tp.topic}[{tp.partition}] failed: {type(error).__name__}: {error}. "
+                        "The task processes nothing until it is restored; fix the cause "
+                        "(or delete the store's local files to restore it from the "
+                        "changelog's start) and restart")
+                    raise failure from error
         finally:
             await consumer.stop()
 
@@ -107,6 +135,9 @@ class Restorer:
                 store.restore(record.key, record.value)
                 count += 1
                 unflushed += 1
+            # a fetch of buffered records returns without suspending: let the worker's
+            # other tasks, its fetch loop and its commits run between batches
+            await asyncio.sleep(0)
             if unflushed >= RESTORE_FLUSH_EVERY:  # bounded memory: written out as it goes
                 await store.flush()
                 unflushed = 0
@@ -132,6 +163,9 @@ class Restorer:
         if self._state_dir is None:
             return marks
         for task in tasks:
+            if task.state is TaskState.RESTORING:
+                raise AssertionError(f"task {task.task_id} is restoring: no checkpoint may "
+                                     "vouch for its stores before the restore completed")
             tps = [tp for name, tp in task.changelog_partitions.items()
                    if getattr(task.stores[name], "persistent", False)]
             if tps:

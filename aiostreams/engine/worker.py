@@ -100,7 +100,8 @@ class Worker:
             on_pause=self._on_pause, has_unfetched=self._has_unfetched)
         self._table = TaskTable(self.subs, make_task, self._router, restorer,
                                 self._committer.committed, clock=clock,
-                                broker_timeout=config.broker_timeout)
+                                broker_timeout=config.broker_timeout,
+                                on_failed=self._on_task_failed)
         self.stall_watch = StallWatch(config.stuck_record_warning)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
@@ -359,7 +360,8 @@ class Worker:
         if consumer is None:
             return {}
         started = self.clock.monotonic()
-        chosen = list(self.tasks.values()) if tasks is None else list(tasks)
+        # a restoring task is never committed: its offsets stay where the group has them
+        chosen = self._table.committing(self.tasks.values() if tasks is None else tasks)
         committed, lost = await self._committer.commit(
             self._router.groups(chosen, lambda t: t.task_id), consumer,
             closing=closing, flush_all=flush_all)
