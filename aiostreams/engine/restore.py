@@ -99,7 +99,9 @@ class Restorer:
                     start = starts[name]
                     if start is None:
                         wipe = getattr(store, "wipe", None)
-                        if wipe is not None and getattr(store, "persistent", False):
+                        # a fresh file (just made) holds nothing to wipe
+                        if (wipe is not None and getattr(store, "persistent", False)
+                                and not getattr(store, "fresh", False)):
                             await wipe()
                         start = (await consumer.beginning_offsets([tp]))[tp]
                     await self._replay(consumer, store, tp, start, task.task_id, name)
