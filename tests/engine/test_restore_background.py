@@ -78,7 +78,11 @@ class GatedRestoreStore(InMemoryKeyValueStore):
 
 
 class Count(Processor[str, str]):
+    def __init__(self, probe: RestoreProbe) -> None:
+        self.probe = probe
+
     async def process(self, record: Record[str, str]) -> None:
+        self.probe.events.append(f"process {record.key}")
         store = self.context.store("counts")
         count = (await store.get(record.key) or 0) + 1
         store.put(record.key, count)
@@ -89,7 +93,7 @@ def make_worker(broker: MemoryBroker, probe: RestoreProbe, commits: list[CommitR
                 **config: Any) -> Worker:
     str_topic = Topic("in", StrSerde(), StrSerde())
     topology = (Topology().add_source("src", str_topic)
-                .add_processor("count", Count, "src")
+                .add_processor("count", lambda: Count(probe), "src")
                 .add_store(StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count")
                 .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "count"))
     settings = config.pop("task", TaskSettings())
@@ -157,13 +161,33 @@ async def test_other_tasks_fetch_process_and_commit_while_one_restores_a_large_c
             probe.gate.set()
             await committed_at_least(commits, A, 2, worker)
         assert probe.restored == size
-        assert task_a.state is TaskState.RUNNING
+        assert worker.tasks["0_0"].state is TaskState.RUNNING
         # A's records waited for the whole changelog: its counts go on from the restored 1000
         assert [o for o in outputs(broker) if o.startswith("k0")] == ["k0=1001", "k0=1002"]
     finally:
         probe.gate.set()
         await worker.stop()
     assert worker.failure is None
+
+
+async def test_the_restore_lets_other_tasks_run_between_its_fetches(
+        ) -> None:
+    size = RESTORE_FLUSH_EVERY // 2  # one flush, at the end: nothing but fetches before it
+    broker = broker_with_a_large_changelog(size)
+    put_input(broker, B, ["b1"])
+    probe = RestoreProbe()
+    probe.gate.set()
+    commits: list[CommitRecord] = []
+    worker = make_worker(broker, probe, commits, commit_interval=0.01)
+    await worker.start()
+    try:
+        async with asyncio.timeout(BOUND):
+            await probe.waiting.wait()
+            await committed_at_least(commits, B, 1, worker)
+    finally:
+        await worker.stop()
+    # B's record was processed while A's changelog was still being read
+    assert probe.events.index("process b1") < probe.events.index("restore waits")
 
 
 async def test_a_revoked_restoring_task_stops_restoring_and_commits_nothing() -> None:
