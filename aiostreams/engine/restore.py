@@ -125,31 +125,45 @@ class Restorer:
         began = time.monotonic()
         consumer.assign([tp])
         consumer.seek(tp, start)
+        restore = store.restore
         position = start
         count = 0
         unflushed = 0
         last_log = began
-        while position < end:
-            batch = await consumer.getmany(1.0)
-            for record in batch.get(tp, []):
-                if record.offset >= end:
-                    break
-                store.restore(record.key, record.value)
-                count += 1
-                unflushed += 1
-            # a fetch of buffered records returns without suspending: let the worker's
-            # other tasks, its fetch loop and its commits run between batches
-            await asyncio.sleep(0)
-            if unflushed >= RESTORE_FLUSH_EVERY:  # bounded memory: written out as it goes
-                await store.flush()
-                unflushed = 0
-            position = await consumer.position(tp)
-            now = time.monotonic()
-            if now - last_log >= 5.0:
-                log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
-                         position - start, end - start)
-                last_log = now
-        await store.flush()
+        # One flush may run (on the store's thread) while the next records are fetched:
+        # at most two batches of RESTORE_FLUSH_EVERY in memory, and batches reach the file
+        # in order (a store's flushes never overlap).
+        flushing: asyncio.Task[None] | None = None
+        try:
+            while position < end:
+                batch = await consumer.getmany(1.0)
+                for record in batch.get(tp, ()):
+                    if record.offset >= end:
+                        break
+                    restore(record.key, record.value)
+                    count += 1
+                    unflushed += 1
+                # a fetch of buffered records returns without suspending: let the worker's
+                # other tasks, its fetch loop and its commits run between batches
+                await asyncio.sleep(0)
+                if unflushed >= RESTORE_FLUSH_EVERY:
+                    if flushing is not None:
+                        await flushing
+                    flushing = asyncio.get_running_loop().create_task(store.flush())
+                    unflushed = 0
+                position = await consumer.position(tp)
+                now = time.monotonic()
+                if now - last_log >= 5.0:
+                    log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
+                             position - start, end - start)
+                    last_log = now
+            if flushing is not None:
+                await flushing
+            await store.flush()
+        finally:
+            if flushing is not None and not flushing.done():
+                flushing.cancel()  # the store puts the batch back; the caller closes it
+                await asyncio.wait([flushing])
         self.restored_records += count
         log.info("task %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", task_id,
                  count, name, tp, start, end, time.monotonic() - began)

@@ -134,7 +134,8 @@ async def committed_at_least(commits: list[CommitRecord], tp: TopicPartition, of
 
 async def test_other_tasks_fetch_process_and_commit_while_one_restores_a_large_changelog(
         ) -> None:
-    size = RESTORE_FLUSH_EVERY + 10_000  # the restore flushes (and waits) part-way through
+    # the restore flushes part-way (twice: the second waits for the first, held at the gate)
+    size = 2 * RESTORE_FLUSH_EVERY + 10_000
     broker = broker_with_a_large_changelog(size)
     put_input(broker, A, ["k0", "k0"])  # waits for the restore: counts continue from 1000
     put_input(broker, B, ["b1", "b2", "b1"])
@@ -172,7 +173,7 @@ async def test_other_tasks_fetch_process_and_commit_while_one_restores_a_large_c
 
 async def test_the_restore_lets_other_tasks_run_between_its_fetches(
         ) -> None:
-    size = RESTORE_FLUSH_EVERY // 2  # one flush, at the end: nothing but fetches before it
+    size = RESTORE_FLUSH_EVERY - 5_000  # one flush, at the end: only fetches before it
     broker = broker_with_a_large_changelog(size)
     put_input(broker, B, ["b1"])
     probe = RestoreProbe()
