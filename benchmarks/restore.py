@@ -18,8 +18,9 @@ changelog. Then, ``--rounds`` times each, alternating:
   ``StateRestoreListener`` from ``onRestoreStart`` to ``onRestoreEnd`` (the JVM's start and
   the group join are outside the timing, as the worker's are outside ours).
 
-Prints updates/s of each, the ratio aiostreams / Kafka Streams (target >= 0.5) and a JSON
-line.
+Prints updates/s of each, the ratio aiostreams / Kafka Streams (target >= 0.5), the same
+ratio per CPU second (each side's whole process, every thread: the figure a loaded machine
+distorts least) and a JSON line.
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ async def write_changelog(bootstrap: str, topic: str, updates: int, keys: int) -
 
 async def time_restore(bootstrap: str, topic: str, state_dir: Path) -> tuple[float, int]:
     """Seconds to replay ``topic``'s partition 0 into a fresh SQLite store, and its rows."""
+    seconds, _, rows = await measure_restore(bootstrap, topic, state_dir)
+    return seconds, rows
+
+
+async def measure_restore(bootstrap: str, topic: str, state_dir: Path
+                          ) -> tuple[float, float, int]:
+    """Seconds and CPU seconds (the process's, every thread: SQLite writes on its own) to
+    replay ``topic``'s partition 0 into a fresh SQLite store, and its rows."""
     transport = KafkaTransport(bootstrap)
     store = SQLiteKeyValueStore("bench")
     await store.open(StoreContext("0_0", state_dir, 0))
@@ -65,14 +74,15 @@ async def time_restore(bootstrap: str, topic: str, state_dir: Path) -> tuple[flo
     await consumer.start()
     try:
         restorer = Restorer(transport, exactly_once=False, state_dir=None)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         await restorer._replay(consumer, store, TopicPartition(topic, 0), 0, "0_0", "bench")
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         rows = await store.approximate_num_entries()
     finally:
         await consumer.stop()
         await store.close()
-    return elapsed, rows
+    return elapsed, cpu, rows
 
 
 JAVA_SOURCE = Path(__file__).with_name("kstreams") / "RestoreBench.java"
@@ -111,9 +121,10 @@ def kafka_streams_classpath() -> str:
 
 
 async def time_kafka_streams(bootstrap: str, app: str, input_topic: str, state_dir: Path,
-                             *, timeout: float = 600.0) -> tuple[float, int]:
-    """Seconds Kafka Streams takes to restore ``<app>-bench-changelog`` into RocksDB, and
-    the records it restored (see ``RestoreBench.java``)."""
+                             *, timeout: float = 600.0) -> tuple[float, float, int]:
+    """Seconds and CPU seconds (the JVM's, every thread) Kafka Streams takes to restore
+    ``<app>-bench-changelog`` into RocksDB, and the records it restored (see
+    ``RestoreBench.java``)."""
     classpath = await asyncio.to_thread(kafka_streams_classpath)
     process = await asyncio.create_subprocess_exec(
         "java", "-Xms512m", "-Xmx1g", "-cp", classpath, "RestoreBench", bootstrap, app,
@@ -124,13 +135,15 @@ async def time_kafka_streams(bootstrap: str, app: str, input_topic: str, state_d
         tail = "\n".join(err.decode(errors="replace").strip().splitlines()[-20:])
         raise RuntimeError(f"RestoreBench exited with {process.returncode}:\n{tail}")
     result = json.loads(out.decode().strip().splitlines()[-1])
-    return float(result["seconds"]), int(result["records"])
+    return float(result["seconds"]), float(result["cpu_seconds"]), int(result["records"])
 
 
 async def main_async(updates: int, keys: int, rounds: int = 1,
                      kafka_streams: bool = True) -> dict[str, Any]:
     ours: list[float] = []
     theirs: list[float] = []
+    ours_cpu: list[float] = []
+    theirs_cpu: list[float] = []
     async with kafka_broker() as bootstrap:
         app = f"restore-bench-{time.strftime('%H%M%S')}-{os.getpid()}"
         topic = changelog_topic(app, STORE)
@@ -139,25 +152,33 @@ async def main_async(updates: int, keys: int, rounds: int = 1,
         await write_changelog(bootstrap, topic, updates, keys)
         for _ in range(rounds):
             with tempfile.TemporaryDirectory() as tmp:
-                seconds, rows = await time_restore(bootstrap, topic, Path(tmp))
+                seconds, cpu, rows = await measure_restore(bootstrap, topic, Path(tmp))
                 assert rows == min(keys, updates), f"{rows} rows after the restore"
                 ours.append(seconds)
+                ours_cpu.append(cpu)
             if kafka_streams:
                 with tempfile.TemporaryDirectory() as tmp:
-                    seconds, restored = await time_kafka_streams(bootstrap, app, input_topic,
-                                                                 Path(tmp))
+                    seconds, cpu, restored = await time_kafka_streams(
+                        bootstrap, app, input_topic, Path(tmp))
                     assert restored == updates, f"Kafka Streams restored {restored} records"
                     theirs.append(seconds)
+                    theirs_cpu.append(cpu)
     result: dict[str, Any] = {
         "benchmark": "restore", "updates": updates, "keys": keys, "rows": rows,
         "rounds": rounds, "seconds": [round(s, 3) for s in ours],
+        "cpu_seconds": [round(s, 3) for s in ours_cpu],
         "updates_per_s": round(updates / statistics.median(ours)),
         "load": round(os.getloadavg()[0], 2)}
     if theirs:
         result["kafka_streams_seconds"] = [round(s, 3) for s in theirs]
+        result["kafka_streams_cpu_seconds"] = [round(s, 3) for s in theirs_cpu]
         result["kafka_streams_updates_per_s"] = round(updates / statistics.median(theirs))
         result["ratio"] = round(result["updates_per_s"]
                                 / result["kafka_streams_updates_per_s"], 2)
+        # CPU per update, theirs / ours: what the ratio would be with a core each (the
+        # figure a loaded machine distorts least)
+        result["cpu_ratio"] = round(statistics.median(theirs_cpu)
+                                    / statistics.median(ours_cpu), 2)
     return result
 
 
@@ -175,12 +196,15 @@ def main() -> None:
                                     not args.no_kafka_streams))
     print(f"aiostreams, SQLite: {result['updates']:,} updates of {result['keys']:,} keys in "
           f"{statistics.median(result['seconds']):.2f} s = {result['updates_per_s']:,}/s "
-          f"({result['rows']:,} rows; load {result['load']})")
+          f"({result['rows']:,} rows; {statistics.median(result['cpu_seconds']):.2f} CPU s; "
+          f"load {result['load']})")
     if "ratio" in result:
         print(f"Kafka Streams, RocksDB: "
               f"{statistics.median(result['kafka_streams_seconds']):.2f} s = "
-              f"{result['kafka_streams_updates_per_s']:,}/s")
-        print(f"ratio aiostreams / Kafka Streams: {result['ratio']:.2f} (target >= 0.5)")
+              f"{result['kafka_streams_updates_per_s']:,}/s "
+              f"({statistics.median(result['kafka_streams_cpu_seconds']):.2f} CPU s)")
+        print(f"ratio aiostreams / Kafka Streams: {result['ratio']:.2f} (target >= 0.5); "
+              f"per CPU second: {result['cpu_ratio']:.2f}")
     print(json.dumps(result))
 
 

@@ -9,9 +9,11 @@
 // topic>, materialized in a persistent store named <store>, so that topic is its changelog.
 // Local state is deleted (KafkaStreams.cleanUp) before the start: the whole changelog is
 // restored. A StateRestoreListener times the restore, from onRestoreStart to onRestoreEnd,
-// and one JSON line is printed: {"records": N, "seconds": S, "records_per_s": R}.
+// and one JSON line is printed: {"records": N, "seconds": S, "records_per_s": R,
+// "cpu_seconds": C} (C: the whole JVM's CPU time over the same span, every thread).
 // Exit code 2 when the restore did not end within the timeout.
 
+import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
@@ -66,11 +68,15 @@ public final class RestoreBench {
         AtomicLong started = new AtomicLong();
         AtomicLong ended = new AtomicLong();
         AtomicLong records = new AtomicLong();
+        AtomicLong cpuStarted = new AtomicLong();
+        AtomicLong cpuEnded = new AtomicLong();
         KafkaStreams streams = new KafkaStreams(builder.build(props), props);
         streams.setGlobalStateRestoreListener(new StateRestoreListener() {
             @Override
             public void onRestoreStart(TopicPartition tp, String name, long start, long end) {
-                started.compareAndSet(0, System.nanoTime());
+                if (started.compareAndSet(0, System.nanoTime())) {
+                    cpuStarted.set(processCpuNanos());
+                }
             }
 
             @Override
@@ -80,6 +86,7 @@ public final class RestoreBench {
             @Override
             public void onRestoreEnd(TopicPartition tp, String name, long total) {
                 ended.set(System.nanoTime());
+                cpuEnded.set(processCpuNanos());
                 records.addAndGet(total);
                 restored.countDown();
             }
@@ -94,7 +101,13 @@ public final class RestoreBench {
             System.exit(2);
         }
         double seconds = (ended.get() - started.get()) / 1e9;
-        System.out.printf("{\"records\": %d, \"seconds\": %.3f, \"records_per_s\": %.0f}%n",
-            records.get(), seconds, records.get() / seconds);
+        double cpu = (cpuEnded.get() - cpuStarted.get()) / 1e9;
+        System.out.printf("{\"records\": %d, \"seconds\": %.3f, \"records_per_s\": %.0f, "
+            + "\"cpu_seconds\": %.3f}%n", records.get(), seconds, records.get() / seconds, cpu);
+    }
+
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean)
+            ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
     }
 }

@@ -34,7 +34,7 @@ async def test_kafka_streams_restores_the_same_changelog_into_rocksdb(
     await create_topics(kafka_bootstrap, [changelog, f"{app}-input"], 1)
     await write_changelog(kafka_bootstrap, changelog, 2_000, 150)
     with tempfile.TemporaryDirectory() as tmp:
-        seconds, restored = await time_kafka_streams(kafka_bootstrap, app, f"{app}-input",
+        seconds, cpu, restored = await time_kafka_streams(kafka_bootstrap, app, f"{app}-input",
                                                      Path(tmp), timeout=120)
     assert restored == 2_000
-    assert seconds > 0
+    assert seconds > 0 and cpu > 0
