@@ -18,9 +18,9 @@ While a task is held here:
   reported through ``on_failed`` as a :class:`~aiostreams.errors.TaskFailedError` naming the
   task and what failed; it stays held (never committed) until it is closed.
 
-At most :data:`PARALLEL_RESTORES` tasks restore at once (each holds a consumer and up to
-``RESTORE_FLUSH_EVERY`` records in memory); the others wait their turn in the order they
-were assigned.
+At most :data:`PARALLEL_RESTORES` tasks restore at once (each holds a consumer and a
+bounded buffer of restored records, see :mod:`~aiostreams.engine.restore`); the others
+wait their turn in the order they were assigned.
 
 Invariant: a task is held exactly from :meth:`StateUpdater.add` until it is restored
 (``on_restored`` ran) or :meth:`StateUpdater.cancel` returned for it.
