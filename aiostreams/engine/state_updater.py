@@ -14,9 +14,9 @@ While a task is held here:
   queues: a task that is not running issues nothing and pauses what it holds);
 * it takes part in no commit (:meth:`StateUpdater.holds`): its offsets stay at the group's
   committed position, and no checkpoint claims its half-restored stores;
-* a failure (of the restore, or of a processor's ``init``) makes it ``FAILED`` and is
-  reported through ``on_failed`` as a :class:`~aiostreams.errors.TaskFailedError` naming the
-  task and what failed; it stays held (never committed) until it is closed.
+* a failure (of the restore, or of a processor's ``init``) is reported through
+  ``on_failed`` as a :class:`~aiostreams.errors.TaskFailedError` naming the task and what
+  failed (the worker then stops); the task stays held (never committed) until closed.
 
 At most :data:`PARALLEL_RESTORES` tasks restore at once (each holds a consumer and a
 bounded buffer of restored records, see :mod:`~aiostreams.engine.restore`); the others
@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask
-from aiostreams.engine.task_state import TaskState, check_transition
+from aiostreams.engine.task_state import TaskState
 from aiostreams.errors import TaskFailedError
 
 log = logging.getLogger("aiostreams.restore")
@@ -58,10 +58,6 @@ class StateUpdater:
         """Whether ``task`` is restoring, or failed to, and so must not be committed."""
         return task in self._jobs
 
-    @property
-    def restoring(self) -> list[StreamTask]:
-        return list(self._jobs)
-
     def add(self, task: StreamTask) -> None:
         """Restore ``task`` (``RESTORING``, its stores open) in a job of its own."""
         if task.state is not TaskState.RESTORING:
@@ -81,20 +77,26 @@ class StateUpdater:
         except Exception as error:
             self._fail(task, error)
             return
-        if self._jobs.pop(task, None) is not None:
+        if task not in self._jobs:
+            return  # cancelled just as it ended
+        try:
             self._on_restored(task)
+        except Exception as error:  # a bug: fail the task rather than lose the job's error
+            self._fail(task, error)
+            return
+        del self._jobs[task]
 
     def _fail(self, task: StreamTask, error: Exception) -> None:
         if isinstance(error, TaskFailedError):
             failure = error
         else:
             failure = TaskFailedError(
-                f"task {task.task_id}: initializing its processors after the restore failed: "
+                f"task {task.task_id}: starting it after its restore failed (processor init): "
                 f"{type(error).__name__}: {error}")
             failure.__cause__ = error
         log.error("%s", failure)
-        # FAILED from RESTORING is in the task's lifecycle; only the updater makes it
-        task.state = check_transition(task.task_id, task.state, TaskState.FAILED)
+        # The task stays RESTORING (StreamTask has no public move to FAILED for a failure
+        # outside its record path); it stays held, so it is never committed, until closed.
         self._on_failed(task, failure)
 
     async def cancel(self, task: StreamTask) -> None:

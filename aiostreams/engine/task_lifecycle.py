@@ -169,7 +169,7 @@ class TaskTable:
         if consumer is not None:
             owned = consumer.assignment()
             consumer.resume([tp for tp in task.partitions
-                             if tp in owned and not task.is_paused(tp)])
+                             if tp in owned and not task.intake.is_paused(tp)])
 
     def restoring(self, task: StreamTask) -> bool:
         """Whether ``task`` is held by the state updater (restoring, or failed to)."""
