@@ -268,3 +268,29 @@ async def test_a_task_with_little_or_nothing_to_restore_runs(changelog: int) -> 
     finally:
         await worker.stop()
     assert outputs(broker) == (["k0=1001"] if changelog else ["k0=1"])
+
+
+class InitFails(Count):
+    async def init(self, context: Any) -> None:
+        raise RuntimeError("no model file")
+
+
+async def test_a_processor_init_that_fails_after_the_restore_fails_the_task() -> None:
+    broker = broker_with_a_large_changelog(100)
+    probe = RestoreProbe()
+    probe.gate.set()
+    topology = (Topology().add_source("src", Topic("in", StrSerde(), StrSerde()))
+                .add_processor("count", lambda: InitFails(probe), "src")
+                .add_store(StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count"))
+    worker = Worker(topology.build(), topology.topics, MemoryTransport(broker),
+                    WorkerConfig(app_id=APP, task=TaskSettings()), LoopClock())
+    await worker.start()
+    try:
+        async with asyncio.timeout(BOUND):
+            await worker.stop_requested()
+    finally:
+        await worker.stop()
+    failure = worker.failure
+    assert isinstance(failure, TaskFailedError)
+    assert str(failure).startswith("task 0_") and "no model file" in str(failure)
+    assert isinstance(failure.__cause__, RuntimeError)
