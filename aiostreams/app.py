@@ -47,6 +47,7 @@ from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
 
 if TYPE_CHECKING:
+    from aiostreams.engine.tracing import Tracing
     from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
@@ -71,6 +72,7 @@ class App(StartStop):
         clock: Clock | None = None,
         config_file: str | Path | None = None,
         retry: Retry | None = None,
+        tracer_provider: Any = None,
         **settings: Any,
     ) -> None:
         if not name or any(c.isspace() for c in name):
@@ -95,6 +97,7 @@ class App(StartStop):
         self._lifecycle = Lifecycle()
         self._sender: AppProducer | None = None
         self._services: dict[str, DeclaredService] = {}
+        self._tracing = _load_tracing(self.settings.tracing, tracer_provider)
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -317,6 +320,7 @@ class App(StartStop):
             dead_letter_topic=s.dead_letter_topic,
             processing_timeout=s.processing_timeout,
             max_record_bytes=s.max_record_bytes,
+            tracing=self._tracing,
         )
 
     def build(self) -> list[SubTopology]:
@@ -539,3 +543,16 @@ def run_event_loop(main: Any) -> Any:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
+
+
+def _load_tracing(enabled: bool, provider: Any) -> Tracing | None:
+    """The app's tracing (``tracing=True``, or a ``tracer_provider``), else None - and then
+    ``opentelemetry`` is never imported."""
+    if not enabled and provider is None:
+        return None
+    try:
+        from aiostreams.engine.tracing import Tracing
+    except ImportError as e:
+        raise ConfigError(f"tracing=True needs OpenTelemetry ({e}): pip install "
+                          "'aiostreams[otel]', or leave tracing off") from None
+    return Tracing(provider)
