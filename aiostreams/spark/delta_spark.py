@@ -138,7 +138,8 @@ class SparkDeltaEngine:
         files = write_staged(data, batch_dir, engine="spark", partition_by=partition_by,
                              compression=self.compression, spark=self.spark)
         self.files_written(batch_dir, files)
-        actions: list[AddAction | RemoveAction] = [self._add(root, batch_dir, f, partition_by) for f in files]
+        actions: list[AddAction | RemoveAction] = [
+            self._add(root, batch_dir, f, partition_by) for f in files]
         assert sum(json.loads(a.stats)["numRecords"] for a in actions
                    if isinstance(a, AddAction)) == data.num_rows
         try:
