@@ -30,7 +30,7 @@ The steps of :meth:`SparkDeltaEngine.commit` (blocking; on the writer thread):
    files it sees and raises ``UnreachableFilesError`` unless they are all the batch's, so a
    batch with rows and no files never commits.
 4. :meth:`SparkDeltaEngine.files_written` (a no-op hook for fault-injection tests).
-5. One commit: an ``add`` per file (URI-encoded path, partition values from its directory,
+5. One commit: an ``add`` per file (its path, partition values from its directory,
    size, ``numRecords`` from its footer) and the batch's app transactions. A lost race
    removes the batch's directory (no commit lists its files) and raises ``CommitRace``.
 
@@ -50,7 +50,7 @@ import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -188,7 +188,7 @@ class SparkDeltaEngine:
         stat = file.stat()
         rows = pq.ParquetFile(file).metadata.num_rows
         return AddAction(
-            path=quote(file.relative_to(root).as_posix(), safe="/="),
+            path=file.relative_to(root).as_posix(),  # delta-rs URI-encodes it in the log
             size=stat.st_size,
             partition_values=partition_values(file.parent.relative_to(batch_dir),
                                               partition_by),

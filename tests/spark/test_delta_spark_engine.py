@@ -244,3 +244,24 @@ async def test_an_incompatible_model_is_refused_naming_the_field_before_writing(
                                        "string")):
         await DeltaSink(path, ReadingWithTextId, engine="spark", spark=cluster).start()
     assert DeltaTable(str(path)).version() == version
+
+
+class Site(BaseModel):
+    id: int
+    site: str | None
+
+
+SITES = ("plain", "a b", "x:y/z%", "q=1?&#", "é€", None)
+
+
+async def test_partition_values_spark_escapes_in_directory_names_read_back_exactly(
+        tmp_path: Path, cluster: SparkConfig) -> None:
+    path = tmp_path / "sites"
+    values = [ExternalRecord("delta", ORDERS_0, i, None, Site(id=i, site=SITES[i % 6]), 0.0)
+              for i in range(30)]
+    await write(DeltaSink(path, Site, engine="spark", spark=cluster, partition_by=("site",)),
+                [values])
+    table = read_with_deltars(path).sort_by("id")
+    assert table.column("site").to_pylist() == [SITES[i % 6] for i in range(30)]
+    partitions = {tuple(sorted(p.items())) for p in DeltaTable(str(path)).partitions()}
+    assert partitions == {(("site", s),) for s in SITES}
