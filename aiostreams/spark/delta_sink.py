@@ -237,8 +237,9 @@ class DeltaSink:
         table = open_table(where, self.storage_options)
         if table is None:
             return
-        if TableIdentity.from_description(table.metadata().description, where) is not None:
-            self._check_and_record_identity(table, where)
+        identity = TableIdentity.from_description(table.metadata().description, where)
+        if identity is not None:
+            self._check_identity(identity, self.sources, where)
         columns = tuple(table.metadata().partition_columns)
         if columns != self.partition_by:
             raise ConfigError(f"the Delta table at {where} is partitioned by {list(columns)}; "
@@ -246,6 +247,8 @@ class DeltaSink:
                               "or another path")
         check_appendable(pa.schema(table.schema().to_arrow()), self.schema.arrow_schema,
                          model=self.model.__name__, dataset=where)
+        if identity is not None:  # every check passed: record the ids it lacks
+            self._record_topic_ids(table, where)
 
     def _check_identity(self, identity: TableIdentity, sources: Iterable[str],
                         where: str) -> None:
@@ -253,9 +256,10 @@ class DeltaSink:
         check_incarnations(identity.ids, self.topic_ids, table=f"the Delta table at {where}",
                            recorded_in="its description")
 
-    def _check_and_record_identity(self, table: DeltaTable, where: str) -> None:
-        """Check the table's identity; record the topic ids it lacks (a table written
-        before ids were recorded), as a metadata commit, retried against newer snapshots."""
+    def _record_topic_ids(self, table: DeltaTable, where: str) -> None:
+        """Record the topic ids the table's identity lacks (a table written before ids were
+        recorded) as a metadata commit; on a race, check the newer snapshot's identity
+        again and retry."""
         for _ in range(COMMIT_ATTEMPTS):
             identity = TableIdentity.from_description(table.metadata().description, where)
             assert identity is not None
