@@ -76,6 +76,7 @@ class Worker:
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
         self._sink_flush_requested = False
         self._committed_event = asyncio.Event()
+        self._assigned = False  # set by the first assignment (even an empty one)
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits = Shielded()
         self._stopped = asyncio.Event()
@@ -114,6 +115,13 @@ class Worker:
     @property
     def tasks(self) -> dict[str, StreamTask]:
         return self._table.tasks
+
+    @property
+    def stores_ready(self) -> bool:
+        """Whether this worker has had its first assignment and none of its tasks is still
+        restoring its stores (what its stores hold is then all their changelogs held)."""
+        return self._assigned and not any(
+            self._table.restoring(t) for t in self._table.tasks.values())
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -255,6 +263,7 @@ class Worker:
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
         await self._table.open(assigned, self._consumer)
+        self._assigned = True
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
 
     def changelog_topic(self, store: str) -> str:

@@ -294,3 +294,33 @@ async def test_a_processor_init_that_fails_after_the_restore_fails_the_task() ->
     assert isinstance(failure, TaskFailedError)
     assert str(failure).startswith("task 0_") and "no model file" in str(failure)
     assert isinstance(failure.__cause__, RuntimeError)
+
+
+async def test_wait_until_caught_up_waits_for_a_restoring_task_with_no_new_input() -> None:
+    """Caught up means the stores are whole too: a task that restores and has no input left
+    must not let ``wait_until_caught_up`` return before its restore ends (an interactive
+    query right after it would read a half-restored store)."""
+    from aiostreams import App
+
+    broker = broker_with_a_large_changelog(RESTORE_FLUSH_EVERY + 10)
+    probe = RestoreProbe()
+    app = App(APP, transport=MemoryTransport(broker), commit_interval_ms=10)
+    app.topology.add_source("src", Topic("in", StrSerde(), StrSerde())).add_processor(
+        "count", lambda: Count(probe), "src").add_store(
+        StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count").add_sink(
+        "sink", Topic("out", StrSerde(), StrSerde()), "count")
+    async with app:
+        worker = app._worker
+        assert worker is not None
+        async with asyncio.timeout(BOUND):
+            waiter = asyncio.ensure_future(app.wait_until_caught_up())
+            await probe.waiting.wait()  # partition 0's task is held part-way through
+            for _ in range(3):  # commits happen; the input topic is fully committed
+                await worker.next_commit()
+            assert not waiter.done(), ("returned while a task was still restoring",
+                                       waiter.exception() if waiter.done() else None)
+            probe.gate.set()
+            await waiter
+        assert worker.stores_ready
+        # (the fixture's changelog puts every key on partition 0: read that task's store)
+        assert await worker.tasks["0_0"].stores["counts"].get("k0") == 1000
