@@ -417,8 +417,9 @@ class App(StartStop):
 
         It also waits for the worker's first assignment and until no task is restoring its
         stores, so the stores (``app.store``) hold everything their changelogs held when it
-        returns, even for a task with no new input. Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if
-        it stops. Cancellation: stops waiting, changes nothing."""
+        returns, even for a task with no new input. Raises ``TimeoutError`` after
+        ``timeout`` seconds, and the worker's failure if it stops. Cancellation: stops
+        waiting, changes nothing."""
         worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
