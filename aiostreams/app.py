@@ -415,8 +415,11 @@ class App(StartStop):
         offset committed by the app's group. For examples, tests and batch-like runs: while
         it waits, every commit flushes the external sinks (not just the backlogged ones).
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if it
-        stops. Cancellation: stops waiting, changes nothing."""
+        It also waits for the worker's first assignment and until no task is restoring its
+        stores, so the stores (``app.store``) hold everything their changelogs held when it
+        returns, even for a task with no new input. Raises ``TimeoutError`` after
+        ``timeout`` seconds, and the worker's failure if it stops. Cancellation: stops
+        waiting, changes nothing."""
         worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
@@ -428,7 +431,7 @@ class App(StartStop):
         async with asyncio.timeout(timeout):
             await probe.start()
             try:
-                while not await probe.caught_up():
+                while not worker.stores_ready or not await probe.caught_up():
                     if worker.failure is not None:
                         break
                     worker.request_sink_flush()  # not just the backlogged sinks

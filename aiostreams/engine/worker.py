@@ -76,6 +76,7 @@ class Worker:
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
         self._sink_flush_requested = False
         self._committed_event = asyncio.Event()
+        self._assigned = False  # set by the first assignment (even an empty one)
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits = Shielded()
         self._stopped = asyncio.Event()
@@ -100,7 +101,8 @@ class Worker:
             on_pause=self._on_pause, has_unfetched=self._has_unfetched)
         self._table = TaskTable(self.subs, make_task, self._router, restorer,
                                 self._committer.committed, clock=clock,
-                                broker_timeout=config.broker_timeout)
+                                broker_timeout=config.broker_timeout,
+                                on_failed=self._on_task_failed)
         self.stall_watch = StallWatch(config.stuck_record_warning)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
@@ -113,6 +115,13 @@ class Worker:
     @property
     def tasks(self) -> dict[str, StreamTask]:
         return self._table.tasks
+
+    @property
+    def stores_ready(self) -> bool:
+        """Whether this worker has had its first assignment and none of its tasks is still
+        restoring its stores (what its stores hold is then all their changelogs held)."""
+        return self._assigned and not any(
+            self._table.restoring(t) for t in self._table.tasks.values())
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -254,6 +263,7 @@ class Worker:
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
         await self._table.open(assigned, self._consumer)
+        self._assigned = True
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
 
     def changelog_topic(self, store: str) -> str:
@@ -362,7 +372,8 @@ class Worker:
         if consumer is None:
             return {}
         started = self.clock.monotonic()
-        chosen = list(self.tasks.values()) if tasks is None else list(tasks)
+        # a restoring task is never committed: its offsets stay where the group has them
+        chosen = self._table.committing(self.tasks.values() if tasks is None else tasks)
         committed, lost = await self._committer.commit(
             self._router.groups(chosen, lambda t: t.task_id), consumer,
             closing=closing, flush_all=flush_all)
