@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.committer import Committer, CommitTimer
-from aiostreams.engine.external_sink import ExternalSink
+from aiostreams.engine.external_sink import ExternalSink, start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.provision import ensure_topics
@@ -44,7 +44,7 @@ from aiostreams.errors import AiostreamsError, TaskFailedError, TransportError
 from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
-from aiostreams.transport.base import Consumer, IsolationLevel, Transport, read_topic_ids
+from aiostreams.transport.base import Consumer, IsolationLevel, Transport
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
@@ -132,12 +132,8 @@ class Worker:
         await ensure_topics(self.transport, self.subs, self.topics, app_id=self.config.app_id,
                             dead_letter_topic=self.config.task.dead_letter_topic,
                             default_partitions=self.config.default_partitions)
-        sources = {t for sub in self.subs for t in sub.source_topics}
-        topic_ids = await read_topic_ids(self.transport, sources) if self._sinks else {}
-        for sink in self._sinks.values():  # identity: the app, the topics' incarnations
-            getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)
-            getattr(sink, "bind_topic_ids", lambda ids: None)(topic_ids)
-            await sink.start()
+        await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
+                          (t for sub in self.subs for t in sub.source_topics))
         cfg = self.config
         await self._router.start()
         self._consumer = self.transport.consumer(
@@ -224,11 +220,7 @@ class Worker:
                 await close_within(self._consumer.stop(), left(), "the consumer")
             await self._router.stop(left)
             await close_within(self._purger.stop(), left(), "the purge client")
-            for sink in self._sinks.values():
-                try:
-                    await sink.stop()
-                except Exception:
-                    log.exception("worker: stopping sink %r failed", sink.name)
+            await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
 
