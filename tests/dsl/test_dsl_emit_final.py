@@ -179,3 +179,14 @@ async def test_sliding_and_session_final_results_continue_exactly_after_state_is
     result = finals(await run_app(second, [out]))
     assert result == expected
     assert len(set(result)) == len(result)  # no window emitted twice
+
+
+def test_the_guides_session_example_runs_and_prints_what_it_says(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    guide = Path(__file__).parents[2] / "docs" / "guides" / "windows-joins.md"
+    text = guide.read_text()
+    start = text.index("```python", text.index("### Sliding windows and sessions"))
+    code = text[start + len("```python"):text.index("```", start + 3)]
+    expected = code.strip().splitlines()[-1].removeprefix("# ")
+    exec(compile(code, str(guide), "exec"), {"__name__": "guide_example"})
+    assert capsys.readouterr().out.strip() == expected
