@@ -498,6 +498,7 @@ class App(StartStop):
         metrics = dataclasses.asdict(task.metrics)
         errors = metrics.pop("by_node_errors")
         oldest = task.oldest_unretired
+        blocking = task.head_of_line
         return TaskStatus(
             task_id=task.task_id,
             partitions=tuple(task.partitions),
@@ -511,6 +512,9 @@ class App(StartStop):
             counters=MappingProxyType(metrics),
             errors_by_node=MappingProxyType(errors),
             run=run,
+            head_of_line_wait=blocking.total,
+            head_of_line_wait_max=blocking.longest,
+            head_of_line_blocked=blocking.blocked,
         )
 
 

@@ -44,6 +44,7 @@ class Slot:
 
     __slots__ = (
         "attempts",
+        "finished_at",
         "forward_buffer",
         "hazard",
         "held",
@@ -87,6 +88,8 @@ class Slot:
         self.node = ""  # the node executing now, or the one that failed
         self.stream_time = float("-inf")  # the task's stream time when this slot was issued
         self.held = 0  # bytes this slot holds in its task's byte budget
+        # monotonic seconds when it finished, where that can matter (engine.head_of_line)
+        self.finished_at: float | None = None
 
     def reset_buffers(self) -> None:
         """Forget what an attempt buffered (before a retry, or when the record is set aside)."""

@@ -44,7 +44,7 @@ from aiostreams.errors import AiostreamsError, TaskFailedError, TransportError
 from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
-from aiostreams.transport.base import Consumer, IsolationLevel, Transport
+from aiostreams.transport.base import Consumer, IsolationLevel, Transport, read_topic_ids
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
@@ -123,8 +123,11 @@ class Worker:
         await ensure_topics(self.transport, self.subs, self.topics, app_id=self.config.app_id,
                             dead_letter_topic=self.config.task.dead_letter_topic,
                             default_partitions=self.config.default_partitions)
-        for sink in self._sinks.values():
-            getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)  # identity
+        sources = {t for sub in self.subs for t in sub.source_topics}
+        topic_ids = await read_topic_ids(self.transport, sources) if self._sinks else {}
+        for sink in self._sinks.values():  # identity: the app, the topics' incarnations
+            getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)
+            getattr(sink, "bind_topic_ids", lambda ids: None)(topic_ids)
             await sink.start()
         cfg = self.config
         await self._router.start()
