@@ -47,6 +47,7 @@ from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
 
 if TYPE_CHECKING:
+    from aiostreams.engine.tracing import Tracing
     from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
@@ -71,6 +72,7 @@ class App(StartStop):
         clock: Clock | None = None,
         config_file: str | Path | None = None,
         retry: Retry | None = None,
+        tracer_provider: Any = None,
         **settings: Any,
     ) -> None:
         if not name or any(c.isspace() for c in name):
@@ -95,6 +97,7 @@ class App(StartStop):
         self._lifecycle = Lifecycle()
         self._sender: AppProducer | None = None
         self._services: dict[str, DeclaredService] = {}
+        self._tracing = _load_tracing(self.settings.tracing, tracer_provider)
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -328,6 +331,7 @@ class App(StartStop):
             dead_letter_topic=s.dead_letter_topic,
             processing_timeout=s.processing_timeout,
             max_record_bytes=s.max_record_bytes,
+            tracing=self._tracing,
         )
 
     def build(self) -> list[SubTopology]:
@@ -422,8 +426,11 @@ class App(StartStop):
         offset committed by the app's group. For examples, tests and batch-like runs: while
         it waits, every commit flushes the external sinks (not just the backlogged ones).
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if it
-        stops. Cancellation: stops waiting, changes nothing."""
+        It also waits for the worker's first assignment and until no task is restoring its
+        stores, so the stores (``app.store``) hold everything their changelogs held when it
+        returns, even for a task with no new input. Raises ``TimeoutError`` after
+        ``timeout`` seconds, and the worker's failure if it stops. Cancellation: stops
+        waiting, changes nothing."""
         worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
@@ -435,7 +442,7 @@ class App(StartStop):
         async with asyncio.timeout(timeout):
             await probe.start()
             try:
-                while not await probe.caught_up():
+                while not worker.stores_ready or not await probe.caught_up():
                     if worker.failure is not None:
                         break
                     worker.request_sink_flush()  # not just the backlogged sinks
@@ -550,3 +557,16 @@ def run_event_loop(main: Any) -> Any:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
+
+
+def _load_tracing(enabled: bool, provider: Any) -> Tracing | None:
+    """The app's tracing (``tracing=True``, or a ``tracer_provider``), else None - and then
+    ``opentelemetry`` is never imported."""
+    if not enabled and provider is None:
+        return None
+    try:
+        from aiostreams.engine.tracing import Tracing
+    except ImportError as e:
+        raise ConfigError(f"tracing=True needs OpenTelemetry ({e}): pip install "
+                          "'aiostreams[otel]', or leave tracing off") from None
+    return Tracing(provider)

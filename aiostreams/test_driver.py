@@ -51,7 +51,7 @@ from aiostreams.app import App
 from aiostreams.config import Settings
 from aiostreams.driver_broker import DriverBroker
 from aiostreams.engine.clock import ManualClock
-from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot
+from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot, commit_trace
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory
 from aiostreams.engine.topic_plan import changelog_topic
@@ -296,6 +296,7 @@ class TopologyTestDriver:
         self._require_running("commit")
         self._commit_timer.take()
         offsets = commit_snapshot(self.tasks.values(), self._committed)
+        trace = commit_trace(self.tasks.values())
         for sink in self._out.sinks.values():
             await sink.flush()
         for task in self.tasks.values():
@@ -304,6 +305,8 @@ class TopologyTestDriver:
             self.broker.commit_offsets(self.app.name, offsets)
             advance(self._committed, offsets)
             self.app.commit_log.append(CommitRecord(dict(offsets), 0.0))
+        if trace is not None:
+            trace.committed(offsets)
         return offsets
 
     def committed(self, topic: str, partition: int = 0) -> int | None:

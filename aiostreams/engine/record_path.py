@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING
 
 from aiostreams.engine.attempt import AttemptRunner, attempt_timeout
 from aiostreams.engine.byte_budget import outputs_size, raw_size
@@ -54,6 +55,9 @@ from aiostreams.policies import Ordering
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
+if TYPE_CHECKING:  # imported only when the app traces: it imports opentelemetry
+    from aiostreams.engine.tracing import TaskTracer
+
 _NULL_KEY = object()
 
 
@@ -68,6 +72,9 @@ class RecordPath:
         self.stream_time = float("-inf")
         self.metrics = metrics
         self.head_of_line = HeadOfLine()
+        self.tracer: TaskTracer | None = (settings.tracing.for_task(task_id, clock)
+                                          if settings.tracing is not None else None)
+        """Spans per record (None: the app does not trace; nothing is allocated for it)."""
         self.pump_pending = False
         self.drained: asyncio.Event | None = None  # set when the buffer empties or it fails
         self._clock = clock
@@ -152,6 +159,8 @@ class RecordPath:
         done = SlotState.DONE
         run_inline = self._inline.run
         released = self._released
+        tracer = self.tracer
+        inline_ok = tracer is None  # a traced record takes a slot: its spans need one
         while (self.state is TaskState.RUNNING and self._barrier is None
                and len(in_rob) < capacity):
             if due:
@@ -174,7 +183,7 @@ class RecordPath:
                 self.stream_time = raw.timestamp
                 if punctuations.scheduled:
                     punctuations.advance_stream_time(self.stream_time)
-            if not in_rob and not source.chain_is_async:
+            if not in_rob and inline_ok and not source.chain_is_async:
                 if run_inline(raw, source, released) and single is not None:
                     self._inline.drain(single, source, released)
                 continue
@@ -186,6 +195,8 @@ class RecordPath:
             slot.held = size = raw_size(raw)  # until it retires (the byte budget)
             budget.take(size)
             issue(slot)
+            if tracer is not None:
+                tracer.issued(slot)
             self._unfinished += 1
             if len(in_rob) > metrics.max_rob_depth:
                 metrics.max_rob_depth = len(in_rob)
@@ -291,6 +302,8 @@ class RecordPath:
         apply = self._apply
         freed = 0
         retired = self._rob.pop_retirable()
+        if self.tracer is not None and retired:
+            self.tracer.retiring(retired)  # before release: outputs get the traceparent
         for slot in retired:
             if slot.outputs:
                 released.extend(slot.outputs)

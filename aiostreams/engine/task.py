@@ -94,6 +94,8 @@ class StreamTask:
                                 on_failed=self._failed)
         self.head_of_line: HeadOfLine = self._path.head_of_line
         """How long finished records waited to retire behind earlier ones."""
+        self.tracer = self._path.tracer
+        """This task's spans per record (None: the app does not trace)."""
 
     @property
     def state(self) -> TaskState:
@@ -136,6 +138,8 @@ class StreamTask:
         batch is in, so the choice by timestamp sees every partition's records."""
         self.intake.enqueue(tp, records)
         self.metrics.records_in += len(records)
+        if self.tracer is not None:
+            self.tracer.fetched(tp, records)
 
     def pump(self) -> None:
         """Retire what finished, then issue as long as possible."""
@@ -236,6 +240,8 @@ class StreamTask:
         self.intake.cancel_idle_timer()
         path.recovery.cancel_all()
         await path.pool.cancel_all()
+        if self.tracer is not None:
+            self.tracer.closed(self._rob.slots_view)
         await self._graph.close_processors(self.task_id)
         await self._task_stores.close()
         if path.state is not TaskState.CLOSED:

@@ -30,7 +30,8 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiostreams.engine.clock import Clock, LoopClock
-from aiostreams.engine.permit_wait import waiting_for_permit
+from aiostreams.engine.permit_wait import traced_call, waiting_for_permit
+from aiostreams.engine.trace_hooks import CallTrace
 from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
@@ -93,6 +94,7 @@ class Service:
         """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
         ``timeout`` (seconds from dispatch) replaces the service's own for this call (a
         step's ``Retry(timeout=)``)."""
+        trace = traced_call(self.name, attempt)  # None unless the record is traced
         if self.budget is not None:
             now = self.clock.monotonic()
             if attempt == 0:
@@ -102,7 +104,8 @@ class Service:
                 await self._wait_for_budget(self.budget)
         await self._acquire()
         try:
-            return await self._dispatch(fn, self.timeout if timeout is None else timeout)
+            return await self._dispatch(fn, self.timeout if timeout is None else timeout,
+                                        trace)
         finally:
             self.in_flight -= 1
             self._wake()
@@ -153,8 +156,11 @@ class Service:
                     self._wake()
                     raise
 
-    async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+    async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None,
+                        trace: CallTrace | None = None) -> T:
         started = self.clock.monotonic()
+        if trace is not None:
+            trace.dispatched()
         in_flight = self.in_flight
         error: BaseException | None = None
         try:
@@ -165,6 +171,9 @@ class Service:
             error = exc
             raise
         finally:
+            if trace is not None:
+                trace.ended("cancelled" if error is None and _cancelling()
+                            else classify(error).value, error)
             if error is not None or not _cancelling():
                 latency = self.clock.monotonic() - started
                 outcome = classify(error)

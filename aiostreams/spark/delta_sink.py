@@ -66,11 +66,13 @@ from pydantic import BaseModel
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import ConfigError
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
+from aiostreams.spark.delta_spark import SparkDeltaEngine
 from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch
 from aiostreams.spark.incarnations import check_incarnations, known_ids
 from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
+from aiostreams.spark.session import SparkConfig, get_session
 from aiostreams.spark.sink_batching import Batcher
 from aiostreams.spark.sink_columns import TableColumns
 from aiostreams.spark.sink_state import (
@@ -119,7 +121,9 @@ class DeltaSink:
     or once the oldest has waited ``batch_interval`` less the last write's duration.
     ``sources``: the topics feeding the sink, recorded in the table's identity when it is
     created (default: the topics of the first batch). ``target_file_size``: bytes per data
-    file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs).
+    file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs) or ``"spark"``
+    (Spark writes the files, delta-rs commits them: :mod:`aiostreams.spark.delta_spark`;
+    ``spark`` configures the session; a local or mounted path only).
     """
 
     def __init__(
@@ -137,6 +141,7 @@ class DeltaSink:
         target_file_size: int | None = None,
         engine: str = "pyarrow",
         storage_options: Mapping[str, str] | None = None,
+        spark: SparkConfig | None = None,
     ) -> None:
         where = parse_table_path(path)
         if where.scheme not in ("file", "s3a"):
@@ -151,8 +156,13 @@ class DeltaSink:
         if options and where.local is not None:
             raise ConfigError(f"storage_options are for object stores; {where.given!r} is a "
                               "local path")
-        if engine != "pyarrow":
-            raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs); got {engine!r}")
+        if engine not in ("pyarrow", "spark"):
+            raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs) or 'spark'; got "
+                              f"{engine!r}")
+        if engine == "spark" and where.local is None:
+            raise ConfigError(f"DeltaSink(engine='spark') writes to a directory the driver and "
+                              f"every executor reach at one path; got {where.given!r}. Use "
+                              "engine='pyarrow' for object stores")
         self.path: Path | str = where.local if where.local is not None else where.uri
         self.storage_options = options
         self.model = model
@@ -166,6 +176,7 @@ class DeltaSink:
         self.sources = tuple(sorted(set(sources)))
         self.target_file_size = target_file_size
         self.engine = engine
+        self.spark_engine = SparkDeltaEngine(spark) if engine == "spark" else None
         self.name = ""
         self.app_id: str | None = None  # set by bind_app (the worker, before start)
         self.topic_ids: dict[str, str] = {}  # set by bind_topic_ids (the worker, too)
@@ -221,6 +232,8 @@ class DeltaSink:
 
     def _open_and_check(self) -> None:
         where = str(self.path)
+        if self.spark_engine is not None:
+            get_session(self.spark_engine.spark)  # seconds: once, before the first batch
         table = open_table(where, self.storage_options)
         if table is None:
             return
@@ -389,12 +402,17 @@ class DeltaSink:
                 rows, self.schema, sink=self.name, table_kind="Delta table's schema",
                 attach="add_delta_sink",
                 validate=None if self.validated_upstream else self.validate)
-            write_batch(table if table is not None else where, data,
-                        partition_by=self.partition_by, identity=identity,
-                        transactions={transaction_app_id(self.app, s): o
-                                      for s, o in lasts.items()},
-                        target_file_size=self.target_file_size,
-                        storage_options=self.storage_options)
+            transactions = {transaction_app_id(self.app, s): o for s, o in lasts.items()}
+            if self.spark_engine is not None:
+                assert isinstance(self.path, Path)
+                self.spark_engine.commit(table, self.path, data,
+                                         partition_by=self.partition_by, identity=identity,
+                                         transactions=transactions)
+            else:
+                write_batch(table if table is not None else where, data,
+                            partition_by=self.partition_by, identity=identity,
+                            transactions=transactions, target_file_size=self.target_file_size,
+                            storage_options=self.storage_options)
             self._identity = identity
             durable.update(lasts)
             self._after(DeltaStep.COMMITTED)
