@@ -27,6 +27,7 @@ lint: install
 
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy --strict examples  # the examples are what users copy: typed as strictly
 
 unit: install
 	$(BIN)/python -m aiostreams.localkafka fetch

@@ -48,6 +48,7 @@ from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
 
 if TYPE_CHECKING:
+    from aiostreams.engine.tracing import Tracing
     from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
@@ -72,6 +73,7 @@ class App(StartStop):
         clock: Clock | None = None,
         config_file: str | Path | None = None,
         retry: Retry | None = None,
+        tracer_provider: Any = None,
         **settings: Any,
     ) -> None:
         if not name or any(c.isspace() for c in name):
@@ -96,6 +98,7 @@ class App(StartStop):
         self._lifecycle = Lifecycle()
         self._sender: AppProducer | None = None
         self._services: dict[str, DeclaredService] = {}
+        self._tracing = _load_tracing(self.settings.tracing, tracer_provider)
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -169,16 +172,27 @@ class App(StartStop):
         return self._builder.table(topic, name=name, materialized=materialized,
                                    persistent=persistent, versioned=versioned)
 
-    def global_table(self, topic: Topic | str) -> GlobalTable:
+    def global_table(self, topic: Topic | str, *,
+                     persistent: bool | None = None) -> GlobalTable:
         """``topic`` replicated in full on every worker, bootstrapped before processing
         starts; join streams with it by ``stream.join_global(table, key_selector, joiner)``.
+        ``persistent`` (default: when the app has a ``state_dir``): kept in SQLite under
+        ``state_dir`` with a checkpoint, so a restart reads only the records after it.
         See :mod:`aiostreams.topology.global_table`."""
         declared = topic if isinstance(topic, Topic) else (
             self.topology.topic(topic) or self.topic(topic))
+        state_dir = self.settings.state_dir
+        if persistent and state_dir is None:
+            raise ConfigError(
+                f"global table {declared.name!r} is persistent and needs a directory for its "
+                "files: set `state_dir` (Settings(state_dir=...) or AIOSTREAMS_STATE_DIR), or "
+                "declare it with persistent=False")
         return declare_global_table(
             self.topology, declared, lambda: self.transport, self.resource,
             self.settings.poll_timeout,
-            read_committed=self.settings.processing_guarantee == "exactly_once")
+            read_committed=self.settings.processing_guarantee == "exactly_once",
+            state_dir=state_dir if persistent is not False else None,
+            save_interval=self.settings.commit_interval_ms / 1000)
 
     def describe(self) -> str:
         return self.topology.describe()
@@ -321,6 +335,7 @@ class App(StartStop):
             dead_letter_topic=s.dead_letter_topic,
             processing_timeout=s.processing_timeout,
             max_record_bytes=s.max_record_bytes,
+            tracing=self._tracing,
         )
 
     def build(self) -> list[SubTopology]:
@@ -415,8 +430,11 @@ class App(StartStop):
         offset committed by the app's group. For examples, tests and batch-like runs: while
         it waits, every commit flushes the external sinks (not just the backlogged ones).
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, and the worker's failure if it
-        stops. Cancellation: stops waiting, changes nothing."""
+        It also waits for the worker's first assignment and until no task is restoring its
+        stores, so the stores (``app.store``) hold everything their changelogs held when it
+        returns, even for a task with no new input. Raises ``TimeoutError`` after
+        ``timeout`` seconds, and the worker's failure if it stops. Cancellation: stops
+        waiting, changes nothing."""
         worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
@@ -428,7 +446,7 @@ class App(StartStop):
         async with asyncio.timeout(timeout):
             await probe.start()
             try:
-                while not await probe.caught_up():
+                while not worker.stores_ready or not await probe.caught_up():
                     if worker.failure is not None:
                         break
                     worker.request_sink_flush()  # not just the backlogged sinks
@@ -491,6 +509,7 @@ class App(StartStop):
         metrics = dataclasses.asdict(task.metrics)
         errors = metrics.pop("by_node_errors")
         oldest = task.oldest_unretired
+        blocking = task.head_of_line
         return TaskStatus(
             task_id=task.task_id,
             partitions=tuple(task.partitions),
@@ -504,6 +523,9 @@ class App(StartStop):
             counters=MappingProxyType(metrics),
             errors_by_node=MappingProxyType(errors),
             run=run,
+            head_of_line_wait=blocking.total,
+            head_of_line_wait_max=blocking.longest,
+            head_of_line_blocked=blocking.blocked,
         )
 
 
@@ -539,3 +561,16 @@ def run_event_loop(main: Any) -> Any:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
+
+
+def _load_tracing(enabled: bool, provider: Any) -> Tracing | None:
+    """The app's tracing (``tracing=True``, or a ``tracer_provider``), else None - and then
+    ``opentelemetry`` is never imported."""
+    if not enabled and provider is None:
+        return None
+    try:
+        from aiostreams.engine.tracing import Tracing
+    except ImportError as e:
+        raise ConfigError(f"tracing=True needs OpenTelemetry ({e}): pip install "
+                          "'aiostreams[otel]', or leave tracing off") from None
+    return Tracing(provider)

@@ -112,6 +112,10 @@ class Settings(BaseSettings):
         "result fails its record (retry / dead-letter path) instead of the producer. A dead "
         "letter (key, value and headers) is cut to fit it, so keep it below the producer's "
         "max_request_size and the broker's message.max.bytes (both about 1 MiB by default)")
+    tracing: bool = Field(
+        False, description="OpenTelemetry spans per record (queue wait, permit wait, calls, "
+        "head-of-line wait, commit) to the global TracerProvider, or App(tracer_provider=); "
+        "needs the otel extra: pip install 'aiostreams[otel]'. See the observability guide")
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")

@@ -259,6 +259,16 @@ class AppCollector:
                      "Wall-clock time minus the timestamp of the oldest record not retired "
                      "(0 when nothing is in flight).", _LABELS,
                      [([name, t.task_id], retire_lag(t, now)) for t in tasks])
+        yield _counter("aiostreams_task_head_of_line_wait_seconds",
+                       "Seconds finished records waited to retire behind an earlier record "
+                       "still executing (head-of-line blocking), summed.", _LABELS,
+                       [([name, t.task_id], t.head_of_line.total) for t in tasks])
+        yield _gauge("aiostreams_task_head_of_line_wait_max_seconds",
+                     "The longest head-of-line wait of one record since the task started.",
+                     _LABELS, [([name, t.task_id], t.head_of_line.longest) for t in tasks])
+        yield _counter("aiostreams_task_head_of_line_blocked_records",
+                       "Retired records that waited behind an earlier record at all.",
+                       _LABELS, [([name, t.task_id], t.head_of_line.blocked) for t in tasks])
         errors = CounterMetricFamily("aiostreams_processor_errors",
                                      "Records that failed for good, by the node that failed.",
                                      labels=["app", "task", "node"])

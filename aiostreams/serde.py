@@ -45,6 +45,7 @@ import orjson
 from pydantic import BaseModel, PydanticUndefinedAnnotation, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from aiostreams import compact_json
 from aiostreams.errors import ConfigError, DeserializationError, SerializationError
 
 __all__ = [
@@ -271,13 +272,13 @@ class JsonSerde(_Stateless):
     __slots__ = ()
 
     fast_deserialize: ClassVar[Callable[[bytes], Any]] = staticmethod(orjson.loads)
-    fast_serialize: ClassVar[Callable[[Any], bytes]] = staticmethod(orjson.dumps)
+    fast_serialize: ClassVar[Callable[[Any], bytes]] = staticmethod(compact_json.dumps)
 
     def serialize(self, topic: str, value: Any) -> bytes | None:
         if value is None:
             return None
         try:
-            return orjson.dumps(value)
+            return compact_json.dumps(value)
         except orjson.JSONEncodeError as exc:
             raise SerializationError(
                 f"cannot write {type(value).__name__} as JSON: {exc}", topic=topic

@@ -55,6 +55,14 @@ class TaskStatus:
     run: int = 0
     """Tells runs of a task apart: a task closed by a rebalance and created again gets a
     new ``run`` (numbered from 1 per app), so totals over closed tasks can be kept."""
+    head_of_line_wait: float = 0.0
+    """Seconds, summed over the records retired so far, that finished records waited to
+    retire behind an earlier record still executing (head-of-line blocking; see
+    :mod:`aiostreams.engine.head_of_line`)."""
+    head_of_line_wait_max: float = 0.0
+    """The longest such wait of one record, in seconds."""
+    head_of_line_blocked: int = 0
+    """Retired records that waited behind an earlier one at all."""
 
     def __post_init__(self) -> None:
         foreign = set(self.committable) - set(self.partitions)

@@ -17,9 +17,10 @@ repartition topics as wide as the widest input), keys are placed by Kafka's part
 there is one task per sub-topology and partition, as a worker owning everything would run.
 
 What it does not do: no consumer group, no fetch loop, no producer. The driver is the
-consumer and the producer: :meth:`process_all` hands every record appended to a source topic
-(piped, or produced by a task, as for repartition topics) to its task, lets the tasks run, and
-repeats until nothing is left to do. So processing is deterministic and awaited, and time
+consumer and the producer (its broker side: :mod:`~aiostreams.driver_broker`):
+:meth:`process_all` hands every record appended to a source topic (piped, or produced by a
+task, as for repartition topics) to its task, lets the tasks run, and repeats until nothing
+is left to do. So processing is deterministic and awaited, and time
 moves only when the test moves it:
 
 * **stream time** follows the timestamps of the records piped (default: the clock's wall
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import itertools
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,27 +49,19 @@ from typing import Any
 
 from aiostreams.app import App
 from aiostreams.config import Settings
+from aiostreams.driver_broker import DriverBroker
 from aiostreams.engine.clock import ManualClock
-from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot
-from aiostreams.engine.external_sink import ExternalRecord, ExternalSink
+from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot, commit_trace
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory
-from aiostreams.engine.topic_plan import (
-    changelog_topic,
-    plan_changelogs,
-    plan_topics,
-    sub_widths,
-    wanted_topics,
-)
+from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker_config import CommitRecord
-from aiostreams.errors import TaskFailedError, TopologyError
-from aiostreams.serde import BytesSerde, Serde
+from aiostreams.errors import TaskFailedError
 from aiostreams.state.key_identity import EncodedKey
 from aiostreams.topology.dsl_stores import plain_value
 from aiostreams.topology.global_table import GlobalFeeder, global_tables_of
-from aiostreams.topology.topology import SubTopology, Topology
+from aiostreams.topology.topology import Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.transport.partitioner import default_partition
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition
 
 DEFAULT_START = 1_700_000_000.0
@@ -133,25 +125,18 @@ class TopologyTestDriver:
             raise TypeError(f"TopologyTestDriver takes an App or a Topology, not "
                             f"{type(source).__name__}")
         self.clock = DriverClock(start_time)
-        self.broker = MemoryBroker()
         self.state = DriverState.CREATED
         self.failure: TaskFailedError | None = None
-        self.emit_error: Exception | None = None
-        """Why producing a task's output failed (e.g. an undeclared topic), if it did."""
         self.tasks: dict[str, StreamTask] = {}
         self._state_dir = Path(state_dir) if state_dir is not None else None
         self._temp_dir: Path | None = None
         self._task_of: dict[TopicPartition, StreamTask] = {}
         self._fed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
-        self._source_serdes: dict[str, tuple[Serde[Any], Serde[Any]]] = {}
-        self._sink_serdes: dict[str, tuple[Serde[Any], Serde[Any]]] = {}
-        self._emitted: dict[str, list[tuple[int, int]]] = {}
-        self._read: dict[str, int] = {}
-        self._null_keys = itertools.count()
-        self._sinks: dict[str, ExternalSink] = {}
         self._commit_timer = CommitTimer(
             self.clock, self.app.settings.commit_interval_ms / 1000.0)
+        self._out = DriverBroker(self.app, on_backlog=self._commit_timer.request)
+        self.broker = self._out.broker
         self._snapshots: dict[str, dict[Any, Any]] = {}
         self._globals: GlobalFeeder | None = None
 
@@ -165,29 +150,23 @@ class TopologyTestDriver:
         app = self.app
         subs = app.build()
         task_settings = app._task_settings()
-        widths = self._create_topics(subs)
+        widths = self._out.create_topics(subs)
         state_dir = self._state_dir or app.settings.state_dir
         if state_dir is None and any(sub.stores for sub in subs):
             self._temp_dir = Path(tempfile.mkdtemp(prefix="aiostreams-driver-"))
             state_dir = self._temp_dir
-        self._sinks = {s.name: s for s in app.topology.external_sinks}
         self._globals = GlobalFeeder(global_tables_of(app.topology), self.broker)
-        self._source_serdes.update(self._globals.serdes())
-        for sink in self._sinks.values():
+        for topic, serdes in self._globals.serdes().items():
+            self._out.source_serdes.setdefault(topic, serdes)
+        for sink in self._out.sinks.values():
             await sink.start()
         self.state = DriverState.RUNNING
         make_task = TaskFactory(
             app.name, task_settings, app.topology.topics, self.clock,
-            emit=lambda task_id, records: self._emit(records), on_failed=self._on_failed,
+            emit=lambda task_id, records: self._out.emit(records), on_failed=self._on_failed,
             request_commit=self._commit_timer.request, node_retry=app.node_retries,
             state_dir=state_dir)
         for sub in subs:
-            for source in sub.sources:
-                for topic in source.topics:
-                    self._source_serdes[topic] = (source.key_serde, source.value_serde)
-            for sink_node in sub.sinks:
-                self._sink_serdes.setdefault(sink_node.topic,
-                                             (sink_node.key_serde, sink_node.value_serde))
             for partition in range(widths[sub.id]):
                 task = make_task(sub, partition,
                                  [TopicPartition(t, partition) for t in sub.source_topics])
@@ -209,7 +188,7 @@ class TopologyTestDriver:
         try:
             for task in self.tasks.values():
                 await task.close()
-            for sink in self._sinks.values():
+            for sink in self._out.sinks.values():
                 await sink.stop()
         finally:
             if self._temp_dir is not None:
@@ -235,7 +214,7 @@ class TopologyTestDriver:
         source reads it with. ``timestamp`` (seconds) defaults to the clock's wall time;
         ``partition`` to Kafka's partitioner on the key bytes. Processed by the next
         :meth:`process_all`."""
-        key_serde, value_serde = self._serdes_of(topic)
+        key_serde, value_serde = self._out.serdes_of(topic)
         self.pipe_raw_input(topic, key_serde.serialize(topic, key),
                             value_serde.serialize(topic, value), timestamp,
                             headers=headers, partition=partition)
@@ -254,17 +233,9 @@ class TopologyTestDriver:
                        partition: int | None = None) -> None:
         """Append a record of raw bytes (e.g. bytes its serde cannot decode)."""
         self._require_running("pipe input")
-        self._serdes_of(topic)
+        self._out.serdes_of(topic)
         when = self.clock.wall_time() if timestamp is None else timestamp
-        self._append([OutgoingRecord(topic, key, value, when, headers, partition)])
-
-    def _serdes_of(self, topic: str) -> tuple[Serde[Any], Serde[Any]]:
-        serdes = self._source_serdes.get(topic)
-        if serdes is None:
-            raise TopologyError(
-                f"topic {topic!r} is not read by the topology; its sources read "
-                f"{sorted(self._source_serdes)}")
-        return serdes
+        self._out.append([OutgoingRecord(topic, key, value, when, headers, partition)])
 
     # -- processing ---------------------------------------------------------------------
 
@@ -283,8 +254,8 @@ class TopologyTestDriver:
         rounds = 0
         while True:
             self._feed()
-            if self.emit_error is not None:
-                error, self.emit_error = self.emit_error, None
+            if self._out.emit_error is not None:
+                error, self._out.emit_error = self._out.emit_error, None
                 raise error
             if self.failure is not None or (self._quiescent() and not self._unfed()):
                 break
@@ -325,7 +296,8 @@ class TopologyTestDriver:
         self._require_running("commit")
         self._commit_timer.take()
         offsets = commit_snapshot(self.tasks.values(), self._committed)
-        for sink in self._sinks.values():
+        trace = commit_trace(self.tasks.values())
+        for sink in self._out.sinks.values():
             await sink.flush()
         for task in self.tasks.values():
             await task.flush_stores()
@@ -333,6 +305,8 @@ class TopologyTestDriver:
             self.broker.commit_offsets(self.app.name, offsets)
             advance(self._committed, offsets)
             self.app.commit_log.append(CommitRecord(dict(offsets), 0.0))
+        if trace is not None:
+            trace.committed(offsets)
         return offsets
 
     def committed(self, topic: str, partition: int = 0) -> int | None:
@@ -350,18 +324,11 @@ class TopologyTestDriver:
             raise RuntimeError(
                 f"read_output({topic!r}): {self._unfed()} piped record(s) are not processed "
                 "yet; `await driver.process_all()` first")
-        emitted = self._emitted.get(topic, [])
-        start = self._read.get(topic, 0)
-        self._read[topic] = len(emitted)
-        return [self._decode(self.broker.records(topic, p)[offset])
-                for p, offset in emitted[start:]]
+        return [self._out.decode(raw) for raw in self._out.take(topic)]
 
     def read_raw_output(self, topic: str) -> list[RawRecord]:
         """Like :meth:`read_output`, as bytes with offsets and headers (dead letters)."""
-        emitted = self._emitted.get(topic, [])
-        start = self._read.get(topic, 0)
-        self._read[topic] = len(emitted)
-        return [self.broker.records(topic, p)[offset] for p, offset in emitted[start:]]
+        return self._out.take(topic)
 
     def store(self, name: str) -> dict[Any, Any]:
         """A snapshot of store ``name``'s applied (retired) state over every task, as of the
@@ -383,54 +350,6 @@ class TopologyTestDriver:
         raise RuntimeError(
             f"cannot {action}: the driver is {self.state.value}; use `async with "
             "TopologyTestDriver(app) as driver:` (or await driver.start())")
-
-    def _create_topics(self, subs: Sequence[SubTopology]) -> dict[int, int]:
-        """Create every topic the tasks read or write (and every declared one, which
-        ``ctx.send()`` may write to), sized as the worker would
-        (:mod:`~aiostreams.engine.topic_plan`); returns each sub-topology's width."""
-        app = self.app
-        declared = app.topology.topics
-        wanted = wanted_topics(subs, app.settings.dead_letter_topic) | set(declared)
-        specs = plan_topics(wanted, declared, {}, writers=(), create_sources=True,
-                            default_partitions=app.settings.default_partitions,
-                            where="the driver's broker")
-        widths = sub_widths(subs, {name: spec.partitions for name, spec in specs.items()})
-        for spec in (*specs.values(), *plan_changelogs(app.name, subs, widths, {})):
-            self.broker.create_topic(spec.name, spec.partitions, dict(spec.config) or None)
-        return widths
-
-    def _append(self, records: Sequence[OutgoingRecord]) -> list[tuple[str, int, int]]:
-        """Append in order; returns each record's (topic, partition, offset)."""
-        def choose(topic: str, key: bytes | None, partitions: int) -> int:
-            return default_partition(key, partitions, counter=self._null_keys)
-
-        placed: list[tuple[str, int, int]] = []
-        for record, partition in self.broker.resolve_partitions(records, choose):
-            offset = self.broker.end_offset(TopicPartition(record.topic, partition))
-            self.broker.append([(record, partition)])
-            placed.append((record.topic, partition, offset))
-        return placed
-
-    def _emit(self, records: list[OutgoingRecord | ExternalRecord]) -> None:
-        # Called from a task's pump (a loop callback): an error here must reach the test.
-        try:
-            self._release(records)
-        except Exception as e:
-            if self.emit_error is None:
-                self.emit_error = e
-
-    def _release(self, records: list[OutgoingRecord | ExternalRecord]) -> None:
-        outgoing: list[OutgoingRecord] = []
-        for record in records:
-            if isinstance(record, ExternalRecord):
-                sink = self._sinks[record.sink]
-                sink.add(record)
-                if sink.backlogged:
-                    self._commit_timer.request()
-            else:
-                outgoing.append(record)
-        for topic, partition, offset in self._append(outgoing):
-            self._emitted.setdefault(topic, []).append((partition, offset))
 
     def _feed(self) -> None:
         """Hand every record appended to a source partition since the last feed to its
@@ -468,20 +387,6 @@ class TopologyTestDriver:
     def _on_failed(self, task: StreamTask, error: TaskFailedError) -> None:
         if self.failure is None:
             self.failure = error
-
-    def _decode(self, raw: RawRecord) -> Record[Any, Any]:
-        """With the topic's declared serdes, else its sink's (or source's), else bytes."""
-        topic = self.app.topology.topic(raw.topic)
-        key_serde: Serde[Any]
-        value_serde: Serde[Any]
-        if topic is not None:
-            key_serde, value_serde = topic.key_serde, topic.value_serde
-        else:
-            key_serde, value_serde = self._sink_serdes.get(raw.topic) or \
-                self._source_serdes.get(raw.topic) or (BytesSerde(), BytesSerde())
-        return Record(key_serde.deserialize(raw.topic, raw.key),
-                      value_serde.deserialize(raw.topic, raw.value), raw.topic,
-                      raw.partition, raw.offset, raw.timestamp, raw.headers)
 
     async def _snapshot_stores(self) -> None:
         snapshots: dict[str, dict[Any, Any]] = {}

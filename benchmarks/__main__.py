@@ -1,8 +1,10 @@
 """``python -m benchmarks``: the peer benchmark of issue 8 — aiostreams against Faust,
 Quix Streams and a raw aiokafka loop, on one broker, in one run.
 
-    python -m benchmarks all                 P1, P2, P5, P6 (~12 min idle, 20-30 loaded)
+    python -m benchmarks all                 every scenario below
     python -m benchmarks eos                 exactly-once against at-least-once (P1, P2)
+    python -m benchmarks startup             process start to first output (median of 5)
+    python -m benchmarks scaleout            output pauses while a worker joins and leaves
     python -m benchmarks p1 p2               some of them
     python -m benchmarks all --quick         smoke-test sizes (about 3 minutes)
     python -m benchmarks p2 --records 200000 --no-peers

@@ -9,6 +9,14 @@
     service.down = True                # 503 to everything until False again
     await service.stop()
 
+    POST {url}/_control {"capacity": 20, "down": false}   # the same, over HTTP
+    GET  {url}/_stats  -> {"served": ..., "rejected": ..., "unavailable": ..., ...}
+
+:class:`SpawnedService` runs one in a process of its own (``python -m
+benchmarks.capacity_service``), as a real service runs: its event loop does not share the
+caller's, so the caller's load (an aiostreams app's engine) does not slow the service's
+answers, and the figures a benchmark compares are the client's alone.
+
 Behaviour a real service has: more than ``capacity`` requests at once are answered 429 at
 once (a bulkhead); above ``rate`` requests per second (when set) likewise; latency grows with
 load (``latency x (1 + load_slowdown x in_flight / capacity)``). Counters: ``served``,
@@ -18,15 +26,30 @@ It runs on the caller's event loop; everything it counts is read in that loop.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import json
+import signal
 import socket
+import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
+import aiohttp
 from aiohttp import web
 
-__all__ = ["CapacityService"]
+__all__ = ["CapacityService", "Counts", "SpawnedService"]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A service's counters at one moment."""
+
+    served: int
+    rejected: int
+    unavailable: int
 
 
 class CapacityService:
@@ -55,6 +78,8 @@ class CapacityService:
         app = web.Application()
         app.router.add_get("/lookup/{key}", self._lookup)
         app.router.add_post("/batch", self._batch)
+        app.router.add_post("/_control", self._control)
+        app.router.add_get("/_stats", self._stats)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -68,6 +93,29 @@ class CapacityService:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def configure(self, *, capacity: int | None = None, down: bool | None = None
+                        ) -> None:
+        """Change the capacity or the outage switch (the same call as a
+        :class:`SpawnedService`'s)."""
+        if capacity is not None:
+            self.capacity = capacity
+        if down is not None:
+            self.down = down
+
+    async def counts(self) -> Counts:
+        return Counts(self.served, self.rejected, self.unavailable)
+
+    async def _control(self, request: web.Request) -> web.Response:
+        body: dict[str, Any] = json.loads(await request.read())
+        await self.configure(capacity=body.get("capacity"), down=body.get("down"))
+        return web.json_response({"capacity": self.capacity, "down": self.down})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"served": self.served, "rejected": self.rejected,
+                                  "unavailable": self.unavailable,
+                                  "in_flight": self.in_flight,
+                                  "most_in_flight": self.most_in_flight})
 
     def _admit(self) -> web.Response | None:
         if self.down:
@@ -114,3 +162,97 @@ class CapacityService:
         for key in keys:
             self.calls_by_key[str(key)] += 1
         return web.json_response([{"key": k, "value": f"v-{k}"} for k in keys])
+
+
+class SpawnedService:
+    """A :class:`CapacityService` in a child process, driven over its control endpoints.
+
+    ``await start()`` spawns it and waits for its URL; ``await stop()`` ends it (SIGTERM,
+    then waits). Cancellation: a cancelled ``start()`` leaves no child behind.
+    """
+
+    def __init__(self, *, capacity: int = 50, latency: float = 0.005,
+                 load_slowdown: float = 0.0) -> None:
+        self.capacity = capacity
+        self.latency = latency
+        self.load_slowdown = load_slowdown
+        self.url = ""
+        self._process: asyncio.subprocess.Process | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> str:
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.capacity_service",
+            "--capacity", str(self.capacity), "--latency", str(self.latency),
+            "--load-slowdown", str(self.load_slowdown), stdout=asyncio.subprocess.PIPE)
+        try:
+            assert self._process.stdout is not None
+            line = await asyncio.wait_for(self._process.stdout.readline(), 30.0)
+            if not line.startswith(b"http://"):
+                raise RuntimeError(f"the capacity service did not start (it printed "
+                                   f"{line!r}); run python -m benchmarks.capacity_service "
+                                   "to see why")
+        except BaseException:
+            await self.stop()
+            raise
+        self.url = line.decode().strip()
+        self._session = aiohttp.ClientSession()
+        return self.url
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._process is not None and self._process.returncode is None:
+            self._process.terminate()
+            await self._process.wait()
+        self._process = None
+
+    async def configure(self, *, capacity: int | None = None, down: bool | None = None
+                        ) -> None:
+        assert self._session is not None, "start() the service first"
+        body: dict[str, Any] = {}
+        if capacity is not None:
+            body["capacity"] = self.capacity = capacity
+        if down is not None:
+            body["down"] = down
+        async with self._session.post(f"{self.url}/_control", json=body) as response:
+            response.raise_for_status()
+
+    async def counts(self) -> Counts:
+        assert self._session is not None, "start() the service first"
+        async with self._session.get(f"{self.url}/_stats") as response:
+            response.raise_for_status()
+            body = await response.json()
+        return Counts(body["served"], body["rejected"], body["unavailable"])
+
+
+async def _serve_until_terminated(capacity: int, latency: float, load_slowdown: float) -> None:
+    service = CapacityService(capacity=capacity, latency=latency, load_slowdown=load_slowdown)
+    print(await service.start(), flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await service.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="a lookup service with a real capacity; "
+                                     "prints its URL, serves until SIGTERM")
+    parser.add_argument("--capacity", type=int, default=50)
+    parser.add_argument("--latency", type=float, default=0.005)
+    parser.add_argument("--load-slowdown", type=float, default=0.0)
+    args = parser.parse_args()
+    run: Any = asyncio.run
+    try:
+        import uvloop
+        run = uvloop.run
+    except ImportError:
+        pass
+    run(_serve_until_terminated(args.capacity, args.latency, args.load_slowdown))
+
+
+if __name__ == "__main__":
+    main()

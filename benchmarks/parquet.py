@@ -1,6 +1,7 @@
 """Parquet and Delta sink throughput and latency, against ``pyarrow.parquet.write_table``.
 
-    python -m benchmarks.parquet [--rows 1000000] [--engines pyarrow spark delta] [--rounds 3]
+    python -m benchmarks.parquet [--rows 1000000] [--engines pyarrow spark delta delta-spark]
+                                 [--rounds 3]
                                  [--batch-rows N] [--batch-interval 5.0]
 
 (a) baseline: the same rows (pydantic models) converted with the fastest path this package
@@ -8,8 +9,9 @@
 (b) the sink: every row handed to ``add()`` in retire-sized chunks, ``flush()`` awaited
     whenever the sink says it is backlogged (as the worker commits early) and at the end:
     rows/s from the first ``add`` to the last durable log entry.
-(c) with ``spark``: the floor of any Spark-engine sink: per ``--batch-rows`` rows, the same
-    conversion as (a) and the same Spark calls as the sink (sort by the partition column,
+(c) with ``spark`` or ``delta-spark``: the floor of any Spark-engine sink: per
+    ``--batch-rows`` rows, the same conversion as (a) and the same Spark calls as the sink
+    (sort by the partition column,
     ``createDataFrame(arrow_table).coalesce(1).write.partitionBy(...).parquet(...)``), without
     the sink's staging, fsync, rename and commit log.
 latency, retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunks, and a
@@ -19,7 +21,9 @@ latency, retire to durable file: rows arrive at ``--rate`` rows/s in 10 ms chunk
     that made it durable.
 ``--batch-rows`` defaults to the sink's own default for each engine
 (``DEFAULT_BATCH_ROWS``: 50k rows for pyarrow, 500k for Spark; the Delta sink 50k).
-Engine ``delta`` is :class:`DeltaSink` (one Delta commit per batch, through delta-rs).
+Engine ``delta`` is :class:`DeltaSink` (one Delta commit per batch, through delta-rs);
+``delta-spark`` is ``DeltaSink(engine="spark")`` (Spark writes the files, delta-rs commits
+them), at the Spark batch size unless ``--batch-rows`` is given.
 
 Targets: (b) >= 0.5 x (a); latency p99 <= batch_interval + 1 s. Every case runs once as a
 warm-up first (untimed: the JVM's JIT, pyarrow's and Python's caches), then ``--rounds``
@@ -134,13 +138,15 @@ def spark_floor(rows: list[Order], directory: Path, batch_rows: int,
 
 def make_sink(path: Path, engine: str, batch_rows: int | None,
               batch_interval: float = 5.0) -> ParquetSink | DeltaSink:
-    """The sink under test: ``engine`` "pyarrow" or "spark" (ParquetSink), or "delta"
-    (DeltaSink through delta-rs), partitioned by region, values checked upstream (as
-    add_parquet_sink/add_delta_sink wire it)."""
+    """The sink under test: ``engine`` "pyarrow" or "spark" (ParquetSink), "delta"
+    (DeltaSink through delta-rs) or "delta-spark" (DeltaSink, Spark engine), partitioned by
+    region, values checked upstream (as add_parquet_sink/add_delta_sink wire it)."""
     sink: ParquetSink | DeltaSink
-    if engine == "delta":
-        sink = DeltaSink(path, Order, batch_rows=batch_rows or DEFAULT_BATCH_ROWS["pyarrow"],
-                         batch_interval=batch_interval, partition_by=("region",))
+    if engine in ("delta", "delta-spark"):
+        spark = engine == "delta-spark"
+        sink = DeltaSink(path, Order, batch_rows=batch_rows or DEFAULT_BATCH_ROWS[
+                         "spark" if spark else "pyarrow"], batch_interval=batch_interval,
+                         partition_by=("region",), engine="spark" if spark else "pyarrow")
     else:
         sink = ParquetSink(path, Order, engine=engine,  # type: ignore[arg-type]
                            batch_rows=batch_rows, batch_interval=batch_interval,
@@ -230,7 +236,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        if "spark" in args.engines:
+        uses_spark = bool({"spark", "delta-spark"} & set(args.engines))
+        if uses_spark:
             conf = dict(item.split("=", 1) for item in args.spark_conf)
             get_session(SparkConfig(master="local[*]", driver_memory="2g", conf=conf))
         for round_ in range(args.rounds + 1):  # round 0 is the warm-up, not counted
@@ -241,7 +248,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 figures[f"{engine}_sink_rows_per_s"] = rate
                 out[f"{engine}_sink_batches"] = sink.metrics.batches
                 out[f"{engine}_batch_rows"] = sink.batch_rows
-            if "spark" in args.engines:
+            if uses_spark:
                 steps: dict[str, float] = {}
                 figures["spark_floor_rows_per_s"] = spark_floor(
                     rows, here / "floor", args.batch_rows or DEFAULT_BATCH_ROWS["spark"], steps)
@@ -256,7 +263,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         base = out["pyarrow_write_table_rows_per_s"]
         for engine in args.engines:
             out[f"{engine}_ratio"] = out[f"{engine}_sink_rows_per_s"] / base
-        if "spark" in args.engines:
+        if uses_spark:
             out["spark_floor_ratio"] = out["spark_floor_rows_per_s"] / base
         for engine in args.engines:
             lat_rows = rows[: int(args.rate * args.latency_seconds)]
@@ -271,7 +278,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--engines", nargs="+", default=["pyarrow", "spark"],
-                        choices=["pyarrow", "spark", "delta"])
+                        choices=["pyarrow", "spark", "delta", "delta-spark"])
     parser.add_argument("--batch-rows", type=int, default=None,
                         help="rows per write (default: the sink's default for the engine)")
     parser.add_argument("--batch-interval", type=float, default=5.0)
@@ -288,7 +295,7 @@ def main() -> None:
     print(f"{'case':<44}{'value':>14}  target")
     print(f"{'(a) pq.write_table (incl. conversion) rows/s':<44}"
           f"{out['pyarrow_write_table_rows_per_s']:>14,.0f}")
-    if "spark" in args.engines:
+    if {"spark", "delta-spark"} & set(args.engines):
         print(f"{'(c) bare Spark write (the floor) rows/s':<44}"
               f"{out['spark_floor_rows_per_s']:>14,.0f}  {out['spark_floor_ratio']:.2f} x (a)")
         for step in FLOOR_STEPS:

@@ -32,8 +32,12 @@ async def main_async(broker: str | None) -> tuple[dict[tuple[str, float], float]
               .aggregate(0.0, lambda _store, amount, total: total + amount,
                          materialized="sales-per-minute", value_serde=float))
     latest: dict[tuple[str, float], float] = {}
-    totals.to_stream().foreach(
-        lambda window, total: latest.__setitem__((window.key, window.start - T0), total))
+
+    def keep(window: ais.Windowed[str], total: float | None) -> None:
+        if total is not None:  # a window's total is never deleted here; None is a tombstone
+            latest[(window.key, window.start - T0)] = total
+
+    totals.to_stream().foreach(keep)
     async with app.producer() as producer:
         for store, amount, at in SALES:
             await producer.send(sales, store, amount, timestamp=T0 + at)

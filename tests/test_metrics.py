@@ -329,3 +329,23 @@ async def test_the_commit_log_keeps_the_latest_commits_while_metrics_count_every
     assert len(app.commit_log) == 3  # a worker runs for months: the log does not grow
     assert app.commit_log[-1].offsets  # the latest commit is kept
     assert total(samples, "aiostreams_commit_latency_seconds_count") == worker.commits
+
+
+async def test_head_of_line_wait_shows_in_the_scrape_and_the_status_view(
+        served: tuple[App, MemoryBroker, MetricsServer]) -> None:
+    app, broker, server = served
+    produce(broker, "in", ["ok-1", "ok-2"])
+    await app.start()
+    await committed_up_to_end(app, broker, "in")
+    task = app._tasks["0_1"]  # the engine's figures (tests/engine/test_head_of_line.py),
+    task.head_of_line.total, task.head_of_line.longest = 7.25, 4.5  # set to known ones
+    task.head_of_line.blocked = 3
+    samples = await scrape(server.url)
+    status = app.status().task("0_1")
+
+    labels = {"app": "choosy", "task": "0_1"}
+    assert total(samples, "aiostreams_task_head_of_line_wait_seconds_total", **labels) == 7.25
+    assert total(samples, "aiostreams_task_head_of_line_wait_max_seconds", **labels) == 4.5
+    assert total(samples, "aiostreams_task_head_of_line_blocked_records_total", **labels) == 3
+    assert (status.head_of_line_wait, status.head_of_line_wait_max,
+            status.head_of_line_blocked) == (7.25, 4.5, 3)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.external_sink import ExternalSink
@@ -35,6 +35,9 @@ from aiostreams.engine.task import StreamTask
 from aiostreams.errors import CommitFailedError, ProducerFencedError, TransportError
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
+
+if TYPE_CHECKING:  # imported only when the app traces: it imports opentelemetry
+    from aiostreams.engine.tracing import CommitTrace
 
 log = logging.getLogger("aiostreams.worker")
 
@@ -59,6 +62,16 @@ def commit_snapshot(tasks: Iterable[Committable], committed: Mapping[TopicPartit
         task.check_commit_point(candidate)
         offsets.update(candidate)
     return offsets
+
+
+def commit_trace(tasks: Iterable[StreamTask]) -> CommitTrace | None:
+    """The span of a commit of ``tasks`` and of the records they retired since the last
+    one (taken now, with the snapshot), when the app traces; else None."""
+    tracers = [task.tracer for task in tasks if task.tracer is not None]
+    if not tracers:
+        return None
+    from aiostreams.engine.tracing import CommitTrace  # the app traces: otel is installed
+    return CommitTrace(tracers)
 
 
 def advance(committed: dict[TopicPartition, int], offsets: Mapping[TopicPartition, int]
@@ -122,6 +135,23 @@ class Committer:
         # the channel now was retired before the snapshot; later outputs wait for the next
         # commit (transaction)
         offsets = commit_snapshot(tasks, self.committed)
+        trace = commit_trace(tasks)  # with the snapshot: the records it covers
+        if trace is None:
+            return await self._commit_steps(channel, tasks, consumer, closing, flush_all,
+                                            offsets)
+        try:
+            offsets = await self._commit_steps(channel, tasks, consumer, closing, flush_all,
+                                               offsets)
+        except BaseException as error:
+            trace.failed(error)
+            raise
+        trace.committed(offsets)
+        return offsets
+
+    async def _commit_steps(self, channel: OutputChannel, tasks: list[StreamTask],
+                            consumer: Consumer, closing: bool, flush_all: bool,
+                            offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Steps 2-6 for the ``offsets`` of the snapshot; returns what was committed."""
         # 2. send
         await channel.send(channel.take())
         if channel.error is not None:

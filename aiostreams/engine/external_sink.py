@@ -26,10 +26,15 @@ sink keeps ``_spark_metadata``.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from aiostreams.transport.base import Transport, read_topic_ids
 from aiostreams.types import TopicPartition
+
+log = logging.getLogger("aiostreams.worker")
 
 
 @dataclass(slots=True)
@@ -85,4 +90,27 @@ class ExternalSink(Protocol):
         ...
 
 
-__all__ = ["ExternalRecord", "ExternalSink"]
+async def start_sinks(sinks: Collection[ExternalSink], transport: Transport, app_id: str,
+                      sources: Iterable[str]) -> None:
+    """Tell each sink who writes (the app, and the incarnations of the source topics, so a
+    sink can refuse a table written for another app or a recreated topic), then start it."""
+    if not sinks:
+        return
+    topic_ids = await read_topic_ids(transport, set(sources))
+    for sink in sinks:
+        getattr(sink, "bind_app", lambda app_id: None)(app_id)
+        getattr(sink, "bind_topic_ids", lambda ids: None)(topic_ids)
+        await sink.start()
+
+
+async def stop_sinks(sinks: Iterable[ExternalSink]) -> None:
+    """Stop every sink; one that fails to stop is logged and does not keep the others
+    from stopping."""
+    for sink in sinks:
+        try:
+            await sink.stop()
+        except Exception:
+            log.exception("worker: stopping sink %r failed", sink.name)
+
+
+__all__ = ["ExternalRecord", "ExternalSink", "start_sinks", "stop_sinks"]

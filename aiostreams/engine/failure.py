@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from hashlib import sha256
 
+from aiostreams.errors import TaskFailedError
 from aiostreams.policies import OnError, Retry
 from aiostreams.types import Headers, OutgoingRecord, RawRecord
 
@@ -101,6 +102,21 @@ MIN_RECORD_BYTES = 8192
 
 _TRUNCATED = DLQ_HEADER_PREFIX + "truncated"
 _SHORT_MESSAGE, _SHORT_TRACEBACK = 512, 2048  # what error headers keep when space runs out
+
+
+def task_failed_error(task_id: str, node: str, raw: RawRecord | None, attempts: int,
+                      error: Exception) -> TaskFailedError:
+    """The error a task fails with (``fail``): which task, node and record (``raw``; None
+    for a punctuation), after how many attempts, why, and what to do; caused by ``error``."""
+    where = (f"{raw.topic}[{raw.partition}]@{raw.offset}" if raw is not None
+             else "a punctuation")
+    failure = TaskFailedError(
+        f"task {task_id}: processor {node!r} failed on {where} after {attempts} "
+        f"attempt(s): {type(error).__name__}: {error}. Nothing at or past this record was "
+        "committed; fix the cause (or set on_error='skip' / 'dead_letter') and restart."
+    )
+    failure.__cause__ = error
+    return failure
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:

@@ -31,7 +31,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Protocol
 
-__all__ = ["bind_attempt", "bind_executor", "unbind_attempt", "waiting_for_permit"]
+from aiostreams.engine.reorder_buffer import CURRENT_SLOT
+from aiostreams.engine.trace_hooks import CallTrace
+
+__all__ = ["bind_attempt", "bind_executor", "traced_call", "unbind_attempt",
+           "waiting_for_permit"]
 
 
 class Pausable(Protocol):
@@ -77,3 +81,12 @@ def waiting_for_permit() -> Iterator[None]:
             park(-1)
         if attempt is not None:
             attempt.resume()
+
+
+def traced_call(service: str, attempt: int) -> CallTrace | None:
+    """The trace of a call to ``service`` that starts waiting for its permit now, when the
+    record running in this context is traced (see :mod:`~aiostreams.engine.tracing`);
+    None otherwise (tracing off, or a call outside a record: a batch's, a test's)."""
+    slot = CURRENT_SLOT.get(None)
+    record = slot.trace if slot is not None else None
+    return record.call(service, attempt) if record is not None else None

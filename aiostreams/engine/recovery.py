@@ -62,6 +62,8 @@ class Recovery:
             retry=self._node_retry(slot.node) or settings.retry,
             on_error=settings.on_error, dead_letter_topic=settings.dead_letter_topic)
         action = decision.action
+        if slot.trace is not None:
+            slot.trace.failed(error, action.value, slot.attempts)
         if action is Action.DEFER or action is Action.RETRY:
             if action is Action.DEFER:
                 slot.attempts -= 1  # a deferral is not an attempt

@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.engine.trace_hooks import SlotTrace
 from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
 
 
@@ -44,6 +45,7 @@ class Slot:
 
     __slots__ = (
         "attempts",
+        "finished_at",
         "forward_buffer",
         "hazard",
         "held",
@@ -58,6 +60,7 @@ class Slot:
         "state",
         "stream_time",
         "successor",
+        "trace",
         "writes",
     )
 
@@ -87,6 +90,9 @@ class Slot:
         self.node = ""  # the node executing now, or the one that failed
         self.stream_time = float("-inf")  # the task's stream time when this slot was issued
         self.held = 0  # bytes this slot holds in its task's byte budget
+        # monotonic seconds when it finished, where that can matter (engine.head_of_line)
+        self.finished_at: float | None = None
+        self.trace: SlotTrace | None = None  # its spans, when the app traces (engine.tracing)
 
     def reset_buffers(self) -> None:
         """Forget what an attempt buffered (before a retry, or when the record is set aside)."""

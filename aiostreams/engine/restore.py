@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aiostreams.engine.task_state import TaskState
+from aiostreams.errors import TaskFailedError
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
 from aiostreams.types import TopicPartition
 
@@ -37,9 +39,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("aiostreams.restore")
 
 RESTORE_FLUSH_EVERY = 50_000
-"""Changelog records a replay buffers in a store before it flushes it (one transaction,
-one fsync, per this many; not one per fetched batch): bounds memory, and the file write
-costs once per 50k updates instead of once per ~2k."""
+"""Changelog records a replay buffers in a store that cannot say how many distinct writes
+it holds before it flushes it (one transaction, one fsync, per this many; not one per
+fetched batch)."""
+
+RESTORE_FLUSH_KEYS = 200_000
+"""For a store that says how many distinct writes it holds (``pending_writes``: the SQLite
+stores keep the newest per key): flush once it holds this many (checked after each fetched
+batch; the flush takes one more batch along). A changelog repeats keys,
+and only the last update of a key reaches the file: 1M updates of 100k keys write 100k
+rows instead of 1M (2.5 CPU seconds of SQLite upserts saved)."""
+
+RESTORE_FLUSH_BYTES = 64 * 1024 * 1024
+"""...or once this many key and value bytes were buffered since its last flush (counted
+per update, so an upper bound of what it holds): memory stays bounded whatever the
+record size."""
 
 
 class Restorer:
@@ -58,6 +72,13 @@ class Restorer:
         return Checkpoint(self._state_dir / task.task_id / ".checkpoint")
 
     async def restore(self, task: StreamTask) -> None:
+        """Replay each logged store of ``task`` from its changelog (see the module doc).
+
+        Raises :class:`~aiostreams.errors.TaskFailedError` naming the task, the store and
+        its changelog partition when a replay fails. Cancellation: stops at the next fetch
+        or flush; what was replayed stays in the stores (a flush under way completes), the
+        restore consumer is closed, and a later restore starts again from the checkpoint,
+        which never claims more than the files hold."""
         changelogs = task.changelog_partitions
         if not changelogs:
             return
@@ -65,6 +86,20 @@ class Restorer:
         saved: dict[TopicPartition, int] = checkpoint.read() if checkpoint is not None else {}
         if checkpoint is not None and self._exactly_once:
             checkpoint.delete()
+        starts: dict[str, int | None] = {}
+        for name, tp in changelogs.items():
+            store = task.stores[name]
+            # a checkpoint speaks only for files it saw: not for a store whose file was
+            # missing or unreadable and has just been made anew ("fresh")
+            usable = getattr(store, "persistent", False) and not getattr(store, "fresh", False)
+            starts[name] = saved.get(tp) if usable else None
+        stale = {changelogs[name] for name, start in starts.items() if start is None} & set(saved)
+        if checkpoint is not None and stale and not self._exactly_once:
+            # those stores are wiped and replayed from the start: their entries must go
+            # first, or a replay cut short would leave a checkpoint vouching for a file
+            # that holds only part of what it says
+            kept = {tp: off for tp, off in saved.items() if tp not in stale}
+            await asyncio.to_thread(checkpoint.write, kept)
         consumer = self._transport.consumer(
             None, client_id=f"{task.task_id}-restore",
             isolation_level=IsolationLevel.of(self._exactly_once))
@@ -72,17 +107,24 @@ class Restorer:
         try:
             for name, tp in sorted(changelogs.items()):
                 store = task.stores[name]
-                # a checkpoint speaks only for files it saw: not for a store whose file was
-                # missing or unreadable and has just been made anew ("fresh")
-                usable = getattr(store, "persistent", False) and not getattr(store, "fresh",
-                                                                               False)
-                start = saved.get(tp) if usable else None
-                if start is None:
-                    wipe = getattr(store, "wipe", None)
-                    if wipe is not None and getattr(store, "persistent", False):
-                        await wipe()
-                    start = (await consumer.beginning_offsets([tp]))[tp]
-                await self._replay(consumer, store, tp, start, task.task_id, name)
+                try:
+                    start = starts[name]
+                    if start is None:
+                        wipe = getattr(store, "wipe", None)
+                        # a fresh file (just made) holds nothing to wipe
+                        if (wipe is not None and getattr(store, "persistent", False)
+                                and not getattr(store, "fresh", False)):
+                            await wipe()
+                        start = (await consumer.beginning_offsets([tp]))[tp]
+                    await self._replay(consumer, store, tp, start, task.task_id, name)
+                except Exception as error:
+                    failure = TaskFailedError(
+                        f"task {task.task_id}: restoring store {name!r} from its changelog "
+                        f"{tp.topic}[{tp.partition}] failed: {type(error).__name__}: {error}. "
+                        "The task processes nothing until it is restored; fix the cause "
+                        "(or delete the store's local files to restore it from the "
+                        "changelog's start) and restart")
+                    raise failure from error
         finally:
             await consumer.stop()
 
@@ -95,28 +137,53 @@ class Restorer:
         began = time.monotonic()
         consumer.assign([tp])
         consumer.seek(tp, start)
+        restore = store.restore
+        distinct: Callable[[], int] | None = (
+            (lambda: int(store.pending_writes)) if hasattr(store, "pending_writes") else None)
         position = start
         count = 0
-        unflushed = 0
+        unflushed = 0  # records since the last flush
+        unflushed_bytes = 0
         last_log = began
-        while position < end:
-            batch = await consumer.getmany(1.0)
-            for record in batch.get(tp, []):
-                if record.offset >= end:
-                    break
-                store.restore(record.key, record.value)
-                count += 1
-                unflushed += 1
-            if unflushed >= RESTORE_FLUSH_EVERY:  # bounded memory: written out as it goes
-                await store.flush()
-                unflushed = 0
-            position = await consumer.position(tp)
-            now = time.monotonic()
-            if now - last_log >= 5.0:
-                log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
-                         position - start, end - start)
-                last_log = now
-        await store.flush()
+        # One flush may run (on the store's thread) while the next records are fetched:
+        # at most two buffers' worth in memory, and batches reach the file in order (a
+        # store's flushes never overlap).
+        flushing: asyncio.Task[None] | None = None
+        try:
+            while position < end:
+                batch = await consumer.getmany(1.0)
+                for record in batch.get(tp, ()):
+                    if record.offset >= end:
+                        break
+                    key, value = record.key, record.value
+                    restore(key, value)
+                    unflushed += 1
+                    unflushed_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+                # a fetch of buffered records returns without suspending: let the worker's
+                # other tasks, its fetch loop and its commits run between batches
+                await asyncio.sleep(0)
+                full = (unflushed >= RESTORE_FLUSH_EVERY if distinct is None
+                        else distinct() >= RESTORE_FLUSH_KEYS)
+                if full or unflushed_bytes >= RESTORE_FLUSH_BYTES:
+                    if flushing is not None:
+                        await flushing
+                    flushing = asyncio.get_running_loop().create_task(store.flush())
+                    count += unflushed
+                    unflushed = unflushed_bytes = 0
+                position = await consumer.position(tp)
+                now = time.monotonic()
+                if now - last_log >= 5.0:
+                    log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
+                             position - start, end - start)
+                    last_log = now
+            if flushing is not None:
+                await flushing
+            await store.flush()
+            count += unflushed
+        finally:
+            if flushing is not None and not flushing.done():
+                flushing.cancel()  # the store puts the batch back; the caller closes it
+                await asyncio.wait([flushing])
         self.restored_records += count
         log.info("task %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", task_id,
                  count, name, tp, start, end, time.monotonic() - began)
@@ -132,6 +199,9 @@ class Restorer:
         if self._state_dir is None:
             return marks
         for task in tasks:
+            if task.state is TaskState.RESTORING:
+                raise AssertionError(f"task {task.task_id} is restoring: no checkpoint may "
+                                     "vouch for its stores before the restore completed")
             tps = [tp for name, tp in task.changelog_partitions.items()
                    if getattr(task.stores[name], "persistent", False)]
             if tps:

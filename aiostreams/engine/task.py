@@ -1,61 +1,41 @@
 """A stream task: one sub-topology over one input partition (or a co-partitioned group).
 
-The task is the Tomasulo machine of aiostreams, and this module is its hot loop:
-
-1. **Choose** the next record from the partition queues (smallest head timestamp, with
-   task idling; :mod:`~aiostreams.engine.partition_queue`).
-2. **Issue** it into the reorder buffer; a full buffer stops issuing (and pauses fetching).
-3. **Wait** in the reservation station for earlier same-key (or same-partition) records.
-4. **Execute** the source's compiled decode-and-run (:mod:`~aiostreams.engine.graph`):
-   inline when the chain is synchronous and nothing is in flight (no slot at all), at once
-   when synchronous, else on the executor pool (:mod:`~aiostreams.engine.executor_pool`).
-   Forwards to sinks, ``send``s and store writes are buffered in the slot.
-5. **Retire** the head once it has finished: release its outputs, apply its store writes
-   (:mod:`~aiostreams.engine.task_stores`), advance the committable offset.
-
-Collaborators, each testable alone: the task graph, the executor pool, the punctuation
-queue (:mod:`~aiostreams.engine.punctuation`; punctuations are issued as barriers: they
-start once every earlier slot has finished, and no later slot is issued until they
-finish), the stores and overlays, and recovery (:mod:`~aiostreams.engine.recovery`), which
-carries out the pure failure policy :func:`~aiostreams.engine.failure.decide`.
+The task coordinates small parts, each testable alone, and owns what is not the record
+path: its lifecycle (:mod:`~aiostreams.engine.task_state`), its stores
+(:mod:`~aiostreams.engine.task_stores`), the compiled processors
+(:mod:`~aiostreams.engine.graph`) and the calls the worker, the app and the processors make.
+The hot loop - choose, issue, execute, finish, retire - is :mod:`~aiostreams.engine.record_path`;
+fetched records wait in its :mod:`~aiostreams.engine.intake`.
 
 The worker drives it: ``enqueue`` each fetched batch then ``pump``; ``committable()`` when
 committing; ``drain``/``close`` on revocation and shutdown.
 
-Everything here runs on the event loop thread; no locks. The only suspension points are
-inside processors' ``await``s, so the bookkeeping is atomic with respect to them.
+Invariant: the committable offset of a partition is one past its last retired record (the
+reorder buffer asserts it, and :meth:`StreamTask.check_commit_point` before a commit).
+Everything runs on the event loop thread; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
 from aiostreams.engine.clock import Clock, TimerHandle
-from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
-from aiostreams.engine.executor_pool import ExecutorPool
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.graph import SourceExec, TaskGraph
-from aiostreams.engine.issue_order import IssueOrderGate
-from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
-from aiostreams.engine.permit_wait import bind_attempt, unbind_attempt
-from aiostreams.engine.punctuation import (
-    Punctuation,
-    PunctuationCallback,
-    PunctuationQueue,
-    punctuation_body,
-)
-from aiostreams.engine.recovery import Recovery
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, ReorderBuffer, Slot, SlotKind, SlotState
-from aiostreams.engine.reservation_station import ReservationStation
-from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState, check_transition
+from aiostreams.engine.graph import TaskGraph
+from aiostreams.engine.head_of_line import HeadOfLine
+from aiostreams.engine.intake import Intake
+from aiostreams.engine.partition_queue import HasUnfetched
+from aiostreams.engine.punctuation import Punctuation, PunctuationCallback
+from aiostreams.engine.record_path import RecordPath
+from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotState
+from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState
 from aiostreams.engine.task_stores import TaskStores
-from aiostreams.errors import SerializationError, TaskFailedError
-from aiostreams.policies import Ordering, Retry
+from aiostreams.engine.topic_serdes import TopicSerdes
+from aiostreams.errors import TaskFailedError
+from aiostreams.policies import Retry
 from aiostreams.state.base import StateStore
 from aiostreams.topic import Topic
 from aiostreams.topology.processor import PunctuationType
@@ -65,9 +45,7 @@ from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 log = logging.getLogger("aiostreams.task")
 
 TASK_FAILURE_LOG_MARK = "aiostreams_task_failure"
-"""Attribute set on the log record of a task failure (see ``_fail``)."""
-
-_NULL_KEY = object()
+"""Attribute set on the log record of a task failure (see ``_failed``)."""
 
 
 class StreamTask:
@@ -94,55 +72,40 @@ class StreamTask:
         self.task_id = task_id
         self.sub = sub
         self.settings = settings
-        self.state = TaskState.CREATED
         self.metrics = TaskMetrics()
-        self.stream_time = float("-inf")
-        self._clock = clock
-        self._emit = emit
         self._on_failed = on_failed
-        self._on_pause = on_pause
-        self._request_commit = request_commit
-        self._topics = dict(topics)
-        self._queues = PartitionGroup(partitions, settings.max_task_idle, has_unfetched)
+        self.request_commit = request_commit
+        self.serialize_for = TopicSerdes(topics).serialize_for
+        self.intake = Intake(partitions, clock, max_task_idle=settings.max_task_idle,
+                             max_buffered_per_partition=settings.max_buffered_per_partition,
+                             max_task_buffer_bytes=settings.max_task_buffer_bytes,
+                             on_pause=on_pause, has_unfetched=has_unfetched)
         self._rob = ReorderBuffer(settings.max_in_flight, partitions)
-        self._budget = ByteBudget(settings.max_task_buffer_bytes)
-        self._station = ReservationStation()
-        self._ordering = settings.ordering
-        self._tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
+        tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
         self._task_stores = TaskStores(sub.stores, partition=partitions[0].partition,
                                        changelog_topics=changelog_topics or {})
         self._state_dir = state_dir
         self._graph = TaskGraph(sub, self, store_views=self._task_stores.views,
                                 node_retry=node_retry or {},
-                                max_record_bytes=settings.max_record_bytes, tp_of=self._tp_of)
-        self._sources = self._graph.sources
-        timeouts = [t for t in (settings.processing_timeout, settings.retry.timeout) if t]
-        self._attempt_timeout = min(timeouts) if timeouts else None  # both bound an attempt
-        self._timeouts = CoarseTimeouts(granularity_for(self._attempt_timeout or 1.0))
-        self._recovery = Recovery(
-            task_id, settings, self.metrics, clock, attempt_timeout=self._attempt_timeout,
-            node_retry=self._graph.retry_of, finish=self._finish, restart=self._restart,
-            fail=self._fail)
-        self._pool = ExecutorPool(
-            min(settings.max_concurrency or settings.max_in_flight, settings.max_in_flight),
-            execute=self._execute, on_error=self._recovery.on_error, on_done=self._finish)
-        self._gate = IssueOrderGate(self._rob.slots_view, self._pool.parked)
-        self._punctuations = PunctuationQueue(
-            clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
-        self._unfinished = 0  # issued slots not DONE (nor FAILED)
-        self._barrier: Slot | None = None  # the punctuation in flight, if any
-        self._pump_scheduled = False
-        self._idle_timer: TimerHandle | None = None
-        self._paused: set[TopicPartition] = set()
-        self._drained: asyncio.Event | None = None
-        self._released: list[OutgoingRecord | ExternalRecord] = []
-        self._inline = Slot(SlotKind.RECORD, None, None, None)  # the inline path's, reused
+                                max_record_bytes=settings.max_record_bytes, tp_of=tp_of)
+        self._path = RecordPath(task_id, settings, self.metrics, clock=clock,
+                                intake=self.intake, rob=self._rob, graph=self._graph,
+                                stores=self._task_stores, tp_of=tp_of, emit=emit,
+                                on_failed=self._failed)
+        self.head_of_line: HeadOfLine = self._path.head_of_line
+        """How long finished records waited to retire behind earlier ones."""
+        self.tracer = self._path.tracer
+        """This task's spans per record (None: the app does not trace)."""
+
+    @property
+    def state(self) -> TaskState:
+        return self._path.state
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def open_stores(self) -> None:
         """Open the stores (``CREATED → RESTORING``); the worker restores them next."""
-        self._transition(TaskState.RESTORING)
+        self._path.transition(TaskState.RESTORING)
         await self._task_stores.open(self.task_id, self._state_dir)
 
     @property
@@ -156,16 +119,44 @@ class StreamTask:
         if self.state is TaskState.CREATED:
             await self.open_stores()
         await self._graph.init_processors()
-        self._transition(TaskState.RUNNING)
+        self._path.transition(TaskState.RUNNING)
 
-    def _transition(self, new: TaskState) -> None:
-        self.state = check_transition(self.task_id, self.state, new)
+    def _failed(self, failure: TaskFailedError) -> None:
+        # marked, so a caller that reports the failure itself (the CLI's last line) can
+        # leave this one out and the user reads it once
+        log.error("%s", failure, extra={TASK_FAILURE_LOG_MARK: True})
+        self._on_failed(self, failure)
 
-    # -- intake -------------------------------------------------------------------------
+    # -- what the worker calls ----------------------------------------------------------
 
     @property
     def partitions(self) -> list[TopicPartition]:
-        return self._queues.partitions
+        return self.intake.partitions
+
+    def enqueue(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
+        """Buffer fetched records without issuing; call :meth:`pump` after a whole fetch
+        batch is in, so the choice by timestamp sees every partition's records."""
+        self.intake.enqueue(tp, records)
+        self.metrics.records_in += len(records)
+        if self.tracer is not None:
+            self.tracer.fetched(tp, records)
+
+    def pump(self) -> None:
+        """Retire what finished, then issue as long as possible."""
+        self._path.pump()
+
+    def seed_position(self, tp: TopicPartition, offset: int) -> None:
+        """Where fetching ``tp`` starts (see :meth:`Intake.seed_position`)."""
+        self.intake.seed_position(tp, offset)
+
+    def committable(self) -> dict[TopicPartition, int]:
+        return dict(self._rob.committable)
+
+    def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Assert that committing ``offsets`` passes no unretired record."""
+        self._rob.check_commit_point(offsets)
+
+    # -- what the app, the metrics and the test driver read -----------------------------
 
     @property
     def oldest_unretired(self) -> RawRecord | None:
@@ -182,7 +173,7 @@ class StreamTask:
     @property
     def pump_pending(self) -> bool:
         """A pump (retire, then issue) is scheduled on the loop and has not run yet."""
-        return self._pump_scheduled
+        return self._path.pump_pending
 
     @property
     def in_flight(self) -> int:
@@ -190,412 +181,30 @@ class StreamTask:
 
     @property
     def enforced_processing_total(self) -> int:
-        return self._queues.enforced_processing_total
+        return self.intake.queues.enforced_processing_total
 
     def buffered(self, tp: TopicPartition | None = None) -> int:
-        if tp is None:
-            return self._queues.total_buffered()
-        return self._queues.buffered(tp)
+        return self.intake.buffered(tp)
 
-    def enqueue(self, tp: TopicPartition, records: Sequence[RawRecord]) -> None:
-        """Buffer fetched records without issuing; call :meth:`pump` after a whole fetch
-        batch is in, so the choice by timestamp sees every partition's records."""
-        self._queues.add(tp, records)
-        self.metrics.records_in += len(records)
+    # -- what the processors' contexts call (context.TaskHost) --------------------------
 
-    def pump(self) -> None:
-        """Retire what finished, then issue as long as possible."""
-        self._pump()
-
-    def seed_position(self, tp: TopicPartition, offset: int) -> None:
-        """Where fetching ``tp`` starts; lets the task tell an empty partition that is
-        caught up from one whose records are still on their way."""
-        self._queues.seed_position(tp, offset)
-
-    def committable(self) -> dict[TopicPartition, int]:
-        return dict(self._rob.committable)
-
-    def check_commit_point(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Assert that committing ``offsets`` passes no unretired record."""
-        self._rob.check_commit_point(offsets)
-
-    # -- the pump: retire, then issue as long as possible ------------------------------
-
-    def schedule_pump(self) -> None:
-        if not self._pump_scheduled:
-            self._pump_scheduled = True
-            asyncio.get_running_loop().call_soon(self._pump)
-
-    def _pump(self) -> None:
-        self._pump_scheduled = False
-        self._retire()
-        if self.state is TaskState.RUNNING:
-            self._issue_loop()
-            self._retire()
-        if self._released:
-            released, self._released = self._released, []
-            self.metrics.records_out += len(released)
-            self._emit(released)
-        self._update_pause()
-        if self._drained is not None and not self._rob:
-            self._drained.set()
-
-    def _issue_loop(self) -> None:
-        # The inline fast path runs with CURRENT_SLOT bound to the reused inline slot for
-        # the whole loop; other slots bind their own while they execute.
-        token = CURRENT_SLOT.set(self._inline)
-        try:
-            self._issue_records()
-        finally:
-            CURRENT_SLOT.reset(token)
-
-    def _issue_records(self) -> None:
-        rob = self._rob
-        in_rob = rob.slots_view  # the buffer's deque, read here without method calls
-        capacity = rob.capacity
-        queues = self._queues
-        single = queues.single_queue
-        sources = self._sources
-        issue = rob.issue
-        admit = self._station.admit
-        metrics = self.metrics
-        budget = self._budget
-        punctuations = self._punctuations
-        due = punctuations.due
-        by_key = self._ordering is Ordering.KEY
-        executing = SlotState.EXECUTING
-        done = SlotState.DONE
-        while (self.state is TaskState.RUNNING and self._barrier is None
-               and len(in_rob) < capacity):
-            if due:
-                self._issue_punctuation(due.pop(0))
-                continue
-            if single is not None:
-                if not single:
-                    return
-                raw = single.popleft()
-            else:
-                nxt = queues.next_record(self._clock.monotonic())
-                if nxt is None:
-                    return
-                if isinstance(nxt, float):
-                    self._arm_idle_timer(nxt)
-                    return
-                raw = nxt
-            source = sources[raw.topic]
-            if raw.timestamp > self.stream_time:
-                self.stream_time = raw.timestamp
-                if punctuations.scheduled:
-                    punctuations.advance_stream_time(self.stream_time)
-            if not in_rob and not source.chain_is_async:
-                if self._run_inline(raw, source) and single is not None:
-                    self._drain_inline(single, source)
-                continue
-            # _hazard_of, with its default (key) case inlined: one call less per record
-            slot = Slot(SlotKind.RECORD, raw, source,
-                        (raw.key if raw.key is not None else _NULL_KEY) if by_key
-                        else self._hazard_of(raw))
-            slot.stream_time = self.stream_time
-            slot.held = size = raw_size(raw)  # until it retires (the byte budget)
-            budget.take(size)
-            issue(slot)
-            self._unfinished += 1
-            if len(in_rob) > metrics.max_rob_depth:
-                metrics.max_rob_depth = len(in_rob)
-            if admit(slot):
-                if source.chain_is_async:
-                    slot.state = executing
-                    slot.attempts = 1
-                    self._pool.dispatch(slot)
-                else:
-                    self._start(slot)
-                    if in_rob[0] is slot and slot.state is done:
-                        self._retire()
-
-    def _run_inline(self, raw: RawRecord, source: SourceExec) -> bool:
-        """The fast path: nothing is in flight and the chain is synchronous, so the record
-        executes and retires at once, with no slot in the buffer and no hazard to check.
-        Its outputs go straight onto the released list (cut back if it fails). On failure
-        a real slot takes over, exactly as if it had been issued normally, and this
-        returns False."""
-        slot = self._inline
-        slot.stream_time = self.stream_time
-        slot.raw = raw
-        slot.source = source
-        released = slot.outputs = self._released
-        mark = len(released)
-        try:
-            source.run(raw, slot)
-        except Exception as error:
-            slot.record = None
-            self._inline_failed(raw, source, mark, error)
-            return False
-        slot.record = None
-        if slot.writes:
-            # changelog records follow the record's outputs, as at retirement
-            self._task_stores.apply(slot, released)
-            slot.writes = ()
-        self._rob.advance(self._tp_of[raw.topic], raw.offset)
-        return True
-
-    def _drain_inline(self, queue: deque[RawRecord], source: SourceExec) -> None:
-        """:meth:`_run_inline` over a single queue (one topic, so one source) for as long
-        as nothing changes what the issue loop would decide: the task keeps running, no
-        punctuation is scheduled, no record fails. The per-record checks of the issue
-        loop are hoisted out, and the committable offset moves once, at the end."""
-        punctuations = self._punctuations
-        if punctuations.scheduled or punctuations.due or self._barrier is not None:
-            return
-        slot = self._inline
-        run = source.run
-        apply = self._task_stores.apply
-        released = slot.outputs = self._released
-        running = TaskState.RUNNING
-        stream_time = slot.stream_time = self.stream_time
-        last = -1
-        raw: RawRecord | None = None
-        try:
-            while queue and self.state is running and not punctuations.scheduled:
-                raw = queue.popleft()
-                if raw.timestamp > stream_time:
-                    stream_time = self.stream_time = slot.stream_time = raw.timestamp
-                slot.raw = raw
-                mark = len(released)
-                try:
-                    run(raw, slot)
-                except Exception as error:
-                    slot.record = None
-                    self._advance_inline(raw.topic, last)
-                    last = -1
-                    self._inline_failed(raw, source, mark, error)
-                    return
-                if slot.writes:
-                    apply(slot, released)
-                    slot.writes = ()
-                last = raw.offset
-        finally:
-            slot.record = None
-            if raw is not None:
-                self._advance_inline(raw.topic, last)
-
-    def _advance_inline(self, topic: str, last: int) -> None:
-        if last >= 0:
-            self._rob.advance(self._tp_of[topic], last)
-
-    def _inline_failed(self, raw: RawRecord, source: SourceExec, mark: int,
-                       error: Exception) -> None:
-        """The inline record failed: cut back what it released and wrote, and let a real
-        slot take over, as if it had been issued normally."""
-        TaskStores.withdraw(self._inline)
-        del self._released[mark:]
-        self._inline.forward_buffer = None
-        slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
-        slot.stream_time = self._inline.stream_time
-        slot.held = raw_size(raw)
-        self._budget.take(slot.held)
-        self._rob.issue(slot)
-        self._unfinished += 1
-        admitted = self._station.admit(slot)
-        assert admitted, "nothing was in flight, so nothing can block the record"
-        slot.state = SlotState.EXECUTING
-        slot.attempts = 1
-        slot.node = self._inline.node
-        self._recovery.on_error(slot, error)
-
-    def _hazard_of(self, raw: RawRecord) -> Hashable | None:
-        """What a record must wait for, by ordering: its key's bytes, its partition, or
-        nothing."""
-        ordering = self._ordering
-        if ordering is Ordering.KEY:
-            return raw.key if raw.key is not None else _NULL_KEY
-        if ordering is Ordering.PARTITION:
-            return raw.partition
-        return None
-
-    def _retire(self) -> None:
-        released = self._released
-        apply = self._task_stores.apply
-        freed = 0
-        for slot in self._rob.pop_retirable():
-            if slot.outputs:
-                released.extend(slot.outputs)
-            if slot.writes:
-                apply(slot, released)
-            freed += slot.held
-        self._budget.give(freed)
-
-    # -- execution ----------------------------------------------------------------------
-
-    def _start(self, slot: Slot) -> None:
-        slot.state = SlotState.EXECUTING
-        slot.attempts += 1
-        source = slot.source
-        if source is not None and not source.chain_is_async:
-            token = CURRENT_SLOT.set(slot)
-            try:
-                source.run(slot.raw, slot)
-            except Exception as error:
-                self._recovery.on_error(slot, error)
-                return
-            finally:
-                CURRENT_SLOT.reset(token)
-            self._finish(slot)
-            return
-        self._pool.dispatch(slot)
-
-    def _execute(self, slot: Slot) -> Awaitable[None]:
-        """What an executor awaits for ``slot``: its source's run, directly when no
-        per-attempt timeout applies (no frame of ours in between), else under the timeout."""
-        if self._attempt_timeout is None and slot.kind is SlotKind.RECORD:
-            run: Awaitable[None] = slot.source.run_async(slot.raw, slot)
-            return run
-        return self._execute_timed(slot)
-
-    async def _execute_timed(self, slot: Slot) -> None:
-        """A punctuation, or any slot under a per-attempt timeout (``bound`` is 4x cheaper
-        than ``asyncio.timeout`` here)."""
-        timeout = self._attempt_timeout
-        if timeout is None:
-            assert slot.punctuate is not None
-            await slot.punctuate()
-            return
-        block = self._timeouts.bound(timeout)
-        token = bind_attempt(block)  # paused while the record waits for a service's permit
-        try:
-            with block:
-                if slot.kind is SlotKind.PUNCTUATION:
-                    assert slot.punctuate is not None
-                    await slot.punctuate()
-                else:
-                    await slot.source.run_async(slot.raw, slot)
-        finally:
-            unbind_attempt(token)
-
-    async def wait_for_earlier(self, slot: Slot) -> None:
-        """Return once every record issued before ``slot`` has finished executing; see
-        :mod:`~aiostreams.engine.issue_order`. Cancellation: stops waiting."""
-        await self._gate.wait_for_earlier(slot)
-
-    def serialize_for(self, topic: str, key: Any, value: Any) -> tuple[bytes | None,
-                                                                        bytes | None]:
-        t = self._topics.get(topic)
-        if t is not None:
-            return t.key_serde.serialize(topic, key), t.value_serde.serialize(topic, value)
-        if (key is None or isinstance(key, bytes)) and (value is None or isinstance(value, bytes)):
-            return key, value
-        raise SerializationError(
-            f"send() to {topic!r}: the topic is not declared, so key and value must be bytes; "
-            "declare it with app.topic(name, key=..., value=...)",
-            topic=topic,
-        )
-
-    def _finish(self, slot: Slot) -> None:
-        slot.state = SlotState.DONE
-        slot.record = None  # only its outputs and writes wait for retirement
-        if slot.outputs:  # held, with its input, until it retires
-            size = outputs_size(slot.outputs)
-            slot.held += size
-            self._budget.take(size)
-        self._unfinished -= 1
-        self._gate.finished()
-        if slot is self._barrier:
-            self._barrier = None
-        successor = self._station.release(slot)
-        if successor is not None:
-            self._start(successor)
-        barrier = self._barrier
-        if barrier is not None and barrier.state is SlotState.WAITING and self._unfinished == 1:
-            self._start(barrier)
-        if not self._pump_scheduled:  # schedule_pump(), without a call per record
-            self._pump_scheduled = True
-            asyncio.get_running_loop().call_soon(self._pump)
-
-    # -- failure (see recovery) ---------------------------------------------------------
-
-    def _restart(self, slot: Slot) -> None:
-        """A slot's backoff is over: run it again, unless the task stopped running."""
-        if self.state in (TaskState.RUNNING, TaskState.SUSPENDED):
-            self._start(slot)
-
-    def _fail(self, slot: Slot, error: Exception) -> None:
-        slot.state = SlotState.FAILED
-        raw = slot.raw
-        where = (f"{raw.topic}[{raw.partition}]@{raw.offset}" if raw is not None
-                 else "a punctuation")
-        failure = TaskFailedError(
-            f"task {self.task_id}: processor {slot.node!r} failed on {where} after "
-            f"{slot.attempts} attempt(s): {type(error).__name__}: {error}. Nothing at or "
-            "past this record was committed; fix the cause (or set on_error='skip' / "
-            "'dead_letter') and restart."
-        )
-        failure.__cause__ = error
-        # marked, so a caller that reports the failure itself (the CLI's last line) can
-        # leave this one out and the user reads it once
-        log.error("%s", failure, extra={TASK_FAILURE_LOG_MARK: True})
-        if self.state in (TaskState.RUNNING, TaskState.SUSPENDED):
-            self._transition(TaskState.FAILED)
-        if self._drained is not None:
-            self._drained.set()
-        self._on_failed(self, failure)
-
-    # -- punctuation --------------------------------------------------------------------
+    @property
+    def stream_time(self) -> float:
+        """The largest record timestamp issued so far (-inf before the first)."""
+        return self._path.stream_time
 
     def schedule(self, node: str, interval: float, callback: PunctuationCallback,
                  kind: PunctuationType) -> TimerHandle:
         """Schedule ``callback`` for node ``node`` (see
         :mod:`~aiostreams.engine.punctuation`); the handle cancels it."""
         steps = self._graph.nodes[node].steps
-        return self._punctuations.schedule(Punctuation(node, steps, interval, kind, callback))
+        return self._path.punctuations.schedule(
+            Punctuation(node, steps, interval, kind, callback))
 
-    def _issue_punctuation(self, p: Punctuation) -> None:
-        at = (self.stream_time if p.kind is PunctuationType.STREAM_TIME
-              else self._clock.wall_time())
-        slot = Slot(SlotKind.PUNCTUATION, None, None, None, punctuation_body(p, at))
-        slot.stream_time = self.stream_time
-        self._rob.issue(slot)
-        self._unfinished += 1
-        self.metrics.punctuations += 1
-        self._barrier = slot
-        if self._unfinished == 1:
-            self._start(slot)
-
-    # -- backpressure and idling --------------------------------------------------------
-
-    def _arm_idle_timer(self, deadline: float) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-
-        def wake() -> None:
-            self._idle_timer = None
-            self.schedule_pump()
-
-        self._idle_timer = self._clock.call_later(deadline - self._clock.monotonic(), wake)
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes of raw records in the reorder buffer (issued inputs not yet retired, and
-        finished outputs waiting to retire) held against ``max_task_buffer_bytes``."""
-        return self._budget.held
-
-    def _update_pause(self) -> None:
-        limit = self.settings.max_buffered_per_partition
-        full = self._rob.full or self.state is not TaskState.RUNNING
-        over = self._budget.exhausted  # every partition pauses: nothing more is fetched
-        for tp in self._queues.partitions:
-            n = self._queues.buffered(tp)
-            want = over or n >= limit or (full and n > 0)
-            if want != (tp in self._paused):
-                if want:
-                    self._paused.add(tp)
-                else:
-                    self._paused.discard(tp)
-                self._on_pause(tp, want)
-
-    def is_paused(self, tp: TopicPartition) -> bool:
-        return tp in self._paused
-
-    def request_commit(self) -> None:
-        self._request_commit()
+    async def wait_for_earlier(self, slot: Slot) -> None:
+        """Return once every record issued before ``slot`` has finished executing; see
+        :mod:`~aiostreams.engine.issue_order`. Cancellation: stops waiting."""
+        await self._path.gate.wait_for_earlier(slot)
 
     # -- shutdown -----------------------------------------------------------------------
 
@@ -603,18 +212,19 @@ class StreamTask:
         """Stop issuing; wait up to ``timeout`` seconds for in-flight records to finish and
         retire. Returns True when everything retired. Cancellation: stops waiting, leaves
         the task SUSPENDED (``close`` then cancels what still runs)."""
-        if self.state is TaskState.RUNNING:
-            self._transition(TaskState.SUSPENDED)
-        if self.state is not TaskState.SUSPENDED:
+        path = self._path
+        if path.state is TaskState.RUNNING:
+            path.transition(TaskState.SUSPENDED)
+        if path.state is not TaskState.SUSPENDED:
             return not self._rob
-        self._drained = asyncio.Event()
-        self._pump()
+        drained = path.drained = asyncio.Event()
+        path.pump()
         if self._rob:
             try:
                 async with asyncio.timeout(timeout):
-                    while self._rob and self.state is TaskState.SUSPENDED:
-                        self._drained.clear()
-                        await self._drained.wait()
+                    while self._rob and path.state is TaskState.SUSPENDED:
+                        drained.clear()
+                        await drained.wait()
             except TimeoutError:
                 log.warning("task %s: %d record(s) still in flight after the %.1fs drain "
                             "timeout; they will be processed again by the next owner",
@@ -623,17 +233,19 @@ class StreamTask:
 
     async def close(self) -> None:
         """Cancel what still runs, close processors (children first) and stores."""
-        if self.state is TaskState.RUNNING:
-            self._transition(TaskState.SUSPENDED)
-        self._punctuations.cancel_all()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-        self._recovery.cancel_all()
-        await self._pool.cancel_all()
+        path = self._path
+        if path.state is TaskState.RUNNING:
+            path.transition(TaskState.SUSPENDED)
+        path.punctuations.cancel_all()
+        self.intake.cancel_idle_timer()
+        path.recovery.cancel_all()
+        await path.pool.cancel_all()
+        if self.tracer is not None:
+            self.tracer.closed(self._rob.slots_view)
         await self._graph.close_processors(self.task_id)
         await self._task_stores.close()
-        if self.state is not TaskState.CLOSED:
-            self._transition(TaskState.CLOSED)
+        if path.state is not TaskState.CLOSED:
+            path.transition(TaskState.CLOSED)
 
     @property
     def stores(self) -> dict[str, StateStore]:

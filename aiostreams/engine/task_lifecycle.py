@@ -2,9 +2,14 @@
 ways to lose them without committing (after broker trouble).
 
 * **open**: one task per sub-topology and partition (co-partitioned topics together);
-  its channel (exactly-once: a transactional producer that fences the previous owner),
-  its stores restored from their changelogs, its processors initialized; then it starts
-  from the group's committed position.
+  its channel (exactly-once: a transactional producer that fences the previous owner)
+  and its stores opened; it starts from the group's committed position. A task with
+  logged stores goes to the :class:`~aiostreams.engine.state_updater.StateUpdater`: it is
+  ``RESTORING`` in the background, its partitions paused, until its stores are whole and
+  its processors initialized; then its partitions resume (:meth:`TaskTable.restored`).
+  The other tasks run meanwhile. A task without logged stores runs at once.
+* **revoke** and **close**: a restoring task's restore is cancelled; it is closed without
+  a commit (it has retired nothing, and its stores are not whole).
 * **lose** (:meth:`TaskTable.lose`): the group moved the task away while the worker was
   out of it - the commit was refused or a newer owner fenced the producer. Closed without
   committing; the partitions stay paused until the consumer rejoins.
@@ -14,8 +19,9 @@ ways to lose them without committing (after broker trouble).
   again (at-least-once: outputs may repeat; exactly-once: the open transaction is aborted
   with its producer and redone by a new one).
 
-Invariant: ``task_of`` maps exactly the partitions of the tasks in ``tasks``; a task's
-partitions leave ``committed`` when it closes.
+Invariants: ``task_of`` maps exactly the partitions of the tasks in ``tasks`` (restoring
+ones included: their state says so); a task's partitions leave ``committed`` when it
+closes; a task the state updater holds is never committed (:meth:`TaskTable.committing`).
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.partition_queue import HasUnfetched
 from aiostreams.engine.restore import Restorer
+from aiostreams.engine.state_updater import StateUpdater
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
-from aiostreams.engine.task import StreamTask, TaskSettings, task_id_for
+from aiostreams.engine.task import StreamTask, TaskSettings, TaskState, task_id_for
 from aiostreams.engine.topic_plan import changelog_names
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Retry
@@ -83,12 +90,15 @@ class TaskTable:
     def __init__(self, subs: Sequence[SubTopology], make_task: MakeTask,
                  router: OutputRouter, restorer: Restorer,
                  committed: dict[TopicPartition, int], *, clock: Clock,
-                 broker_timeout: float) -> None:
+                 broker_timeout: float,
+                 on_failed: Callable[[StreamTask, TaskFailedError], None]) -> None:
         self._subs = {sub.id: sub for sub in subs}
         self.sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
         self._make_task = make_task
         self._router = router
-        self._restorer = restorer
+        self._updater = StateUpdater(restorer, on_restored=self.restored,
+                                     on_failed=on_failed)
+        self._consumer: Consumer | None = None
         self._committed = committed
         self.tasks: dict[str, StreamTask] = {}
         self.task_of: dict[TopicPartition, StreamTask] = {}
@@ -112,9 +122,12 @@ class TaskTable:
 
     async def open(self, assigned: Collection[TopicPartition], consumer: Consumer | None
                    ) -> None:
-        """Open a task for each sub-topology and partition in ``assigned`` not owned yet.
+        """Open a task for each sub-topology and partition in ``assigned`` not owned yet;
+        those with logged stores start restoring in the background (their partitions
+        paused until :meth:`restored`), the others run at once.
 
         Cancellation: the task being opened is closed (stores hold threads and files)."""
+        self._consumer = consumer
         by_task: dict[tuple[int, int], list[TopicPartition]] = {}
         for tp in sorted(assigned):
             if tp not in self.task_of:
@@ -125,8 +138,10 @@ class TaskTable:
             await self._router.open(task.task_id)
             try:
                 await task.open_stores()
-                await self._restorer.restore(task)
-                await task.initialize()
+                positions = {tp: await consumer.position(tp) for tp in tps} if consumer \
+                    else {}
+                if not task.changelog_partitions:
+                    await task.initialize()
             except BaseException:
                 await task.close()  # stores hold threads and files: never leave them open
                 await self._router.close(task.task_id)
@@ -134,11 +149,36 @@ class TaskTable:
             self.tasks[task.task_id] = task
             for tp in tps:
                 self.task_of[tp] = task
+            for tp, position in positions.items():
+                self._committed[tp] = position
+                task.seed_position(tp, position)
+            if task.state is TaskState.RESTORING:
                 if consumer is not None:
-                    position = await consumer.position(tp)
-                    self._committed[tp] = position
-                    task.seed_position(tp, position)
+                    consumer.pause(tps)  # nothing is fetched for it until it runs
+                self._updater.add(task)
             self._check()
+
+    def restored(self, task: StreamTask) -> None:
+        """``task``'s stores are whole and it runs: let its held records flow and resume
+        fetching its partitions (those it does not hold paused itself)."""
+        if not self.owns(task):
+            return
+        log.info("task %s: restored; running", task.task_id)
+        task.pump()
+        consumer = self._consumer
+        if consumer is not None:
+            owned = consumer.assignment()
+            consumer.resume([tp for tp in task.partitions
+                             if tp in owned and not task.intake.is_paused(tp)])
+
+    def restoring(self, task: StreamTask) -> bool:
+        """Whether ``task`` is held by the state updater (restoring, or failed to)."""
+        return self._updater.holds(task)
+
+    def committing(self, tasks: Collection[StreamTask]) -> list[StreamTask]:
+        """The tasks of ``tasks`` a commit may include: not those restoring (their stores
+        are not whole and their offsets stay where the group has them)."""
+        return [t for t in tasks if not self._updater.holds(t)]
 
     async def revoke(self, tasks: list[StreamTask], drain_timeout: float,
                      commit: Callable[[list[StreamTask]], Awaitable[None]]) -> None:
@@ -147,6 +187,11 @@ class TaskTable:
 
         Cancellation: the tasks stay open for whoever cancelled it (a stop, which closes
         them once the shielded commit that may still use them is over)."""
+        restoring = [t for t in tasks if self._updater.holds(t)]
+        tasks = self.committing(tasks)
+        for task in restoring:
+            if self.owns(task):
+                await self.close(task)  # cancels its restore; nothing to commit
         if not tasks:
             return
         await asyncio.gather(*(t.drain(drain_timeout) for t in tasks))
@@ -159,8 +204,10 @@ class TaskTable:
                         await self.close(task)
 
     async def close(self, task: StreamTask) -> None:
-        """Close ``task`` and forget it (its producer too, under exactly-once)."""
+        """Close ``task`` and forget it (its producer too, under exactly-once); a restoring
+        task's restore is cancelled first."""
         try:
+            await self._updater.cancel(task)
             await task.close()
         finally:
             self.tasks.pop(task.task_id, None)
@@ -251,7 +298,8 @@ class TaskTable:
                 consumer.seek(tp, offset)
         consumer.pause(list(fresh))  # nothing is fetched for them until their task runs
         await self.open(list(fresh), consumer)
-        consumer.resume(list(pending))
+        consumer.resume([tp for tp in pending if tp in self.task_of
+                         and not self._updater.holds(self.task_of[tp])])
         self.orphans.clear()
 
 

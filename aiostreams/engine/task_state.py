@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiostreams.policies import NO_RETRY, OnError, Ordering, Retry
+
+if TYPE_CHECKING:  # imported only when the app traces: it imports opentelemetry
+    from aiostreams.engine.tracing import Tracing
 
 
 class TaskState(enum.Enum):
@@ -53,6 +57,7 @@ class TaskSettings:
     max_record_bytes: int = 1_000_000
     max_concurrency: int | None = 1000  # None: max_in_flight
     max_task_buffer_bytes: int = 32 * 1024 * 1024
+    tracing: Tracing | None = None  # OpenTelemetry spans per record (engine.tracing)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.committer import Committer, CommitTimer
-from aiostreams.engine.external_sink import ExternalSink
+from aiostreams.engine.external_sink import ExternalSink, start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.provision import ensure_topics
@@ -76,6 +76,7 @@ class Worker:
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
         self._sink_flush_requested = False
         self._committed_event = asyncio.Event()
+        self._assigned = False  # set by the first assignment (even an empty one)
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits = Shielded()
         self._stopped = asyncio.Event()
@@ -100,7 +101,8 @@ class Worker:
             on_pause=self._on_pause, has_unfetched=self._has_unfetched)
         self._table = TaskTable(self.subs, make_task, self._router, restorer,
                                 self._committer.committed, clock=clock,
-                                broker_timeout=config.broker_timeout)
+                                broker_timeout=config.broker_timeout,
+                                on_failed=self._on_task_failed)
         self.stall_watch = StallWatch(config.stuck_record_warning)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
@@ -114,6 +116,13 @@ class Worker:
     def tasks(self) -> dict[str, StreamTask]:
         return self._table.tasks
 
+    @property
+    def stores_ready(self) -> bool:
+        """Whether this worker has had its first assignment and none of its tasks is still
+        restoring its stores (what its stores hold is then all their changelogs held)."""
+        return self._assigned and not any(
+            self._table.restoring(t) for t in self._table.tasks.values())
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -123,9 +132,8 @@ class Worker:
         await ensure_topics(self.transport, self.subs, self.topics, app_id=self.config.app_id,
                             dead_letter_topic=self.config.task.dead_letter_topic,
                             default_partitions=self.config.default_partitions)
-        for sink in self._sinks.values():
-            getattr(sink, "bind_app", lambda app_id: None)(self.config.app_id)  # identity
-            await sink.start()
+        await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
+                          (t for sub in self.subs for t in sub.source_topics))
         cfg = self.config
         await self._router.start()
         self._consumer = self.transport.consumer(
@@ -212,11 +220,7 @@ class Worker:
                 await close_within(self._consumer.stop(), left(), "the consumer")
             await self._router.stop(left)
             await close_within(self._purger.stop(), left(), "the purge client")
-            for sink in self._sinks.values():
-                try:
-                    await sink.stop()
-                except Exception:
-                    log.exception("worker: stopping sink %r failed", sink.name)
+            await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
 
@@ -251,6 +255,7 @@ class Worker:
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
         await self._table.open(assigned, self._consumer)
+        self._assigned = True
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
 
     def changelog_topic(self, store: str) -> str:
@@ -359,7 +364,8 @@ class Worker:
         if consumer is None:
             return {}
         started = self.clock.monotonic()
-        chosen = list(self.tasks.values()) if tasks is None else list(tasks)
+        # a restoring task is never committed: its offsets stay where the group has them
+        chosen = self._table.committing(self.tasks.values() if tasks is None else tasks)
         committed, lost = await self._committer.commit(
             self._router.groups(chosen, lambda t: t.task_id), consumer,
             closing=closing, flush_all=flush_all)

@@ -46,6 +46,12 @@ class RetryBudget:
         bucket[2] += 1
         return True
 
+    def refill_in(self, now: float) -> float:
+        """Seconds until the oldest second of the window leaves it (and its retries with
+        it); first calls meanwhile make room sooner. Positive whenever retries are held."""
+        self._bucket(now)
+        return self._buckets[0][0] + self.window - now
+
     def spent(self, now: float) -> float:
         """Retries as a share of first calls over the window (for metrics)."""
         self._bucket(now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CircuitOpenError", "Outcome", "Overloaded", "RetryBudgetExhausted", "classify"]
+__all__ = ["CircuitOpenError", "Outcome", "Overloaded", "classify"]
 
 OVERLOAD_STATUSES = frozenset({429, 503})
 
@@ -44,17 +44,6 @@ class CircuitOpenError(Exception):
                          f"failures; the next probe is in {retry_in:.1f} s")
         self.service = service
         self.retry_in = retry_in
-
-
-class RetryBudgetExhausted(Exception):
-    """A retry was refused: retries to this service already make up its budget's share of
-    calls. The error that made the call fail is the ``__cause__``."""
-
-    def __init__(self, service: str, ratio: float) -> None:
-        super().__init__(f"not retrying a call to service {service!r}: retries are already "
-                         f"{ratio:.0%} of its calls (its retry budget); raise retry_budget= "
-                         "or fix the service")
-        self.service = service
 
 
 def classify(error: BaseException | None) -> Outcome:

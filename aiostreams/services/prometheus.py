@@ -13,7 +13,8 @@ Every family carries the labels ``app`` and ``service``:
 - ``aiostreams_service_calls_saved`` (counter, label ``by``): records answered without a
   call of their own (``coalescing``, ``memo``);
 - ``aiostreams_service_held_by_breaker`` / ``_retries_refused`` (counters): calls failed in an
-  outage and held, retries the retry budget refused.
+  outage and held, retries the retry budget held (refused at first ask, let out
+  once it refilled).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def service_metrics(app: str, services: Mapping[str, DeclaredService]) -> Iterab
                                "Calls that failed in an outage and were held, not failed.",
                                labels=_LABELS)
     refused = CounterMetricFamily("aiostreams_service_retries_refused",
-                                  "Retries the service's retry budget refused.",
+                                  "Retries the service's retry budget held until it refilled.",
                                   labels=_LABELS)
     for name, service in live:
         stats = service.stats

@@ -11,8 +11,11 @@
 Only then is the call *dispatched*: its timeout and its latency start there, so time spent
 queued for a permit never times a call out (issue 20: with 1,000 records in flight and
 ``timeout=0.5`` the engine's own timeout used to count queueing, and 425 calls that had
-answered were called again). A retry (``attempt > 0``) must also find room in the
-**retry budget**, or :class:`~aiostreams.services.outcome.RetryBudgetExhausted` is raised.
+answered were called again). A retry (``attempt > 0``) must first find room in the
+**retry budget**; without it, the retry is *held* (as a record waiting for a permit: not
+executing) until the budget refills - it is not failed, so a record the service would
+answer is never dead-lettered because other records' retries spent the budget, and the
+retries still never exceed the budget's share of the calls.
 
 All waiting goes through the :class:`~aiostreams.engine.clock.Clock`, so tests drive it
 with a manual clock. Cancellation: a caller cancelled while waiting for a permit takes no
@@ -27,17 +30,32 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiostreams.engine.clock import Clock, LoopClock
-from aiostreams.engine.permit_wait import waiting_for_permit
+from aiostreams.engine.permit_wait import traced_call, waiting_for_permit
+from aiostreams.engine.trace_hooks import CallTrace
+from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
-from aiostreams.services.limit import Adaptive, AdaptiveLimit, FixedLimit, Limit
-from aiostreams.services.outcome import RetryBudgetExhausted, classify
+from aiostreams.services.gradient import GradientLimit
+from aiostreams.services.limit import Adaptive, FixedLimit, Limit
+from aiostreams.services.outcome import classify
 from aiostreams.services.rate import RateLimit, TokenBucket
 from aiostreams.services.stats import ServiceStats
 
-__all__ = ["Service"]
+__all__ = ["Service", "make_limit"]
 
 T = TypeVar("T")
+
+BUDGET_RECHECK = 0.25
+"""Seconds between two looks at the retry budget by a retry it holds."""
+
+
+def make_limit(concurrency: int | Adaptive) -> Limit:
+    """The limit a service's ``concurrency=`` declares."""
+    if not isinstance(concurrency, Adaptive):
+        return FixedLimit(concurrency)
+    if concurrency.algorithm == "aimd":
+        return AimdLimit(concurrency)
+    return GradientLimit(concurrency)
 
 
 class Service:
@@ -53,8 +71,7 @@ class Service:
         self.name = name
         self.timeout = timeout
         self.clock: Clock = clock or LoopClock()
-        self.limiter: Limit = (AdaptiveLimit(concurrency) if isinstance(concurrency, Adaptive)
-                               else FixedLimit(concurrency))
+        self.limiter = make_limit(concurrency)
         now = self.clock.monotonic()
         self.bucket = TokenBucket(rate, now) if rate is not None else None
         self.breaker = Breaker(breaker) if breaker is not None else None
@@ -72,32 +89,40 @@ class Service:
     def breaker_state(self) -> BreakerState:
         return self.breaker.state if self.breaker is not None else BreakerState.CLOSED
 
-    @property
-    def accepting(self) -> bool:
-        """Would a call get a concurrency place and the breaker's leave right now? The
-        engine reads this before it dispatches a record that needs the service."""
-        if self.breaker is not None and self.breaker.state is BreakerState.OPEN:
-            return self.breaker.retry_in(self.clock.monotonic()) == 0.0
-        return self.in_flight < self.limit
-
     async def call(self, fn: Callable[[], Awaitable[T]], *, attempt: int = 0,
                    timeout: float | None = None) -> T:
         """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
         ``timeout`` (seconds from dispatch) replaces the service's own for this call (a
         step's ``Retry(timeout=)``)."""
-        now = self.clock.monotonic()
+        trace = traced_call(self.name, attempt)  # None unless the record is traced
         if self.budget is not None:
+            now = self.clock.monotonic()
             if attempt == 0:
                 self.budget.on_call(now)
             elif not self.budget.try_retry(now):
                 self.stats.retries_refused += 1
-                raise RetryBudgetExhausted(self.name, self.budget.ratio)
+                await self._wait_for_budget(self.budget)
         await self._acquire()
         try:
-            return await self._dispatch(fn, self.timeout if timeout is None else timeout)
+            return await self._dispatch(fn, self.timeout if timeout is None else timeout,
+                                        trace)
         finally:
             self.in_flight -= 1
             self._wake()
+
+    async def _wait_for_budget(self, budget: RetryBudget) -> None:
+        """Hold a retry until the budget lets it out, rechecking at least every
+        ``BUDGET_RECHECK`` seconds (first calls make room before old ones leave the
+        window). Cancellation: a cancelled wait takes nothing from the budget."""
+        self.waiting += 1
+        try:
+            while True:
+                now = self.clock.monotonic()
+                if budget.try_retry(now):
+                    return
+                await self._sleep(min(BUDGET_RECHECK, budget.refill_in(now)))
+        finally:
+            self.waiting -= 1
 
     async def _acquire(self) -> None:
         """Wait for the breaker, a concurrency place and a token, in that order."""
@@ -131,8 +156,11 @@ class Service:
                     self._wake()
                     raise
 
-    async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+    async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None,
+                        trace: CallTrace | None = None) -> T:
         started = self.clock.monotonic()
+        if trace is not None:
+            trace.dispatched()
         in_flight = self.in_flight
         error: BaseException | None = None
         try:
@@ -143,6 +171,9 @@ class Service:
             error = exc
             raise
         finally:
+            if trace is not None:
+                trace.ended("cancelled" if error is None and _cancelling()
+                            else classify(error).value, error)
             if error is not None or not _cancelling():
                 latency = self.clock.monotonic() - started
                 outcome = classify(error)

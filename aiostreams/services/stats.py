@@ -22,7 +22,7 @@ class ServiceStats:
     outcomes: dict[Outcome, int] = field(default_factory=lambda: dict.fromkeys(Outcome, 0))
     latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
-    retries_refused: int = 0
+    retries_refused: int = 0  # retries the budget refused at first ask (then held)
     saved_by_coalescing: int = 0
     saved_by_memo: int = 0
     held_by_breaker: int = 0  # calls that failed in an outage and were held, not failed

@@ -2,8 +2,8 @@
 
 * :class:`DeltaSink` + :func:`add_delta_sink`: a Delta Lake table as an external sink (the
   recommended format for new tables: one Delta commit per batch, idempotent by source offsets,
-  exactly once for every Delta reader); :class:`TableIdentityError` when the table belongs to
-  another app or source.
+  exactly once for every Delta reader); :class:`TableIdentityError` when the table (or a
+  Parquet dataset) belongs to another app, source, or incarnation of a source topic.
 * :class:`ParquetSink` + :func:`add_parquet_sink`: a Parquet dataset as an external sink of an
   app (Spark or pyarrow writes, a commit log beside the data, replays dropped).
 * :class:`RowSchema`: the Arrow schema of a pydantic model, and batches as Arrow tables.
@@ -23,17 +23,12 @@ from aiostreams.spark.attach import ParquetValidator, add_delta_sink, add_parque
 from aiostreams.spark.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
 from aiostreams.spark.delta_identity import TableIdentityError
 from aiostreams.spark.delta_sink import DeltaSink, DeltaStep
-from aiostreams.spark.parquet_sink import (
-    FlushStep,
-    ParquetSink,
-    SinkFailedError,
-    SinkMetrics,
-    SinkState,
-)
+from aiostreams.spark.parquet_sink import FlushStep, ParquetSink
 from aiostreams.spark.parquet_writer import UnreachableFilesError
 from aiostreams.spark.schema import RowSchema, SchemaMismatch, to_spark_schema
 from aiostreams.spark.schema_evolution import IncompatibleSchemaError
 from aiostreams.spark.session import SparkConfig, get_session, stop_session
+from aiostreams.spark.sink_state import SinkFailedError, SinkMetrics, SinkState
 
 __all__ = [
     "DatasetLockedError",

@@ -23,6 +23,11 @@ linked into place, directory fsynced). The entry is the commit point. Invariants
 * the durable offset of a source partition is the highest ``last`` offset any entry lists
   for it, and it never decreases.
 
+One incarnation per source topic: each entry records the ids (Kafka topic ids) of its
+source topics where the writing sink knew them, and a sink whose source topic now has
+another id refuses to start (:mod:`aiostreams.spark.incarnations`); entries without ids
+(format 1 and 2, or no id known) check nothing.
+
 One writer per dataset: :meth:`CommitLog.acquire` takes an exclusive ``flock``, released
 by :meth:`CommitLog.release` or by the process's death. One app per dataset, over time:
 each entry names the app that wrote it, and a sink of another app refuses to start
@@ -38,12 +43,14 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import AiostreamsError
+from aiostreams.spark.incarnations import check_incarnations
 from aiostreams.types import TopicPartition
 
 try:
@@ -53,7 +60,8 @@ except ImportError:  # pragma: no cover - not on Linux/macOS: no cross-process l
 
 __all__ = ["LOG_DIR", "STAGING_DIR", "CommitLog", "DataFile", "DatasetLockedError",
            "DatasetOwnerError", "LogEntry",
-           "OffsetRange", "Recovery", "committed_files", "fsync_dir", "is_data_file"]
+           "OffsetRange", "Recovery", "committed_files", "fsync_dir", "is_data_file",
+           "merge_ranges", "offset_ranges"]
 
 log = logging.getLogger("aiostreams.spark")
 
@@ -61,9 +69,10 @@ LOG_DIR = "_aiostreams_log"
 STAGING_DIR = "_staging"
 _ENTRY = re.compile(r"^(\d+)\.json$")
 _DATA_FILE = re.compile(r"^part-\d{8,}-[0-9a-f]{8}-\d{5}(\.[a-z0-9]+)?\.parquet$")
-FORMAT_VERSION = 2
-"""2 adds ``app`` (the writing app's id, or null); entries of version 1 are read as null."""
-_READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+"""2 adds ``app`` (the writing app's id, or null); entries of version 1 are read as null.
+3 adds ``topic_ids`` (source topic → Kafka topic id, where known); read as {} before."""
+_READABLE_VERSIONS = (1, 2, 3)
 
 
 class DatasetLockedError(AiostreamsError):
@@ -100,6 +109,32 @@ class OffsetRange:
         return TopicPartition(self.topic, self.partition)
 
 
+Spans = dict[TopicPartition, tuple[int, int]]
+"""Per source partition, the first and last offset (inclusive) of some rows."""
+
+
+def offset_ranges(rows: Iterable[ExternalRecord]) -> Spans:
+    """The spans of ``rows`` (per source, offsets never decrease: the sinks assert it)."""
+    ranges: dict[TopicPartition, list[int]] = {}
+    for r in rows:
+        span = ranges.get(r.source)
+        if span is None:
+            ranges[r.source] = [r.offset, r.offset]
+        else:
+            span[1] = r.offset
+    return {tp: (first, last) for tp, (first, last) in ranges.items()}
+
+
+def merge_ranges(spans: Iterable[Spans]) -> tuple[OffsetRange, ...]:
+    """The offset ranges of a batch made of consecutive chunks with ``spans``, sorted."""
+    merged: Spans = {}
+    for chunk in spans:  # in offset order per source
+        for source, (first, last) in chunk.items():
+            merged[source] = (merged.get(source, (first, last))[0], last)
+    return tuple(OffsetRange(source.topic, source.partition, first, last)
+                 for source, (first, last) in sorted(merged.items()))
+
+
 @dataclass(frozen=True)
 class LogEntry:
     batch: int
@@ -109,6 +144,7 @@ class LogEntry:
     engine: str
     written_at: float = field(default_factory=time.time)
     app: str | None = None  # the id of the app that wrote it (None: no app, or format 1)
+    topic_ids: Mapping[str, str] = field(default_factory=dict)  # of its source topics
 
     def to_json(self) -> bytes:
         doc = {
@@ -117,6 +153,7 @@ class LogEntry:
             "rows": self.rows,
             "engine": self.engine,
             "app": self.app,
+            "topic_ids": dict(sorted(self.topic_ids.items())),
             "written_at": self.written_at,
             "files": [{"path": f.path, "size": f.size} for f in self.files],
             "offsets": [{"topic": o.topic, "partition": o.partition, "first": o.first,
@@ -132,6 +169,9 @@ class LogEntry:
                 raise ValueError(f"format version {doc.get('version')!r}, expected one of "
                                  f"{_READABLE_VERSIONS}")
             app = doc.get("app")
+            ids = doc.get("topic_ids", {})
+            if not isinstance(ids, dict):
+                raise TypeError(f"topic_ids is {type(ids).__name__}, not an object")
             return cls(
                 batch=int(doc["batch"]),
                 files=tuple(DataFile(str(f["path"]), int(f["size"])) for f in doc["files"]),
@@ -141,6 +181,7 @@ class LogEntry:
                 rows=int(doc["rows"]),
                 engine=str(doc["engine"]),
                 app=None if app is None else str(app),
+                topic_ids={str(t): str(i) for t, i in ids.items()},
                 written_at=float(doc["written_at"]),
             )
         except (ValueError, KeyError, TypeError) as e:
@@ -178,6 +219,8 @@ class CommitLog:
         self.last_files: tuple[DataFile, ...] = ()  # of the newest entry that has files
         self.app: str | None = None  # the app of the newest entry that names one
         self.app_entry = -1  # and that entry's number
+        # per source topic, the id the newest entry recording one recorded, and that entry:
+        self.topic_ids: dict[str, tuple[str, int]] = {}
         self.next_batch = 0
         self._lock_file: IO[bytes] | None = None
 
@@ -203,6 +246,25 @@ class CommitLog:
         if self._lock_file is not None:
             self._lock_file.close()  # closing the descriptor drops the flock
             self._lock_file = None
+
+    def check_owner(self, app_id: str | None) -> None:
+        """Raise :class:`DatasetOwnerError` if the newest entry naming an app names another
+        one than ``app_id`` (None, a sink outside any app, counts as another app)."""
+        if self.app is None or self.app == app_id:
+            return
+        me = f"app {app_id!r}" if app_id else "a sink outside any app"
+        raise DatasetOwnerError(
+            f"{self.dataset} was written by app {self.app!r} (commit log entry "
+            f"{self.app_entry}); this is {me}. Its durable offsets are that app's: "
+            "continuing would drop this app's records at or below them as replays. Give "
+            "each app its own path (a renamed app is another app: give it a new path)")
+
+    def check_incarnations(self, current: Mapping[str, str | None]) -> None:
+        """Raise :class:`~aiostreams.spark.delta_identity.TableIdentityError` if a source
+        topic's id recorded by the log is not its ``current`` one."""
+        for topic, (recorded, batch) in sorted(self.topic_ids.items()):
+            check_incarnations({topic: recorded}, current, table=f"the dataset {self.dataset}",
+                               recorded_in=f"commit log entry {batch}")
 
     # -- reading and recovering -----------------------------------------------------------
 
@@ -254,6 +316,8 @@ class CommitLog:
             self.last_files = entry.files
         if entry.app is not None:
             self.app, self.app_entry = entry.app, entry.batch
+        for topic, topic_id in entry.topic_ids.items():
+            self.topic_ids[topic] = (topic_id, entry.batch)
         for o in entry.offsets:
             previous = self.durable.get(o.source, -1)
             # replays are dropped before writing, so ranges only move forward

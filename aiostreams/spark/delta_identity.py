@@ -1,12 +1,16 @@
 """Who a Delta table is written for, and the transaction ids that make its appends idempotent.
 
 A Delta sink records its identity in the table's metadata when it creates the table: the
-``description`` field holds ``{"aiostreams": {"app": ..., "sources": [...]}}`` (delta-rs
-1.6 rejects custom keys in the table ``configuration``, so the description carries it; Spark
-and every other Delta client keep it). A sink then refuses, loudly and before writing, a table
-whose identity names another app, or a batch from a source topic the table was not created
-for: their durable offsets (the app transactions below) are another stream's, and appending
-would drop this stream's records at or below them as replays, or mix two streams in one table.
+``description`` field holds ``{"aiostreams": {"app": ..., "sources": [...], "topic_ids":
+{topic: id}}}`` (delta-rs 1.6 rejects custom keys in the table ``configuration``, so the
+description carries it; Spark and every other Delta client keep it). A sink then refuses,
+loudly and before writing, a table whose identity names another app, a batch from a source
+topic the table was not created for, or a source topic whose id (its incarnation, see
+:mod:`aiostreams.spark.incarnations`) is not the one recorded: their durable offsets (the app
+transactions below) are another stream's, and appending would drop this stream's records at
+or below them as replays, or mix two streams in one table. A table whose identity has no
+id for a source topic (written before ids were recorded) gets it recorded at the sink's
+start (:meth:`TableIdentity.with_topic_ids`).
 
 Each Delta commit of a sink carries one *app transaction* per source partition it writes:
 ``appId`` = :func:`transaction_app_id` (app, topic, partition) and ``version`` = the highest
@@ -19,7 +23,7 @@ it before each commit).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiostreams.errors import ConfigError
@@ -41,24 +45,43 @@ def transaction_app_id(app: str, source: TopicPartition) -> str:
 
 @dataclass(frozen=True)
 class TableIdentity:
-    """The app a table is written for and the source topics it holds (sorted, unique)."""
+    """The app a table is written for, the source topics it holds (sorted, unique) and the
+    ids of those topics' incarnations, where known (sorted (topic, id) pairs)."""
 
     app: str
     sources: tuple[str, ...]
+    topic_ids: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.app:
             raise ConfigError("a Delta sink writes for an app: its app id is empty")
         if tuple(sorted(set(self.sources))) != self.sources:
             raise ValueError(f"sources must be sorted and unique, got {self.sources}")
+        if tuple(sorted(dict(self.topic_ids).items())) != self.topic_ids:
+            raise ValueError(f"topic_ids must be sorted pairs, got {self.topic_ids}")
+        assert {t for t, _ in self.topic_ids} <= set(self.sources), "ids of foreign topics"
 
     @classmethod
-    def of(cls, app: str, sources: Iterable[str]) -> TableIdentity:
-        return cls(app, tuple(sorted(set(sources))))
+    def of(cls, app: str, sources: Iterable[str],
+           topic_ids: Mapping[str, str | None] | None = None) -> TableIdentity:
+        """The identity of a table of ``app`` holding ``sources``, with the known
+        ``topic_ids`` of those sources."""
+        unique = tuple(sorted(set(sources)))
+        ids = {t: i for t, i in (topic_ids or {}).items() if i is not None and t in unique}
+        return cls(app, unique, tuple(sorted(ids.items())))
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return dict(self.topic_ids)
+
+    def with_topic_ids(self, topic_ids: Mapping[str, str | None]) -> TableIdentity:
+        """This identity with the ids it lacks added from ``topic_ids`` (ids it has are
+        kept: a different one is a mismatch, for the caller to refuse)."""
+        return TableIdentity.of(self.app, self.sources, {**topic_ids, **self.ids})
 
     def to_description(self) -> str:
-        return json.dumps({_KEY: {"app": self.app, "sources": list(self.sources)}},
-                          sort_keys=True)
+        return json.dumps({_KEY: {"app": self.app, "sources": list(self.sources),
+                                  "topic_ids": self.ids}}, sort_keys=True)
 
     @classmethod
     def from_description(cls, description: str | None, table: str) -> TableIdentity | None:
@@ -73,13 +96,17 @@ class TableIdentity:
         if not isinstance(found, dict) or _KEY not in found:
             return None
         mine = found[_KEY]
+        ids = mine.get("topic_ids", {}) if isinstance(mine, dict) else None
         if (not isinstance(mine, dict) or not isinstance(mine.get("app"), str)
                 or not isinstance(mine.get("sources"), list)
-                or not all(isinstance(s, str) for s in mine["sources"])):
+                or not all(isinstance(s, str) for s in mine["sources"])
+                or not isinstance(ids, dict)
+                or not all(isinstance(i, str) and t in mine["sources"]
+                           for t, i in ids.items())):
             raise TableIdentityError(
                 f"the Delta table at {table} has a malformed aiostreams identity in its "
                 f"description: {description!r}; fix the description or use another path")
-        return cls.of(mine["app"], mine["sources"])
+        return cls.of(mine["app"], mine["sources"], ids)
 
     def check(self, app: str, sources: Iterable[str], table: str) -> None:
         """Raise :class:`TableIdentityError` unless this (the table's) identity names

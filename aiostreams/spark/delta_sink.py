@@ -10,7 +10,8 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`), engine `
 through ``deltalake`` (delta-rs):
 
 * :meth:`DeltaSink.add` (event loop, at retire) buffers the record; a record at or below its
-  source partition's durable offset (as last read from the table) is a replay and dropped.
+  source partition's durable offset (as last read from the table) is a replay and dropped
+  (the buffer, back-pressure and committable offsets: :mod:`aiostreams.spark.sink_batching`).
 * :meth:`DeltaSink.flush` (event loop, in a commit, before offsets are committed) hands the
   buffer to the writer thread (:mod:`aiostreams.spark.spark_thread`), which opens the table's
   newest snapshot, reads each source partition's durable offset from it again
@@ -30,20 +31,16 @@ through ``deltalake`` (delta-rs):
   :data:`COMMIT_ATTEMPTS` times. So a row is committed only by a commit whose snapshot had
   its partition's version below its offset, and no commit of that app transaction came in
   between: never twice. (``ParquetSink`` keeps one writer per dataset, with a lock.)
-* :meth:`DeltaSink.pending_offset`: per source partition the first record added and not yet
-  durable (buffered, being written, or dropped after a failure); the worker commits no
-  further.
 * :meth:`DeltaSink.start` opens the table if it exists and refuses, before anything is
-  written: a table written for another app or source (:class:`TableIdentityError`), other
+  written: a table written for another app or source, or for another incarnation of a
+  source topic (:class:`TableIdentityError`; :mod:`aiostreams.spark.incarnations`), other
   partition columns, or a model that no longer fits its schema
   (:class:`~aiostreams.spark.schema_evolution.IncompatibleSchemaError`, naming the field). A
   new optional field is accepted and merged into the table's schema by the next commit
   (``schema_mode="merge"``).
 
-Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease
-while any of its records is pending (a partition that moved to another worker and back may
-restart lower once everything added from it is durable), and the durable offset never
-decreases.
+Invariants (asserted): those of :mod:`aiostreams.spark.sink_batching`, and a commit's
+transaction version of a source partition is past its durable offset.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once; its write runs to
 completion on the writer thread and the commit that awaited it fails, so no offset is
@@ -57,23 +54,34 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.errors import AiostreamsError, ConfigError
+from aiostreams.errors import ConfigError
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
-from aiostreams.spark.delta_table import CommitRace, open_table, write_batch
-from aiostreams.spark.parquet_sink import SinkFailedError, SinkMetrics, SinkState
+from aiostreams.spark.delta_spark import SparkDeltaEngine
+from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch
+from aiostreams.spark.incarnations import check_incarnations, known_ids
 from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
-from aiostreams.spark.schema import RowSchema, SchemaMismatch
 from aiostreams.spark.schema_evolution import check_appendable
+from aiostreams.spark.session import SparkConfig, get_session
+from aiostreams.spark.sink_batching import Batcher
+from aiostreams.spark.sink_columns import TableColumns
+from aiostreams.spark.sink_state import (
+    SinkFailedError,
+    SinkMetrics,
+    SinkState,
+    move_to,
+    raise_write_failure,
+)
 from aiostreams.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
 
@@ -83,15 +91,6 @@ log = logging.getLogger("aiostreams.spark")
 
 COMMIT_ATTEMPTS = 8
 """Commits of one batch tried against successively newer snapshots before the sink fails."""
-
-_PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
-
-_TRANSITIONS: dict[SinkState, frozenset[SinkState]] = {
-    SinkState.CREATED: frozenset({SinkState.RUNNING, SinkState.FAILED, SinkState.STOPPED}),
-    SinkState.RUNNING: frozenset({SinkState.FAILED, SinkState.STOPPED}),
-    SinkState.FAILED: frozenset({SinkState.STOPPED}),
-    SinkState.STOPPED: frozenset(),
-}
 
 
 class DeltaStep(enum.Enum):
@@ -122,7 +121,9 @@ class DeltaSink:
     or once the oldest has waited ``batch_interval`` less the last write's duration.
     ``sources``: the topics feeding the sink, recorded in the table's identity when it is
     created (default: the topics of the first batch). ``target_file_size``: bytes per data
-    file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs).
+    file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs) or ``"spark"``
+    (Spark writes the files, delta-rs commits them: :mod:`aiostreams.spark.delta_spark`;
+    ``spark`` configures the session; a local or mounted path only).
     """
 
     def __init__(
@@ -140,6 +141,7 @@ class DeltaSink:
         target_file_size: int | None = None,
         engine: str = "pyarrow",
         storage_options: Mapping[str, str] | None = None,
+        spark: SparkConfig | None = None,
     ) -> None:
         where = parse_table_path(path)
         if where.scheme not in ("file", "s3a"):
@@ -154,63 +156,42 @@ class DeltaSink:
         if options and where.local is not None:
             raise ConfigError(f"storage_options are for object stores; {where.given!r} is a "
                               "local path")
-        if engine != "pyarrow":
-            raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs); got {engine!r}")
-        if batch_rows < 1:
-            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
-        if batch_interval <= 0:
-            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
+        if engine not in ("pyarrow", "spark"):
+            raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs) or 'spark'; got "
+                              f"{engine!r}")
+        if engine == "spark" and where.local is None:
+            raise ConfigError(f"DeltaSink(engine='spark') writes to a directory the driver and "
+                              f"every executor reach at one path; got {where.given!r}. Use "
+                              "engine='pyarrow' for object stores")
         self.path: Path | str = where.local if where.local is not None else where.uri
         self.storage_options = options
         self.model = model
-        self.schema = RowSchema(model, include=include, key_type=key_type,
-                                metadata_prefix=metadata_prefix)
-        self.partition_by = tuple(partition_by)
-        self._check_partition_columns()
-        self._key_column = self.schema.metadata_names.get("key")
-        self._text_partitions = tuple(
-            c for c in self.partition_by
-            if pa.types.is_string(self.schema.arrow_schema.field(c).type)
-            and (c == self._key_column or c in model.model_fields))
+        self.columns = TableColumns(
+            model, partition_by=partition_by, include=include, key_type=key_type,
+            metadata_prefix=metadata_prefix, empty_partition="Delta writes it as null")
+        self.schema = self.columns.schema
+        self.partition_by = self.columns.partition_by
         self.batch_rows = batch_rows
         self.batch_interval = batch_interval
         self.sources = tuple(sorted(set(sources)))
         self.target_file_size = target_file_size
         self.engine = engine
+        self.spark_engine = SparkDeltaEngine(spark) if engine == "spark" else None
         self.name = ""
         self.app_id: str | None = None  # set by bind_app (the worker, before start)
+        self.topic_ids: dict[str, str] = {}  # set by bind_topic_ids (the worker, too)
         self.validated_upstream = False  # set by add_delta_sink
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
-        self._open: list[ExternalRecord] = []
-        self._open_first: dict[TopicPartition, int] = {}
-        self._oldest = 0.0
-        self._writing: list[dict[TopicPartition, int]] = []  # firsts of unfinished writes
-        self._durable: dict[TopicPartition, int] = {}
-        self._last_added: dict[TopicPartition, int] = {}
+        self._batch: Batcher[list[ExternalRecord]] = Batcher(
+            f"DeltaSink({str(self.path)!r})", batch_rows=batch_rows,
+            batch_interval=batch_interval, chunk_rows=batch_rows, metrics=self.metrics,
+            hand_off=lambda records, firsts, lasts: records)
         self._identity: TableIdentity | None = None  # owned by the writer thread
         self._failure: BaseException | None = None
 
-    def _check_partition_columns(self) -> None:
-        schema = self.schema.arrow_schema
-        for column in self.partition_by:
-            if column not in schema.names:
-                raise ConfigError(f"partition_by: {column!r} is not a column; columns: "
-                                  f"{schema.names}")
-            kind = str(schema.field(column).type)
-            if kind not in _PARTITION_TYPES:
-                raise ConfigError(f"partition_by: {column!r} is {kind}; partition by a "
-                                  "str, int, bool or date column")
-        if len(set(self.partition_by)) != len(self.partition_by):
-            raise ConfigError(f"partition_by names a column twice: {self.partition_by}")
-        if len(self.partition_by) >= len(schema.names):
-            raise ConfigError("partition_by cannot take every column")
-
     def _move_to(self, state: SinkState) -> None:
-        if state not in _TRANSITIONS[self.state]:
-            raise RuntimeError(f"sink {self.name!r}: {self.state.value} -> {state.value} is not "
-                               "a lifecycle transition")
-        self.state = state
+        self.state = move_to(self.name, self.state, state)
 
     def __repr__(self) -> str:
         return f"DeltaSink({str(self.path)!r}, {self.model.__name__}, state={self.state.value})"
@@ -223,15 +204,7 @@ class DeltaSink:
     def validate(self, value: Any, key: Any = None) -> None:
         """Raise :class:`SchemaMismatch` unless ``value`` (and ``key``) fit the table's
         schema and its string partition values are not empty. Pure, a few µs."""
-        self.schema.check(value, key)
-        for column in self._text_partitions:
-            text = key if column == self._key_column else getattr(value, column)
-            if isinstance(text, enum.Enum):
-                text = text.value
-            if text == "":
-                raise SchemaMismatch(
-                    "an empty string cannot be a partition value (Delta writes it as null); "
-                    "map it to None or a placeholder before the sink", column)
+        self.columns.validate(value, key)
 
     # -- ExternalSink ---------------------------------------------------------------------
 
@@ -240,6 +213,13 @@ class DeltaSink:
         if self.state is not SinkState.CREATED:
             raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
         self.app_id = app_id
+
+    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
+        """Name the incarnation (Kafka topic id) of each source topic as the app starts (the
+        worker calls it before :meth:`start`); None for a topic without an id."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
+        self.topic_ids = known_ids(ids)
 
     async def start(self) -> None:
         """Open the table when it exists and check identity, partitioning and schema (see
@@ -252,12 +232,14 @@ class DeltaSink:
 
     def _open_and_check(self) -> None:
         where = str(self.path)
+        if self.spark_engine is not None:
+            get_session(self.spark_engine.spark)  # seconds: once, before the first batch
         table = open_table(where, self.storage_options)
         if table is None:
             return
-        self._identity = TableIdentity.from_description(table.metadata().description, where)
-        if self._identity is not None:
-            self._identity.check(self.app, self.sources, where)
+        identity = TableIdentity.from_description(table.metadata().description, where)
+        if identity is not None:
+            self._check_identity(identity, self.sources, where)
         columns = tuple(table.metadata().partition_columns)
         if columns != self.partition_by:
             raise ConfigError(f"the Delta table at {where} is partitioned by {list(columns)}; "
@@ -265,53 +247,58 @@ class DeltaSink:
                               "or another path")
         check_appendable(pa.schema(table.schema().to_arrow()), self.schema.arrow_schema,
                          model=self.model.__name__, dataset=where)
+        if identity is not None:  # every check passed: record the ids it lacks
+            self._record_topic_ids(table, where)
+
+    def _check_identity(self, identity: TableIdentity, sources: Iterable[str],
+                        where: str) -> None:
+        identity.check(self.app, sources, where)
+        check_incarnations(identity.ids, self.topic_ids, table=f"the Delta table at {where}",
+                           recorded_in="its description")
+
+    def _record_topic_ids(self, table: DeltaTable, where: str) -> None:
+        """Record the topic ids the table's identity lacks (a table written before ids were
+        recorded) as a metadata commit; on a race, check the newer snapshot's identity
+        again and retry."""
+        for _ in range(COMMIT_ATTEMPTS):
+            identity = TableIdentity.from_description(table.metadata().description, where)
+            assert identity is not None
+            self._check_identity(identity, self.sources, where)
+            recorded = identity.with_topic_ids(self.topic_ids)
+            if recorded == identity:
+                self._identity = identity
+                return
+            try:
+                record_identity(table, recorded)
+            except CommitRace:
+                self.metrics.commit_conflicts += 1
+                table = open_table(where, self.storage_options) or table
+                continue
+            log.info("sink %r: recorded topic ids %s in the identity of %s", self.name,
+                     recorded.ids, where)
+            self._identity = recorded
+            return
+        raise SinkFailedError(f"{self!r}: recording the topic ids in {where}'s identity lost "
+                              f"{COMMIT_ATTEMPTS} races with other writers; restart the app")
 
     def add(self, record: ExternalRecord) -> None:
         """Buffer a retired result; never blocks. Replays are dropped; after a failure,
         records are dropped (they are replayed after a restart)."""
-        source, offset = record.source, record.offset
-        last = self._last_added.get(source)
-        if last is None:
-            durable = self._durable.get(source)
-            if durable is not None and offset <= durable:
-                self.metrics.rows_replayed += 1
-                return
-        elif offset < last:  # equal: another output of the same input record
-            if self.pending_offset(source) is not None:
-                raise AssertionError(
-                    f"{self!r}: {source} went back from offset {last} to {offset} while "
-                    "records of it were pending")
-            # the partition came back after another worker had it: the write re-checks
-            durable = self._durable.get(source)
-            if durable is not None and offset <= durable:
-                self.metrics.rows_replayed += 1
-                return
-        self._last_added[source] = offset
-        self._open_first.setdefault(source, offset)
-        if self.state is SinkState.RUNNING:
-            if not self._open:
-                self._oldest = time.monotonic()
-            self._open.append(record)
+        self._batch.add(record, keep=self.state is SinkState.RUNNING)
 
     @property
     def backlogged(self) -> bool:
-        buffered = len(self._open)
-        if buffered >= self.batch_rows:
-            return True
-        write = self.metrics.last_flush_seconds if self.metrics.batches else 1.0
-        return buffered > 0 and time.monotonic() - self._oldest >= self.batch_interval - write
+        """See :attr:`aiostreams.spark.sink_batching.Batcher.backlogged`."""
+        return self._batch.backlogged
 
     def durable_offset(self, source: TopicPartition) -> int | None:
         """The durable offset of ``source`` as last read from the table (None before this
         sink has written or checked a batch of it; the writer re-reads it anyway)."""
-        return self._durable.get(source)
+        return self._batch.durable.get(source)
 
     def pending_offset(self, source: TopicPartition) -> int | None:
-        for firsts in self._writing:
-            first = firsts.get(source)
-            if first is not None:
-                return first
-        return self._open_first.get(source)
+        """The first offset of ``source`` added and not durable yet, or None."""
+        return self._batch.pending_offset(source)
 
     async def flush(self) -> None:
         """Write everything added so far as one Delta commit; returns once it landed.
@@ -322,23 +309,19 @@ class DeltaSink:
                                   "app so a new sink reads the durable offsets from the table")
         if self.state is not SinkState.RUNNING:
             raise RuntimeError(f"{self!r}: flush() needs a started sink")
-        records, self._open = self._open, []
-        firsts, self._open_first = self._open_first, {}
-        if not records:
+        batch = self._batch.take()
+        if not batch.rows:
+            self._batch.done(batch)
             return
-        self._writing.append(firsts)
+        records = [r for chunk in batch.payloads for r in chunk]
         began = time.monotonic()
         try:
             written = await run_on_spark_thread(self._write, records)
         except BaseException as e:
             if self._failure is not None and self.state is SinkState.RUNNING:
                 self._move_to(SinkState.FAILED)
-            if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
-                raise SinkFailedError(f"{self!r}: writing {len(records)} row(s) failed: "
-                                      f"{type(e).__name__}: {e}") from e
-            raise
-        done = next(i for i, w in enumerate(self._writing) if w is firsts)
-        del self._writing[:done + 1]  # FIFO: every earlier write succeeded too
+            raise_write_failure(self, len(records), e)
+        self._batch.done(batch)  # FIFO: every earlier write succeeded too
         m = self.metrics
         seconds = time.monotonic() - began
         m.flush_seconds += seconds
@@ -349,9 +332,7 @@ class DeltaSink:
             m.batches += 1
             m.last_flush_seconds = seconds
         for source, offset in written.durable.items():
-            previous = self._durable.get(source, -1)
-            assert offset >= previous, f"{source}: durable offset {previous} -> {offset}"
-            self._durable[source] = offset
+            self._batch.advance(source, offset)
 
     async def stop(self) -> None:
         """Flush (when running). Idempotent. Cancellation: as :meth:`flush`."""
@@ -407,9 +388,9 @@ class DeltaSink:
                     durable[source] = version
         rows = [r for r in records if r.offset > durable.get(r.source, -1)]
         if self._identity is not None:
-            self._identity.check(self.app, {r.source.topic for r in rows}, where)
+            self._check_identity(self._identity, {r.source.topic for r in rows}, where)
         identity = self._identity or TableIdentity.of(
-            self.app, self.sources or {r.source.topic for r in rows})
+            self.app, self.sources or {r.source.topic for r in rows}, self.topic_ids)
         self._after(DeltaStep.CHECKED)
         if rows:
             lasts: dict[TopicPartition, int] = {}
@@ -421,12 +402,17 @@ class DeltaSink:
                 rows, self.schema, sink=self.name, table_kind="Delta table's schema",
                 attach="add_delta_sink",
                 validate=None if self.validated_upstream else self.validate)
-            write_batch(table if table is not None else where, data,
-                        partition_by=self.partition_by, identity=identity,
-                        transactions={transaction_app_id(self.app, s): o
-                                      for s, o in lasts.items()},
-                        target_file_size=self.target_file_size,
-                        storage_options=self.storage_options)
+            transactions = {transaction_app_id(self.app, s): o for s, o in lasts.items()}
+            if self.spark_engine is not None:
+                assert isinstance(self.path, Path)
+                self.spark_engine.commit(table, self.path, data,
+                                         partition_by=self.partition_by, identity=identity,
+                                         transactions=transactions)
+            else:
+                write_batch(table if table is not None else where, data,
+                            partition_by=self.partition_by, identity=identity,
+                            transactions=transactions, target_file_size=self.target_file_size,
+                            storage_options=self.storage_options)
             self._identity = identity
             durable.update(lasts)
             self._after(DeltaStep.COMMITTED)

@@ -15,7 +15,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 
 from aiostreams.spark.delta_identity import TableIdentity
 
-__all__ = ["CommitRace", "open_table", "write_batch"]
+__all__ = ["CommitRace", "open_table", "record_identity", "write_batch"]
 
 
 WRITER = f"{socket.gethostname()}:{os.getpid()}"
@@ -35,6 +35,18 @@ def open_table(where: str, storage_options: Mapping[str, str]) -> DeltaTable | N
     if not DeltaTable.is_deltatable(where, storage_options=options):
         return None
     return DeltaTable(where, storage_options=options)
+
+
+def record_identity(table: DeltaTable, identity: TableIdentity) -> None:
+    """Write ``identity`` into the description of ``table`` (a metadata-only commit on that
+    snapshot). Raises :class:`CommitRace` when another writer's commit came first."""
+    try:
+        table.alter.set_table_description(
+            identity.to_description(),
+            commit_properties=CommitProperties(custom_metadata={
+                "aiostreams.app": identity.app, "aiostreams.writer": WRITER}))
+    except CommitFailedError as e:
+        raise CommitRace(str(e)) from e
 
 
 def write_batch(table: DeltaTable | str, data: pa.Table, *, partition_by: Sequence[str],

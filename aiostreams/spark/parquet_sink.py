@@ -19,32 +19,20 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
   appends an entry to the commit log naming the files and, per source partition, the offset
   range written (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it
   returns after.
-* :meth:`ParquetSink.pending_offset` names, per source partition, the first record added
-  but not yet durable (buffered, being written, or dropped after a failure); the worker
-  commits no further. So an at-least-once commit need not wait for a write: it flushes the
-  sink only when :attr:`ParquetSink.backlogged`, and files are ``batch_rows`` rows or
-  ``batch_interval`` seconds of data, whatever the app's ``commit_interval_ms``. Under
-  exactly-once every commit flushes (a transaction's outputs must match its offsets), so
-  there files are as large as what arrives between two commits.
+* :meth:`ParquetSink.pending_offset` and :attr:`ParquetSink.backlogged`: the committable
+  offsets and the back-pressure of :mod:`aiostreams.spark.sink_batching`.
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
   (the durable offsets) and deletes staging leftovers and data files no entry lists. It
   refuses (loudly, before writing) a dataset whose log names another app than the one the
-  worker bound the sink to (:meth:`ParquetSink.bind_app`), or whose newest file the model
-  no longer fits (:mod:`aiostreams.spark.schema_evolution`).
+  worker bound the sink to (:meth:`ParquetSink.bind_app`), another incarnation of a source
+  topic (:meth:`ParquetSink.bind_topic_ids`, :mod:`aiostreams.spark.incarnations`), or
+  whose newest file the model no longer fits (:mod:`aiostreams.spark.schema_evolution`).
 
 So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
 whose batch has no log entry: the dataset holds each input's results once.
 
-Invariants (asserted): per source partition, the offsets handed to ``add`` never decrease,
-and the durable offset never decreases and never passes a record that was not written.
-
-Back-pressure: :attr:`ParquetSink.backlogged` turns true once ``batch_rows`` rows are
-buffered, or the oldest has waited ``batch_interval`` seconds less the last write's duration
-(so rows are durable about ``batch_interval`` after they retire); the worker then commits
-early, and that commit flushes the sink. The commit runs in the worker's fetch loop and
-awaits the write, so nothing is fetched while Spark writes: what still reaches the sink
-meanwhile was fetched before (at most the tasks' partition queues and reorder buffers), so
-the buffer stays bounded (about ``batch_rows`` plus that) however slow the write.
+Invariants (asserted): those of :mod:`aiostreams.spark.sink_batching`, and the durable
+offset never passes a record that was not written.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once, but its write runs
 to completion on the Spark thread; the commit that awaited it fails, so nothing is committed.
@@ -65,24 +53,26 @@ import logging
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyarrow.parquet import read_schema
 from pydantic import BaseModel
 
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.errors import AiostreamsError, ConfigError
+from aiostreams.errors import ConfigError
 from aiostreams.spark.commit_log import (
     STAGING_DIR,
     CommitLog,
-    DatasetOwnerError,
     LogEntry,
-    OffsetRange,
     Recovery,
+    merge_ranges,
+    offset_ranges,
 )
+from aiostreams.spark.incarnations import known_ids
 from aiostreams.spark.parquet_writer import (
     COMPRESSIONS,
     Engine,
@@ -91,17 +81,24 @@ from aiostreams.spark.parquet_writer import (
 )
 from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
-from aiostreams.spark.schema import RowSchema, SchemaMismatch
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
+from aiostreams.spark.sink_batching import FIRST_WRITE_GUESS, Batcher, Offsets
+from aiostreams.spark.sink_columns import TableColumns
+from aiostreams.spark.sink_state import (
+    SinkFailedError,
+    SinkMetrics,
+    SinkState,
+    move_to,
+    raise_write_failure,
+)
 from aiostreams.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
 from aiostreams.types import TopicPartition
 
-__all__ = ["FlushStep", "ParquetSink", "SinkFailedError", "SinkMetrics", "SinkState"]
+__all__ = ["FIRST_WRITE_GUESS", "FlushStep", "ParquetSink", "SinkFailedError", "SinkMetrics",
+           "SinkState"]
 
 log = logging.getLogger("aiostreams.spark")
-
-_PARTITION_TYPES = ("string", "int64", "int32", "bool", "date32[day]")
 
 DEFAULT_BATCH_ROWS: dict[Engine, int] = {"pyarrow": 50_000, "spark": 500_000}
 """Rows per write unless ``batch_rows`` says otherwise. Spark's fixed cost per job is large,
@@ -111,26 +108,6 @@ Arrow columns (tens of bytes per row), plus at most ``convert_rows`` values as o
 CONVERT_ROWS = 50_000
 """Rows per Arrow conversion handed to the Spark thread while a batch fills."""
 
-FIRST_WRITE_GUESS = 1.0
-"""Seconds a write is assumed to take until the sink has timed one (see ``backlogged``)."""
-
-
-class SinkState(enum.Enum):
-    """``CREATED → RUNNING → STOPPED``; ``RUNNING → FAILED → STOPPED`` when a write fails."""
-
-    CREATED = "created"
-    RUNNING = "running"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-
-_TRANSITIONS: dict[SinkState, frozenset[SinkState]] = {
-    SinkState.CREATED: frozenset({SinkState.RUNNING, SinkState.FAILED, SinkState.STOPPED}),
-    SinkState.RUNNING: frozenset({SinkState.FAILED, SinkState.STOPPED}),
-    SinkState.FAILED: frozenset({SinkState.STOPPED}),
-    SinkState.STOPPED: frozenset(),
-}
-
 
 class FlushStep(enum.Enum):
     """The points of a write after which a crash leaves a distinct dataset state."""
@@ -138,22 +115,6 @@ class FlushStep(enum.Enum):
     STAGED = "staged"  # complete files in _staging; dataset unchanged
     MOVED = "moved"  # files in the dataset, no log entry: deleted by the next start
     LOGGED = "logged"  # the log entry is durable: the batch is committed
-
-
-class SinkFailedError(AiostreamsError):
-    """A write of the Parquet sink failed earlier; the sink accepts no more flushes."""
-
-
-@dataclass
-class SinkMetrics:
-    rows_added: int = 0  # taken by flushes (replays excluded)
-    rows_replayed: int = 0  # dropped by add() or flush(): already durable
-    rows_written: int = 0
-    files_written: int = 0
-    batches: int = 0
-    flush_seconds: float = 0.0  # total time commits waited for flushes
-    last_flush_seconds: float = 0.0  # the last flush that wrote a batch
-    commit_conflicts: int = 0  # Delta commits retried after another writer's commit
 
 
 @dataclass(frozen=True)
@@ -166,12 +127,7 @@ class _Converted:
     replayed: int
 
 
-@dataclass(frozen=True)
-class _Chunk:
-    """Rows handed to the Spark thread for conversion and not yet taken by a flush."""
-
-    firsts: dict[TopicPartition, int]  # per source partition, the chunk's first offset
-    job: concurrent.futures.Future[_Converted]
+_Job = concurrent.futures.Future[_Converted]
 
 
 @dataclass(frozen=True)
@@ -233,22 +189,15 @@ class ParquetSink:
             raise ConfigError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
         if batch_rows is None:
             batch_rows = DEFAULT_BATCH_ROWS[engine]
-        if batch_rows < 1:
-            raise ConfigError(f"batch_rows must be >= 1, got {batch_rows}")
         if convert_rows < 1:
             raise ConfigError(f"convert_rows must be >= 1, got {convert_rows}")
-        if batch_interval <= 0:
-            raise ConfigError(f"batch_interval must be > 0 seconds, got {batch_interval}")
-        self.schema = RowSchema(model, include=include, key_type=key_type,
-                                metadata_prefix=metadata_prefix)
-        self.partition_by = tuple(partition_by)
-        self._check_partition_columns()
-        self._key_column = self.schema.metadata_names.get("key")
-        # string partition columns whose value comes from the model or the key:
-        self._text_partitions = tuple(
-            c for c in self.partition_by
-            if pa.types.is_string(self.schema.arrow_schema.field(c).type)
-            and (c == self._key_column or c in model.model_fields))
+        self.columns = TableColumns(
+            model, partition_by=partition_by, include=include, key_type=key_type,
+            metadata_prefix=metadata_prefix,
+            empty_partition="a Hive-style directory 'col=' has no value: Spark writes it "
+            "as null, and cannot read the directory pyarrow writes")
+        self.schema = self.columns.schema
+        self.partition_by = self.columns.partition_by
         self.name = ""
         self.model = model
         self.compression = compression
@@ -258,47 +207,21 @@ class ParquetSink:
         self.spark = spark
         self.validated_upstream = False  # set by add_parquet_sink: values were checked
         self.app_id: str | None = None  # set by bind_app (the worker, before start)
+        self.topic_ids: dict[str, str] = {}  # set by bind_topic_ids (the worker, too)
         self.state = SinkState.CREATED
         self.metrics = SinkMetrics()
         self.recovery: Recovery | None = None
-        self._chunk_rows = min(batch_rows, convert_rows)
-        self._open: list[ExternalRecord] = []  # added, not yet handed to conversion
-        # per source partition, the first offset added since the last hand-off (kept after a
-        # failure, when records are dropped instead of buffered):
-        self._open_first: dict[TopicPartition, int] = {}
-        self._chunks: list[_Chunk] = []  # handed to conversion, oldest first
-        self._chunked_rows = 0
-        self._oldest = 0.0  # when the oldest buffered row (open or in a chunk) was added
-        # per source partition, the first offset of each batch taken by a flush that has not
-        # succeeded, oldest first:
-        self._writing: list[dict[TopicPartition, int]] = []
-        self._durable: dict[TopicPartition, int] = {}
-        self._last_added: dict[TopicPartition, int] = {}
+        self._batch: Batcher[_Job] = Batcher(
+            f"ParquetSink({str(self.path)!r})", batch_rows=batch_rows,
+            batch_interval=batch_interval, chunk_rows=convert_rows, metrics=self.metrics,
+            hand_off=lambda records, firsts, lasts: submit_to_spark_thread(
+                self._convert, records, firsts, lasts))
         # owned by the Spark thread once started:
         self._log = CommitLog(self.path)
         self._failure: BaseException | None = None
 
-    def _check_partition_columns(self) -> None:
-        schema = self.schema.arrow_schema
-        for column in self.partition_by:
-            if column not in schema.names:
-                raise ConfigError(f"partition_by: {column!r} is not a column; columns: "
-                                  f"{schema.names}")
-            kind = str(schema.field(column).type)
-            if kind not in _PARTITION_TYPES:
-                raise ConfigError(f"partition_by: {column!r} is {kind}; partition by a "
-                                  "str, int, bool or date column")
-        if len(set(self.partition_by)) != len(self.partition_by):
-            raise ConfigError(f"partition_by names a column twice: {self.partition_by}")
-        if len(self.partition_by) >= len(schema.names):
-            raise ConfigError("partition_by cannot take every column: no data would be left "
-                              "in the files")
-
     def _move_to(self, state: SinkState) -> None:
-        if state not in _TRANSITIONS[self.state]:
-            raise RuntimeError(f"sink {self.name!r}: {self.state.value} -> {state.value} is not "
-                               "a lifecycle transition")
-        self.state = state
+        self.state = move_to(self.name, self.state, state)
 
     def __repr__(self) -> str:
         return (f"ParquetSink({str(self.path)!r}, {self.model.__name__}, "
@@ -310,18 +233,7 @@ class ParquetSink:
         """Raise :class:`SchemaMismatch` unless ``value`` (and ``key``, when the key is a
         column) fits the dataset's schema exactly, and its string partition values are not
         empty. Pure and cheap (a few µs): safe on the event loop, per record."""
-        self.schema.check(value, key)
-        for column in self._text_partitions:
-            text = key if column == self._key_column else getattr(value, column)
-            if isinstance(text, enum.Enum):
-                text = text.value
-            if text == "":
-                raise SchemaMismatch(
-                    "an empty string cannot be a partition value: a Hive-style directory "
-                    f"'{column}=' has no value (Spark writes it as null, and cannot read the "
-                    "directory pyarrow writes); map it to None or a placeholder before the "
-                    "sink", f"{self.model.__name__}.{column}"
-                    if column != self._key_column else column)
+        self.columns.validate(value, key)
 
     # -- ExternalSink ---------------------------------------------------------------------
 
@@ -332,6 +244,14 @@ class ParquetSink:
             raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
         self.app_id = app_id
 
+    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
+        """Name the incarnation (Kafka topic id) of each source topic (the worker calls it
+        before :meth:`start`): log entries record them, and :meth:`start` refuses a dataset
+        holding another incarnation's offsets. None: a topic without an id (not checked)."""
+        if self.state is not SinkState.CREATED:
+            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
+        self.topic_ids = known_ids(ids)
+
     async def start(self) -> None:
         """Take the writer lock, recover from the commit log (see the module docstring) and,
         for ``engine="spark"``, start the SparkSession. Cancellation: the recovery runs to
@@ -340,19 +260,24 @@ class ParquetSink:
         if self.state is not SinkState.CREATED:
             raise RuntimeError(f"sink {self.name!r} starts once; it is {self.state.value}")
         self.recovery = await run_on_spark_thread(self._recover)
-        self._durable = dict(self._log.durable)
+        for source, offset in self._log.durable.items():
+            self._batch.advance(source, offset)
         self._move_to(SinkState.RUNNING)
         if self.recovery.entries:
             log.info("%r: %d batch(es) committed already; durable offsets %s", self,
                      self.recovery.entries,
-                     {str(tp): off for tp, off in sorted(self._durable.items())})
+                     {str(tp): off for tp, off in sorted(self._batch.durable.items())})
 
     def _recover(self) -> Recovery:
         self._log.acquire()
         try:
             report = self._log.recover()
-            self._check_owner()
-            self._check_schema_appends()
+            self._log.check_owner(self.app_id)
+            self._log.check_incarnations(self.topic_ids)
+            if self._log.last_files:  # the model must still fit the newest file's schema
+                check_appendable(read_schema(self.path / self._log.last_files[-1].path),
+                                 self.schema.arrow_schema, model=self.model.__name__,
+                                 dataset=str(self.path), partition_by=self.partition_by)
             if self.engine == "spark":
                 get_session(self.spark)
         except BaseException:
@@ -360,88 +285,25 @@ class ParquetSink:
             raise
         return report
 
-    def _check_owner(self) -> None:
-        """Raise :class:`DatasetOwnerError` if the log's newest entry naming an app names
-        another one than this sink's (an unnamed sink counts as another app)."""
-        owner = self._log.app
-        if owner is None or owner == self.app_id:
-            return
-        me = f"app {self.app_id!r}" if self.app_id else "a sink outside any app"
-        raise DatasetOwnerError(
-            f"{self.path} was written by app {owner!r} (commit log entry "
-            f"{self._log.app_entry}); this is {me}. Its durable offsets are that app's: "
-            "continuing would drop this app's records at or below them as replays. Give "
-            "each app its own path (a renamed app is another app: give it a new path)")
-
-    def _check_schema_appends(self) -> None:
-        """Raise :class:`IncompatibleSchemaError` unless this sink's rows can append to the
-        newest committed file's schema (each accepted change kept it readable)."""
-        if not self._log.last_files:
-            return
-        import pyarrow.parquet as pq
-
-        newest = self.path / self._log.last_files[-1].path
-        check_appendable(pq.read_schema(newest), self.schema.arrow_schema,
-                         model=self.model.__name__, dataset=str(self.path),
-                         partition_by=self.partition_by)
-
     def add(self, record: ExternalRecord) -> None:
         """Buffer a retired result; never blocks. Replays (at or below the durable offset)
-        are dropped. After a failure, records are dropped: they are replayed on restart."""
-        source = record.source
-        offset = record.offset
-        last = self._last_added.get(source)
-        if last is None:  # the first record from ``source``: is it a replay?
-            durable = self._durable.get(source)
-            if durable is not None and offset <= durable:
-                self.metrics.rows_replayed += 1
-                return  # (offsets never decrease, so once one is not, none later is)
-        elif offset < last:
-            raise AssertionError(f"{self!r}: {source} went back from offset {last} to {offset}")
-        self._last_added[source] = offset
-        if source not in self._open_first:
-            self._open_first[source] = offset
-        if self.state is SinkState.RUNNING:
-            buffer = self._open
-            if not buffer and not self._chunks:
-                self._oldest = time.monotonic()
-            buffer.append(record)
-            if len(buffer) >= self._chunk_rows:
-                self._hand_off()
-
-    def _hand_off(self) -> None:
-        """Queue the open rows' conversion on the Spark thread (FIFO: after every write
-        queued before it, so it sees their durable offsets)."""
-        records, self._open = self._open, []
-        firsts, self._open_first = self._open_first, {}
-        lasts = {source: self._last_added[source] for source in firsts}
-        job = submit_to_spark_thread(self._convert, records, firsts, lasts)
-        self._chunks.append(_Chunk(firsts, job))
-        self._chunked_rows += len(records)
+        are dropped. After a failure, records are dropped: they are replayed on restart.
+        Every ``convert_rows`` rows are queued for conversion on the Spark thread (FIFO:
+        after every write queued before, so it sees their durable offsets)."""
+        self._batch.add(record, keep=self.state is SinkState.RUNNING)
 
     @property
     def backlogged(self) -> bool:
-        """True once ``batch_rows`` rows are buffered, or the oldest has waited
-        ``batch_interval`` seconds less the last write's duration (``FIRST_WRITE_GUESS``
-        before the first): the worker then commits early and flushes the sink."""
-        buffered = self._chunked_rows + len(self._open)
-        if buffered >= self.batch_rows:
-            return True
-        m = self.metrics
-        write = m.last_flush_seconds if m.batches else FIRST_WRITE_GUESS
-        return buffered > 0 and time.monotonic() - self._oldest >= self.batch_interval - write
+        """See :attr:`aiostreams.spark.sink_batching.Batcher.backlogged`."""
+        return self._batch.backlogged
 
     def durable_offset(self, source: TopicPartition) -> int | None:
-        return self._durable.get(source)
+        return self._batch.durable.get(source)
 
     def pending_offset(self, source: TopicPartition) -> int | None:
         """The first offset of ``source`` added and not durable yet (buffered, in a write
         that has not succeeded, or dropped after a failure), or None."""
-        for firsts in (*self._writing, *(chunk.firsts for chunk in self._chunks)):
-            first = firsts.get(source)  # oldest first, so the first hit is the lowest
-            if first is not None:
-                return first
-        return self._open_first.get(source)
+        return self._batch.pending_offset(source)
 
     async def flush(self) -> None:
         """Write everything added so far and commit it to the log; returns once durable.
@@ -452,31 +314,17 @@ class ParquetSink:
                                   "app so a new sink recovers from the commit log")
         if self.state is not SinkState.RUNNING:
             raise RuntimeError(f"{self!r}: flush() needs a started sink")
-        if self._open:
-            self._hand_off()
-        chunks, self._chunks = self._chunks, []
-        rows, self._chunked_rows = self._chunked_rows, 0
-        firsts: dict[TopicPartition, int] = {}
-        for chunk in chunks:
-            for source, first in chunk.firsts.items():
-                firsts.setdefault(source, first)
-        self._writing.append(firsts)  # pending until this write succeeds
+        batch = self._batch.take()
         began = time.monotonic()
         try:
-            written = await run_on_spark_thread(self._write, [c.job for c in chunks])
+            written = await run_on_spark_thread(self._write, batch.payloads)
         except BaseException as e:
             if self._failure is not None and self.state is SinkState.RUNNING:
                 self._move_to(SinkState.FAILED)
-            if isinstance(e, Exception) and not isinstance(e, AiostreamsError):
-                raise SinkFailedError(f"{self!r}: writing {rows} row(s) failed: "
-                                      f"{type(e).__name__}: {e}") from e
-            raise
-        # The Spark thread writes in order and a failed write fails every later one, so
-        # this write's success means every batch taken before it is durable too.
-        done = next(i for i, w in enumerate(self._writing) if w is firsts)
-        del self._writing[:done + 1]
+            raise_write_failure(self, batch.rows, e)
+        self._batch.done(batch)
         m = self.metrics
-        m.rows_added += rows
+        m.rows_added += batch.rows
         m.rows_replayed += written.replayed
         seconds = time.monotonic() - began
         m.flush_seconds += seconds
@@ -484,15 +332,13 @@ class ParquetSink:
         if entry is not None:
             m.last_flush_seconds = seconds  # of the last write (not of empty flushes)
             for o in entry.offsets:
-                previous = self._durable.get(o.source, -1)
+                previous = self._batch.durable.get(o.source, -1)
                 assert o.last > previous, f"{o.source}: durable offset {previous} -> {o.last}"
-                self._durable[o.source] = o.last
             m.rows_written += entry.rows
             m.files_written += len(entry.files)
             m.batches += 1
         for source, offset in written.durable.items():  # and those of abandoned writes
-            if offset > self._durable.get(source, -1):
-                self._durable[source] = offset
+            self._batch.advance(source, offset)
 
     async def stop(self) -> None:
         """Flush (when running) and release the writer lock. Idempotent. The SparkSession
@@ -509,8 +355,8 @@ class ParquetSink:
 
     # -- the write, on the Spark thread ---------------------------------------------------
 
-    def _convert(self, records: list[ExternalRecord], firsts: dict[TopicPartition, int],
-                 lasts: dict[TopicPartition, int]) -> _Converted:
+    def _convert(self, records: list[ExternalRecord], firsts: Offsets,
+                 lasts: Offsets) -> _Converted:
         """One chunk to Arrow. ``firsts``/``lasts``: per source partition, the chunk's first
         and last offset. An error here fails the sink (recorded; the next write raises)."""
         self._raise_if_failed()
@@ -521,7 +367,7 @@ class ParquetSink:
                 ranges = {source: (first, lasts[source]) for source, first in firsts.items()}
             else:  # an abandoned write (see flush) made some durable after add() took them
                 rows = [r for r in records if r.offset > durable.get(r.source, -1)]
-                ranges = _offset_ranges(rows)
+                ranges = offset_ranges(rows)
             if not rows:
                 return _Converted(None, {}, 0, len(records))
             table = rows_to_table(
@@ -533,7 +379,7 @@ class ParquetSink:
             raise
         return _Converted(table, ranges, len(rows), len(records) - len(rows))
 
-    def _write(self, jobs: list[concurrent.futures.Future[_Converted]]) -> _Written:
+    def _write(self, jobs: list[_Job]) -> _Written:
         """Write the converted chunks as one batch (their jobs ran before this one)."""
         converted = [job.result() for job in jobs]  # a conversion's own error, if any
         self._raise_if_failed()
@@ -553,12 +399,7 @@ class ParquetSink:
         if not tables:
             return None
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        spans: dict[TopicPartition, tuple[int, int]] = {}
-        for c in converted:  # in offset order per source
-            for source, (first, last) in c.ranges.items():
-                spans[source] = (spans.get(source, (first, last))[0], last)
-        ranges = tuple(OffsetRange(source.topic, source.partition, first, last)
-                       for source, (first, last) in sorted(spans.items()))
+        ranges = merge_ranges(c.ranges for c in converted)
         batch_id = self._log.next_batch
         token = secrets.token_hex(4)
         staging = self.path / STAGING_DIR / f"{batch_id}-{token}"
@@ -569,7 +410,8 @@ class ParquetSink:
                                   compression=self.compression)
         self._after(FlushStep.MOVED)
         entry = LogEntry(batch_id, tuple(moved), ranges, sum(c.rows for c in converted),
-                         self.engine, app=self.app_id)
+                         self.engine, app=self.app_id,
+                         topic_ids=known_ids(self.topic_ids, (r.topic for r in ranges)))
         self._log.append(entry)
         self._after(FlushStep.LOGGED)
         shutil.rmtree(staging, ignore_errors=True)
@@ -579,13 +421,3 @@ class ParquetSink:
         """Called on the Spark thread after each step of a write; a no-op. Fault-injection
         tests override it to raise, as a crash at that point would."""
 
-
-def _offset_ranges(rows: list[ExternalRecord]) -> dict[TopicPartition, tuple[int, int]]:
-    ranges: dict[TopicPartition, list[int]] = {}
-    for r in rows:
-        span = ranges.get(r.source)
-        if span is None:
-            ranges[r.source] = [r.offset, r.offset]
-        else:
-            span[1] = r.offset  # offsets per source never decrease (asserted in add)
-    return {tp: (first, last) for tp, (first, last) in ranges.items()}

@@ -249,6 +249,12 @@ class SQLiteKeyValueStore(StoreCore):
         if len(cache) > self.cache_size:
             cache.popitem(last=False)
 
+    @property
+    def pending_writes(self) -> int:
+        """Distinct keys written (or restored) since the last flush began: what a flush
+        will write, and what the restore bounds memory by."""
+        return len(self._pending)
+
     def restore(self, key: bytes | None, value: bytes | None) -> None:
         """Buffer one changelog record as pending (no decoding); ``flush`` after restore."""
         kb = self._changelog_key(key)

@@ -27,7 +27,11 @@ used up their records' retries first.)
 
 Coalescing assumes what the issue states for it: the function's result depends on the
 lookup key only (a side-effect-free lookup); then outputs equal the serial
-run's whatever the completion order.
+run's whatever the completion order. With ``combine=`` that holds by construction, and each
+record still gets a result of its own: the step's function is then a *lookup* called with
+the key (``fn(key)``), its answer is what is coalesced and memoized, and each record's
+result is ``combine(value, answer)`` (``map_values_async(fetch_profile, service=svc,
+coalesce_by=lambda o: o.customer_id, combine=enrich_with, memoize=Memo(ttl=60.0))``).
 """
 
 from __future__ import annotations
@@ -58,45 +62,59 @@ class ServiceCaller:
     """The call path of one async step bound to a service (same ``call`` as a limiter)."""
 
     def __init__(self, limiter: StepLimiter, service: DeclaredService,
-                 coalesce_by: Callable[..., Hashable] | None, memo: Memo | None = None
-                 ) -> None:
+                 coalesce_by: Callable[..., Hashable] | None, memo: Memo | None = None,
+                 combine: Callable[..., Any] | None = None) -> None:
         if not isinstance(service, DeclaredService):
             raise TypeError(f"service= takes what app.service(name, ...) returns, got "
                             f"{type(service).__name__}")
         if coalesce_by is not None and not callable(coalesce_by):
             raise TypeError(f"coalesce_by= takes a function of the step's arguments, got "
                             f"{type(coalesce_by).__name__}")
+        if memo is not None and coalesce_by is None:
+            raise TypeError("memoize= needs coalesce_by=: the memo is kept by lookup key")
+        if combine is not None and (coalesce_by is None or not callable(combine)):
+            raise TypeError("combine= takes a function (value, looked-up) -> result, and "
+                            "needs coalesce_by=: the step's function then looks up by key")
         self.limiter = limiter
         self.service = service
         self.coalesce_by = coalesce_by
-        if memo is not None and coalesce_by is None:
-            raise TypeError("memoize= needs coalesce_by=: the memo is kept by lookup key")
         self.memo = memo
+        self.combine = combine
         self._flights: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                  SingleFlight[Any]] = (
             weakref.WeakKeyDictionary())
 
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
                    timeout: float | None, context: ProcessorContext | None = None) -> Any:
-        """``await fn(*args)`` through the service; ``timeout`` counts from dispatch;
-        ``context`` is the step's (its memo store and the record's stream time)."""
+        """``await fn(*args)`` through the service (with ``combine``: ``combine(*args,
+        await fn(key))``); ``timeout`` counts from dispatch; ``context`` is the step's (its
+        memo store and the record's stream time)."""
+        key = self.coalesce_by(*args) if self.coalesce_by is not None else None
+        call_args = (key,) if self.combine is not None else args
+        answer = await self._answer(fn, call_args, key, timeout, context)
+        return answer if self.combine is None else self.combine(*args, answer)
+
+    async def _answer(self, fn: Callable[..., Any], args: tuple[Any, ...], key: Hashable,
+                      timeout: float | None, context: ProcessorContext | None) -> Any:
+        """The answer for lookup ``key``: from the memo when fresh, else by a call."""
         if self.memo is None:
-            return await self.limiter.call(self._through_service, (fn, args, timeout), None)
-        assert context is not None and self.coalesce_by is not None
+            return await self.limiter.call(self._through_service, (fn, args, key, timeout),
+                                           None)
+        assert context is not None
         service = self.service.on_loop()
         store = context.store(memo_store_name(context.node_name))
-        key = self.coalesce_by(*args)
         now = context.stream_time
         entry = await store.get(key)
         if self.memo.fresh(entry, now):
             service.stats.saved_by_memo += 1
             return entry[0]
-        result = await self.limiter.call(self._through_service, (fn, args, timeout), None)
+        result = await self.limiter.call(self._through_service, (fn, args, key, timeout),
+                                         None)
         store.put(key, [result, self.memo.expires_at(now)])
         return result
 
     async def _through_service(self, fn: Callable[..., Any], args: tuple[Any, ...],
-                               timeout: float | None) -> Any:
+                               key: Hashable, timeout: float | None) -> Any:
         service = self.service.on_loop()
         slot = CURRENT_SLOT.get(None)
         attempt = slot.attempts - 1 if slot is not None else 0
@@ -122,7 +140,6 @@ class ServiceCaller:
         if self.coalesce_by is None:
             return await once()
         flights = self._flights_on_loop()
-        key = self.coalesce_by(*args)
         if key in flights:
             service.stats.saved_by_coalescing += 1  # this record makes no call of its own
         return await flights.run(key, once)

@@ -185,7 +185,8 @@ class Stream(Generic[K, V]):
                     concurrency: int | None, name: str | None, key_changed: bool = False,
                     keep_value_serde: bool = True, service: DeclaredService | None = None,
                     coalesce_by: Callable[..., Hashable] | None = None,
-                    memoize: Memo | None = None) -> Stream[Any, Any]:
+                    memoize: Memo | None = None,
+                    combine: Callable[..., Any] | None = None) -> Stream[Any, Any]:
         require_callable(fn, op)
         limiter = StepLimiter(concurrency)
         if (coalesce_by is not None or memoize is not None) and service is None:
@@ -195,8 +196,12 @@ class Stream(Generic[K, V]):
         if memoize is not None and coalesce_by is None:
             raise TopologyError(f"{op}(memoize=...) needs coalesce_by=: the memo is kept by "
                                 "lookup key")
+        if combine is not None and coalesce_by is None:
+            raise TopologyError(f"{op}(combine=...) needs coalesce_by=: the step's function "
+                                "then looks up by that key")
         caller: StepCaller = (limiter if service is None
-                              else ServiceCaller(limiter, service, coalesce_by, memoize))
+                              else ServiceCaller(limiter, service, coalesce_by, memoize,
+                                                 combine))
         timeout = retry.timeout if retry is not None else None
         stream = self._then(kind, lambda: make(caller, timeout), name=name,
                             key_changed=key_changed, keep_value_serde=keep_value_serde)
@@ -207,17 +212,37 @@ class Stream(Generic[K, V]):
                                             key_serde=memoize.key_serde), stream.node)
         return stream
 
+    @overload
     def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
                          retry: Retry | None = None, concurrency: int | None = None,
                          name: str | None = None, service: DeclaredService | None = None,
                          coalesce_by: Callable[[V], Hashable] | None = None,
-                         memoize: Memo | None = None) -> Stream[K, VR]:
+                         memoize: Memo | None = None, combine: None = None) -> Stream[K, VR]:
+        ...
+
+    @overload
+    def map_values_async(self, mapper: Callable[[Any], Awaitable[Any]], *,
+                         retry: Retry | None = None, concurrency: int | None = None,
+                         name: str | None = None, service: DeclaredService | None = None,
+                         coalesce_by: Callable[[V], Hashable],
+                         memoize: Memo | None = None,
+                         combine: Callable[[V, Any], VR]) -> Stream[K, VR]:
+        ...
+
+    def map_values_async(self, mapper: Callable[..., Awaitable[Any]], *,
+                         retry: Retry | None = None, concurrency: int | None = None,
+                         name: str | None = None, service: DeclaredService | None = None,
+                         coalesce_by: Callable[[V], Hashable] | None = None,
+                         memoize: Memo | None = None,
+                         combine: Callable[[V, Any], Any] | None = None) -> Stream[K, Any]:
         """``await mapper(value) -> new_value`` (see the module docstring for ``retry``
-        and ``concurrency``)."""
+        and ``concurrency``). With ``combine=`` (and ``coalesce_by=``) ``mapper`` is a
+        lookup by key, coalesced and memoized by it, and each record's new value is
+        ``combine(value, await mapper(key))``."""
         return self._then_async(
             "KSTREAM-MAPVALUES-ASYNC", lambda lim, t: AsyncMapValues(mapper, lim, t), mapper,
             "map_values_async", retry=retry, concurrency=concurrency, name=name,
-            service=service, coalesce_by=coalesce_by, memoize=memoize,
+            service=service, coalesce_by=coalesce_by, memoize=memoize, combine=combine,
             keep_value_serde=False)
 
     def map_values_batched_async(self, fn: Callable[[list[V]], Awaitable[Sequence[VR]]], *,

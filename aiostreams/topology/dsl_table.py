@@ -21,7 +21,7 @@ longer holds; aggregations need ``key`` or ``partition`` ordering.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
@@ -318,10 +318,21 @@ class GroupedStream(Generic[K, V]):
             return serde_for(given)
         return known if known is not None else JsonSerde()
 
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedStream[K, V]: ...
+
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedStream[K, V]: ...
+
+    @overload
+    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedStream: ...
+
     def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows,
                     ) -> (TimeWindowedStream[K, V] | SessionWindowedStream[K, V]
                           | SlidingWindowedStream):
-        """Aggregate per window: tumbling/hopping windows, sessions or sliding windows."""
+        """Aggregate per window: tumbling/hopping windows, sessions or sliding windows (the
+        return type follows the windows' type, so a type checker knows the stream's
+        methods)."""
         from aiostreams.topology.dsl_windows import (
             SessionWindowedStream,
             SlidingWindowedStream,

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from aiostreams import compact_json
 from aiostreams.errors import AiostreamsError, TopologyError
 from aiostreams.serde import Serde
 from aiostreams.topology.processor import Processor
@@ -84,10 +85,10 @@ class BufferEntrySerde:
     def serialize(self, topic: str, e: BufferEntry | None) -> bytes | None:
         if e is None:
             return None
-        return orjson.dumps([e.time_ms, self._hex(topic, e.new), self._hex(topic, e.old),
-                             e.ts_ms, [[h, None if v is None else v.hex()]
-                                       for h, v in e.headers],
-                             e.topic, e.partition, e.offset])
+        return compact_json.dumps([e.time_ms, self._hex(topic, e.new),
+                                   self._hex(topic, e.old), e.ts_ms,
+                                   [[h, None if v is None else v.hex()] for h, v in e.headers],
+                                   e.topic, e.partition, e.offset])
 
     def deserialize(self, topic: str, data: bytes | None) -> BufferEntry | None:
         if data is None:

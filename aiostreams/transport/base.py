@@ -23,6 +23,7 @@ Semantics every implementation keeps:
 
 from __future__ import annotations
 
+import base64
 import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -136,6 +137,13 @@ class TopicSpec:
     config: Mapping[str, str] = field(default_factory=dict)
 
 
+def format_topic_id(raw: bytes) -> str:
+    """Kafka's text form of a 16-byte topic id (as ``kafka-topics.sh --describe`` prints
+    it): URL-safe base64 without padding."""
+    assert len(raw) == 16, f"a topic id is 16 bytes, got {len(raw)}"
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 @runtime_checkable
 class Consumer(Protocol):
     """A group member reading assigned partitions; commits are manual only."""
@@ -234,6 +242,13 @@ class Admin(Protocol):
 
     async def list_topics(self) -> list[str]: ...
 
+    async def topic_ids(self, topics: Collection[str]) -> dict[str, str | None]:
+        """Each topic's incarnation id: Kafka's topic id (KIP-516), new each time a topic of
+        that name is created, so a topic deleted and created again (its offsets restarting
+        at 0) is told from the one before. None for a topic that does not exist, and for
+        every topic of a broker without topic ids (Kafka before 2.8)."""
+        ...
+
     async def delete_topics(self, topics: Sequence[str]) -> None: ...
 
     async def delete_records(self, before: Mapping[TopicPartition, int]) -> None:
@@ -265,3 +280,16 @@ class Transport(Protocol):
     ) -> Producer: ...
 
     def admin(self) -> Admin: ...
+
+
+async def read_topic_ids(transport: Transport, topics: Collection[str]) -> dict[str, str | None]:
+    """:meth:`Admin.topic_ids` of ``topics`` through a short-lived admin client of
+    ``transport``. Cancellation: the admin client is stopped."""
+    if not topics:
+        return {}
+    admin = transport.admin()
+    await admin.start()
+    try:
+        return await admin.topic_ids(topics)
+    finally:
+        await admin.stop()

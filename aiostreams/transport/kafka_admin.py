@@ -9,7 +9,7 @@ or consumer started right after sees what was asked for.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
@@ -24,6 +24,7 @@ from aiostreams.transport.kafka_connection import (
     partition_counts,
     start_or_unavailable,
 )
+from aiostreams.transport.kafka_topic_ids import read_topic_ids
 from aiostreams.types import TopicPartition
 
 __all__ = ["KafkaAdmin"]
@@ -107,6 +108,11 @@ class KafkaAdmin:
         except KafkaError as exc:
             raise TransportError(f"cannot list the topics of {self._bootstrap}: {exc!r}") from exc
         return sorted(t["topic"] for t in described if not t["is_internal"])
+
+    async def topic_ids(self, topics: Collection[str]) -> dict[str, str | None]:
+        """Each topic's id (see :mod:`~aiostreams.transport.kafka_topic_ids`)."""
+        admin = self._require_started()
+        return await read_topic_ids(admin._client, topics, bootstrap=self._bootstrap)
 
     async def delete_topics(self, topics: Sequence[str]) -> None:
         """Delete topics with their records and committed offsets. Raises

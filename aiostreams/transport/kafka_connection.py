@@ -62,7 +62,11 @@ class KafkaOptions:
     metadata_max_age: float = 300.0
     retry_backoff: float = 0.1
     session_timeout: float = 45.0
-    heartbeat_interval: float = 3.0
+    heartbeat_interval: float = 1.0
+    """A member learns of a rebalance at its next heartbeat, so this bounds the pause in
+    output while another worker joins or leaves: at Kafka's 3 s a leaving worker stalled
+    the others' output 2.2 s (benchmarks ``scaleout``); at 1 s it costs one small request
+    per second per consumer."""
     max_poll_interval: float = 300.0
     fetch_max_wait: float = 0.5
     max_batch_size: int = 256 * 1024

@@ -13,7 +13,7 @@ The broker lives in :mod:`~aiostreams.transport.memory_broker`, group coordinati
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Unpack
 
 from aiostreams.errors import ConfigError
@@ -61,6 +61,11 @@ class MemoryAdmin:
 
     async def list_topics(self) -> list[str]:
         return self._broker.topic_names()
+
+    async def topic_ids(self, topics: Collection[str]) -> dict[str, str | None]:
+        """Each topic's id: new for each topic the broker creates (see
+        :meth:`MemoryBroker.topic_id`)."""
+        return {topic: self._broker.topic_id(topic) for topic in topics}
 
     async def delete_topics(self, topics: Sequence[str]) -> None:
         """Delete topics with their records and committed offsets; raises

@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import itertools
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from aiostreams.errors import ConfigError, UnknownTopicError
+from aiostreams.transport.base import format_topic_id
 from aiostreams.transport.memory_group import GroupCoordinator
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
@@ -88,6 +90,8 @@ class MemoryBroker:
     (asserted on append) and logs never shrink (no retention, no compaction); the
     beginning offset is 0 until ``delete_records`` moves it up (it never moves down), and
     records below it are no longer served (a consumer positioned below it starts at it).
+    Each created topic gets a new random id (Kafka's topic id): a topic deleted and created
+    again under its name has another id, and its offsets start again at 0.
     Consumer groups (:class:`GroupCoordinator`) hold committed
     offsets; transactional ids hold the epoch of their newest producer, for fencing.
 
@@ -115,6 +119,7 @@ class MemoryBroker:
         self._lock = threading.RLock()
         self._logs: dict[str, list[list[RawRecord]]] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._topic_ids: dict[str, str] = {}
         self._log_start: dict[TopicPartition, int] = {}
         self._groups: dict[str, GroupCoordinator] = {}
         self._waiters: set[Waiter] = set()
@@ -159,6 +164,7 @@ class MemoryBroker:
                 return False
             self._logs[name] = [[] for _ in range(partitions)]
             self._configs[name] = dict(config or {})
+            self._topic_ids[name] = format_topic_id(secrets.token_bytes(16))
             for group in self._groups.values():
                 group.topics_changed([name])
             return True
@@ -174,6 +180,7 @@ class MemoryBroker:
             for name in names:
                 del self._logs[name]
                 del self._configs[name]
+                del self._topic_ids[name]
             self._log_start = {tp: o for tp, o in self._log_start.items()
                                if tp.topic not in names}
             for group in self._groups.values():
@@ -189,6 +196,12 @@ class MemoryBroker:
         with self._lock:
             log = self._logs.get(topic)
             return None if log is None else len(log)
+
+    def topic_id(self, topic: str) -> str | None:
+        """The id of this incarnation of ``topic`` (as Kafka writes one), or None when the
+        topic does not exist."""
+        with self._lock:
+            return self._topic_ids.get(topic)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         with self._lock:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from benchmarks.peers.contenders import REPO
 from benchmarks.peers.scenarios import Row, Sizes
+from benchmarks.peers.startup import SCENARIO as STARTUP
+from benchmarks.peers.startup import median_startup
 from benchmarks.peers.targets import MB, Target, X
 
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
@@ -80,7 +82,8 @@ PEER_COLUMNS = ("raw aiokafka", "faust agent concurrency=1000", "faust agent", "
 def command_of(scenario: str) -> str:
     """The command that runs ``scenario`` alone."""
     name = scenario.split()[0].lower()
-    return f"python -m benchmarks {'eos' if name == 'eos' else name}"
+    return "python -m benchmarks " + {"start-up": "startup", "scale-out": "scaleout"}.get(
+        name, name)
 
 
 def _rates(rows: Sequence[Row], scenario: str) -> dict[str, float]:
@@ -104,10 +107,17 @@ def current_table(rows: Sequence[Row], found: Sequence[Target]) -> str:
              "| --- | ---: | " + " | ".join("---:" for _ in PEER_COLUMNS)
              + " | ---: | ---: | --- | --- | --- |"]
     for t in found:
-        rates = _rates(rows, t.scenario)
-        ours = next((v for k, v in rates.items() if k.startswith("aiostreams")), None)
-        cells = [f"{rates[p]:,.0f}" if p in rates else "—" for p in PEER_COLUMNS]
-        lines.append(f"| {t.scenario} | {'—' if ours is None else f'{ours:,.0f}'} | "
+        if t.figures:
+            given = dict(t.figures)
+            ours_text = next((v for k, v in given.items() if k.startswith("aiostreams")),
+                             "—")
+            cells = [given.get(p, "—") for p in PEER_COLUMNS]
+        else:
+            rates = _rates(rows, t.scenario)
+            ours = next((v for k, v in rates.items() if k.startswith("aiostreams")), None)
+            ours_text = "—" if ours is None else f"{ours:,.0f}"
+            cells = [f"{rates[p]:,.0f}" if p in rates else "—" for p in PEER_COLUMNS]
+        lines.append(f"| {t.scenario} | {ours_text} | "
                      + " | ".join(cells)
                      + f" | {t.limit or '—'} | {_measured(t)} | {t.claim} | {_met(t)} "
                      f"| `{command_of(t.scenario)}` |")
@@ -172,8 +182,9 @@ def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: S
         "",
         current_table(rows, found),
         "",
-        "Rates are records/s; a ratio is aiostreams' figure over the limit or the peer the "
-        "target names, from the same run. The runs behind each figure:",
+        "Figures are records/s unless they say seconds or MB; a ratio is aiostreams' figure "
+        "over the limit or the peer the target names, from the same run (exactly-once: over "
+        "aiostreams at at-least-once). The runs behind each figure:",
         "",
         "### Runs behind the table",
         "",
@@ -213,25 +224,29 @@ def _kept_notes(text: str) -> str:
 
 def chart(rows: Sequence[Row], path: Path) -> None:
     """Records/s per contender, one panel per throughput scenario (one log scale for all),
-    then P5's RSS over time (with and without a stuck record)."""
+    exactly-once against at-least-once, P5's RSS over time (with and without a stuck
+    record), start-up and the scale-out pauses (seconds, with their targets)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rates = [s for s in ("P1 sleep", "P1 jitter", "P1 http", "P2", "P6")
+    rates = [s for s in ("P1 sleep", "P1 jitter", "P1 tail", "P1 http", "P2", "P6")
              if any(r.scenario == s for r in rows)]
+    eos = [s for s in ("EOS P1 sleep", "EOS P2") if _rates(rows, s)]
     memory = [r for r in rows if r.scenario.startswith("P5") and r.result.rss]
-    panels = len(rates) + (1 if memory else 0)
+    seconds = _seconds_bars(rows)
+    panels = len(rates) + (1 if eos else 0) + (1 if memory else 0) + len(seconds)
     if not panels:
         return
     columns = min(3, panels)
     lines = -(-panels // columns)
     fig, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 4.4 * lines),
                              squeeze=False)
-    flat = list(axes.flat)
+    flat = iter(axes.flat)
     top = max((r.result.rate for r in rows if r.scenario in rates), default=1.0)
-    for ax, scenario in zip(flat, rates, strict=False):
+    for scenario in rates:
+        ax = next(flat)
         chosen = [r for r in rows if r.scenario == scenario and r.result.error is None]
         labels = [r.contender.label.replace(" concurrency=", "\nc=").replace(" (", "\n(")
                   for r in chosen]
@@ -244,8 +259,19 @@ def chart(rows: Sequence[Row], path: Path) -> None:
         ax.set_ylim(50, top * 3)
         ax.set_title(scenario)
         ax.set_ylabel("records/s (log scale)")
+    if eos:
+        ax = next(flat)
+        pairs = [(f"{s.removeprefix('EOS ')}\n{g}", _rates(rows, s).get(label, 0.0))
+                 for s in eos for g, label in (("at_least_once", "aiostreams"),
+                                               ("exactly_once", "aiostreams exactly_once"))]
+        bars = ax.bar(range(len(pairs)), [v for _, v in pairs],
+                      color=["#aec7e8", "#1f77b4"] * len(eos))
+        ax.bar_label(bars, labels=[f"{v:,.0f}" for _, v in pairs], fontsize=7)
+        ax.set_xticks(range(len(pairs)), [k for k, _ in pairs], fontsize=7)
+        ax.set_title("exactly-once against at-least-once (best run)")
+        ax.set_ylabel("records/s (committed)")
     if memory:
-        ax = flat[len(rates)]
+        ax = next(flat)
         for row in memory:
             ax.plot([t for t, _ in row.result.rss], [b / MB for _, b in row.result.rss],
                     label=row.scenario)
@@ -254,10 +280,41 @@ def chart(rows: Sequence[Row], path: Path) -> None:
         ax.set_ylabel("RSS (MB)")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
-    for ax in flat[panels:]:
+    for title, (bars_of, target) in seconds.items():
+        ax = next(flat)
+        bars = ax.bar(range(len(bars_of)), [v for _, v in bars_of],
+                      color=["#1f77b4" if k.startswith("aiostreams") else "#999999"
+                             for k, _ in bars_of])
+        ax.bar_label(bars, labels=[f"{v:.2f} s" for _, v in bars_of], fontsize=7)
+        ax.set_xticks(range(len(bars_of)), [k for k, _ in bars_of], rotation=20,
+                      ha="right", fontsize=7)
+        ax.axhline(target, color="#d62728", linestyle="--", linewidth=1,
+                   label=f"target ≤ {target:g} s")
+        ax.set_title(title)
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=7)
+    for ax in flat:
         ax.set_visible(False)
     fig.suptitle("aiostreams and its peers: one run, one broker, the same input")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _seconds_bars(rows: Sequence[Row]) -> dict[str, tuple[list[tuple[str, float]], float]]:
+    """The panels in seconds: title -> ((label, seconds) bars, target)."""
+    panels: dict[str, tuple[list[tuple[str, float]], float]] = {}
+    labels = dict.fromkeys(r.contender.label for r in rows
+                           if r.scenario.startswith(f"{STARTUP} #"))
+    starts = [(label, m) for label in labels
+              if (m := median_startup(rows, label)) is not None]
+    if starts:
+        panels["start-up: process start to first output (median)"] = (starts, 1.0)
+    scale = next((r for r in rows if r.scenario == "Scale-out"), None)
+    if scale is not None and "join pause s" in scale.figures:
+        panels["scale-out: longest pause of a partition"] = ([
+            ("alone (baseline)", scale.figures["baseline gap s"]),
+            ("second worker joins", scale.figures["join pause s"]),
+            ("second worker leaves", scale.figures["leave pause s"])], 2.0)
+    return panels

@@ -9,6 +9,14 @@ duration has passed, or nothing moved for ``stall_timeout``.
 Throughput is harness-measured, from the first poll that saw output to the poll that saw
 ``n`` records: start-up (imports, group join) is excluded, and so are output timestamps,
 which frameworks copy from their input.
+
+With ``Watch(count="committed")`` the harness counts instead what the group has committed
+of its input (one output per input record, inputs from offset 0): under exactly-once that is
+the output a ``read_committed`` reader sees. The output topic's end offsets cannot say it:
+they include open transactions and one commit marker per transaction and partition. Commits
+come every ``commit_interval_ms``, so the rate is then taken between the first commit seen and
+the last one before the final commit (whole intervals of work; the final one may be partly
+idle).
 """
 
 from __future__ import annotations
@@ -44,6 +52,13 @@ class Watch:
     track_commits: bool = False
     stall_timeout: float = 90.0
     stop_timeout: float = 20.0
+    count: str = "output"
+    """``"output"``: records in the output topic (end offsets); ``"committed"``: input
+    records the group committed."""
+
+    def __post_init__(self) -> None:
+        if self.count not in ("output", "committed"):
+            raise ValueError(f"Watch.count must be 'output' or 'committed', got {self.count!r}")
 
 
 @dataclass
@@ -87,7 +102,6 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
     (the result's ``error`` says what happened and where its log is)."""
     LOGS.mkdir(parents=True, exist_ok=True)
     log = LOGS / f"{log_name}.log"
-    ends = {p: 0 for p in range(options.partitions)}
     with log.open("wb") as sink:
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
@@ -98,6 +112,7 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
         last_progress = started
         last_commit_sample = last_rss_sample = 0.0
         total = 0
+        changes: list[tuple[float, int, float]] = []  # (when, count, CPU s) as it grew
         cpu_at_first = 0.0
         try:
             while True:
@@ -105,11 +120,13 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
                 if proc.returncode is not None:
                     result.error = f"exited with code {proc.returncode}; see {log}"
                     break
-                ends = await reader.end_offsets(options.dst, options.partitions)
+                counted = await _count(reader, options, watch)
                 now = time.monotonic()
-                if sum(ends.values()) > total:
-                    total = sum(ends.values())
+                if counted > total:
+                    total = counted
                     last_progress = now
+                    if watch.count == "committed":
+                        changes.append((now, total, tree_cpu_seconds(proc.pid)))
                 if first is None and total > 0:
                     first = (now, total)
                     result.startup = now - started
@@ -138,7 +155,9 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
             if first is not None:
                 result.cpu = tree_cpu_seconds(proc.pid) - cpu_at_first
             result.records = total
-            if first is not None:
+            if len(changes) >= 2:
+                _time_between_commits(result, changes)
+            elif first is not None:
                 first_at, first_count = first
                 if first_count < total:
                     # the records seen at the first poll were produced before it: time from
@@ -151,6 +170,21 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
                     result.startup_included = True
             await stop(proc, watch.stop_timeout)
     return result
+
+
+async def _count(reader: OffsetReader, options: ContenderOptions, watch: Watch) -> int:
+    if watch.count == "committed":
+        committed = await reader.committed(options.group, options.src)
+        return sum(committed.values()) if committed else 0
+    return sum((await reader.end_offsets(options.dst, options.partitions)).values())
+
+
+def _time_between_commits(result: RunResult, changes: list[tuple[float, int, float]]) -> None:
+    """Time ``result`` from the first commit seen to the last one before the final commit
+    (to the final one when there are only two): records, seconds and CPU in between."""
+    (t0, n0, cpu0) = changes[0]
+    (t1, n1, cpu1) = changes[-2] if len(changes) >= 3 else changes[-1]
+    result.timed, result.seconds, result.cpu = n1 - n0, t1 - t0, cpu1 - cpu0
 
 
 async def stop(proc: asyncio.subprocess.Process, timeout: float) -> None:

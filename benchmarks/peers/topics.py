@@ -8,7 +8,6 @@ does for its output (Quix is configured to match), so input and output are co-pa
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,13 +29,23 @@ class OutputRecord:
     offset: int
     key: bytes | None
     value: bytes
+    timestamp: int = 0
+    """Milliseconds since the epoch; on a topic made with :data:`APPEND_TIME`, when the
+    broker appended the record (frameworks copy their input's timestamp otherwise)."""
 
 
-async def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:
+APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+"""Topic config that stamps each record with the broker's append time: an output topic
+made with it tells when each output arrived, to the millisecond, read back afterwards."""
+
+
+async def create_topics(bootstrap: str, names: Iterable[str], partitions: int,
+                        config: dict[str, str] | None = None) -> None:
     admin = KafkaTransport(bootstrap).admin()
     await admin.start()
     try:
-        await admin.create_topics([TopicSpec(name, partitions) for name in names])
+        await admin.create_topics([TopicSpec(name, partitions, config=config or {})
+                                   for name in names])
     finally:
         await admin.stop()
 
@@ -116,13 +125,27 @@ class OffsetReader:
         return {tp.partition: meta.offset for tp, meta in offsets.items()
                 if tp.topic == topic and meta.offset >= 0}
 
+    async def group_state(self, group: str) -> tuple[str, int]:
+        """The group's state as its coordinator reports it (``"Stable"``,
+        ``"PreparingRebalance"``, ``"CompletingRebalance"``, ``"Empty"``, ...) and how many
+        members it has: what any admin tool sees, nothing from inside the members."""
+        (response,) = await self._admin.describe_consumer_groups([group])
+        described = response.to_object()["groups"][0]
+        return str(described["state"]), len(described["members"])
+
 
 async def read_all(bootstrap: str, topic: str, partitions: int) -> list[OutputRecord]:
-    """Every record of ``topic`` now, in (partition, offset) order."""
+    """Every committed record of ``topic`` now, in (partition, offset) order.
+
+    Reads ``read_committed`` (what an exactly-once contender promises a reader sees), up to
+    the last stable offset. A transaction's commit marker takes an offset of its own, so
+    the last record of a partition is not at ``end - 1``: a partition is done when the
+    reader's *position* (which steps over markers and aborted batches) reaches its end."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.structs import TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                isolation_level="read_committed",
                                 max_partition_fetch_bytes=4 * 1024 * 1024,
                                 fetch_max_bytes=32 * 1024 * 1024)
     await consumer.start()
@@ -137,11 +160,11 @@ async def read_all(bootstrap: str, topic: str, partitions: int) -> list[OutputRe
             batch: dict[Any, list[Any]] = await consumer.getmany(timeout_ms=1000,
                                                                  max_records=50_000)
             for tp, rs in batch.items():
-                got[tp.partition].extend(OutputRecord(r.partition, r.offset, r.key, r.value)
-                                         for r in rs)
-                if rs and rs[-1].offset + 1 >= ends[tp]:
+                got[tp.partition].extend(OutputRecord(r.partition, r.offset, r.key, r.value,
+                                                      r.timestamp) for r in rs)
+            for tp in list(remaining):
+                if await consumer.position(tp) >= ends[tp]:
                     remaining.discard(tp)
-            await asyncio.sleep(0)
         return [r for p in range(partitions) for r in got[p]]
     finally:
         await consumer.stop()

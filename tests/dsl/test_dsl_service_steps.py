@@ -92,9 +92,12 @@ def customer_of_value(v: str) -> str:
     return v.split(":")[0]
 
 
-def coalescing_app(seed: int, max_in_flight: int) -> tuple[App, list[str]]:
+def coalescing_app(seed: int, max_in_flight: int, combine: bool = False
+                   ) -> tuple[App, list[str]]:
     """map_values_async through a service with coalescing and a memo, then a count per
-    customer (state); each call answers after a seeded-random number of loop turns."""
+    customer (state); each call answers after a seeded-random number of loop turns. With
+    ``combine``, the step looks the customer up and each record's result is its own
+    value joined with the shared answer."""
     app = App("coalesce", max_in_flight=max_in_flight)
     src = app.topic("in", key=str, value=str, partitions=1)
     app.topic("out", key=str, value=str, partitions=1)
@@ -108,17 +111,29 @@ def coalescing_app(seed: int, max_in_flight: int) -> tuple[App, list[str]]:
             await asyncio.sleep(0)
         return f"{customer_of_value(v)}!"
 
-    enriched = app.stream(src).map_values_async(enrich, service=service,
-                                                coalesce_by=customer_of_value,
-                                                memoize=Memo(ttl=10.0), name="enrich")
+    async def look_up(customer: str) -> str:
+        calls.append(customer)
+        for _ in range(rng.randint(0, 12)):
+            await asyncio.sleep(0)
+        return f"{customer}!"
+
+    if combine:
+        enriched = app.stream(src).map_values_async(
+            look_up, service=service, coalesce_by=customer_of_value,
+            combine=lambda v, found: f"{v}={found}", memoize=Memo(ttl=10.0), name="enrich")
+    else:
+        enriched = app.stream(src).map_values_async(enrich, service=service,
+                                                    coalesce_by=customer_of_value,
+                                                    memoize=Memo(ttl=10.0), name="enrich")
     enriched.to("out")
     enriched.group_by_key().count(materialized="counts")
     return app, calls
 
 
-async def drive(records: list[tuple[str, str, float]], seed: int, max_in_flight: int
+async def drive(records: list[tuple[str, str, float]], seed: int, max_in_flight: int,
+                combine: bool = False
                 ) -> tuple[list[tuple[str, str]], list[dict[Any, Any]], list[str]]:
-    app, calls = coalescing_app(seed, max_in_flight)
+    app, calls = coalescing_app(seed, max_in_flight, combine)
     async with TopologyTestDriver(app) as driver:
         driver.pipe_inputs("in", records)
         await driver.process_all()
@@ -130,17 +145,19 @@ async def drive(records: list[tuple[str, str, float]], seed: int, max_in_flight:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=st.lists(st.tuples(st.sampled_from("pqrs"), st.sampled_from("abcd"),
                                   st.integers(-3, 6)), min_size=1, max_size=30),
-       seed=st.integers(0, 2**16), max_in_flight=st.sampled_from([2, 8, 64]))
+       seed=st.integers(0, 2**16), max_in_flight=st.sampled_from([2, 8, 64]),
+       combine=st.booleans())
 async def test_with_coalescing_and_memo_outputs_and_state_equal_the_serial_runs(
-        records: list[tuple[str, str, int]], seed: int, max_in_flight: int) -> None:
+        records: list[tuple[str, str, int]], seed: int, max_in_flight: int,
+        combine: bool) -> None:
     # timestamps move by -3..6 s a record, so the 10 s memo periods turn over mid-run and
     # some records come out of timestamp order
     piped, ts = [], 1000.0
     for i, (key, customer, step) in enumerate(records):
         ts += step
         piped.append((key, f"{customer}:{i}", ts))
-    serial_out, serial_state, serial_calls = await drive(piped, seed, 1)
-    out, state, calls = await drive(piped, seed, max_in_flight)
+    serial_out, serial_state, serial_calls = await drive(piped, seed, 1, combine)
+    out, state, calls = await drive(piped, seed, max_in_flight, combine)
     assert out == serial_out
     assert state == serial_state  # the counts and the memo store
     assert len(calls) <= len(serial_calls)
@@ -199,6 +216,48 @@ async def test_a_memo_answers_within_its_ttl_period_and_survives_a_restart() -> 
     result = await run_app(app, [out])
     assert result.values("out") == ["A", "B", "A", "A", "B", "A"]  # both runs' outputs
     assert calls == ["a", "b", "a"]  # none in the second run
+
+
+async def test_combine_gives_each_record_its_own_result_from_one_shared_lookup() -> None:
+    app = App("combine", max_in_flight=16)
+    src = app.topic("in", key=str, value=str, partitions=1)
+    app.topic("out", key=str, value=str, partitions=1)
+    service = app.service("customers", concurrency=4)
+    gate: asyncio.Future[None] | None = None
+    looked_up: list[str] = []
+
+    async def look_up(customer: str) -> dict[str, str]:
+        looked_up.append(customer)
+        assert gate is not None
+        await gate
+        return {"tier": f"gold-{customer}"}
+
+    app.stream(src).map_values_async(
+        look_up, service=service, coalesce_by=customer_of_value,
+        combine=lambda v, profile: f"{v}/{profile['tier']}").to("out")
+    values = ["a:1", "b:2", "a:3", "a:4", "b:5"]
+    async with TopologyTestDriver(app) as driver:
+        gate = asyncio.get_running_loop().create_future()
+        driver.pipe_inputs("in", [(f"k{i}", v, 1000.0 + i) for i, v in enumerate(values)])
+        processing = asyncio.ensure_future(driver.process_all())
+        await settle(20)
+        gate.set_result(None)  # every record is in flight: the lookups answer together
+        await processing
+        out = [r.value for r in driver.read_output("out")]
+    assert out == ["a:1/gold-a", "b:2/gold-b", "a:3/gold-a", "a:4/gold-a", "b:5/gold-b"]
+    assert sorted(looked_up) == ["a", "b"]  # called with the key, once per key
+
+
+def test_combine_needs_a_lookup_key() -> None:
+    app = App("nocombinekey", broker="memory://nocombinekey")
+    src = app.topic("in", key=str, value=str)
+
+    async def f(v: str) -> str:
+        return v
+
+    with pytest.raises(TopologyError, match=r"combine=.*needs coalesce_by="):
+        app.stream(src).map_values_async(f, service=app.service("s"),
+                                         combine=lambda v, x: v)
 
 
 def test_memoize_needs_a_lookup_key() -> None:

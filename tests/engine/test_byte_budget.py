@@ -82,7 +82,7 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
     feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
     offset = 1
     # the worker's loop: fetch while the partition is not paused
-    while not h.task.is_paused(IN):
+    while not h.task.intake.is_paused(IN):
         assert offset < 1_000, "the budget never paused fetching"
         records = [raw("in", 0, offset + i, f"k{offset + i:04}", "v" * 40)
                    for i in range(batch)]
@@ -91,14 +91,14 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
         await settle(5)
     batch_bytes = sum(map(raw_size, records))
     assert h.task.in_flight == offset  # nothing retired: all wait behind the stuck one
-    assert h.task.buffered_bytes >= limit
+    assert h.task.intake.buffered_bytes >= limit
     # at most the budget, plus one fetch and its outputs
-    assert h.task.buffered_bytes <= limit + 2 * batch_bytes
+    assert h.task.intake.buffered_bytes <= limit + 2 * batch_bytes
     assert h.outputs == []
     release.set()
     await settle(10)
     assert h.task.in_flight == 0
-    assert h.task.buffered_bytes == 0
+    assert h.task.intake.buffered_bytes == 0
     assert len(h.outputs) == offset
     assert h.pauses[-1] == (IN, False)
     assert h.task.committable() == {IN: offset}
@@ -111,6 +111,6 @@ async def test_records_the_inline_path_retires_at_once_hold_no_bytes(
     h = make_task(topo, max_task_buffer_bytes=100)
     await h.task.initialize()
     feed(h.task, IN, [raw("in", 0, i, "k", "x" * 30) for i in range(50)])
-    assert h.task.buffered_bytes == 0
-    assert not h.task.is_paused(IN)
+    assert h.task.intake.buffered_bytes == 0
+    assert not h.task.intake.is_paused(IN)
     assert len(h.outputs) == 50

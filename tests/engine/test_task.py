@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskkit import MakeTask, feed, raw, str_topic
+from taskkit import GatedUpper, MakeTask, feed, raw, str_topic
 
 from aiostreams.policies import OnError, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
@@ -16,17 +16,6 @@ from aiostreams.types import Record, TopicPartition
 IN = TopicPartition("in", 0)
 
 
-class Gated(Processor[str, str]):
-    """Awaits the sequencer gate named after the record's value, then forwards it."""
-
-    def __init__(self, seq: Sequencer) -> None:
-        self.seq = seq
-
-    async def process(self, record: Record[str, str]) -> None:
-        await self.seq.wait(record.value)
-        self.context.forward(record.with_value(record.value.upper()))
-
-
 class Upper(Processor[str, str]):
     def process(self, record: Record[str, str]) -> None:
         self.context.forward(record.with_value(record.value.upper()))
@@ -34,7 +23,7 @@ class Upper(Processor[str, str]):
 
 def gated_topology(seq: Sequencer) -> Topology:
     return (Topology().add_source("src", str_topic("in"))
-            .add_processor("gated", lambda: Gated(seq), "src")
+            .add_processor("gated", lambda: GatedUpper(seq), "src")
             .add_sink("sink", str_topic("out"), "gated"))
 
 
@@ -116,12 +105,12 @@ async def test_full_window_pauses_fetching_until_a_slot_frees(make_task: MakeTas
     assert seq.started == ["v0", "v1"]
     assert h.task.in_flight == 2
     assert h.pauses == [(IN, True)]
-    assert h.task.is_paused(IN)
+    assert h.task.intake.is_paused(IN)
     seq.release("v0", "v1", "v2", "v3", "v4")
     await settle(10)
     assert h.values() == ["V0", "V1", "V2", "V3", "V4"]
     assert h.pauses[-1] == (IN, False)
-    assert not h.task.is_paused(IN)
+    assert not h.task.intake.is_paused(IN)
 
 
 async def test_partition_buffer_limit_pauses_fetching(make_task: MakeTask) -> None:
@@ -130,7 +119,7 @@ async def test_partition_buffer_limit_pauses_fetching(make_task: MakeTask) -> No
     await h.task.initialize()
     feed(h.task, IN, [raw("in", 0, i, "k", f"v{i}") for i in range(4)])
     assert h.task.buffered(IN) == 3
-    assert h.task.is_paused(IN)
+    assert h.task.intake.is_paused(IN)
 
 
 async def test_sync_chain_runs_inline_without_tasks(make_task: MakeTask) -> None:

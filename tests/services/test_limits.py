@@ -1,5 +1,6 @@
-"""The adaptive concurrency limit, the token bucket, the breaker and the retry budget, each
-as a pure state machine driven by explicit times (no clock, no sleeps)."""
+"""The AIMD concurrency limit, the token bucket, the breaker and the retry budget, each as a
+pure state machine driven by explicit times (no clock, no sleeps). The gradient limit (the
+default) has its own tests, on a model service: ``test_gradient.py``."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
-from aiostreams.services.limit import Adaptive, AdaptiveLimit
+from aiostreams.services.gradient import GradientLimit
+from aiostreams.services.limit import Adaptive
 from aiostreams.services.outcome import Outcome, Overloaded, classify
 from aiostreams.services.rate import RateLimit, TokenBucket
 
 
-def simulate(limit: AdaptiveLimit, capacity_at, seconds: float, rtt: float = 0.01
+def simulate(limit: AimdLimit, capacity_at, seconds: float, rtt: float = 0.01
              ) -> tuple[list[int], int, int]:
     """Rounds of one round trip: ``limit`` calls go out, those beyond the service's capacity
     are answered 429 at once. Returns the successes per round, the calls and the 429s."""
@@ -33,16 +36,16 @@ def simulate(limit: AdaptiveLimit, capacity_at, seconds: float, rtt: float = 0.0
     return served, calls, refused
 
 
-def test_adaptive_limit_converges_near_capacity_with_few_rejections() -> None:
-    limit = AdaptiveLimit(Adaptive(initial=50, min=4, max=2000))
+def test_aimd_limit_converges_near_capacity_with_few_rejections() -> None:
+    limit = AimdLimit(Adaptive(initial=50, min=4, max=2000, algorithm="aimd"))
     served, calls, refused = simulate(limit, lambda t: 200, seconds=20.0)
     steady = served[len(served) // 2:]  # the second 10 s
     assert sum(steady) / len(steady) >= 0.9 * 200
     assert refused / calls < 0.01
 
 
-def test_adaptive_limit_follows_a_capacity_that_halves() -> None:
-    limit = AdaptiveLimit(Adaptive(initial=50, min=4, max=2000))
+def test_aimd_limit_follows_a_capacity_that_halves() -> None:
+    limit = AimdLimit(Adaptive(initial=50, min=4, max=2000, algorithm="aimd"))
     served, calls, refused = simulate(limit, lambda t: 400 if t < 10 else 200, seconds=20.0)
     rounds_per_second = 100
     after_drop = served[11 * rounds_per_second:]  # a second after the drop, then on
@@ -52,7 +55,7 @@ def test_adaptive_limit_follows_a_capacity_that_halves() -> None:
 
 
 def test_one_congestion_episode_lowers_the_limit_once() -> None:
-    limit = AdaptiveLimit(Adaptive(initial=100, min=4, max=2000))
+    limit = AimdLimit(Adaptive(initial=100, min=4, max=2000, algorithm="aimd"))
     limit.on_outcome(Outcome.SUCCESS, 0.05, 100, now=0.0)
     for _ in range(50):  # fifty 429s at the same moment: one episode
         limit.on_outcome(Outcome.OVERLOADED, 0.001, 100, now=1.0)
@@ -62,7 +65,7 @@ def test_one_congestion_episode_lowers_the_limit_once() -> None:
 
 
 def test_latency_growth_lowers_the_limit_and_an_idle_limit_does_not_grow() -> None:
-    limit = AdaptiveLimit(Adaptive(initial=100, min=4, max=2000))
+    limit = AimdLimit(Adaptive(initial=100, min=4, max=2000, algorithm="aimd"))
     for i in range(100):
         limit.on_outcome(Outcome.SUCCESS, 0.01, 10, now=i * 0.01)  # 10 out of 100: idle
     assert limit.limit == 100
@@ -75,24 +78,31 @@ def test_latency_growth_lowers_the_limit_and_an_idle_limit_does_not_grow() -> No
 
 def test_latency_noise_around_a_flat_mean_does_not_lower_the_limit() -> None:
     import random
-    rng = random.Random(7)
-    limit = AdaptiveLimit(Adaptive(initial=50, min=4, max=2000))
-    for i in range(2000):  # uniform 0-40 ms: a raw minimum near 0, a mean of 20 ms
-        limit.on_outcome(Outcome.SUCCESS, rng.uniform(0.0, 0.04), limit.limit, now=i * 0.001)
-    assert limit.limit > 50
+    for limit in (AimdLimit(Adaptive(initial=50, min=4, max=2000, algorithm="aimd")),
+                  GradientLimit(Adaptive(initial=50, min=4, max=2000))):
+        rng = random.Random(7)
+        for i in range(2000):  # uniform 0-40 ms: a raw minimum near 0, a mean of 20 ms
+            limit.on_outcome(Outcome.SUCCESS, rng.uniform(0.0, 0.04), limit.limit,
+                             now=i * 0.001)
+        assert limit.limit > 50, type(limit).__name__
 
 
 @given(st.lists(st.tuples(st.sampled_from(list(Outcome)),
                           st.floats(min_value=0.0001, max_value=5.0),
                           st.integers(min_value=0, max_value=3000),
                           st.floats(min_value=0.0, max_value=0.5)), max_size=300))
-def test_adaptive_limit_stays_within_its_bounds(events) -> None:  # type: ignore[no-untyped-def]
-    limit = AdaptiveLimit(Adaptive(initial=10, min=3, max=40))
-    now = 0.0
-    for outcome, latency, in_flight, step in events:
-        now += step
-        limit.on_outcome(outcome, latency, in_flight, now)
-        assert 3 <= limit.limit <= 40
+def test_adaptive_limits_stay_within_bounds_and_never_rise_on_congestion(  # type: ignore[no-untyped-def]
+        events) -> None:
+    for limit in (AimdLimit(Adaptive(initial=10, min=3, max=40)),
+                  GradientLimit(Adaptive(initial=10, min=3, max=40))):
+        now = 0.0
+        for outcome, latency, in_flight, step in events:
+            now += step
+            before = limit.limit
+            limit.on_outcome(outcome, latency, in_flight, now)
+            assert 3 <= limit.limit <= 40
+            if outcome.congestion:
+                assert limit.limit <= before
 
 
 @given(st.floats(min_value=0.5, max_value=500.0), st.floats(min_value=1.0, max_value=20.0),

@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 
+from aiostreams.engine.permit_wait import bind_executor
 from aiostreams.services import (
     Adaptive,
     BreakerState,
     CircuitBreaker,
     RateLimit,
-    RetryBudgetExhausted,
     Service,
     SingleFlight,
 )
@@ -133,8 +133,9 @@ async def test_the_rate_limit_spaces_dispatches() -> None:
     assert all(c.done() for c in calls)
 
 
-async def test_retries_beyond_the_budget_are_refused() -> None:
-    service, backend = Service("s", retry_budget=0.0, clock=ManualClock()), Backend()
+async def test_a_retry_beyond_the_budget_is_held_until_the_budget_refills() -> None:
+    clock = ManualClock()
+    service, backend = Service("s", retry_budget=0.0, clock=clock), Backend()
     budget = service.budget
     assert budget is not None
     budget.min_per_second = 0.1  # one retry in a 10 s window
@@ -143,9 +144,39 @@ async def test_retries_beyond_the_budget_are_refused() -> None:
     backend.answer(0)
     await settle()
     assert first.result() == "ok"
-    with pytest.raises(RetryBudgetExhausted, match="retry budget"):
-        await service.call(backend.call(1), attempt=1)
-    assert service.stats.retries_refused == 1 and backend.made == 1
+    held = asyncio.ensure_future(service.call(backend.call(1), attempt=1))
+    for _ in range(39):  # 9.75 s: the first retry is still in the window
+        clock.advance(0.25)
+        await settle()
+    assert not held.done() and backend.made == 1 and service.waiting == 1
+    assert service.stats.retries_refused == 1
+    clock.advance(0.25)  # 10 s: the first retry's second leaves the window
+    await settle()
+    assert backend.made == 2 and service.waiting == 0
+    backend.answer(1)
+    await settle()
+    assert held.result() == "ok"
+
+
+async def test_a_held_retry_waits_as_for_a_permit_and_cancelling_it_takes_no_budget(
+        ) -> None:
+    clock = ManualClock()
+    service = Service("s", retry_budget=0.0, clock=clock)
+    budget = service.budget
+    assert budget is not None
+    budget.min_per_second = 0.1
+    assert budget.try_retry(clock.monotonic())  # the one retry of the window, spent
+    parked: list[int] = []
+    bind_executor(parked.append)
+    held = asyncio.ensure_future(service.call(Backend().call(0), attempt=1))
+    await settle()
+    assert parked == [1]  # its executor is parked while the budget holds it
+    held.cancel()
+    await settle()
+    assert parked == [1, -1] and service.waiting == 0
+    for _ in range(41):
+        clock.advance(0.25)
+    assert budget.try_retry(clock.monotonic())  # the window refilled; nothing was taken
 
 
 async def test_the_adaptive_limit_lowers_on_overload_answers() -> None:

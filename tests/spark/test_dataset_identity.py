@@ -1,6 +1,6 @@
 """A dataset remembers which app wrote it: another app's sink refuses to start instead of
 dropping its own records as replays of offsets the first app wrote (issue 19, item 5, for
-apps; topic incarnations are not covered: aiokafka exposes no topic ids)."""
+apps; topic incarnations: test_topic_incarnation.py)."""
 
 from __future__ import annotations
 

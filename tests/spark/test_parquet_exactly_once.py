@@ -152,8 +152,8 @@ async def test_a_replay_that_add_could_not_see_is_durable_is_dropped_by_the_writ
     await sink.start()
     add_orders(sink, range(10), tp)
     await sink.flush()
-    sink._durable.clear()  # as if the flush that wrote 0-9 had been abandoned
-    sink._last_added.clear()  # and the partition then replayed from offset 5
+    sink._batch.durable.clear()  # as if the flush that wrote 0-9 had been abandoned
+    sink._batch.last_added.clear()  # and the partition then replayed from offset 5
     add_orders(sink, range(5, 15), tp)
     assert sink.pending_offset(tp) == 5
     await sink.flush()

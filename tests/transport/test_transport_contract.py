@@ -26,6 +26,7 @@ from aiostreams.transport.base import (
     Producer,
     TopicSpec,
     Transport,
+    read_topic_ids,
 )
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
@@ -521,3 +522,23 @@ def test_bad_consumer_options_are_rejected_naming_them(transport: Transport,
                                                        named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         transport.consumer(None, **options)
+
+
+async def test_a_topic_deleted_and_created_again_has_a_new_id(
+        transport: Transport, unique: Callable[[str], str]) -> None:
+    topic, absent = unique("incarnated"), unique("absent")
+    await make_topic(transport, topic)
+    first = await read_topic_ids(transport, [topic, absent])
+    assert first[absent] is None
+    assert isinstance(first[topic], str) and len(first[topic] or "") == 22  # 16 bytes
+    assert await read_topic_ids(transport, [topic]) == {topic: first[topic]}  # stable
+    admin = transport.admin()
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+        assert (await admin.topic_ids([topic]))[topic] is None
+        await admin.create_topics([TopicSpec(topic, 1)])
+        second = (await admin.topic_ids([topic]))[topic]
+    finally:
+        await admin.stop()
+    assert second is not None and second != first[topic]
