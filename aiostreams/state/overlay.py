@@ -124,6 +124,15 @@ class StoreOverlay:
         return [(originals.get(k, k), v[-1][1])
                 for k, v in self._pending.items()]
 
+    def pending_between(self, lo: float, hi: float) -> list[tuple[Any, Any]]:
+        """A window store's newest buffered ``((key, start), value|TOMBSTONE)`` with ``lo
+        <= start <= hi`` (a pass over the buffered writes, bounded by the records in
+        flight, not over the store)."""
+        assert self._windows is not None, "pending_between() is for window stores"
+        originals = self._originals
+        return [(originals.get(k, k), v[-1][1])
+                for k, v in self._pending.items() if lo <= k[1] <= hi]
+
     def pending_windows(self, key: Any) -> list[tuple[float, Any]]:
         """A window (or versioned) store's newest buffered ``(window_start,
         value|TOMBSTONE)`` of ``key``."""
@@ -290,9 +299,8 @@ class WindowStoreView:
         async for (key, start), value in self._stored_between(time_from, time_to):
             if lo <= start <= hi:
                 merged[identity((key, start))] = (key, start, value)
-        for (key, start), value in self._overlay.pending_items():
-            if lo <= start <= hi:
-                merged[identity((key, start))] = (key, start, value)
+        for (key, start), value in self._overlay.pending_between(lo, hi):
+            merged[identity((key, start))] = (key, start, value)
         return [entry for entry in merged.values() if entry[2] is not TOMBSTONE]
 
 
