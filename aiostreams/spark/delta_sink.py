@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,14 +72,13 @@ from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.sink_batching import Batcher
+from aiostreams.spark.sink_batching import Batcher, write_taken
 from aiostreams.spark.sink_columns import TableColumns
 from aiostreams.spark.sink_state import (
     SinkFailedError,
     SinkMetrics,
     SinkState,
     move_to,
-    raise_write_failure,
 )
 from aiostreams.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
@@ -304,28 +302,15 @@ class DeltaSink:
         """Write everything added so far as one Delta commit; returns once it landed.
         Raises :class:`SinkFailedError` if it did not. Cancellation: see the module
         docstring (the write completes; nothing is committed)."""
-        if self.state is SinkState.FAILED:
-            raise SinkFailedError(f"{self!r} failed earlier ({self._failure!r}); restart the "
-                                  "app so a new sink reads the durable offsets from the table")
-        if self.state is not SinkState.RUNNING:
-            raise RuntimeError(f"{self!r}: flush() needs a started sink")
-        batch = self._batch.take()
-        if not batch.rows:
-            self._batch.done(batch)
+        done = await write_taken(
+            self, self._batch, self._write_payloads, skip_empty=True,
+            restart="restart the app so a new sink reads the durable offsets from the table")
+        if done is None:
             return
-        records = [r for chunk in batch.payloads for r in chunk]
-        began = time.monotonic()
-        try:
-            written = await run_on_spark_thread(self._write, records)
-        except BaseException as e:
-            if self._failure is not None and self.state is SinkState.RUNNING:
-                self._move_to(SinkState.FAILED)
-            raise_write_failure(self, len(records), e)
-        self._batch.done(batch)  # FIFO: every earlier write succeeded too
+        written, rows, seconds = done
         m = self.metrics
-        seconds = time.monotonic() - began
         m.flush_seconds += seconds
-        m.rows_added += len(records)
+        m.rows_added += rows
         m.rows_replayed += written.replayed
         if written.rows:
             m.rows_written += written.rows
@@ -345,6 +330,9 @@ class DeltaSink:
             self._move_to(SinkState.STOPPED)
 
     # -- the write, on the writer thread ---------------------------------------------------
+
+    def _write_payloads(self, chunks: list[list[ExternalRecord]]) -> _Written:
+        return self._write([r for chunk in chunks for r in chunk])
 
     def _write(self, records: list[ExternalRecord]) -> _Written:
         if self._failure is not None:
