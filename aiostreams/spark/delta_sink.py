@@ -83,7 +83,7 @@ from aiostreams.spark.sink_state import (
 from aiostreams.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
 
-__all__ = ["DeltaSink", "DeltaStep"]
+__all__ = ["DEFAULT_BATCH_ROWS", "DeltaSink", "DeltaStep"]
 
 log = logging.getLogger("aiostreams.spark")
 
@@ -105,6 +105,13 @@ class _Written:
     durable: dict[TopicPartition, int]  # per source partition of the batch, after the write
 
 
+DEFAULT_BATCH_ROWS: dict[str, int] = {"pyarrow": 50_000, "spark": 200_000}
+"""Rows per write unless ``batch_rows`` says otherwise. A Spark job has a large fixed cost,
+so the Spark engine's batches are larger; not as large as the Parquet sink's 500k, because
+this sink holds a filling batch as the records themselves (about 2 KB each for the
+benchmark's orders: 200k rows ~ 400 MB). Measured in docs/guides/spark.md."""
+
+
 class DeltaSink:
     """Writes the values reaching it (instances of ``model``) to the Delta table at ``path``
     (shared by every writer): a local or mounted directory, as a path or ``file:`` URI, or
@@ -115,7 +122,8 @@ class DeltaSink:
 
     ``partition_by``: str, int, bool or date columns. ``include``/``key_type``/
     ``metadata_prefix``: metadata columns, as for :class:`~aiostreams.spark.ParquetSink`.
-    ``batch_rows`` and ``batch_interval`` (seconds): a write starts once that many rows wait,
+    ``batch_rows`` (default :data:`DEFAULT_BATCH_ROWS` for the engine) and
+    ``batch_interval`` (seconds): a write starts once that many rows wait,
     or once the oldest has waited ``batch_interval`` less the last write's duration.
     ``sources``: the topics feeding the sink, recorded in the table's identity when it is
     created (default: the topics of the first batch). ``target_file_size``: bytes per data
@@ -133,7 +141,7 @@ class DeltaSink:
         include: Sequence[str] = (),
         key_type: Any = str,
         metadata_prefix: str = "",
-        batch_rows: int = 50_000,
+        batch_rows: int | None = None,
         batch_interval: float = 5.0,
         sources: Sequence[str] = (),
         target_file_size: int | None = None,
@@ -161,6 +169,8 @@ class DeltaSink:
             raise ConfigError(f"DeltaSink(engine='spark') writes to a directory the driver and "
                               f"every executor reach at one path; got {where.given!r}. Use "
                               "engine='pyarrow' for object stores")
+        if batch_rows is None:
+            batch_rows = DEFAULT_BATCH_ROWS[engine]
         self.path: Path | str = where.local if where.local is not None else where.uri
         self.storage_options = options
         self.model = model
