@@ -1,6 +1,6 @@
-"""Scaffolding of the SIGKILL tests: a real topic filled with orders, its end offsets (what a
-fresh app must make durable), the environment a worker process needs to import the tests'
-kits, and a worker run until it SIGKILLs itself."""
+"""Scaffolding of the SIGKILL tests: a topic's end offsets (what a fresh app must make
+durable), the environment a worker process needs to import the tests' kits, and a worker
+run until it SIGKILLs itself."""
 
 from __future__ import annotations
 
@@ -10,21 +10,11 @@ import signal
 import sys
 from pathlib import Path
 
-from sparkkit import create_topic, order_records, produce
-
-from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
-
-
-async def topic_of_orders(transport: Transport, topic: str, n: int,
-                          partitions: int = 2) -> None:
-    """Create ``topic`` with ``partitions`` partitions and produce orders 0 to ``n - 1``."""
-    await create_topic(transport, topic, partitions)
-    await produce(transport, topic, order_records(range(n)))
 
 
 def worker_env() -> dict[str, str]:

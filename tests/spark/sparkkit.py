@@ -93,6 +93,13 @@ async def produce(transport: Transport, topic: str,
         await producer.stop()
 
 
+async def topic_of_orders(transport: Transport, topic: str, n: int,
+                          partitions: int = 2) -> None:
+    """Create ``topic`` with ``partitions`` partitions and produce orders 0 to ``n - 1``."""
+    await create_topic(transport, topic, partitions)
+    await produce(transport, topic, order_records(range(n)))
+
+
 ORDERS_0 = TopicPartition("orders", 0)
 
 

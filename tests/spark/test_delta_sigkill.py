@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaoskit import end_offsets, run_until_sigkilled, topic_of_orders
+from chaoskit import end_offsets, run_until_sigkilled
 from delta_chaos_worker import KILL_POINTS, chaos_app
 from deltakit import (
     WatchedDeltaSink,
@@ -18,7 +18,7 @@ from deltakit import (
     read_with_deltars,
 )
 from deltalake import DeltaTable
-from sparkkit import Order
+from sparkkit import Order, topic_of_orders
 
 from aiostreams.transport.kafka import KafkaTransport
 

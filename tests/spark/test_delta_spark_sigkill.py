@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaoskit import end_offsets, run_until_sigkilled, topic_of_orders
+from chaoskit import end_offsets, run_until_sigkilled
 from delta_chaos_worker import chaos_app
 from delta_spark_chaos_worker import SPARK_KILL_POINTS
 from deltakit import (
@@ -20,7 +20,7 @@ from deltakit import (
 )
 from deltalake import DeltaTable
 from localcluster import LocalSparkCluster
-from sparkkit import Order
+from sparkkit import Order, topic_of_orders
 
 from aiostreams.spark import stop_session
 from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX

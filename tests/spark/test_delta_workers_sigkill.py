@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaoskit import REPO, end_offsets, topic_of_orders, worker_env
+from chaoskit import REPO, end_offsets, worker_env
 from delta_chaos_worker import KILL_POINTS
 from delta_workers_app import DONE_LINE
 from deltakit import assert_every_reader_sees_each_input_once, expected_pairs
 from deltalake import DeltaTable
 from s3kit import HADOOP_AWS, S3Server
+from sparkkit import topic_of_orders
 
 from aiostreams.transport.kafka import KafkaTransport
 
