@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 from chaoskit import end_offsets as end_offsets  # the SIGKILL tests' (chaoskit's)
 from deltalake import DeltaTable
-from sparkkit import Order, make_order
+from sparkkit import Order, SimulatedCrash, make_order
 
 from aiostreams import App
 from aiostreams.engine.external_sink import ExternalRecord
@@ -91,6 +91,18 @@ class WatchedDeltaSink(DeltaSink):
         self.seen[record.source] = record.offset
         if self._retired_waiters:
             self._wake_retired()
+
+
+class CrashingDeltaSink(WatchedDeltaSink):
+    """Raises :class:`SimulatedCrash` after ``crash_at`` (once): the write stops there, as
+    if the process died."""
+
+    crash_at: DeltaStep | None = None
+
+    def _after(self, step: DeltaStep) -> None:
+        if step is self.crash_at:
+            self.crash_at = None
+            raise SimulatedCrash(f"crash after the {step.value} step")
 
 
 def make_delta_app(name: str, transport: Transport, topic: str, sink: DeltaSink,

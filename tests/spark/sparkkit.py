@@ -69,6 +69,10 @@ def make_order(i: int) -> Order:
     )
 
 
+class SimulatedCrash(Exception):
+    """Stands for the process dying at a step of a write."""
+
+
 # create_topic/produce repeat tests/support/appkit.py on purpose: subprocesses (the
 # Structured Streaming job, the SIGKILL worker) import this module with only tests/spark on
 # their path, so it must not depend on the support kit.
