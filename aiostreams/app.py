@@ -168,16 +168,27 @@ class App(StartStop):
         return self._builder.table(topic, name=name, materialized=materialized,
                                    persistent=persistent)
 
-    def global_table(self, topic: Topic | str) -> GlobalTable:
+    def global_table(self, topic: Topic | str, *,
+                     persistent: bool | None = None) -> GlobalTable:
         """``topic`` replicated in full on every worker, bootstrapped before processing
         starts; join streams with it by ``stream.join_global(table, key_selector, joiner)``.
+        ``persistent`` (default: when the app has a ``state_dir``): kept in SQLite under
+        ``state_dir`` with a checkpoint, so a restart reads only the records after it.
         See :mod:`aiostreams.topology.global_table`."""
         declared = topic if isinstance(topic, Topic) else (
             self.topology.topic(topic) or self.topic(topic))
+        state_dir = self.settings.state_dir
+        if persistent and state_dir is None:
+            raise ConfigError(
+                f"global table {declared.name!r} is persistent and needs a directory for its "
+                "files: set `state_dir` (Settings(state_dir=...) or AIOSTREAMS_STATE_DIR), or "
+                "declare it with persistent=False")
         return declare_global_table(
             self.topology, declared, lambda: self.transport, self.resource,
             self.settings.poll_timeout,
-            read_committed=self.settings.processing_guarantee == "exactly_once")
+            read_committed=self.settings.processing_guarantee == "exactly_once",
+            state_dir=state_dir if persistent is not False else None,
+            save_interval=self.settings.commit_interval_ms / 1000)
 
     def describe(self) -> str:
         return self.topology.describe()

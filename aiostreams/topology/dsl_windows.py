@@ -28,7 +28,12 @@ from aiostreams.topology.dsl_stores import (
     window_store_spec,
 )
 from aiostreams.topology.dsl_table import Table
-from aiostreams.topology.emit_final import EmitOnWindowCloseProcessor
+from aiostreams.topology.emit_final import (
+    EmitOnWindowCloseProcessor,
+    SessionEmitOnWindowCloseProcessor,
+    SlidingEmitOnWindowCloseProcessor,
+    session_segment_ms,
+)
 from aiostreams.topology.sliding_windows import SlidingWindowAggregateProcessor
 from aiostreams.topology.table_processors import initial_value
 from aiostreams.topology.window_processors import (
@@ -154,6 +159,15 @@ class SessionWindowedStream(Generic[K, V]):
     def __init__(self, grouped: GroupedStream[K, V], windows: SessionWindows) -> None:
         self.grouped = grouped
         self.windows = windows
+        self.on_window_close = False
+
+    def emit_on_window_close(self) -> SessionWindowedStream[K, V]:
+        """Emit each session once, its final value, when it closes (stream time passes its
+        end + gap + grace), instead of every update and merge: Kafka Streams'
+        ``EmitStrategy.onWindowClose()``. See :mod:`aiostreams.topology.emit_final`."""
+        final = SessionWindowedStream(self.grouped, self.windows)
+        final.on_window_close = True
+        return final
 
     def _aggregate(self, kind: str, start: Callable[[], Any],
                    adder: Callable[[Any, Any, Any], Any],
@@ -169,12 +183,24 @@ class SessionWindowedStream(Generic[K, V]):
         store = builder.store_name("KSTREAM-SESSION-STATE-STORE", materialized)
         late = builder.late
         kept = retention if retention is not None else minimum
-        node = builder.add_processor(
-            kind, lambda: SessionAggregateProcessor(store, windows, to_ms(kept), start, adder,
-                                                    merger, late),
-            [self.grouped.stream.node], name=name)
+        kept_ms = to_ms(kept)
+        key_serde = self.grouped.key_serde
+        if self.on_window_close:
+            emit_store = f"{store}-EMIT-TIME"
+            node = builder.add_processor(
+                kind, lambda: SessionEmitOnWindowCloseProcessor(
+                    store, windows, kept_ms, start, adder, merger, late, emit_store,
+                    key_serde), [self.grouped.stream.node], name=name)
+            add_emit_store(builder, emit_store, node, persistent=persistent)
+            # Kafka's time-ordered session store holds sessions in whole segments
+            kept = (kept_ms + session_segment_ms(kept_ms)) / 1000
+        else:
+            node = builder.add_processor(
+                kind, lambda: SessionAggregateProcessor(store, windows, kept_ms, start, adder,
+                                                        merger, late),
+                [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
-            store, retention=kept, persistent=persistent, key_serde=self.grouped.key_serde,
+            store, retention=kept, persistent=persistent, key_serde=key_serde,
             value_serde=TimedSerde(value_serde)), node)
         return Table(builder, node, SessionGetter(store),
                      key_serde=SessionWindowedSerde(self.grouped.key_serde),
@@ -217,6 +243,15 @@ class SlidingWindowedStream:
     def __init__(self, grouped: GroupedStream[Any, Any], windows: SlidingWindows) -> None:
         self.grouped = grouped
         self.windows = windows
+        self.on_window_close = False
+
+    def emit_on_window_close(self) -> SlidingWindowedStream:
+        """Emit each window once, its final value, when it closes (stream time passes its
+        end + grace), instead of every update: Kafka Streams' ``EmitStrategy
+        .onWindowClose()``. See :mod:`aiostreams.topology.emit_final`."""
+        final = SlidingWindowedStream(self.grouped, self.windows)
+        final.on_window_close = True
+        return final
 
     def _aggregate(self, start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any], *,
                    materialized: str | None, persistent: bool, retention: float | None,
@@ -229,10 +264,21 @@ class SlidingWindowedStream:
                               f"least 2 x time difference + grace ({minimum_ms / 1000}s)")
         store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
         late = builder.late
-        node = builder.add_processor(
-            "KSTREAM-AGGREGATE",
-            lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late),
-            [self.grouped.stream.node], name=name)
+        kept_ms = to_ms(retention) if retention is not None else minimum_ms
+        key_serde = self.grouped.key_serde
+        if self.on_window_close:
+            emit_store = f"{store}-EMIT-TIME"
+            node = builder.add_processor(
+                "KSTREAM-AGGREGATE", lambda: SlidingEmitOnWindowCloseProcessor(
+                    store, windows, start, adder, late, emit_store, key_serde, kept_ms),
+                [self.grouped.stream.node], name=name)
+            add_emit_store(builder, emit_store, node, persistent=persistent)
+        else:
+            node = builder.add_processor(
+                "KSTREAM-AGGREGATE",
+                lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late,
+                                                        retention_ms=kept_ms),
+                [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum_ms / 1000,
             persistent=persistent, key_serde=self.grouped.key_serde,
@@ -288,8 +334,15 @@ def emit_on_window_close(builder: StreamsBuilder, kind: str, store: str, windows
         kind, lambda: EmitOnWindowCloseProcessor(store, windows, start, adder, late,
                                                  emit_store, key_serde, retention_ms),
         [grouped.stream.node], name=name)
+    add_emit_store(builder, emit_store, node, persistent=persistent)
+    return node
+
+
+def add_emit_store(builder: StreamsBuilder, emit_store: str, node: str, *,
+                   persistent: bool) -> None:
+    """The changelogged store of an emit-on-window-close node's last emission close time
+    (see :mod:`aiostreams.topology.emit_final`)."""
     builder.add_store(kv_store_spec(emit_store, persistent=persistent, key_serde=StrSerde(),
                                     value_serde=LongSerde()), node)
-    return node
 
 __all__ = ["SessionWindowedStream", "SlidingWindowedStream", "TimeWindowedStream"]

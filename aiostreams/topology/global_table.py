@@ -13,7 +13,10 @@ consumer (:func:`global_table_updater`, no consumer group, every partition assig
    reads whatever the store holds when its record executes (as in Kafka Streams, global
    updates and stream records are not ordered with respect to each other).
 3. **Restore.** The store is restored from the source topic itself (there is no
-   changelog): every start bootstraps again from the beginning.
+   changelog). In memory (no ``state_dir``), every start bootstraps again from the
+   beginning; persistent, the rows and a checkpoint of the offsets they hold stay on disk
+   and a start reads only the records after the checkpoint
+   (:mod:`aiostreams.topology.global_state`, which says when the local copy is wiped).
 
 Records are applied by Kafka's rules for table sources: a null key is skipped, a null value
 deletes the key. The store is keyed by the *serialized* key (as Kafka's stores are), so a
@@ -34,11 +37,14 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.errors import SerializationError, TopologyError
 from aiostreams.serde import Serde
+from aiostreams.state.base import TOMBSTONE
 from aiostreams.topic import Topic
+from aiostreams.topology.global_state import LocalCopy
 from aiostreams.topology.processor import Processor
 from aiostreams.transport.base import IsolationLevel, Transport
 from aiostreams.types import RawRecord, Record, TopicPartition
@@ -53,13 +59,23 @@ AnyRecord = Record[Any, Any]
 
 class GlobalStore:
     """One worker's copy of a global table: serialized key -> value, and per partition the
-    offset after the last record applied."""
+    offset after the last record applied. The rows are in memory, or - with ``state_dir``
+    - in a SQLite file kept across restarts with a checkpoint of ``offsets``
+    (:mod:`aiostreams.topology.global_state`). ``fetched`` counts the records applied
+    since this process started (what was read from the topic, not from the local file)."""
 
-    def __init__(self, topic: Topic) -> None:
+    def __init__(self, topic: Topic, state_dir: Path | None = None) -> None:
         self.topic = topic
         self.data: dict[bytes, Any] = {}
+        self.persisted = (None if state_dir is None
+                          else LocalCopy(topic.name, topic.value_serde, state_dir))
+        """The local copy to keep across restarts (none: in memory only)."""
+        self.local: LocalCopy | None = None
+        """The local copy while the updater has it open (the rows are in ``data`` until
+        then: the test driver's feeder never opens one)."""
         self.offsets: dict[int, int] = {}
         self.skipped = 0
+        self.fetched = 0
         self.updated = asyncio.Event()
         """Set whenever a record is applied (cleared by whoever waits on it)."""
 
@@ -68,12 +84,16 @@ class GlobalStore:
         """Apply the record at ``offset`` of ``partition`` (see the module docstring)."""
         assert offset >= self.offsets.get(partition, 0), (partition, offset, self.offsets)
         self.offsets[partition] = offset + 1
+        self.fetched += 1
         self.updated.set()
         if key is None:
             self.skipped += 1
             return
         if value is None:
-            self.data.pop(key, None)
+            if self.local is None:
+                self.data.pop(key, None)
+            else:
+                self.local.rows.apply(key, TOMBSTONE)
             return
         try:
             decoded = self.topic.value_serde.deserialize(self.topic.name, value)
@@ -82,10 +102,14 @@ class GlobalStore:
             log.warning("global table %r: skipped the undecodable record at partition %d "
                         "offset %d: %s", self.topic.name, partition, offset, e)
             return
-        self.data[key] = decoded
+        if self.local is None:
+            self.data[key] = decoded
+        else:
+            self.local.rows.apply(key, decoded)
 
-    def get(self, key: Any, node: str) -> Any | None:
-        """The value of ``key`` (encoded by the topic's key serde), or ``None``."""
+    async def get(self, key: Any, node: str) -> Any | None:
+        """The value of ``key`` (encoded by the topic's key serde), or ``None``.
+        Cancellation: returns nothing, changes nothing."""
         try:
             raw = self.topic.key_serde.serialize(self.topic.name, key)
         except Exception as e:
@@ -93,16 +117,20 @@ class GlobalStore:
                 f"{node}: the key selector returned {type(key).__name__} {key!r}, which the "
                 f"key serde of global table {self.topic.name!r} cannot encode ({e}); return "
                 "a key of the table's key type", topic=self.topic.name) from e
-        return None if raw is None else self.data.get(raw)
+        if raw is None:
+            return None
+        if self.local is None:
+            return self.data.get(raw)
+        return await self.local.rows.get(raw)
 
 
 class GlobalTable:
     """A topic replicated in full on every worker; join a stream with it by
     ``stream.join_global(table, key_selector, joiner)``."""
 
-    def __init__(self, topic: Topic) -> None:
+    def __init__(self, topic: Topic, state_dir: Path | None = None) -> None:
         self.topic = topic
-        self.store = GlobalStore(topic)
+        self.store = GlobalStore(topic, state_dir)
 
     def __repr__(self) -> str:
         return f"<GlobalTable {self.topic.name}>"
@@ -125,13 +153,13 @@ class GlobalJoinProcessor(Processor[Any, Any]):
         self.node = node
         self.skipped = 0
 
-    def process(self, record: AnyRecord) -> None:
+    async def process(self, record: AnyRecord) -> None:
         mapped = self.key_selector(record.key, record.value)
         keep_null_key = self.left and record.key is None and record.value is not None
         if not keep_null_key and (mapped is None or record.value is None):
             self.skipped += 1
             return
-        other = None if mapped is None else self.table.store.get(mapped, self.node())
+        other = None if mapped is None else await self.table.store.get(mapped, self.node())
         if other is None and not self.left:
             return
         self.context.forward(record.with_value(self.joiner(record.value, other)))
@@ -139,13 +167,16 @@ class GlobalJoinProcessor(Processor[Any, Any]):
 
 @contextlib.asynccontextmanager
 async def global_table_updater(transport: Transport, store: GlobalStore, *,
-                               poll_timeout: float,
-                               read_committed: bool = False) -> AsyncIterator[GlobalStore]:
-    """Bootstrap ``store`` from its topic up to the current end offsets, then keep it up to
-    date in the background until the context exits (see the module docstring).
+                               poll_timeout: float, read_committed: bool = False,
+                               save_interval: float = 30.0) -> AsyncIterator[GlobalStore]:
+    """Bootstrap ``store`` from its topic (from its local checkpoint when it has one) up to
+    the current end offsets, then keep it up to date in the background until the context
+    exits, saving a persistent store every ``save_interval`` seconds and at the end (see
+    the module docstring).
 
     Cancellation: cancelling the bootstrap stops the consumer and raises; on exit the
-    background task is cancelled and awaited, then the consumer stopped."""
+    background task is cancelled and awaited, the store saved and closed, then the
+    consumer stopped."""
     name = store.topic.name
     admin = transport.admin()
     await admin.start()
@@ -160,16 +191,22 @@ async def global_table_updater(transport: Transport, store: GlobalStore, *,
     consumer = transport.consumer(None, isolation_level=(
         IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED))
     await consumer.start()
+    local = store.persisted
     try:
         consumer.assign(tps)
         beginnings = await consumer.beginning_offsets(tps)
+        ends = await consumer.end_offsets(tps)
+        if local is not None:
+            store.offsets = await local.open(beginnings, ends)
+            store.local = local
         for tp in tps:
             consumer.seek(tp, max(beginnings.get(tp, 0), store.offsets.get(tp.partition, 0)))
-        ends = await consumer.end_offsets(tps)
         while any(store.offsets.get(tp.partition, beginnings.get(tp, 0)) < ends[tp]
                   for tp in tps):
             _apply_batch(store, await consumer.getmany(poll_timeout))
-        updater = asyncio.create_task(_keep_up(consumer, store, poll_timeout),
+        if local is not None:
+            await local.save(store.offsets)
+        updater = asyncio.create_task(_keep_up(consumer, store, poll_timeout, save_interval),
                                       name=f"global-table-{name}")
         try:
             yield store
@@ -177,8 +214,15 @@ async def global_table_updater(transport: Transport, store: GlobalStore, *,
             updater.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await updater
+            if local is not None:
+                await local.save(store.offsets)
     finally:
-        await consumer.stop()
+        try:
+            if local is not None:
+                store.local = None
+                await local.close()
+        finally:
+            await consumer.stop()
 
 
 _TABLES: weakref.WeakKeyDictionary[Topology, dict[str, GlobalTable]] = \
@@ -223,17 +267,21 @@ class GlobalFeeder:
 
 def declare_global_table(topology: Topology, topic: Topic, transport: Callable[[], Transport],
                          add_resource: Callable[[str, Callable[[], Any]], Any],
-                         poll_timeout: float, read_committed: bool) -> GlobalTable:
+                         poll_timeout: float, read_committed: bool,
+                         state_dir: Path | None = None,
+                         save_interval: float = 30.0) -> GlobalTable:
     """``topic`` as a global table of ``topology``, its updater an app resource (made by
     ``add_resource(name, factory)``) reading through ``transport()``; ``read_committed``
     under exactly-once (a global table never sees an aborted or open transaction's
-    records, as Kafka's global consumer does)."""
-    table = GlobalTable(topic)
+    records, as Kafka's global consumer does); with ``state_dir``, kept on disk across
+    restarts and saved every ``save_interval`` seconds."""
+    table = GlobalTable(topic, state_dir)
     register_global_table(topology, table)
     add_resource(f"global-table:{topic.name}",
                  lambda: global_table_updater(transport(), table.store,
                                               poll_timeout=poll_timeout,
-                                              read_committed=read_committed))
+                                              read_committed=read_committed,
+                                              save_interval=save_interval))
     return table
 
 
@@ -243,9 +291,15 @@ def _apply_batch(store: GlobalStore, batch: dict[TopicPartition, list[RawRecord]
             store.apply(tp.partition, raw.offset, raw.key, raw.value)
 
 
-async def _keep_up(consumer: Any, store: GlobalStore, poll_timeout: float) -> None:
+async def _keep_up(consumer: Any, store: GlobalStore, poll_timeout: float,
+                   save_interval: float) -> None:
+    loop = asyncio.get_running_loop()
+    saved_at = loop.time()
     while True:
         _apply_batch(store, await consumer.getmany(poll_timeout))
+        if store.local is not None and loop.time() - saved_at >= save_interval:
+            await store.local.save(store.offsets)
+            saved_at = loop.time()
 
 
 __all__ = [

@@ -62,14 +62,22 @@ Stamped = ValueAndTimestamp
 
 
 class SlidingWindowAggregateProcessor(WindowedAggregate):
-    """Steps 1-4 of the module docstring."""
+    """Steps 1-4 of the module docstring. ``retention_ms``: the store's (default ``2d +
+    grace``). ``keeps_edge``: the store keeps (and returns) a window starting exactly
+    ``retention`` before its newest start, as Kafka's time-ordered store (used with emit
+    on window close) does: one ms more than its other window stores."""
+
+    forwards_updates = True
+    """Whether each window written is forwarded (Kafka's default emit strategy)."""
 
     def __init__(self, store: str, windows: SlidingWindows, start: Callable[[], Any],
-                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords, *,
+                 retention_ms: int | None = None, keeps_edge: bool = False) -> None:
         super().__init__(store, start, adder, late)
         self.d = windows.difference_ms
         self.grace_ms = windows.grace_ms
-        self._store_time = StoreTime(2 * self.d + self.grace_ms)
+        retention = 2 * self.d + self.grace_ms if retention_ms is None else retention_ms
+        self._store_time = StoreTime(retention + (1 if keeps_edge else 0))
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record, null_values=True):
@@ -176,16 +184,19 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
         stamp = (to_ms(record.timestamp) if old is None
                  else max(to_ms(record.timestamp), to_ms(held.timestamp)))
         self._put(store, record.key, start, Stamped(new, stamp / 1000))
-        self.context.forward(restamped(
-            record, Windowed(record.key, start / 1000, (start + self.d) / 1000), new, stamp))
+        if self.forwards_updates:
+            self.context.forward(restamped(
+                record, Windowed(record.key, start / 1000, (start + self.d) / 1000), new,
+                stamp))
 
     def _put_right_window(self, store: WindowAccess, record: AnyRecord, ts: int,
                           agg: Stamped) -> None:
         start = ts + 1
         self._put(store, record.key, start, agg)
-        self.context.forward(restamped(
-            record, Windowed(record.key, start / 1000, (start + self.d) / 1000), agg.value,
-            to_ms(agg.timestamp)))
+        if self.forwards_updates:
+            self.context.forward(restamped(
+                record, Windowed(record.key, start / 1000, (start + self.d) / 1000),
+                agg.value, to_ms(agg.timestamp)))
 
 
 __all__ = ["SlidingWindowAggregateProcessor"]

@@ -116,6 +116,10 @@ class SessionAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, session end)`` to
     ``(session start, aggregate)``."""
 
+    forwards_updates = True
+    """Whether each update (and merged-away tombstone) is forwarded; the
+    emit-on-window-close subclass forwards closed sessions instead."""
+
     def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
                  start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                  merger: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
@@ -149,17 +153,19 @@ class SessionAggregateProcessor(WindowedAggregate):
             for end_ms, start_ms, _ in found:
                 store.delete(key, end_ms / 1000)
                 self._store_time.advance(end_ms)
-                ctx.forward(restamped(
-                    record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms,
-                    headers=()))
+                if self.forwards_updates:
+                    ctx.forward(restamped(
+                        record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms,
+                        headers=()))
         aggregate = self.adder(key, value, aggregate)
         if aggregate is None:
             store.delete(key, last / 1000)
         else:
             store.put(key, last / 1000, (first / 1000, aggregate))
         self._store_time.advance(last)
-        ctx.forward(restamped(record, Windowed(key, first / 1000, last / 1000), aggregate,
-                              last, headers=()))
+        if self.forwards_updates:
+            ctx.forward(restamped(record, Windowed(key, first / 1000, last / 1000), aggregate,
+                                  last, headers=()))
 
 
 class TimeWindowGetter(ValueGetter):

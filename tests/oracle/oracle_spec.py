@@ -25,7 +25,7 @@ cogroup             from a grouped stream: aggregate by ``total(agg, v)``; from 
 windowed_by         (of a grouped stream or a cogroup; a cogroup: time windows only)
                     ``windows``: tumbling (``size``) / hopping (``size``, ``advance``) /
                     session (``gap``) / sliding (``diff``), with ``grace`` (all ms)
-                    ``emit: "on_window_close"`` (time windows): final results only
+                    ``emit: "on_window_close"`` (not of a cogroup): final results only
 count/reduce/...    ``count``; ``reduce``: ``total``; ``aggregate``: from ``init`` by
                     ``total`` (sessions merge by ``total``; a grouped table subtracts
                     by ``minus``)
@@ -228,10 +228,14 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         if op["windows"] == "session":
             windowing = "session"
             result = src.windowed_by(SessionWindows(op["gap"] / 1000, grace=grace))
+            if op.get("emit") == "on_window_close":
+                result = result.emit_on_window_close()
         elif op["windows"] == "sliding":
             windowing, size_ms = "time", op["diff"]
             result = src.windowed_by(
                 SlidingWindows.of_time_difference_and_grace(op["diff"] / 1000, grace))
+            if op.get("emit") == "on_window_close":
+                result = result.emit_on_window_close()
         else:
             windowing = "time"
             size_ms = op["size"]

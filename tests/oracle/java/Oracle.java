@@ -315,15 +315,15 @@ public final class Oracle {
                 KGroupedStream<String, Long> grouped = (KGroupedStream<String, Long>) src;
                 switch (op.path("windows").asText()) {
                     case "session" -> {
-                        vars.put(id, new Slot(grouped.windowedBy(SessionWindows
+                        vars.put(id, new Slot(emitting(op, grouped.windowedBy(SessionWindows
                             .ofInactivityGapAndGrace(Duration.ofMillis(op.path("gap").asLong()),
-                                Duration.ofMillis(grace))), "session", 0));
+                                Duration.ofMillis(grace)))), "session", 0));
                         return;
                     }
                     case "sliding" -> {
                         long diff = op.path("diff").asLong();
-                        vars.put(id, new Slot(grouped.windowedBy(SlidingWindows
-                            .ofTimeDifferenceAndGrace(Duration.ofMillis(diff), Duration.ofMillis(grace))),
+                        vars.put(id, new Slot(emitting(op, grouped.windowedBy(SlidingWindows
+                            .ofTimeDifferenceAndGrace(Duration.ofMillis(diff), Duration.ofMillis(grace)))),
                             "time", diff));
                         return;
                     }
@@ -447,6 +447,22 @@ public final class Oracle {
         }
         String windowing = from == null ? "" : from.windowing();
         vars.put(id, new Slot(result, windowing, from == null ? 0 : from.sizeMs()));
+    }
+
+    // -- emit strategy on_window_close of session and sliding windows (issue 18) ------------
+
+    private static boolean onWindowClose(JsonNode op) {
+        return "on_window_close".equals(op.path("emit").asText());
+    }
+
+    private static SessionWindowedKStream<String, Long> emitting(JsonNode op,
+            SessionWindowedKStream<String, Long> windowed) {
+        return onWindowClose(op) ? windowed.emitStrategy(EmitStrategy.onWindowClose()) : windowed;
+    }
+
+    private static TimeWindowedKStream<String, Long> emitting(JsonNode op,
+            TimeWindowedKStream<String, Long> windowed) {
+        return onWindowClose(op) ? windowed.emitStrategy(EmitStrategy.onWindowClose()) : windowed;
     }
 
     @SuppressWarnings("unchecked")
