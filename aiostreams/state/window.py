@@ -467,8 +467,7 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         lo_b, hi_b = _START.pack(lo + _BIAS), _START.pack(hi + _BIAS)
         db = self._require_open()
         rows = await db.execute_fetchall(
-            "SELECT k, v FROM kv WHERE substr(k, -8) BETWEEN ? AND ? "
-            "ORDER BY substr(k, -8), k", (lo_b, hi_b))
+            "SELECT k, v FROM kv WHERE substr(k, -8) BETWEEN ? AND ?", (lo_b, hi_b))
         found: dict[bytes, bytes | None] = {k: v for k, v in rows}
         size = _START.size
         for buffered in (self._flushing, self._pending):  # the newest last
@@ -477,7 +476,7 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
                     assert vb is None or isinstance(vb, bytes)
                     found[composite] = vb
         decode = self.value_serde.deserialize
-        for composite in sorted(found, key=lambda c: (c[-size:], c)):
+        for composite in sorted(found, key=lambda c: (c[-size:], c[:-size])):
             vb = found[composite]
             if vb is not None:
                 yield self._decode_key(composite), decode(self.name, vb)

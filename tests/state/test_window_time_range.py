@@ -73,13 +73,14 @@ def test_time_range_equals_a_filter_of_the_full_scan(
 
 
 async def test_time_range_is_in_start_then_key_bytes_order(make_window: MakeStore) -> None:
-    store = await make_window()
+    store = await make_window(key_serde=StrSerde())
     for key, start in [("b", 2.0), ("ab", 1.0), ("a", 2.0), ("b", 1.0), ("a", 3.0)]:
         store.apply((key, start), f"{key}@{start}")
     await store.flush()
     store.apply(("aa", 2.0), "aa@2.0")  # unflushed: merged in order
+    store.apply(("b c", 2.0), "b c@2.0")  # after "b": key bytes, not composite bytes
     assert [k for k, _ in await collect(store.fetch_all(1.0, 2.0))] == [
-        ("ab", 1.0), ("b", 1.0), ("a", 2.0), ("aa", 2.0), ("b", 2.0)]
+        ("ab", 1.0), ("b", 1.0), ("a", 2.0), ("aa", 2.0), ("b", 2.0), ("b c", 2.0)]
 
 
 async def test_time_range_leaves_out_deleted_and_expired_windows(
