@@ -113,8 +113,9 @@ async def test_window_view_time_range_merges_buffered_writes(
         view.delete("gone", 1.0)
         view.put("new", 2.0, "buffered")
         view.put("out", 3.0, "outside")
-    got = sorted(await view.fetch_all(0.5, 2.5))
+        view.put("early", 0.999, "outside")
+    got = sorted(await view.fetch_all(1.0, 2.0))  # both bounds inclusive
     assert got == [("k", 1.0, "buffered"), ("new", 2.0, "buffered")]
     retire(first)
     await store.flush()
-    assert sorted(await view.fetch_all(0.5, 2.5)) == got
+    assert sorted(await view.fetch_all(1.0, 2.0)) == got
