@@ -211,17 +211,27 @@ async def partition_counts(
         ) from exc
     counts: dict[str, int | None] = dict.fromkeys(topics)
     for topic in response.to_object()["topics"]:
-        if topic["error_code"] == 0:
+        if known_topic(topic["error_code"], f"the metadata of topic {topic['topic']!r}",
+                       bootstrap=bootstrap):
             led = all(p["error_code"] == 0 and p["leader"] >= 0 for p in topic["partitions"])
             if led or not require_leaders:
                 counts[topic["topic"]] = len(topic["partitions"])
-        elif topic["error_code"] != _UNKNOWN_TOPIC:
-            error = for_code(topic["error_code"])
-            raise TransportError(
-                f"cannot read the metadata of topic {topic['topic']!r} from {bootstrap}: "
-                f"{error.__name__} (Kafka error code {topic['error_code']}): {error.description}"
-            )
     return counts
+
+
+def known_topic(error_code: int, reading: str, *, bootstrap: str) -> bool:
+    """Whether a topic of a Metadata response is one the broker knows: True for error code 0,
+    False for UNKNOWN_TOPIC_OR_PARTITION; any other code raises :class:`TransportError`
+    "cannot read ``reading`` from ``bootstrap``" with Kafka's name and description of it."""
+    if error_code == 0:
+        return True
+    if error_code == _UNKNOWN_TOPIC:
+        return False
+    error = for_code(error_code)
+    raise TransportError(
+        f"cannot read {reading} from {bootstrap}: "
+        f"{error.__name__} (Kafka error code {error_code}): {error.description}"
+    )
 
 
 CREATE_IT_FIRST = "Create it first (Admin.create_topics), or check the name."

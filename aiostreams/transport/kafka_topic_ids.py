@@ -19,7 +19,7 @@ from collections.abc import Collection
 from io import BytesIO
 from typing import Any
 
-from aiokafka.errors import IncompatibleBrokerVersion, KafkaError, for_code
+from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
@@ -33,10 +33,10 @@ from aiokafka.protocol.types import (
 
 from aiostreams.errors import TransportError
 from aiostreams.transport.base import format_topic_id
+from aiostreams.transport.kafka_connection import known_topic
 
 __all__ = ["read_topic_ids"]
 
-_UNKNOWN_TOPIC = 3
 _ZERO_ID = bytes(16)  # Kafka's "no id" (a topic written before ids, or ZooKeeper < 2.8)
 
 
@@ -132,13 +132,8 @@ async def read_topic_ids(client: Any, topics: Collection[str], *,
             f"cannot read the topic ids of {sorted(topics)} from {bootstrap}: {exc!r}"
         ) from exc
     for topic in response.to_object()["topics"]:
-        if topic["error_code"] == 0:
-            if topic["topic_id"] != _ZERO_ID:
-                ids[topic["name"]] = format_topic_id(topic["topic_id"])
-        elif topic["error_code"] != _UNKNOWN_TOPIC:
-            error = for_code(topic["error_code"])
-            raise TransportError(
-                f"cannot read the topic id of {topic['name']!r} from {bootstrap}: "
-                f"{error.__name__} (Kafka error code {topic['error_code']}): "
-                f"{error.description}")
+        known = known_topic(topic["error_code"], f"the topic id of {topic['name']!r}",
+                            bootstrap=bootstrap)
+        if known and topic["topic_id"] != _ZERO_ID:
+            ids[topic["name"]] = format_topic_id(topic["topic_id"])
     return ids

@@ -4,27 +4,20 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from taskkit import GatedUpper, MakeTask, feed, raw, str_topic
+from taskkit import MakeTask, feed, gated_topology, raw
 
 from aiostreams.engine.head_of_line import HeadOfLine
 from aiostreams.engine.reorder_buffer import Slot, SlotKind
 from aiostreams.testing import Sequencer, settle
-from aiostreams.topology.topology import Topology
 from aiostreams.types import TopicPartition
 
 IN = TopicPartition("in", 0)
 
 
-def gated(seq: Sequencer) -> Topology:
-    return (Topology().add_source("src", str_topic("in"))
-            .add_processor("gated", lambda: GatedUpper(seq), "src")
-            .add_sink("sink", str_topic("out"), "gated"))
-
-
 async def test_records_finished_behind_a_slow_head_count_their_wait_until_it_finishes(
         make_task: MakeTask) -> None:
     seq = Sequencer()
-    h = make_task(gated(seq))
+    h = make_task(gated_topology(seq))
     await h.task.initialize()
     n = 6
     feed(h.task, IN, [raw("in", 0, i, f"k{i}", f"v{i}") for i in range(n)])
@@ -50,7 +43,7 @@ async def test_records_finished_behind_a_slow_head_count_their_wait_until_it_fin
 
 async def test_records_finishing_in_issue_order_never_wait(make_task: MakeTask) -> None:
     seq = Sequencer()
-    h = make_task(gated(seq))
+    h = make_task(gated_topology(seq))
     await h.task.initialize()
     feed(h.task, IN, [raw("in", 0, i, f"k{i}", f"v{i}") for i in range(4)])
     await seq.wait_started("v3")

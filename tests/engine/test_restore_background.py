@@ -12,6 +12,8 @@ ordered by events, not by timing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,17 +91,49 @@ class Count(Processor[str, str]):
         self.context.forward(record.with_value(f"{record.key}={count}"))
 
 
-def make_worker(broker: MemoryBroker, probe: RestoreProbe, commits: list[CommitRecord],
-                **config: Any) -> Worker:
-    str_topic = Topic("in", StrSerde(), StrSerde())
-    topology = (Topology().add_source("src", str_topic)
-                .add_processor("count", lambda: Count(probe), "src")
-                .add_store(StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count")
-                .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "count"))
-    settings = config.pop("task", TaskSettings())
-    return Worker(topology.build(), topology.topics, MemoryTransport(broker),
-                  WorkerConfig(app_id=APP, task=settings, **config), LoopClock(),
-                  on_commit=commits.append)
+def add_counting(topology: Topology, probe: RestoreProbe,
+                 counter: type[Count] | None = None) -> Topology:
+    """``in`` -> ``counter`` (a :class:`Count`) with the gated ``counts`` store -> ``out``."""
+    processor = counter or Count
+    return (topology.add_source("src", Topic("in", StrSerde(), StrSerde()))
+            .add_processor("count", lambda: processor(probe), "src")
+            .add_store(StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count")
+            .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "count"))
+
+
+@dataclass
+class Run:
+    """A started worker on the counting topology, its probe and the commits it made."""
+
+    worker: Worker
+    probe: RestoreProbe
+    commits: list[CommitRecord]
+
+    async def committed_at_least(self, tp: TopicPartition, offset: int) -> None:
+        while not any(c.offsets.get(tp, -1) >= offset for c in self.commits):
+            await self.worker.next_commit()
+
+
+@asynccontextmanager
+async def running(broker: MemoryBroker, *, gate_open: bool, counter: type[Count] | None = None,
+                  fail_with: Exception | None = None, **config: Any) -> AsyncIterator[Run]:
+    """A worker (committing every 10 ms) on the counting topology, started, its restores'
+    gate open or not; within :data:`BOUND` seconds; on exit the gate opens and it stops."""
+    probe = RestoreProbe(fail_with=fail_with)
+    if gate_open:
+        probe.gate.set()
+    commits: list[CommitRecord] = []
+    topology = add_counting(Topology(), probe, counter)
+    worker = Worker(topology.build(), topology.topics, MemoryTransport(broker),
+                    WorkerConfig(app_id=APP, task=TaskSettings(), commit_interval=0.01,
+                                 **config), LoopClock(), on_commit=commits.append)
+    await worker.start()
+    try:
+        async with asyncio.timeout(BOUND):
+            yield Run(worker, probe, commits)
+    finally:
+        probe.gate.set()
+        await worker.stop()
 
 
 def broker_with_a_large_changelog(size: int) -> MemoryBroker:
@@ -126,12 +160,6 @@ def outputs(broker: MemoryBroker) -> list[str]:
     return [r.value.decode() for r in broker.records("out", 0) if r.value is not None]
 
 
-async def committed_at_least(commits: list[CommitRecord], tp: TopicPartition, offset: int,
-                             worker: Worker) -> None:
-    while not any(c.offsets.get(tp, -1) >= offset for c in commits):
-        await worker.next_commit()
-
-
 async def test_other_tasks_fetch_process_and_commit_while_one_restores_a_large_changelog(
         ) -> None:
     # the restore flushes part-way (twice: the second waits for the first, held at the gate)
@@ -139,36 +167,28 @@ async def test_other_tasks_fetch_process_and_commit_while_one_restores_a_large_c
     broker = broker_with_a_large_changelog(size)
     put_input(broker, A, ["k0", "k0"])  # waits for the restore: counts continue from 1000
     put_input(broker, B, ["b1", "b2", "b1"])
-    probe = RestoreProbe()
-    commits: list[CommitRecord] = []
-    worker = make_worker(broker, probe, commits, commit_interval=0.01)
-    await worker.start()
-    try:
-        async with asyncio.timeout(BOUND):
-            await probe.waiting.wait()  # A is restoring, held part-way
-            await committed_at_least(commits, B, 3, worker)
-            # while A restores: B's records were processed and committed ...
-            task_a = worker.tasks["0_0"]
-            assert task_a.state is TaskState.RESTORING
-            assert probe.restored < size
-            assert outputs(broker) == ["b1=1", "b2=1", "b1=2"]
-            # ... and no commit carried an offset of A's partition
-            assert all(A not in c.offsets for c in commits)
-            # more of B's input flows while A is still held
-            put_input(broker, B, ["b2"])
-            await committed_at_least(commits, B, 4, worker)
-            assert task_a.state is TaskState.RESTORING
-            assert outputs(broker)[-1] == "b2=2"
-            probe.gate.set()
-            await committed_at_least(commits, A, 2, worker)
-        assert probe.restored == size
-        assert worker.tasks["0_0"].state is TaskState.RUNNING
+    async with running(broker, gate_open=False) as run:
+        await run.probe.waiting.wait()  # A is restoring, held part-way
+        await run.committed_at_least(B, 3)
+        # while A restores: B's records were processed and committed ...
+        task_a = run.worker.tasks["0_0"]
+        assert task_a.state is TaskState.RESTORING
+        assert run.probe.restored < size
+        assert outputs(broker) == ["b1=1", "b2=1", "b1=2"]
+        # ... and no commit carried an offset of A's partition
+        assert all(A not in c.offsets for c in run.commits)
+        # more of B's input flows while A is still held
+        put_input(broker, B, ["b2"])
+        await run.committed_at_least(B, 4)
+        assert task_a.state is TaskState.RESTORING
+        assert outputs(broker)[-1] == "b2=2"
+        run.probe.gate.set()
+        await run.committed_at_least(A, 2)
+        assert run.probe.restored == size
+        assert run.worker.tasks["0_0"].state is TaskState.RUNNING
         # A's records waited for the whole changelog: its counts go on from the restored 1000
         assert [o for o in outputs(broker) if o.startswith("k0")] == ["k0=1001", "k0=1002"]
-    finally:
-        probe.gate.set()
-        await worker.stop()
-    assert worker.failure is None
+    assert run.worker.failure is None
 
 
 async def test_the_restore_lets_other_tasks_run_between_its_fetches(
@@ -176,70 +196,41 @@ async def test_the_restore_lets_other_tasks_run_between_its_fetches(
     size = RESTORE_FLUSH_EVERY - 5_000  # one flush, at the end: only fetches before it
     broker = broker_with_a_large_changelog(size)
     put_input(broker, B, ["b1"])
-    probe = RestoreProbe()
-    probe.gate.set()
-    commits: list[CommitRecord] = []
-    worker = make_worker(broker, probe, commits, commit_interval=0.01)
-    await worker.start()
-    try:
-        async with asyncio.timeout(BOUND):
-            await probe.waiting.wait()
-            await committed_at_least(commits, B, 1, worker)
-    finally:
-        await worker.stop()
+    async with running(broker, gate_open=True) as run:
+        await run.probe.waiting.wait()
+        await run.committed_at_least(B, 1)
     # B's record was processed while A's changelog was still being read
-    assert probe.events.index("process b1") < probe.events.index("restore waits")
+    assert run.probe.events.index("process b1") < run.probe.events.index("restore waits")
 
 
 async def test_a_revoked_restoring_task_stops_restoring_and_commits_nothing() -> None:
     broker = broker_with_a_large_changelog(RESTORE_FLUSH_EVERY + 10)
     put_input(broker, A, ["k0"])
-    probe = RestoreProbe()
-    commits: list[CommitRecord] = []
     # member ids sort by client id first: the second worker, joining, takes partition 0
-    first = make_worker(broker, probe, commits, commit_interval=0.01, client_id="z-first")
-    second_probe = RestoreProbe()
-    second_probe.gate.set()
-    second_commits: list[CommitRecord] = []
-    second = make_worker(broker, second_probe, second_commits, commit_interval=0.01,
-                         client_id="a-second")
-    await first.start()
-    try:
-        async with asyncio.timeout(BOUND):
-            await probe.waiting.wait()
-            restoring: StreamTask = first.tasks["0_0"]
-            await second.start()  # the group moves A's partition to the second worker
-            await probe.cancelled.wait()
-            await committed_at_least(second_commits, A, 1, second)
-        # the first worker's restore was cut off at its gate, which never opened
-        assert not probe.gate.is_set()
-        assert restoring.state is TaskState.CLOSED
-        assert "0_0" not in first.tasks
-        assert all(A not in c.offsets for c in commits)
-        # the new owner restored the whole changelog before processing A's record
-        assert second_probe.restored == RESTORE_FLUSH_EVERY + 10
-        assert outputs(broker) == ["k0=1001"]
-    finally:
-        await first.stop()
-        await second.stop()
-    assert first.failure is None and second.failure is None
+    async with running(broker, gate_open=False, client_id="z-first") as first:
+        await first.probe.waiting.wait()
+        restoring: StreamTask = first.worker.tasks["0_0"]
+        # the group moves A's partition to the second worker
+        async with running(broker, gate_open=True, client_id="a-second") as second:
+            await first.probe.cancelled.wait()
+            await second.committed_at_least(A, 1)
+            # the first worker's restore was cut off at its gate, which never opened
+            assert not first.probe.gate.is_set()
+            assert restoring.state is TaskState.CLOSED
+            assert "0_0" not in first.worker.tasks
+            assert all(A not in c.offsets for c in first.commits)
+            # the new owner restored the whole changelog before processing A's record
+            assert second.probe.restored == RESTORE_FLUSH_EVERY + 10
+            assert outputs(broker) == ["k0=1001"]
+    assert first.worker.failure is None and second.worker.failure is None
 
 
 async def test_a_failed_restore_fails_the_task_naming_the_store_and_changelog() -> None:
     broker = broker_with_a_large_changelog(100)
     put_input(broker, B, ["b1"])
-    probe = RestoreProbe()
-    probe.fail_with = OSError("disk full")
-    probe.gate.set()
-    commits: list[CommitRecord] = []
-    worker = make_worker(broker, probe, commits, commit_interval=0.01)
-    await worker.start()
-    try:
-        async with asyncio.timeout(BOUND):
-            await worker.stop_requested()
-    finally:
-        await worker.stop()
-    failure = worker.failure
+    async with running(broker, gate_open=True, fail_with=OSError("disk full")) as run:
+        await run.worker.stop_requested()
+    failure = run.worker.failure
     assert isinstance(failure, TaskFailedError)
     message = str(failure)
     assert "0_0" in message and CHANGELOG in message and "counts" in message
@@ -257,16 +248,8 @@ async def test_a_task_with_little_or_nothing_to_restore_runs(changelog: int) -> 
         broker.create_topic("in", 2)
         broker.create_topic("out", 1)
     put_input(broker, A, ["k0"])
-    probe = RestoreProbe()
-    probe.gate.set()
-    commits: list[CommitRecord] = []
-    worker = make_worker(broker, probe, commits, commit_interval=0.01)
-    await worker.start()
-    try:
-        async with asyncio.timeout(BOUND):
-            await committed_at_least(commits, A, 1, worker)
-    finally:
-        await worker.stop()
+    async with running(broker, gate_open=True) as run:
+        await run.committed_at_least(A, 1)
     assert outputs(broker) == (["k0=1001"] if changelog else ["k0=1"])
 
 
@@ -277,20 +260,9 @@ class InitFails(Count):
 
 async def test_a_processor_init_that_fails_after_the_restore_fails_the_task() -> None:
     broker = broker_with_a_large_changelog(100)
-    probe = RestoreProbe()
-    probe.gate.set()
-    topology = (Topology().add_source("src", Topic("in", StrSerde(), StrSerde()))
-                .add_processor("count", lambda: InitFails(probe), "src")
-                .add_store(StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count"))
-    worker = Worker(topology.build(), topology.topics, MemoryTransport(broker),
-                    WorkerConfig(app_id=APP, task=TaskSettings()), LoopClock())
-    await worker.start()
-    try:
-        async with asyncio.timeout(BOUND):
-            await worker.stop_requested()
-    finally:
-        await worker.stop()
-    failure = worker.failure
+    async with running(broker, gate_open=True, counter=InitFails) as run:
+        await run.worker.stop_requested()
+    failure = run.worker.failure
     assert isinstance(failure, TaskFailedError)
     assert str(failure).startswith("task 0_") and "no model file" in str(failure)
     assert isinstance(failure.__cause__, RuntimeError)
@@ -305,10 +277,7 @@ async def test_wait_until_caught_up_waits_for_a_restoring_task_with_no_new_input
     broker = broker_with_a_large_changelog(RESTORE_FLUSH_EVERY + 10)
     probe = RestoreProbe()
     app = App(APP, transport=MemoryTransport(broker), commit_interval_ms=10)
-    app.topology.add_source("src", Topic("in", StrSerde(), StrSerde())).add_processor(
-        "count", lambda: Count(probe), "src").add_store(
-        StoreSpec("counts", lambda: GatedRestoreStore(probe)), "count").add_sink(
-        "sink", Topic("out", StrSerde(), StrSerde()), "count")
+    add_counting(app.topology, probe)
     async with app:
         worker = app._worker
         assert worker is not None

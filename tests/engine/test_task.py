@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskkit import GatedUpper, MakeTask, feed, raw, str_topic
+from taskkit import MakeTask, feed, gated_topology, raw, str_topic
 
 from aiostreams.policies import OnError, Retry
 from aiostreams.state.memory import InMemoryKeyValueStore
@@ -19,12 +19,6 @@ IN = TopicPartition("in", 0)
 class Upper(Processor[str, str]):
     def process(self, record: Record[str, str]) -> None:
         self.context.forward(record.with_value(record.value.upper()))
-
-
-def gated_topology(seq: Sequencer) -> Topology:
-    return (Topology().add_source("src", str_topic("in"))
-            .add_processor("gated", lambda: GatedUpper(seq), "src")
-            .add_sink("sink", str_topic("out"), "gated"))
 
 
 async def test_slow_head_blocks_commit_but_not_execution_of_later_records(

@@ -67,6 +67,12 @@ def cluster_session(config: SparkConfig) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
+def private_disk_spark(private_disk_cluster: LocalSparkCluster) -> Iterator[Any]:
+    """The process's session on the private-disk cluster, for one module."""
+    yield from cluster_session(private_disk_cluster.config())
+
+
+@pytest.fixture(scope="module")
 def delta_spark(spark_cluster: LocalSparkCluster) -> Iterator[Any]:
     """The config of a session on the standalone cluster with Delta's jar and SQL
     extensions (read in a process of its own: see ``delta_spark_reader.py``)."""

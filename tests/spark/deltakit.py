@@ -10,19 +10,20 @@ import os
 import subprocess
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from chaoskit import end_offsets as end_offsets  # the SIGKILL tests' (chaoskit's)
 from deltalake import DeltaTable
-from sparkkit import Order, make_order
+from sparkkit import Order, SimulatedCrash, make_order
 
 from aiostreams import App
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.spark import DeltaSink, DeltaStep, add_delta_sink
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport
-from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 
 DELTA_PACKAGE = "io.delta:delta-spark_2.13:4.0.0"
@@ -92,6 +93,18 @@ class WatchedDeltaSink(DeltaSink):
             self._wake_retired()
 
 
+class CrashingDeltaSink(WatchedDeltaSink):
+    """Raises :class:`SimulatedCrash` after ``crash_at`` (once): the write stops there, as
+    if the process died."""
+
+    crash_at: DeltaStep | None = None
+
+    def _after(self, step: DeltaStep) -> None:
+        if step is self.crash_at:
+            self.crash_at = None
+            raise SimulatedCrash(f"crash after the {step.value} step")
+
+
 def make_delta_app(name: str, transport: Transport, topic: str, sink: DeltaSink,
                    **settings: Any) -> App:
     settings.setdefault("commit_interval_ms", 100)
@@ -143,6 +156,34 @@ def pairs(table: pa.Table) -> list[tuple[int, int]]:
                     strict=True))
 
 
+def seen_once(seen: list[tuple[int, int]], expected: set[tuple[int, int]]) -> tuple[int, ...]:
+    """(lost, duplicated, rows) of a reader's (partition, offset) pairs: ``(0, 0,
+    len(expected))`` when the reader sees each expected input exactly once."""
+    counts = Counter(seen)
+    return (len(expected - counts.keys()), sum(n > 1 for n in counts.values()), len(seen))
+
+
+def expected_pairs(ends: dict[TopicPartition, int]) -> set[tuple[int, int]]:
+    """Every (partition, offset) up to ``ends`` (the last offset of each partition)."""
+    return {(tp.partition, offset) for tp, last in ends.items() for offset in range(last + 1)}
+
+
+def assert_every_reader_sees_each_input_once(
+        path: Path | str, expected: set[tuple[int, int]], spark: Any,
+        options: Options = None) -> None:
+    """delta-rs, pandas, DuckDB and Spark's Delta source (``spark``: the config of a session
+    with the Delta jar, run in a process of its own) each see every pair of ``expected``
+    exactly once, and nothing else."""
+    readers = {
+        "delta-rs": pairs(read_with_deltars(path, options)),
+        "pandas": read_with_pandas(path, options),
+        "duckdb": read_with_duckdb(path, options),
+        "spark": read_with_spark_process(spark, path),
+    }
+    for reader, seen in readers.items():
+        assert seen_once(seen, expected) == (0, 0, len(expected)), reader
+
+
 def read_with_spark_process(config: Any, path: Path | str) -> list[tuple[int, int]]:
     """(partition, offset) of every row, read by Spark's Delta source in a process of its
     own (``delta_spark_reader.py``: a JVM takes the Delta jar only at start)."""
@@ -153,18 +194,6 @@ def read_with_spark_process(config: Any, path: Path | str) -> list[tuple[int, in
             p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
     assert done.returncode == 0, done.stderr[-3000:]
     return [(p, o) for p, o in json.loads(done.stdout.strip().splitlines()[-1])]
-
-
-async def end_offsets(transport: KafkaTransport, topic: str,
-                      partitions: int = 2) -> dict[TopicPartition, int]:
-    """The last offset of each partition of ``topic``."""
-    consumer = transport.consumer(None)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-        return {tp: end - 1 for tp, end in ends.items()}
-    finally:
-        await consumer.stop()
 
 
 def records(source: TopicPartition, offsets: range) -> list[ExternalRecord]:

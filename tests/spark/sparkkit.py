@@ -69,6 +69,10 @@ def make_order(i: int) -> Order:
     )
 
 
+class SimulatedCrash(Exception):
+    """Stands for the process dying at a step of a write."""
+
+
 # create_topic/produce repeat tests/support/appkit.py on purpose: subprocesses (the
 # Structured Streaming job, the SIGKILL worker) import this module with only tests/spark on
 # their path, so it must not depend on the support kit.
@@ -91,6 +95,13 @@ async def produce(transport: Transport, topic: str,
         await producer.flush()
     finally:
         await producer.stop()
+
+
+async def topic_of_orders(transport: Transport, topic: str, n: int,
+                          partitions: int = 2) -> None:
+    """Create ``topic`` with ``partitions`` partitions and produce orders 0 to ``n - 1``."""
+    await create_topic(transport, topic, partitions)
+    await produce(transport, topic, order_records(range(n)))
 
 
 ORDERS_0 = TopicPartition("orders", 0)

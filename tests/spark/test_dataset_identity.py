@@ -12,11 +12,11 @@ from sparkkit import (
     Order,
     WatchedSink,
     add_orders,
-    create_topic,
     make_app,
     order_records,
     produce,
     read_with_pyarrow,
+    topic_of_orders,
     unique,
 )
 
@@ -33,8 +33,7 @@ async def test_a_second_app_on_a_dataset_is_refused_not_silently_skipped(
     broker = MemoryBroker()
     transport = MemoryTransport(broker)
     topic = unique("orders")
-    await create_topic(transport, topic, 1)
-    await produce(transport, topic, order_records(range(100)))
+    await topic_of_orders(transport, topic, 100, partitions=1)
     path, last = tmp_path / "orders", {TopicPartition(topic, 0): 99}
     first_app = unique("first")
     sink = WatchedSink(path, Order, engine="pyarrow")

@@ -9,7 +9,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from deltakit import WatchedDeltaSink, make_delta_app, pairs, read_with_deltars
+from deltakit import (
+    CrashingDeltaSink,
+    WatchedDeltaSink,
+    make_delta_app,
+    pairs,
+    read_with_deltars,
+)
 from deltalake import DeltaTable
 from sparkkit import (
     Order,
@@ -27,19 +33,6 @@ from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 
 PHASE = 1500
-
-
-class SimulatedCrash(Exception):
-    """Stands for the process dying at a step of a write."""
-
-
-class CrashingDeltaSink(WatchedDeltaSink):
-    crash_at: DeltaStep | None = None
-
-    def _after(self, step: DeltaStep) -> None:
-        if step is self.crash_at:
-            self.crash_at = None
-            raise SimulatedCrash(f"crash after the {step.value} step")
 
 
 def ends_of(broker: MemoryBroker, topic: str) -> dict[TopicPartition, int]:

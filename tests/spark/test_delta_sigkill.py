@@ -5,35 +5,26 @@ Delta source, on a standalone cluster) each see every input exactly once."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chaoskit import end_offsets, run_until_sigkilled
 from delta_chaos_worker import KILL_POINTS, chaos_app
 from deltakit import (
     WatchedDeltaSink,
-    end_offsets,
-    pairs,
+    assert_every_reader_sees_each_input_once,
+    expected_pairs,
     read_with_deltars,
-    read_with_duckdb,
-    read_with_pandas,
-    read_with_spark_process,
 )
 from deltalake import DeltaTable
-from sparkkit import Order, create_topic, order_records, produce
+from sparkkit import Order, topic_of_orders
 
 from aiostreams.transport.kafka import KafkaTransport
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,
               pytest.mark.timeout(600)]
 
-HERE = Path(__file__).parent
-REPO = HERE.parent.parent
 N = 20_000
 NTH = 3  # the worker dies at its third batch (at most ~3 x 4000 rows: N leaves more)
 
@@ -43,16 +34,10 @@ async def test_a_worker_killed_at_each_point_of_a_batch_leaves_each_input_once_f
         delta_spark: Any) -> None:
     transport = KafkaTransport(kafka_bootstrap)
     topic, group = topic_name("orders"), topic_name("delta-chaos")
-    await create_topic(transport, topic, 2)
-    await produce(transport, topic, order_records(range(N)))
+    await topic_of_orders(transport, topic, N)
     path = tmp_path / "orders"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])}
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, str(HERE / "delta_chaos_worker.py"), kafka_bootstrap, topic, group,
-        str(path), kill_point, str(NTH), env=env, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
-    _, stderr = await worker.communicate()
-    assert worker.returncode == -signal.SIGKILL, stderr.decode()[-2000:]
+    await run_until_sigkilled("delta_chaos_worker.py", kafka_bootstrap, topic, group, str(path),
+                              kill_point, str(NTH))
     versions = DeltaTable(str(path)).version() + 1  # commits made before the kill
     assert versions == (NTH - 1 if kill_point == "before_write" else NTH)
 
@@ -64,17 +49,7 @@ async def test_a_worker_killed_at_each_point_of_a_batch_leaves_each_input_once_f
     if kill_point == "after_write":
         assert sink.metrics.rows_replayed > 0  # the last batch came again and was dropped
 
-    expected = {(tp.partition, offset) for tp, last in ends.items() for offset in range(last + 1)}
+    expected = expected_pairs(ends)
     assert len(expected) == N
-    readers = {
-        "delta-rs": pairs(read_with_deltars(path)),
-        "pandas": read_with_pandas(path),
-        "duckdb": read_with_duckdb(path),
-        "spark": read_with_spark_process(delta_spark, path),
-    }
-    for reader, seen in readers.items():
-        counts = Counter(seen)
-        lost = expected - counts.keys()
-        duplicated = {pair for pair, n in counts.items() if n > 1}
-        assert (len(lost), len(duplicated), len(seen)) == (0, 0, N), reader
+    assert_every_reader_sees_each_input_once(path, expected, delta_spark)
     assert sorted(read_with_deltars(path).column("id").to_pylist()) == list(range(N))

@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 from conftest import cluster_session
-from deltakit import WatchedDeltaSink, make_delta_app, pairs, read_with_deltars
+from deltakit import (
+    CrashingDeltaSink,
+    WatchedDeltaSink,
+    make_delta_app,
+    pairs,
+    read_with_deltars,
+)
 from deltalake import DeltaTable
 from localcluster import LocalSparkCluster
-from sparkkit import Order, create_topic, order_records, produce, unique
+from sparkkit import Order, SimulatedCrash, create_topic, order_records, produce, unique
 
 from aiostreams import AiostreamsError
 from aiostreams.spark import DeltaStep, SinkState, SparkConfig
@@ -28,10 +34,6 @@ PHASE = 1500
 STEPS = ("checked", "written", "committed")
 
 
-class SimulatedCrash(Exception):
-    """Stands for the process dying at a step of a write."""
-
-
 class CrashAfterWrite(SparkDeltaEngine):
     armed = False
 
@@ -39,15 +41,6 @@ class CrashAfterWrite(SparkDeltaEngine):
         if self.armed:
             self.armed = False
             raise SimulatedCrash(f"crash after Spark wrote {len(files)} file(s)")
-
-
-class CrashingSink(WatchedDeltaSink):
-    crash_at: DeltaStep | None = None
-
-    def _after(self, step: DeltaStep) -> None:
-        if step is self.crash_at:
-            self.crash_at = None
-            raise SimulatedCrash(f"crash after the {step.value} step")
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +65,7 @@ async def test_a_write_interrupted_at_each_step_commits_no_offset_past_it_and_re
     path = tmp_path / "orders"
     await produce(transport, topic, order_records(range(PHASE)))
     first = {tp: end - 1 for tp, end in ends_of(broker, topic).items()}
-    crashing = CrashingSink(path, Order, include=("partition", "offset"), batch_interval=0.5,
+    crashing = CrashingDeltaSink(path, Order, include=("partition", "offset"), batch_interval=0.5,
                             engine="spark", spark=cluster)
     engine = CrashAfterWrite(cluster)
     crashing.spark_engine = engine

@@ -6,29 +6,21 @@ input; delta-rs, pandas, DuckDB and Spark's Delta source each see every input on
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chaoskit import end_offsets, run_until_sigkilled
 from delta_chaos_worker import chaos_app
 from delta_spark_chaos_worker import SPARK_KILL_POINTS
 from deltakit import (
     WatchedDeltaSink,
-    end_offsets,
-    pairs,
-    read_with_deltars,
-    read_with_duckdb,
-    read_with_pandas,
-    read_with_spark_process,
+    assert_every_reader_sees_each_input_once,
+    expected_pairs,
 )
 from deltalake import DeltaTable
 from localcluster import LocalSparkCluster
-from sparkkit import Order, create_topic, order_records, produce
+from sparkkit import Order, topic_of_orders
 
 from aiostreams.spark import stop_session
 from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX
@@ -37,8 +29,6 @@ from aiostreams.transport.kafka import KafkaTransport
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,
               pytest.mark.timeout(900)]
 
-HERE = Path(__file__).parent
-REPO = HERE.parent.parent
 N = 12_000
 NTH = 2  # the worker dies at its second batch
 
@@ -51,16 +41,10 @@ async def test_a_spark_engine_worker_killed_at_each_point_leaves_each_input_once
     stop_session()  # the cluster has one core: the worker's session needs it
     transport = KafkaTransport(kafka_bootstrap)
     topic, group = topic_name("orders"), topic_name("delta-spark-chaos")
-    await create_topic(transport, topic, 2)
-    await produce(transport, topic, order_records(range(N)))
+    await topic_of_orders(transport, topic, N)
     path = tmp_path / "orders"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])}
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, str(HERE / "delta_spark_chaos_worker.py"), kafka_bootstrap, topic,
-        group, str(path), kill_point, str(NTH), config.model_dump_json(), env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    _, stderr = await worker.communicate()
-    assert worker.returncode == -signal.SIGKILL, stderr.decode()[-2000:]
+    await run_until_sigkilled("delta_spark_chaos_worker.py", kafka_bootstrap, topic, group,
+                              str(path), kill_point, str(NTH), config.model_dump_json())
     committed_before = DeltaTable(str(path)).to_pyarrow_table().num_rows
     assert 0 < committed_before < N
     if kill_point == "after_spark_write":  # files of the killed write, in no commit
@@ -79,16 +63,6 @@ async def test_a_spark_engine_worker_killed_at_each_point_leaves_each_input_once
     if kill_point == "after_write":
         assert sink.metrics.rows_replayed > 0  # the last batch came again and was dropped
 
-    expected = {(tp.partition, offset) for tp, last in ends.items() for offset in range(last + 1)}
+    expected = expected_pairs(ends)
     assert len(expected) == N
-    readers = {
-        "delta-rs": pairs(read_with_deltars(path)),
-        "pandas": read_with_pandas(path),
-        "duckdb": read_with_duckdb(path),
-        "spark": read_with_spark_process(delta_spark, path),
-    }
-    for reader, seen in readers.items():
-        counts = Counter(seen)
-        lost = expected - counts.keys()
-        duplicated = {pair for pair, n in counts.items() if n > 1}
-        assert (len(lost), len(duplicated), len(seen)) == (0, 0, N), reader
+    assert_every_reader_sees_each_input_once(path, expected, delta_spark)

@@ -19,27 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaoskit import REPO, end_offsets, worker_env
 from delta_chaos_worker import KILL_POINTS
 from delta_workers_app import DONE_LINE
-from deltakit import (
-    REPO,
-    end_offsets,
-    pairs,
-    read_with_deltars,
-    read_with_duckdb,
-    read_with_pandas,
-    read_with_spark_process,
-)
+from deltakit import assert_every_reader_sees_each_input_once, expected_pairs
 from deltalake import DeltaTable
 from s3kit import HADOOP_AWS, S3Server
-from sparkkit import create_topic, order_records, produce
+from sparkkit import topic_of_orders
 
 from aiostreams.transport.kafka import KafkaTransport
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,
               pytest.mark.timeout(600)]
 
-HERE = Path(__file__).parent
 N = 20_000
 KILLS = 2
 
@@ -86,8 +78,7 @@ async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_ev
         delta_spark: Any, request: pytest.FixtureRequest) -> None:
     transport = KafkaTransport(kafka_bootstrap)
     topic = topic_name("orders")
-    await create_topic(transport, topic, 2)
-    await produce(transport, topic, order_records(range(N)))
+    await topic_of_orders(transport, topic, N)
     ends = await end_offsets(transport, topic)
     tokens = tmp_path / "kill-tokens"
     tokens.mkdir()
@@ -101,9 +92,9 @@ async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_ev
         delta_spark = delta_spark.model_copy(update={
             "packages": (*delta_spark.packages, HADOOP_AWS),
             "conf": {**delta_spark.conf, **server.spark_conf}})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIOSTREAMS_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(HERE), str(REPO)]), DW_BOOTSTRAP=kafka_bootstrap,
-               DW_TOPIC=topic, DW_PATH=str(path), DW_KILL_POINT=kill_point, DW_NTH="3",
+    env = {k: v for k, v in worker_env().items() if not k.startswith("AIOSTREAMS_")}
+    env.update(DW_BOOTSTRAP=kafka_bootstrap, DW_TOPIC=topic, DW_PATH=str(path),
+               DW_KILL_POINT=kill_point, DW_NTH="3",
                DW_TOKENS=str(tokens), DW_ENDS=json.dumps([ends[tp] for tp in sorted(ends)]),
                DW_STORAGE_OPTIONS=json.dumps(options or {}))
     command = [sys.executable, "-m", "aiostreams", "run", "delta_workers_app:app",
@@ -114,19 +105,9 @@ async def test_two_workers_killed_during_rebalances_leave_each_input_once_for_ev
     assert list(tokens.iterdir()) == [], stderr[-4000:]  # both kills happened
     assert len(re.findall(r"restarted worker \d", stderr)) == KILLS, stderr[-4000:]
     assert len(set(re.findall(r"pid (\d+) dies", stderr))) == KILLS
-    expected = {(tp.partition, offset) for tp, last in ends.items() for offset in range(last + 1)}
+    expected = expected_pairs(ends)
     assert len(expected) == N
-    readers = {
-        "delta-rs": pairs(read_with_deltars(path, options)),
-        "pandas": read_with_pandas(path, options),
-        "duckdb": read_with_duckdb(path, options),
-        "spark": read_with_spark_process(delta_spark, path),
-    }
-    for reader, seen in readers.items():
-        counts = Counter(seen)
-        lost = expected - counts.keys()
-        duplicated = {pair for pair, n in counts.items() if n > 1}
-        assert (len(lost), len(duplicated), len(seen)) == (0, 0, N), reader
+    assert_every_reader_sees_each_input_once(path, expected, delta_spark, options)
     history = DeltaTable(str(path), storage_options=options).history()
     writers = Counter(c.get("aiostreams.writer") for c in history
                       if c.get("operation") == "WRITE")

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import pytest
 from sparkkit import (
     Order,
+    SimulatedCrash,
     WatchedSink,
     add_orders,
     create_topic,
@@ -38,10 +39,6 @@ from aiostreams.types import TopicPartition
 pytestmark = pytest.mark.spark
 
 PHASE = 1500
-
-
-class SimulatedCrash(Exception):
-    """Stands for the process dying at a step of a write."""
 
 
 class CrashingSink(WatchedSink):

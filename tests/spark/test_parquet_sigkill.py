@@ -12,32 +12,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from chaoskit import end_offsets, worker_env
 from parquet_chaos_worker import chaos_app, sink_for
 from sparkkit import WatchedSink, create_topic, order_records, produce, read_with_pyarrow
 
 from aiostreams.spark import committed_files
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,
               pytest.mark.timeout(600)]
 
 HERE = Path(__file__).parent
-REPO = HERE.parent.parent
 N = 30_000
 KILLS = 5
-
-
-async def end_offsets(transport: KafkaTransport, topic: str) -> dict[TopicPartition, int]:
-    """The last offset of each of the topic's two partitions."""
-    consumer = transport.consumer(None)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(2)]
-        ends = await consumer.end_offsets(tps)
-        return {tp: end - 1 for tp, end in ends.items()}
-    finally:
-        await consumer.stop()
 
 
 async def test_sigkilled_workers_leave_each_input_in_the_dataset_exactly_once(
@@ -47,7 +34,6 @@ async def test_sigkilled_workers_leave_each_input_in_the_dataset_exactly_once(
     topic, group = topic_name("orders"), topic_name("chaos")  # type: ignore[operator]
     await create_topic(transport, topic, 2)
     path = tmp_path / "orders"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])}
     batches_seen: list[int] = []
     per_run = N // KILLS
     for run in range(KILLS):
@@ -55,7 +41,7 @@ async def test_sigkilled_workers_leave_each_input_in_the_dataset_exactly_once(
         await produce(transport, topic, order_records(range(run * per_run, (run + 1) * per_run)))
         worker = await asyncio.create_subprocess_exec(
             sys.executable, str(HERE / "parquet_chaos_worker.py"), kafka_bootstrap, topic,
-            group, str(path), env=env, stdout=asyncio.subprocess.DEVNULL,
+            group, str(path), env=worker_env(), stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL)
         # a random moment: the worker is given this long before it is killed
         with pytest.raises(TimeoutError):

@@ -23,6 +23,7 @@ from sparkkit import (
     order_records,
     produce,
     read_with_pyarrow,
+    topic_of_orders,
     unique,
 )
 
@@ -82,8 +83,7 @@ async def refused_after_recreation(kind: Kind, path: Path, transport: Transport,
     """Write 100 rows, recreate the topic with 30 new ones, and check the restart is
     refused before writing, naming the topic, both ids and what to do."""
     topic, app_name = make_name("orders"), make_name("app")
-    await create_topic(transport, topic, 1)
-    await produce(transport, topic, order_records(range(100)))
+    await topic_of_orders(transport, topic, 100, partitions=1)
     await write_through(kind, path, app_name, transport, topic, 99)
     [old_id] = (await read_topic_ids(transport, [topic])).values()
 
@@ -114,8 +114,7 @@ async def test_the_same_incarnation_continues_after_a_restart(
         kind: Kind, tmp_path: Path) -> None:
     transport = MemoryTransport(MemoryBroker())
     topic, app_name = unique("orders"), unique("app")
-    await create_topic(transport, topic, 1)
-    await produce(transport, topic, order_records(range(60)))
+    await topic_of_orders(transport, topic, 60, partitions=1)
     await write_through(kind, tmp_path / "t", app_name, transport, topic, 59)
     await produce(transport, topic, order_records(range(60, 90)))
     await write_through(kind, tmp_path / "t", app_name, transport, topic, 89)
@@ -140,8 +139,7 @@ async def test_a_table_written_before_ids_were_recorded_is_accepted_and_gets_the
         kind: Kind, tmp_path: Path) -> None:
     transport = MemoryTransport(MemoryBroker())
     topic, app_name = unique("orders"), unique("app")
-    await create_topic(transport, topic, 1)
-    await produce(transport, topic, order_records(range(50)))
+    await topic_of_orders(transport, topic, 50, partitions=1)
     path, source = tmp_path / "t", TopicPartition(topic, 0)
     legacy: Any = (DeltaSink(path, Order, sources=[topic]) if kind == "delta"
                    else ParquetSink(path, Order, engine="pyarrow"))

@@ -97,3 +97,9 @@ class GatedUpper(Processor[str, str]):
         await self.seq.wait(record.value)
         self.context.forward(record.with_value(record.value.upper()))
 
+
+def gated_topology(seq: Sequencer) -> Topology:
+    """``in`` -> :class:`GatedUpper` -> ``out``."""
+    return (Topology().add_source("src", str_topic("in"))
+            .add_processor("gated", lambda: GatedUpper(seq), "src")
+            .add_sink("sink", str_topic("out"), "gated"))
