@@ -18,9 +18,13 @@ from typing import Any
 import aiostreams as ais
 from aiostreams.windows import (
     JoinWindows,
+    SessionWindowedSerde,
+    SessionWindows,
     SlidingWindows,
     TimeWindowedSerde,
     TumblingWindows,
+    until_time_limit,
+    until_window_closes,
 )
 
 
@@ -46,10 +50,43 @@ def _stream_stream_join(app: ais.App, src: ais.Topic, src2: ais.Topic | None,
      .to(app.topic(dst, key=str, value=int)))
 
 
+def _suppress_window_closes(app: ais.App, src: ais.Topic, _: ais.Topic | None,
+                            dst: str) -> None:
+    (app.stream(src).group_by_key().windowed_by(TumblingWindows(5.0, grace=1.0))
+     .count(materialized="counts", persistent=True).suppress(until_window_closes())
+     .to_stream().to(app.topic(dst, key=TimeWindowedSerde(str, size=5.0), value=int)))
+
+
+def _suppress_time_limit(app: ais.App, src: ais.Topic, _: ais.Topic | None,
+                         dst: str) -> None:
+    (app.stream(src).group_by_key().count(materialized="counts", persistent=True)
+     .suppress(until_time_limit(2.0)).to_stream().to(app.topic(dst, key=str, value=int)))
+
+
+def _session_emit_final(app: ais.App, src: ais.Topic, _: ais.Topic | None,
+                        dst: str) -> None:
+    (app.stream(src).group_by_key().windowed_by(SessionWindows(2.0, grace=1.0))
+     .emit_on_window_close().count(materialized="counts", persistent=True).to_stream()
+     .to(app.topic(dst, key=SessionWindowedSerde(str), value=int)))
+
+
+def _table_table_join(app: ais.App, src: ais.Topic, src2: ais.Topic | None,
+                      dst: str) -> None:
+    assert src2 is not None
+    (app.table(src, materialized="left", persistent=True)
+     .join(app.table(src2, materialized="right", persistent=True),
+           lambda a, b: a * 1000 + b)
+     .to_stream().to(app.topic(dst, key=str, value=int)))
+
+
 OPERATORS: dict[str, Callable[[ais.App, ais.Topic, ais.Topic | None, str], None]] = {
     "time_emit_final": _time_emit_final,
     "sliding_emit_final": _sliding_emit_final,
     "stream_stream_join": _stream_stream_join,
+    "suppress_window_closes": _suppress_window_closes,
+    "suppress_time_limit": _suppress_time_limit,
+    "session_emit_final": _session_emit_final,
+    "table_table_join": _table_table_join,
 }
 
 
