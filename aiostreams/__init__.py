@@ -44,6 +44,7 @@ from aiostreams.services import (
     RateLimit,
 )
 from aiostreams.state import kv_store, window_store
+from aiostreams.state.versioned import Versioned, VersionedRecord, versioned_store
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, Table
@@ -123,6 +124,8 @@ __all__ = [
     "TransportError",
     "TumblingWindows",
     "UnknownTopicError",
+    "Versioned",
+    "VersionedRecord",
     "Windowed",
     "WorkerStatus",
     "__version__",
@@ -132,5 +135,6 @@ __all__ = [
     "serde_for",
     "until_time_limit",
     "until_window_closes",
+    "versioned_store",
     "window_store",
 ]

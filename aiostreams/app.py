@@ -37,6 +37,7 @@ from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.services import Adaptive, CircuitBreaker, RateLimit
 from aiostreams.services.declared import DeclaredService
 from aiostreams.start_stop import StartStop
+from aiostreams.state.versioned import Versioned
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
@@ -162,11 +163,14 @@ class App(StartStop):
         return self._builder.stream(*topics, name=name)
 
     def table(self, topic: Topic | str, *, name: str | None = None,
-              materialized: str | None = None, persistent: bool = False) -> Table[Any, Any]:
+              materialized: str | None = None, persistent: bool = False,
+              versioned: Versioned | None = None) -> Table[Any, Any]:
         """A :class:`~aiostreams.topology.dsl.Table` of ``topic``: its latest value per
-        key, in a changelog-backed store (``materialized`` names it)."""
+        key, in a changelog-backed store (``materialized`` names it). With
+        ``versioned=ais.Versioned(history_retention=...)`` the store keeps each key's
+        history, and stream-table joins read the value valid at each record's timestamp."""
         return self._builder.table(topic, name=name, materialized=materialized,
-                                   persistent=persistent)
+                                   persistent=persistent, versioned=versioned)
 
     def global_table(self, topic: Topic | str, *,
                      persistent: bool | None = None) -> GlobalTable:

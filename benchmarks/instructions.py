@@ -11,9 +11,9 @@ the rates the targets are stated in. Each case takes a minute or two (valgrind r
 interpreter about 50 times slower).
 
 Cases: ``sync`` (a), ``async`` (an async processor that does not await: the engine's async
-path alone), ``sleep`` (b), ``hand`` (a'), ``floor`` (b''), and ``preload`` (filling the
-memory broker with the input, which every case but ``floor`` includes; subtract it to
-compare with ``floor``).
+path alone), ``sleep`` (b), ``hand`` (a'), ``floor`` (b''), ``hand_async`` (b'''), and
+``preload`` (filling the memory broker with the input, which every case but ``floor``
+includes; subtract it to compare with ``floor``).
 
 Needs valgrind (``apt-get install valgrind``); it is not a dependency of the project.
 """
@@ -40,6 +40,7 @@ from benchmarks.engine import (
     run_app,
     run_asyncio_floor,
     run_hand_rolled,
+    run_hand_rolled_async,
 )
 
 IN_FLIGHT = 1000
@@ -61,6 +62,7 @@ CASES: dict[str, Callable[[int], Coroutine[Any, Any, float]]] = {
     "sleep": lambda n: run_app(AsyncSleep, n, IN_FLIGHT),
     "hand": run_hand_rolled,
     "floor": lambda n: run_asyncio_floor(n, IN_FLIGHT),
+    "hand_async": lambda n: run_hand_rolled_async(n, IN_FLIGHT),
     "preload": _preload_only,
 }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,15 +31,21 @@ CASES = [("a_sync_engine", "(a)  sync identity"), ("a1_hand_rolled", "(a') hand-
          ("b2_asyncio_floor", "(b'') bare asyncio")]
 
 
-def export(rev: str, into: Path) -> Path:
-    """REV's tree (the package and the benchmarks) unpacked under ``into``."""
+def export(rev: str, into: Path, *, our_benchmarks: bool = False) -> Path:
+    """REV's tree (the package and the benchmarks) unpacked under ``into``; with
+    ``our_benchmarks``, REV's package beside this tree's benchmarks (so both sides measure
+    the same way, e.g. when REV's benchmark lacks a figure)."""
     archive = into / "rev.tar"
+    parts = ["aiostreams"] if our_benchmarks else ["aiostreams", "benchmarks"]
     with archive.open("wb") as out:
-        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "aiostreams", "benchmarks"],
+        subprocess.run(["git", "-C", str(ROOT), "archive", rev, *parts],
                        stdout=out, check=True)
     tree = into / "tree"
     with tarfile.open(archive) as tar:
         tar.extractall(tree, filter="data")
+    if our_benchmarks:
+        shutil.copytree(ROOT / "benchmarks", tree / "benchmarks",
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return tree
 
 
@@ -68,11 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--async-records", type=int, default=100_000)
+    parser.add_argument("--our-benchmarks", action="store_true",
+                        help="run this tree's benchmarks against REV's package")
     args = parser.parse_args(argv)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="aiostreams-versus-") as tmp:
-        before = export(args.rev, Path(tmp))
+        before = export(args.rev, Path(tmp), our_benchmarks=args.our_benchmarks)
         runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
         for _ in range(args.rounds):
             runs["before"].append(run_once(before, args.records, args.async_records))
@@ -92,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     for side in ("before", "after"):
         ratios = [r["b_async_engine"] / r["b2_asyncio_floor"] for r in runs[side]]
         print(f"(b)/(b'') {side}: " + ", ".join(f"{x:.2f}" for x in ratios))
+        if all("cpu_b_median" in r for r in runs[side]):  # benchmarks that measure CPU
+            print(f"(b) CPU us per record {side}: "
+                  + ", ".join(f"{r['cpu_b_median']:.2f}" for r in runs[side])
+                  + "; CPU ratio (b'')/(b): "
+                  + ", ".join(f"{r['cpu_ratio_median']:.2f}" for r in runs[side]))
     print(json.dumps(out))
     return 0
 

@@ -39,7 +39,7 @@ EXPECTED = {
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
     "SlidingWindows", "GlobalTable",
     "Windowed", "TimeWindowedSerde", "SessionWindowedSerde", "kv_store", "window_store",
-    "until_window_closes", "until_time_limit",
+    "until_window_closes", "until_time_limit", "Versioned", "VersionedRecord", "versioned_store",
     # execution policy
     "Ordering", "Retry", "OnError",
     # the services a pipeline calls (app.service)

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from aiostreams.engine.reorder_buffer import Slot
-from aiostreams.engine.sync_chain import Runner
+from aiostreams.engine.sync_chain import Decoder, Runner
 from aiostreams.topology.processor import Processor
-from aiostreams.types import Record
+from aiostreams.types import RawRecord, Record
 
 AsyncRunner = Callable[[Record[Any, Any], Slot], Awaitable[None]]
 """Runs one node (and what it forwards to), awaiting what must be awaited."""
@@ -39,6 +39,7 @@ class AsyncCompilableNode(Protocol):
     processor: Processor[Any, Any] | None
     subtree_async: bool
     run_sync: Runner
+    steps: dict[str, Step]  # its children's, once compiled
 
     @property
     def children(self) -> list[Any]: ...
@@ -75,6 +76,42 @@ def compile_async_node(node: AsyncCompilableNode, children: dict[str, Step]) -> 
                 only_sync(forwarded, slot)
         else:
             await hand_over(buffer, slot, children, every)
+
+    return run
+
+
+def compile_fused_source(source: str, decode: Decoder, children: list[Any]
+                         ) -> Callable[[RawRecord, Slot], Awaitable[None]] | None:
+    """For the commonest async shape, ``source → async processor → one sync child`` (a sink,
+    or a sync chain to one), the source's decode-and-run and the processor's runner fused
+    into one coroutine: one engine frame per record instead of two, the same semantics as
+    the source's run awaiting :func:`compile_async_node`'s runner. None for other shapes.
+    ``children`` are the source's children (``NodeExec``), compiled."""
+    if len(children) != 1:
+        return None
+    node: AsyncCompilableNode = children[0]
+    if not node.subtree_async or node.processor is None:
+        return None
+    steps = list(node.steps.values())
+    if len(steps) != 1 or steps[0][1] is not None:
+        return None
+    name = node.name
+    process = node.processor.process
+    only_sync = steps[0][0]
+
+    async def run(raw: RawRecord, slot: Slot) -> None:
+        slot.node = source
+        record = slot.record = decode(raw)
+        # from here on, compile_async_node's run, inlined
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        slot.forward_buffer = buffer
+        slot.node = name
+        result = process(record)
+        if result is not None:
+            await result
+        slot.forward_buffer = None
+        for _, forwarded in buffer:
+            only_sync(forwarded, slot)
 
     return run
 

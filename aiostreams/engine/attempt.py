@@ -1,15 +1,20 @@
-"""One attempt of an async slot: the awaitable an executor runs, bounded by its timeout.
+"""One attempt of an async slot: the awaitable an executor runs, and the timeout bounding it.
 
 An attempt is bounded by the smaller of ``processing_timeout`` and ``Retry.timeout`` (both
-bound one attempt); with neither set, the executor awaits the source's run directly, with no
-frame of ours in between. The bound is a coarse timeout
+bound one attempt). The bound is a coarse timeout
 (:mod:`~aiostreams.engine.coarse_timeout`: 4x cheaper than ``asyncio.timeout`` here), paused
 while the record waits for a service's permit (:mod:`~aiostreams.engine.permit_wait`), so
 the timeout measures the call and not the queue before it.
 
+An executor runs one attempt at a time, so it takes one block from :meth:`AttemptRunner.
+executor_block` when it starts, binds it for the permit hooks once, and enters it around
+every attempt it runs (each entry a fresh deadline): no block, context-variable change or
+wrapper coroutine per record. With neither timeout set there is no block, and the executor
+awaits the source's run directly.
+
 Invariant: a punctuation attempt runs ``slot.punctuate``, a record attempt the slot's
-source; a timed-out attempt raises ``TimeoutError`` out of the awaitable (recovery decides
-what follows).
+source; a timed-out attempt raises ``TimeoutError`` out of the executor's block (recovery
+decides what follows).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
-from aiostreams.engine.permit_wait import bind_attempt, unbind_attempt
+from aiostreams.engine.executor_pool import AttemptBlock
 from aiostreams.engine.reorder_buffer import Slot, SlotKind
+
+__all__ = ["AttemptRunner", "attempt_timeout"]
 
 
 def attempt_timeout(processing_timeout: float | None,
@@ -33,28 +40,18 @@ class AttemptRunner:
         self.timeout = timeout
         self._timeouts = CoarseTimeouts(granularity_for(timeout or 1.0))
 
+    def executor_block(self) -> AttemptBlock | None:
+        """A timeout block for one executor to enter around each of its attempts, or None
+        when attempts are unbounded."""
+        if self.timeout is None:
+            return None
+        return self._timeouts.bound(self.timeout)
+
     def __call__(self, slot: Slot) -> Awaitable[None]:
         """What an executor awaits for ``slot``'s attempt."""
-        if self.timeout is None and slot.kind is SlotKind.RECORD:
+        if slot.kind is SlotKind.RECORD:
             run: Awaitable[None] = slot.source.run_async(slot.raw, slot)
             return run
-        return self._timed(slot)
-
-    async def _timed(self, slot: Slot) -> None:
-        """A punctuation, or any slot under a per-attempt timeout."""
-        timeout = self.timeout
-        if timeout is None:
-            assert slot.punctuate is not None
-            await slot.punctuate()
-            return
-        block = self._timeouts.bound(timeout)
-        token = bind_attempt(block)  # paused while the record waits for a service's permit
-        try:
-            with block:
-                if slot.kind is SlotKind.PUNCTUATION:
-                    assert slot.punctuate is not None
-                    await slot.punctuate()
-                else:
-                    await slot.source.run_async(slot.raw, slot)
-        finally:
-            unbind_attempt(token)
+        assert slot.punctuate is not None, "a punctuation slot without its body"
+        punctuation: Awaitable[None] = slot.punctuate()
+        return punctuation

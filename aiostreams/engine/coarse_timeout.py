@@ -48,7 +48,8 @@ class CoarseTimeouts:
     def bound(self, timeout: float) -> _Bound:
         """``with timeouts.bound(seconds):`` inside a task -- as ``async with
         asyncio.timeout(seconds):`` (a plain ``with``: entering and leaving await nothing,
-        which saves two coroutines per block).
+        which saves two coroutines per block). The block may be entered again after it
+        exits, each time with a fresh deadline of ``timeout`` seconds.
 
         Cancellation: a cancellation of the enclosing task that is not this block's own
         propagates unchanged (``CancelledError``)."""
@@ -59,17 +60,6 @@ class CoarseTimeouts:
     @property
     def open_blocks(self) -> int:
         return len(self._open)
-
-    def _enter(self, block: _Bound, loop: asyncio.AbstractEventLoop) -> None:
-        self._open[block] = None
-        if self._sweep is None:
-            self._sweep = loop.call_later(self.granularity, self._expire, loop)
-
-    def _exit(self, block: _Bound) -> None:
-        del self._open[block]
-        if not self._open and self._sweep is not None:
-            self._sweep.cancel()
-            self._sweep = None
 
     def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
         now = loop.time()
@@ -108,18 +98,30 @@ class _Bound:
             self.deadline = asyncio.get_running_loop().time() + left
 
     def __enter__(self) -> None:
-        task = asyncio.current_task()
+        # a block may be entered again once it has exited (an executor reuses one block for
+        # every attempt it runs): each entry starts a fresh clock
+        assert self not in self._owner._open, "a block was entered twice without an exit"
+        self.expired = False
+        self._paused_left = None
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("CoarseTimeouts.bound() must be used inside a task")
-        loop = asyncio.get_running_loop()
         self.task = task
         self._cancelling = task.cancelling()
         self.deadline = loop.time() + self.timeout
-        self._owner._enter(self, loop)
+        owner = self._owner  # its _enter, inlined: this runs once per attempt
+        owner._open[self] = None
+        if owner._sweep is None:
+            owner._sweep = loop.call_later(owner.granularity, owner._expire, loop)
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._owner._exit(self)
+        owner = self._owner  # the owner's exit bookkeeping, inlined (once per attempt)
+        del owner._open[self]
+        if not owner._open and owner._sweep is not None:
+            owner._sweep.cancel()
+            owner._sweep = None
         if self.expired and self.task.uncancel() <= self._cancelling \
                 and et is asyncio.CancelledError:
             raise TimeoutError(f"the block ran past its {self.timeout} s timeout") from e

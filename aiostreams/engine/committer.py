@@ -15,6 +15,11 @@ nothing.
    the transaction holds exactly the outputs of the records whose offsets it commits);
 6. **checkpoint**: write the local checkpoint (see :mod:`aiostreams.engine.restore`).
 
+Under ``exactly_once`` with no external sink, the groups (one transaction each, see
+:mod:`aiostreams.engine.output_channel`) run these steps concurrently, each under its
+channel's lock: they share no partition, so each only advances its own entries of
+:attr:`Committer.committed`.
+
 Invariants, asserted: a committed offset never moves back; after a full sink flush no sink
 holds a record below the snapshot; nothing is committed past an output whose send failed
 (the failed channel's error is raised before step 5).
@@ -112,21 +117,56 @@ class Committer:
         leaves its transaction to the broker's timeout and commits nothing more."""
         committed: dict[TopicPartition, int] = {}
         lost: list[tuple[list[StreamTask], BaseException]] = []
-        for channel, group in groups:
-            async with channel.lock:
+        if self._concurrent(groups, closing):
+            outcomes = await asyncio.gather(
+                *(self._commit_locked(channel, group, consumer, closing, flush_all)
+                  for channel, group in groups),
+                return_exceptions=True)
+        else:  # one after another: a failure stops the groups after it
+            outcomes = []
+            for channel, group in groups:
                 try:
-                    committed.update(await self._commit_group(channel, group, consumer,
+                    outcomes.append(await self._commit_locked(channel, group, consumer,
                                                               closing, flush_all))
-                except (CommitFailedError, ProducerFencedError) as refused:
-                    lost.append((group, refused))
-                except Exception as refused:
-                    if not closing:
-                        raise
-                    # the tasks are being closed and cannot commit: their new owner (or
-                    # the next start) resumes from the last commit, as after a crash
-                    log.debug("worker: the closing commit failed", exc_info=True)
-                    lost.append((group, refused))
+                except Exception as error:
+                    outcomes.append(error)
+                    if not (closing or isinstance(error, (CommitFailedError,
+                                                          ProducerFencedError))):
+                        break
+        first_error: BaseException | None = None
+        for (_, group), outcome in zip(groups, outcomes, strict=False):
+            if isinstance(outcome, (CommitFailedError, ProducerFencedError)):
+                lost.append((group, outcome))
+            elif isinstance(outcome, Exception):
+                if not closing:
+                    first_error = first_error or outcome
+                    continue
+                # the tasks are being closed and cannot commit: their new owner (or
+                # the next start) resumes from the last commit, as after a crash
+                log.debug("worker: the closing commit failed", exc_info=outcome)
+                lost.append((group, outcome))
+            elif isinstance(outcome, BaseException):
+                raise outcome  # a cancellation or an interpreter exit: nothing to sort
+            else:
+                committed.update(outcome)
+        if first_error is not None:
+            raise first_error
         return committed, lost
+
+    def _concurrent(self, groups: Sequence[tuple[OutputChannel, list[StreamTask]]],
+                    closing: bool) -> bool:
+        """Whether the groups may commit at the same time (each its own transaction, so
+        their round trips overlap): they share no partition, channel or store, so only what
+        they do share orders them - the external sinks (one flush for all), the consumer's
+        offset commit (at-least-once) and the changelog marks of a closing commit (they
+        read the consumer's positions) keep them one after another."""
+        return len(groups) > 1 and self._exactly_once and not self._sinks and not closing
+
+    async def _commit_locked(self, channel: OutputChannel, group: list[StreamTask],
+                             consumer: Consumer, closing: bool, flush_all: bool
+                             ) -> dict[TopicPartition, int]:
+        async with channel.lock:
+            return await self._commit_group(channel, group, consumer, closing, flush_all)
 
     async def _commit_group(self, channel: OutputChannel, tasks: list[StreamTask],
                             consumer: Consumer, closing: bool, flush_all: bool

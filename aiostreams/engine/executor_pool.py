@@ -12,7 +12,9 @@ retried or long-blocked record holds the commit point, so it goes before newer o
 The pool knows nothing of records: ``execute(slot)`` gives the awaitable that runs a slot,
 ``on_error(slot, error)`` and ``on_done(slot)`` are told how it ended. An executor binds
 ``CURRENT_SLOT`` to each slot it runs; its context is reused from slot to slot (see
-:mod:`aiostreams.topology.processor` on user context variables).
+:mod:`aiostreams.topology.processor` on user context variables). When attempts are bounded,
+``block()`` gives each executor, as it starts, the timeout block it enters around every
+attempt (see :mod:`~aiostreams.engine.attempt`); it is bound once for the permit hooks.
 
 Invariant (asserted): the number of parked executors never drops below zero.
 """
@@ -22,22 +24,39 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Protocol
 
-from aiostreams.engine.permit_wait import bind_executor
+from aiostreams.engine.permit_wait import bind_attempt, bind_executor
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
+
+
+class AttemptBlock(Protocol):
+    """A re-enterable timeout block around one attempt, paused while it waits for a permit."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def __enter__(self) -> None: ...
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
 
 
 class ExecutorPool:
     def __init__(self, max_concurrency: int, *,
                  execute: Callable[[Slot], Awaitable[None]],
                  on_error: Callable[[Slot, Exception], None],
-                 on_done: Callable[[Slot], None]) -> None:
+                 on_done: Callable[[Slot], None],
+                 block: Callable[[], AttemptBlock | None] = lambda: None) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.max_concurrency = max_concurrency
         self._execute = execute
         self._on_error = on_error
         self._on_done = on_done
+        self._block = block
         self._executors: set[asyncio.Task[None]] = set()
         self._idle: list[asyncio.Future[Slot]] = []
         self._ready: list[tuple[int, Slot]] = []
@@ -92,10 +111,17 @@ class ExecutorPool:
         execute = self._execute
         set_current = CURRENT_SLOT.set
         bind_executor(self.parked)  # waiting for a service's permit parks this executor
+        block = self._block()
+        if block is not None:
+            bind_attempt(block)  # and pauses the timeout of the attempt it runs
         while True:
             set_current(slot)
             try:
-                await execute(slot)
+                if block is None:
+                    await execute(slot)
+                else:
+                    with block:
+                        await execute(slot)
             except asyncio.CancelledError:
                 raise
             except Exception as error:

@@ -23,7 +23,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from aiostreams.engine.async_chain import AsyncRunner, Step, compile_async_node, step_of
+from aiostreams.engine.async_chain import (
+    AsyncRunner,
+    Step,
+    compile_async_node,
+    compile_fused_source,
+    step_of,
+)
 from aiostreams.engine.context import NodeContext, TaskHost
 from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.engine.sync_chain import Decoder, Runner, compile_decoder, compile_node
@@ -85,8 +91,9 @@ class SourceExec:
         steps: list[Step] = [(c.run_sync, c.run_async) for c in children]
         if self.chain_is_async:
             self.run: SourceRun = _sync_run_of_async(self.name)
-            self.run_async: AsyncSourceRun = _compile_async_source(self.name, self.decode,
-                                                                   steps)
+            self.run_async: AsyncSourceRun = (
+                compile_fused_source(self.name, self.decode, children)
+                or _compile_async_source(self.name, self.decode, steps))
         else:
             self.run = _compile_source(self.name, self.decode, [s[0] for s in steps])
             self.run_async = _async_run_of_sync(self.name)

@@ -98,7 +98,8 @@ class RecordPath:
             fail=self._fail)
         self.pool = ExecutorPool(
             min(settings.max_concurrency or settings.max_in_flight, settings.max_in_flight),
-            execute=attempt, on_error=self.recovery.on_error, on_done=self._finish)
+            execute=attempt, on_error=self.recovery.on_error, on_done=self._finish,
+            block=attempt.executor_block)
         self.gate = IssueOrderGate(rob.slots_view, self.pool.parked)
         self.punctuations = PunctuationQueue(
             clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
@@ -193,7 +194,7 @@ class RecordPath:
                         else self._hazard_of(raw))
             slot.stream_time = self.stream_time
             slot.held = size = raw_size(raw)  # until it retires (the byte budget)
-            budget.take(size)
+            budget.held += size  # budget.take(size), without a call per record
             issue(slot)
             if tracer is not None:
                 tracer.issued(slot)
@@ -282,7 +283,7 @@ class RecordPath:
         if slot.outputs:  # held, with its input, until it retires
             size = outputs_size(slot.outputs)
             slot.held += size
-            self._budget.take(size)
+            self._budget.held += size  # take(size), without a call per record
         self._unfinished -= 1
         self.gate.finished()
         if slot is self._barrier:

@@ -31,7 +31,8 @@ The steps of :meth:`SparkDeltaEngine.commit` (blocking; on the writer thread):
    batch with rows and no files never commits.
 4. :meth:`SparkDeltaEngine.files_written` (a no-op hook for fault-injection tests).
 5. One commit: an ``add`` per file (its path, partition values from its directory,
-   size, ``numRecords`` from its footer) and the batch's app transactions. A lost race
+   size, the stats Delta readers skip files by, read from its footer by
+   :mod:`~aiostreams.spark.file_stats`) and the batch's app transactions. A lost race
    removes the batch's directory (no commit lists its files) and raises ``CommitRace``.
 
 Files of a write that crashed before its commit are in no commit: no Delta reader sees them;
@@ -60,6 +61,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from aiostreams.spark.delta_identity import TableIdentity
 from aiostreams.spark.delta_table import WRITER, CommitRace
+from aiostreams.spark.file_stats import delta_stats
 from aiostreams.spark.parquet_writer import write_staged
 from aiostreams.spark.session import SparkConfig
 
@@ -186,7 +188,7 @@ class SparkDeltaEngine:
     def _add(root: Path, batch_dir: Path, file: Path, partition_by: Sequence[str]
              ) -> AddAction:
         stat = file.stat()
-        rows = pq.ParquetFile(file).metadata.num_rows
+        stats = delta_stats(pq.ParquetFile(file).metadata)
         return AddAction(
             path=file.relative_to(root).as_posix(),  # delta-rs URI-encodes it in the log
             size=stat.st_size,
@@ -194,4 +196,4 @@ class SparkDeltaEngine:
                                               partition_by),
             modification_time=stat.st_mtime_ns // 1_000_000,
             data_change=True,
-            stats=json.dumps({"numRecords": rows}))
+            stats=stats)

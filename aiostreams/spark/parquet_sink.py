@@ -52,7 +52,6 @@ import enum
 import logging
 import secrets
 import shutil
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,14 +82,13 @@ from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.sink_batching import FIRST_WRITE_GUESS, Batcher, Offsets
+from aiostreams.spark.sink_batching import FIRST_WRITE_GUESS, Batcher, Offsets, write_taken
 from aiostreams.spark.sink_columns import TableColumns
 from aiostreams.spark.sink_state import (
     SinkFailedError,
     SinkMetrics,
     SinkState,
     move_to,
-    raise_write_failure,
 )
 from aiostreams.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
 from aiostreams.types import TopicPartition
@@ -309,24 +307,14 @@ class ParquetSink:
         """Write everything added so far and commit it to the log; returns once durable.
         Raises :class:`SinkFailedError` (or the write's error) if it is not. Cancellation:
         see the module docstring (the write completes; nothing is committed)."""
-        if self.state is SinkState.FAILED:
-            raise SinkFailedError(f"{self!r} failed earlier ({self._failure!r}); restart the "
-                                  "app so a new sink recovers from the commit log")
-        if self.state is not SinkState.RUNNING:
-            raise RuntimeError(f"{self!r}: flush() needs a started sink")
-        batch = self._batch.take()
-        began = time.monotonic()
-        try:
-            written = await run_on_spark_thread(self._write, batch.payloads)
-        except BaseException as e:
-            if self._failure is not None and self.state is SinkState.RUNNING:
-                self._move_to(SinkState.FAILED)
-            raise_write_failure(self, batch.rows, e)
-        self._batch.done(batch)
+        done = await write_taken(
+            self, self._batch, self._write, skip_empty=False,
+            restart="restart the app so a new sink recovers from the commit log")
+        assert done is not None
+        written, rows, seconds = done
         m = self.metrics
-        m.rows_added += batch.rows
+        m.rows_added += rows
         m.rows_replayed += written.replayed
-        seconds = time.monotonic() - began
         m.flush_seconds += seconds
         entry = written.entry
         if entry is not None:

@@ -11,7 +11,7 @@ worker may commit: one :class:`Batcher` per sink, on the event loop.
   (:data:`FIRST_WRITE_GUESS` before the first): rows are durable about ``batch_interval``
   after they retire. The worker then commits early, and that commit flushes the sink.
 * :meth:`Batcher.take` hands every chunk to a flush, which calls :meth:`Batcher.done` once
-  its write succeeded.
+  its write succeeded; :func:`write_taken` is that part of both sinks' ``flush``.
 * The committable-offset rule (:meth:`Batcher.pending_offset`): per source partition, the
   first offset added and not durable yet, whether buffered, taken by a write that has not
   succeeded, or dropped because the sink failed. The worker commits each input partition
@@ -37,19 +37,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import ConfigError
-from aiostreams.spark.sink_state import SinkMetrics
+from aiostreams.spark.sink_state import (
+    SinkFailedError,
+    SinkMetrics,
+    SinkState,
+    raise_write_failure,
+)
+from aiostreams.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
 
-__all__ = ["FIRST_WRITE_GUESS", "Batch", "Batcher", "Chunk", "Offsets"]
+__all__ = ["FIRST_WRITE_GUESS", "Batch", "Batcher", "Chunk", "Offsets", "TableSink",
+           "write_taken"]
 
 FIRST_WRITE_GUESS = 1.0
 """Seconds a write is assumed to take until the sink has timed one (see ``backlogged``)."""
 
 T = TypeVar("T")
+W = TypeVar("W")
 Offsets = dict[TopicPartition, int]
 HandOff = Callable[[list[ExternalRecord], Offsets, Offsets], T]
 """``(records, firsts, lasts)`` → what a flush later takes: ``firsts``/``lasts`` are the
@@ -184,3 +192,41 @@ class Batcher(Generic[T]):
         previous = self.durable.get(source, -1)
         assert offset >= previous, f"{self.owner}: {source} durable {previous} -> {offset}"
         self.durable[source] = offset
+
+
+class TableSink(Protocol):
+    """What :func:`write_taken` drives of a table sink: its lifecycle state, the error its
+    writer thread recorded when a write failed (the sink then accepts no more writes), and
+    its one place of state changes."""
+
+    state: SinkState
+    _failure: BaseException | None
+
+    def _move_to(self, state: SinkState) -> None: ...
+
+
+async def write_taken(sink: TableSink, batcher: Batcher[T], write: Callable[[list[T]], W], *,
+                      restart: str, skip_empty: bool) -> tuple[W, int, float] | None:
+    """The part of a table sink's ``flush`` both sinks share: refuse a failed sink (a
+    :class:`SinkFailedError` whose hint is ``restart``) or one not running; take the batch
+    and run ``write(payloads)`` on the Spark thread; on failure move the sink to FAILED if
+    its writer recorded a failure and raise (:func:`raise_write_failure`), leaving the
+    batch's rows pending; on success mark the batch done. Returns ``(written, rows,
+    seconds the write took)``, or None for an empty batch when ``skip_empty``."""
+    if sink.state is SinkState.FAILED:
+        raise SinkFailedError(f"{sink!r} failed earlier ({sink._failure!r}); {restart}")
+    if sink.state is not SinkState.RUNNING:
+        raise RuntimeError(f"{sink!r}: flush() needs a started sink")
+    batch = batcher.take()
+    if skip_empty and not batch.rows:
+        batcher.done(batch)
+        return None
+    began = time.monotonic()
+    try:
+        written = await run_on_spark_thread(write, batch.payloads)
+    except BaseException as e:
+        if sink._failure is not None and sink.state is SinkState.RUNNING:
+            sink._move_to(SinkState.FAILED)
+        raise_write_failure(sink, batch.rows, e)
+    batcher.done(batch)  # FIFO: every earlier write succeeded too
+    return written, batch.rows, time.monotonic() - began

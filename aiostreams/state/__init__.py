@@ -29,6 +29,7 @@ from aiostreams.state.base import (
 )
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.state.versioned import VersionedKeyValueStore, versioned_store
 from aiostreams.state.window import InMemoryWindowStore, SQLiteWindowStore, check_retention
 from aiostreams.topology.internal_topics import window_changelog_config
 from aiostreams.topology.topology import StoreSpec
@@ -43,8 +44,10 @@ __all__ = [
     "StateStore",
     "StoreContext",
     "StoreKind",
+    "VersionedKeyValueStore",
     "WindowStore",
     "kv_store",
+    "versioned_store",
     "window_store",
 ]
 

@@ -44,6 +44,7 @@ class StoreKind(enum.Enum):
 
     KEY_VALUE = "key_value"
     WINDOW = "window"
+    VERSIONED = "versioned"
 
 
 class StoreState(enum.Enum):

@@ -50,8 +50,9 @@ class StoreOverlay:
         self.kind = store_kind(store)
         self._pending: dict[Any, list[tuple[Slot, Any]]] = {}
         self._originals: dict[Any, Any] = {}  # identity -> the key, for EncodedKey ones
+        # A versioned store's writes are versions ``(key, timestamp)``: indexed like windows.
         self._windows: dict[Any, set[float]] | None = (
-            {} if self.kind is StoreKind.WINDOW else None)
+            {} if self.kind in (StoreKind.WINDOW, StoreKind.VERSIONED) else None)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -124,7 +125,8 @@ class StoreOverlay:
                 for k, v in self._pending.items()]
 
     def pending_windows(self, key: Any) -> list[tuple[float, Any]]:
-        """A window store's newest buffered ``(window_start, value|TOMBSTONE)`` of ``key``."""
+        """A window (or versioned) store's newest buffered ``(window_start,
+        value|TOMBSTONE)`` of ``key``."""
         assert self._windows is not None, "pending_windows() is for window stores"
         pending = self._pending
         ident = key_identity(key, self._encode)
@@ -294,8 +296,12 @@ class WindowStoreView:
         return [entry for entry in merged.values() if entry[2] is not TOMBSTONE]
 
 
-def view_for(overlay: StoreOverlay) -> KeyValueStoreView | WindowStoreView:
+def view_for(overlay: StoreOverlay) -> Any:
     """The view processors get for ``overlay``'s store, chosen by its kind."""
+    if overlay.kind is StoreKind.VERSIONED:
+        from aiostreams.state.versioned_view import VersionedStoreView
+
+        return VersionedStoreView(overlay)
     if overlay.kind is StoreKind.WINDOW:
         return WindowStoreView(overlay)
     return KeyValueStoreView(overlay)

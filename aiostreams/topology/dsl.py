@@ -34,6 +34,7 @@ from typing import Any
 from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.errors import CoPartitioningError, TopologyError
 from aiostreams.serde import JsonSerde, Serde, serde_for
+from aiostreams.state.versioned import Versioned
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_grouped_table import GroupedTable
 from aiostreams.topology.dsl_stream import BranchedStream, Stream
@@ -82,11 +83,13 @@ class StreamsBuilder:
         return Stream(self, node, key_serde=key_serde, value_serde=value_serde)
 
     def table(self, topic: Topic | str, *, name: str | None = None,
-              materialized: str | None = None, persistent: bool = False) -> Table[Any, Any]:
+              materialized: str | None = None, persistent: bool = False,
+              versioned: Versioned | None = None) -> Table[Any, Any]:
         """``topic`` as a table: the latest value per key (a null value deletes the key),
-        materialized in a changelog-backed key-value store."""
+        materialized in a changelog-backed key-value store (a versioned one with
+        ``versioned=``: see :mod:`aiostreams.topology.dsl_versioned`)."""
         return table_from_topic(self, topic, name=name, materialized=materialized,
-                                persistent=persistent)
+                                persistent=persistent, versioned=versioned)
 
     def describe(self) -> str:
         return self.topology.describe()

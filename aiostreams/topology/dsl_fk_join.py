@@ -68,6 +68,10 @@ def join_on_foreign_key(this: Table[Any, Any], other: Any, foreign_key: Callable
             f"{what}: the other side must be a Table (keyed by the foreign key), got "
             f"{type(other).__name__}; turn a stream into one with .to_table() or read the "
             "topic with app.table()")
+    from aiostreams.topology.dsl_versioned import refuse_versioned
+
+    refuse_versioned(this, what)
+    refuse_versioned(other, what)
     for role, fn in (("foreign_key", foreign_key), ("joiner", joiner)):
         if not callable(fn) or inspect.iscoroutinefunction(fn):
             raise TopologyError(

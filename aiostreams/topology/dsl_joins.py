@@ -43,6 +43,7 @@ from aiostreams.topology.dsl_processors import Passthrough, require_sync
 from aiostreams.topology.dsl_stores import ListSerde, kv_store_spec, window_store_spec
 from aiostreams.topology.dsl_stream import Stream
 from aiostreams.topology.dsl_table import Table, require_getter_stores
+from aiostreams.topology.dsl_versioned import join_versioned, refuse_versioned
 from aiostreams.topology.join_processors import (
     JoinedTableGetter,
     JoinKind,
@@ -56,6 +57,7 @@ from aiostreams.topology.stream_stream_join import (
     WaitingKeySerde,
     WaitingValueSerde,
 )
+from aiostreams.topology.versioned_join import VersionedGetter
 from aiostreams.windows import JoinWindows
 
 if TYPE_CHECKING:
@@ -77,8 +79,13 @@ def _check_key_serdes(left: Serde[Any] | None, right: Serde[Any] | None, what: s
 
 def join_streams(this: Stream[Any, Any], other: Stream[Any, Any] | Table[Any, Any],
                  joiner: Callable[[Any, Any], Any], windows: JoinWindows | None,
-                 kind: JoinKind, *, name: str | None) -> Stream[Any, Any]:
+                 kind: JoinKind, *, name: str | None,
+                 grace: float | None = None) -> Stream[Any, Any]:
     require_sync(joiner, "join")
+    if grace is not None and not isinstance(other, Table):
+        raise TopologyError(f"join of stream {this.node!r}: grace= is for stream-table "
+                            "joins against a versioned table; a stream-stream join takes "
+                            "JoinWindows(..., grace=...)")
     if isinstance(other, Table):
         if kind == "outer":
             raise TopologyError("a stream-table join is 'join' or 'left_join'; an outer "
@@ -86,7 +93,7 @@ def join_streams(this: Stream[Any, Any], other: Stream[Any, Any] | Table[Any, An
         if windows is not None:
             raise TopologyError("a stream-table join takes no JoinWindows: it joins each "
                                 "record with the table's current value")
-        return _stream_table(this, other, joiner, kind == "left", name=name)
+        return _stream_table(this, other, joiner, kind == "left", name=name, grace=grace)
     if not isinstance(other, Stream):
         raise TopologyError(f"join() needs a Stream or a Table, got {type(other).__name__}")
     if not isinstance(windows, JoinWindows):
@@ -105,13 +112,20 @@ def _co_located(builder: StreamsBuilder, stream: Stream[Any, Any], other_node: s
 
 def _stream_table(this: Stream[Any, Any], table: Table[Any, Any],
                   joiner: Callable[[Any, Any], Any], left: bool, *,
-                  name: str | None) -> Stream[Any, Any]:
+                  name: str | None, grace: float | None) -> Stream[Any, Any]:
     builder = this.builder
     stream = _co_located(builder, this, table.node, table.key_serde)
     what = f"join of stream {stream.node!r} with table {table.node!r}"
     _check_key_serdes(stream.key_serde, table.key_serde, what)
     builder.check_copartitioned(stream.node, table.node, what)
     getter = table.getter
+    if isinstance(getter, VersionedGetter) or grace is not None:
+        if not isinstance(getter, VersionedGetter):
+            refuse_versioned(table, "a stream-table join")
+        node = join_versioned(builder, stream, table, joiner, left, grace, name=name)
+        require_getter_stores(builder, getter, node, what)
+        return Stream(builder, node, key_serde=stream.key_serde)
+    refuse_versioned(table, "a stream-table join")
     node = builder.add_processor(
         "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
         lambda: StreamTableJoinProcessor(getter, joiner, left), [stream.node], name=name)
@@ -171,6 +185,8 @@ def join_tables(this: Table[Any, Any], other: Table[Any, Any],
                             "stream with a table, call stream.join(table, ...)")
     builder = this.builder
     what = f"join of tables {this.node!r} and {other.node!r}"
+    refuse_versioned(this, "a table-table join")
+    refuse_versioned(other, "a table-table join")
     if kind in ("left", "outer"):
         this.old_values.enable()
     if kind == "outer":

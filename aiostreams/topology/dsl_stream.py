@@ -70,6 +70,7 @@ from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
+    from aiostreams.state.versioned import Versioned
     from aiostreams.topology.dsl import StreamsBuilder
     from aiostreams.topology.dsl_table import GroupedStream, Table
     from aiostreams.topology.global_table import GlobalTable
@@ -459,7 +460,7 @@ class Stream(Generic[K, V]):
 
     def to_table(self, *, name: str | None = None, materialized: str | None = None,
                  persistent: bool = False, key_serde: Any = None,
-                 value_serde: Any = None) -> Table[K, V]:
+                 value_serde: Any = None, versioned: Versioned | None = None) -> Table[K, V]:
         """This stream as a table's changelog: each record is the key's new value (``None``
         deletes it); records with a null key are dropped. Repartitions first when the key
         changed. The table is kept in a changelog-backed store (``materialized`` names it)."""
@@ -467,11 +468,12 @@ class Stream(Generic[K, V]):
 
         return table_from_stream(self, name=name, materialized=materialized,
                                  persistent=persistent, key_serde=key_serde,
-                                 value_serde=value_serde)
+                                 value_serde=value_serde, versioned=versioned)
 
     @overload
     def join(self, other: Table[K, VO], joiner: Callable[[V, VO], VR], windows: None = None,
-             *, name: str | None = None) -> Stream[K, VR]: ...
+             *, name: str | None = None,
+             grace: float | None = None) -> Stream[K, VR]: ...
 
     @overload
     def join(self, other: Stream[K, VO], joiner: Callable[[V, VO], VR],
@@ -479,14 +481,16 @@ class Stream(Generic[K, V]):
 
     def join(self, other: Stream[K, VO] | Table[K, VO], joiner: Callable[[V, VO], VR],
              windows: JoinWindows | None = None, *,
-             name: str | None = None) -> Stream[K, VR]:
+             name: str | None = None, grace: float | None = None) -> Stream[K, VR]:
         """Inner join. With a :class:`Table`: each record joins the table's current value
         of its key (records without one are dropped; table updates emit nothing). With a
         :class:`Stream`: records of both sides whose timestamps are within ``windows`` of
-        each other join. ``joiner(this_value, other_value)``."""
+        each other join. ``joiner(this_value, other_value)``. With a versioned table, each
+        record joins the value valid at its timestamp; ``grace`` (seconds, versioned tables
+        only) holds records back to join them in timestamp order (KIP-923)."""
         from aiostreams.topology.dsl_joins import join_streams
 
-        return join_streams(self, other, joiner, windows, "inner", name=name)
+        return join_streams(self, other, joiner, windows, "inner", name=name, grace=grace)
 
     def join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
                     joiner: Callable[[V, Any], VR], *, name: str | None = None,
@@ -527,7 +531,8 @@ class Stream(Generic[K, V]):
 
     @overload
     def left_join(self, other: Table[K, VO], joiner: Callable[[V, VO | None], VR],
-                  windows: None = None, *, name: str | None = None) -> Stream[K, VR]: ...
+                  windows: None = None, *, name: str | None = None,
+                  grace: float | None = None) -> Stream[K, VR]: ...
 
     @overload
     def left_join(self, other: Stream[K, VO], joiner: Callable[[V, VO | None], VR],
@@ -535,12 +540,12 @@ class Stream(Generic[K, V]):
 
     def left_join(self, other: Stream[K, VO] | Table[K, VO],
                   joiner: Callable[[V, VO | None], VR], windows: JoinWindows | None = None,
-                  *, name: str | None = None) -> Stream[K, VR]:
+                  *, name: str | None = None, grace: float | None = None) -> Stream[K, VR]:
         """Like :meth:`join`, but a record of this stream with no match is emitted too,
         as ``joiner(value, None)``."""
         from aiostreams.topology.dsl_joins import join_streams
 
-        return join_streams(self, other, joiner, windows, "left", name=name)
+        return join_streams(self, other, joiner, windows, "left", name=name, grace=grace)
 
     def outer_join(self, other: Stream[K, VO], joiner: Callable[[V | None, VO | None], VR],
                    windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]:

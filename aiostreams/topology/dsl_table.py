@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from aiostreams.errors import TopologyError
 from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
+from aiostreams.state.versioned import Versioned
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_processors import Reducing, require_sync
 from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec
@@ -93,6 +94,8 @@ class Table(Generic[K, V]):
         """Whether Kafka Streams would hold this table (or a table it derives from) in a
         store, so that a ``filter`` gets old values without forcing one (Kafka's
         ``enableSendingOldValues(false)``); false only for an unnamed ``to_table()``."""
+        self.versioned_source: str | None = None
+        """The node of the versioned table this table is (or derives from), else None."""
         self.window_grace_ms = window_grace_ms
         """For a windowed aggregation (and tables derived from it): how long after its end
         a window closes (ms; sessions: gap + grace); ``None`` for other tables."""
@@ -118,9 +121,11 @@ class Table(Generic[K, V]):
         if materialized is not None:
             store = self.builder.store_name("KTABLE-STATE-STORE", materialized)
         old_values = OldValues(self.old_values)
-        if kind == "KTABLE-FILTER" and self.materialized_upstream:
+        if (kind == "KTABLE-FILTER" and self.materialized_upstream
+                and self.versioned_source is None):
             # Kafka's KTableFilter turns old values on upstream when its parent chain is
-            # materialized, so that it can drop deletes of keys that were never there.
+            # materialized, so that it can drop deletes of keys that were never there
+            # (not after a versioned table: its "versioned semantics" forward them all).
             old_values.enable()
         node = self.builder.add_processor(kind, lambda: make(store, old_values), [self.node],
                                           name=name)
@@ -130,10 +135,12 @@ class Table(Generic[K, V]):
                 store, persistent=persistent, key_serde=key_serde,
                 value_serde=TimestampedSerde(value_serde or JsonSerde())), node)
             getter = StoreGetter(store)
-        return Table(self.builder, node, getter, key_serde=self.key_serde,
-                     value_serde=value_serde, store=store, old_values=old_values,
-                     materialized_upstream=store is not None or self.materialized_upstream,
-                     window_grace_ms=self.window_grace_ms)
+        derived: Table[Any, Any] = Table(self.builder, node, getter, key_serde=self.key_serde,
+                        value_serde=value_serde, store=store, old_values=old_values,
+                        materialized_upstream=store is not None or self.materialized_upstream,
+                        window_grace_ms=self.window_grace_ms)
+        derived.versioned_source = self.versioned_source
+        return derived
 
     def filter(self, predicate: Callable[[K, V], bool], *, name: str | None = None,
                materialized: str | None = None, persistent: bool = False) -> Table[K, V]:
@@ -221,7 +228,9 @@ class Table(Generic[K, V]):
         them with an adder and a subtractor (a row that changes group leaves its old one);
         goes through a repartition topic. See :mod:`aiostreams.topology.table_regroup`."""
         from aiostreams.topology.dsl_grouped_table import GroupedTable
+        from aiostreams.topology.dsl_versioned import refuse_versioned
 
+        refuse_versioned(self, "group_by()")
         return GroupedTable(self, selector, key_serde=key_serde, value_serde=value_serde,
                             name=name)
 
@@ -354,6 +363,9 @@ def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str 
     if not isinstance(suppressed, Suppressed):
         raise TopologyError(f"suppress() takes until_window_closes(...) or "
                             f"until_time_limit(...), got {type(suppressed).__name__}")
+    from aiostreams.topology.dsl_versioned import refuse_versioned
+
+    refuse_versioned(table, "suppress()")
     builder = table.builder
     if suppressed.until == "window_closes":
         if table.window_grace_ms is None:
@@ -387,7 +399,8 @@ def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str 
 
 
 def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str | None,
-                     materialized: str | None, persistent: bool) -> Table[Any, Any]:
+                     materialized: str | None, persistent: bool,
+                     versioned: Versioned | None = None) -> Table[Any, Any]:
     """``topic`` read into a materialized table (see :meth:`StreamsBuilder.table`)."""
     topic_name = topic.name if isinstance(topic, Topic) else topic
     source = builder.add_source("KTABLE-SOURCE", [topic],
@@ -397,11 +410,12 @@ def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str |
     value_serde = declared.value_serde if declared is not None else serde_for(None)
     store = builder.store_name(f"{topic_name}-STATE-STORE", materialized)
     return _source_table(builder, "KTABLE-SOURCE", source, store, key_serde, value_serde,
-                         name=name, persistent=persistent)
+                         name=name, persistent=persistent, versioned=versioned)
 
 
 def table_from_stream(stream: Stream[Any, Any], *, name: str | None, materialized: str | None,
-                      persistent: bool, key_serde: Any, value_serde: Any) -> Table[Any, Any]:
+                      persistent: bool, key_serde: Any, value_serde: Any,
+                      versioned: Versioned | None = None) -> Table[Any, Any]:
     """``stream`` read as a table's changelog (see :meth:`Stream.to_table`): Kafka's
     ``toTable``, which repartitions a key-changed stream first."""
     key_s = serde_for(key_serde) if key_serde is not None else stream.key_serde
@@ -412,7 +426,7 @@ def table_from_stream(stream: Stream[Any, Any], *, name: str | None, materialize
     store = stream.builder.store_name("KSTREAM-TOTABLE-STATE-STORE", materialized)
     table = _source_table(stream.builder, "KSTREAM-TOTABLE", stream.node, store,
                           key_s or JsonSerde(), value_s or JsonSerde(), name=name,
-                          persistent=persistent)
+                          persistent=persistent, versioned=versioned)
     # The store is always kept (joins read it), but like Kafka's unnamed toTable() it
     # computes old values only when something downstream asks for them.
     table.materialized_upstream = materialized is not None
@@ -421,7 +435,12 @@ def table_from_stream(stream: Stream[Any, Any], *, name: str | None, materialize
 
 def _source_table(builder: StreamsBuilder, kind: str, parent: str, store: str,
                   key_serde: Serde[Any], value_serde: Serde[Any], *, name: str | None,
-                  persistent: bool) -> Table[Any, Any]:
+                  persistent: bool, versioned: Versioned | None) -> Table[Any, Any]:
+    if versioned is not None:
+        from aiostreams.topology.dsl_versioned import versioned_source_table
+
+        return versioned_source_table(builder, kind, parent, store, key_serde, value_serde,
+                                      name=name, persistent=persistent, versioned=versioned)
     old_values = OldValues()
     node = builder.add_processor(kind, lambda: TableSourceProcessor(store, old_values),
                                  [parent], name=name)

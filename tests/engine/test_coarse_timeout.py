@@ -72,3 +72,20 @@ def test_granularity_is_a_tenth_of_the_timeout_within_bounds() -> None:
         CoarseTimeouts(0.0)
     with pytest.raises(ValueError, match="timeout"):
         CoarseTimeouts(1.0).bound(0.0)
+
+
+async def test_a_block_entered_again_after_it_timed_out_times_out_again() -> None:
+    # an executor reuses one block for all its attempts: a timeout must not stick to it
+    timeouts = CoarseTimeouts(0.005)
+    block = timeouts.bound(0.02)
+    loop = asyncio.get_running_loop()
+    for _ in range(2):
+        started = loop.time()
+        with pytest.raises(TimeoutError, match=r"0\.02 s timeout"):
+            async with asyncio.timeout(3.0):  # only reached if the block never times out
+                with block:
+                    await asyncio.Event().wait()
+        assert loop.time() - started < 2.0, "the block did not time out by itself"
+    with block:
+        await asyncio.sleep(0)  # in time: untouched
+    assert timeouts.open_blocks == 0

@@ -8,7 +8,8 @@ functions a spec can use; ``java/Oracle.java`` implements the same ones.
 ==================  ============================================================
 op                  meaning (``v`` the value; ``None`` stays ``None`` unless said)
 ==================  ============================================================
-stream / table      ``topic``: a source stream / a (materialized) source table
+stream / table      ``topic``: a source stream / a (materialized) source table; a
+                    table with ``versioned`` (history retention, ms) is versioned
 filter              keep ``pick(v, m, r)`` (``not``: drop them); stream or table
 map_values          ``affine(v, a, b)``; stream or table
 select_key          key ``bucket("k", v, n)``
@@ -33,7 +34,8 @@ suppress            ``until``: ``window_closes`` / ``time_limit`` (``wait`` ms),
                     ``max_records`` and ``when_full`` (``emit_early``/``shut_down``)
 to_stream, to       a table's updates as a stream; write a stream to ``topic``
 join/left_join/     stream-stream (``before``, ``after``, ``grace`` ms), stream-table or
-outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``
+outer_join          table-table, by the kinds of ``from`` and ``other``; ``joined(l, r)``;
+                    stream-table with ``grace`` (ms): KIP-923's buffered join
 global_table        ``topic`` as a global table (replicated, not partitioned)
 join_global/        stream ``from`` with global table ``other`` on key
 left_join_global    ``bucket("g", v, n)``, by ``joined(l, r)``
@@ -52,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiostreams import App
+from aiostreams import App, Versioned
 from aiostreams.test_driver import TopologyTestDriver
 from aiostreams.topology.dsl import Stream, Table
 from aiostreams.topology.dsl_cogroup import CogroupedStream, TimeWindowedCogroupedStream
@@ -188,6 +190,9 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
         result = app.stream(op["topic"])
         if seed is not None:
             result = result.map_values_async(random_yields(seed + len(env)))
+    elif kind == "table" and "versioned" in op:
+        result = app.table(op["topic"], materialized=f"table-{ident}",
+                           versioned=Versioned(op["versioned"] / 1000))
     elif kind == "table":
         result = app.table(op["topic"], materialized=f"table-{ident}")
     elif kind == "filter":
@@ -301,7 +306,9 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
             result = method(other, joined, windows)
         else:
             assert isinstance(other, Table)
-            result = method(other, joined)
+            grace = op.get("grace")
+            result = (method(other, joined) if grace is None
+                      else method(other, joined, grace=grace / 1000))
     else:
         raise ValueError(f"unknown op {kind!r} in an oracle spec")
     env[ident] = Var(result, windowing, size_ms)

@@ -9,7 +9,9 @@ After each flush, a worker whose table's app transactions cover ``DW_ENDS`` (JSO
 offset of each partition of ``DW_TOPIC``) prints ``DONE_LINE`` to stderr.
 
 Environment: ``DW_BOOTSTRAP``, ``DW_TOPIC``, ``DW_PATH``, ``DW_KILL_POINT``, ``DW_NTH``,
-``DW_TOKENS``, ``DW_ENDS``, and ``DW_STORAGE_OPTIONS`` (JSON) for a table on S3.
+``DW_TOKENS``, ``DW_ENDS``, ``DW_STORAGE_OPTIONS`` (JSON) for a table on S3, and
+``DW_ENGINE``: the sink's engine (``pyarrow``, the default, or ``spark``: each worker process
+then writes through a ``local[1]`` SparkSession of its own).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from deltakit import make_delta_app
 from deltalake import DeltaTable
 from sparkkit import Order
 
+from aiostreams.spark import SparkConfig
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.types import TopicPartition
 
@@ -63,10 +66,14 @@ def build() -> Any:
     env = os.environ
     topic = env["DW_TOPIC"]
     ends = {TopicPartition(topic, p): last for p, last in enumerate(json.loads(env["DW_ENDS"]))}
+    engine = env.get("DW_ENGINE", "pyarrow")
+    spark = (SparkConfig(master="local[1]", driver_memory="512m", app_name=f"dw-{os.getpid()}")
+             if engine == "spark" else None)
     sink = TokenKillingSink(env["DW_PATH"], Order, include=("partition", "offset"),
                             batch_rows=400, batch_interval=0.5, kill_point=env["DW_KILL_POINT"],
                             nth=int(env["DW_NTH"]), tokens=Path(env["DW_TOKENS"]), ends=ends,
-                            storage_options=json.loads(env.get("DW_STORAGE_OPTIONS", "{}")))
+                            storage_options=json.loads(env.get("DW_STORAGE_OPTIONS", "{}")),
+                            engine=engine, spark=spark)
     transport = KillingTransport(env["DW_BOOTSTRAP"], session_timeout=6.0, heartbeat_interval=1.0)
     transport.sink = sink
     return make_delta_app(f"dw-{topic}", transport, topic, sink, commit_interval_ms=200,

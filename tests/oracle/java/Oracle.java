@@ -62,6 +62,7 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KStream;
@@ -79,6 +80,7 @@ import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.test.TestRecord;
 
 public final class Oracle {
@@ -263,8 +265,8 @@ public final class Oracle {
         Object result;
         switch (kind) {
             case "stream" -> result = builder.stream(op.path("topic").asText());
-            case "table" -> result = builder.table(op.path("topic").asText(),
-                Materialized.as("table-" + id));
+            case "table" -> result = op.has("versioned") ? versionedTable(builder, op, id)
+                : builder.table(op.path("topic").asText(), Materialized.as("table-" + id));
             case "filter" -> {
                 boolean not = op.path("not").asBoolean(false);
                 result = src instanceof KTable<?, ?> t
@@ -479,6 +481,9 @@ public final class Oracle {
         KStream<String, Long> l = (KStream<String, Long>) left;
         if (right instanceof KTable<?, ?> t) {
             KTable<String, Long> rt = (KTable<String, Long>) t;
+            if (op.has("grace")) {
+                return joinWithGrace(kind, l, rt, op);
+            }
             return "join".equals(kind) ? l.join(rt, Oracle::joined) : l.leftJoin(rt, Oracle::joined);
         }
         KStream<String, Long> rs = (KStream<String, Long>) right;
@@ -491,6 +496,25 @@ public final class Oracle {
             case "left_join" -> l.leftJoin(rs, Oracle::joined, windows);
             default -> l.outerJoin(rs, Oracle::joined, windows);
         };
+    }
+
+    // -- versioned tables (KIP-889, KIP-914) and stream-table joins with grace (KIP-923) ----
+
+    /** {@code "table"} with {@code "versioned": <history retention ms>}. */
+    private static KTable<String, Long> versionedTable(StreamsBuilder builder, JsonNode op,
+                                                       String id) {
+        return builder.table(op.path("topic").asText(),
+            Materialized.<String, Long>as(Stores.persistentVersionedKeyValueStore(
+                "table-" + id, Duration.ofMillis(op.path("versioned").asLong()))));
+    }
+
+    /** A stream-table join or left join with {@code "grace"} ms (the table is versioned). */
+    private static KStream<String, Long> joinWithGrace(String kind, KStream<String, Long> l,
+                                                       KTable<String, Long> rt, JsonNode op) {
+        Joined<String, Long, Long> joined = Joined.with(Serdes.String(), Serdes.Long(), Serdes.Long())
+            .withGracePeriod(Duration.ofMillis(op.path("grace").asLong()));
+        return "join".equals(kind) ? l.join(rt, Oracle::joined, joined)
+            : l.leftJoin(rt, Oracle::joined, joined);
     }
 
     private Oracle() {}
