@@ -203,7 +203,7 @@ HOW = {"stream_stream_join": "multiset", "table_table_join": "multiset"}
 
 KNOWN_WRONG = {
     "sliding_emit_final": "known bug, not fixed yet: after the restart some windows of one "
-                          "key are counted one record too many (7 for 6; seen 3 of 3 runs "
+                          "key are counted one record too many (7 for 6; seen in 2 of 3 runs "
                           "with recent timestamps, also on 24ebe42, before restore in the "
                           "background)",
     "session_emit_final": "known bug, not fixed yet: after the restart a session count "
