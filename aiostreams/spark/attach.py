@@ -55,15 +55,17 @@ class ParquetValidator(Processor[Any, Any]):
 def add_parquet_sink(topology: Topology, name: str, parent: str, sink: ParquetSink) -> None:
     """Add ``sink`` to ``topology`` as node ``name``, fed by ``parent`` through a
     validation processor named :func:`validator_name` (``"<name>-validate"``)."""
-    check = validator_name(name)
-    topology.add_processor(check, lambda: ParquetValidator(sink), parent)
-    topology.add_external_sink(name, sink, check)
-    sink.validated_upstream = True
+    _add_validated(topology, name, parent, sink)
 
 
 def add_delta_sink(topology: Topology, name: str, parent: str, sink: DeltaSink) -> None:
     """Add the Delta ``sink`` to ``topology`` as node ``name``, fed by ``parent`` through a
     validation processor named :func:`validator_name` (``"<name>-validate"``)."""
+    _add_validated(topology, name, parent, sink)
+
+
+def _add_validated(topology: Topology, name: str, parent: str,
+                   sink: ParquetSink | DeltaSink) -> None:
     check = validator_name(name)
     topology.add_processor(check, lambda: ParquetValidator(sink), parent)
     topology.add_external_sink(name, sink, check)

@@ -369,16 +369,7 @@ class Stream(Generic[K, V]):
         ``engine``, ``include``, ``spark``, ...). Values that do not fit the schema fail
         in a validation step before the sink, so they follow the dead-letter path.
         Returns the sink (its ``metrics`` say what it wrote)."""
-        try:
-            from aiostreams.spark import ParquetSink, add_parquet_sink
-        except ImportError as e:  # pragma: no cover - the spark extra is missing
-            raise TopologyError(
-                f"to_parquet needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
-            ) from e
-        sink = ParquetSink(path, model, **options)
-        node = self.builder.new_name("KSTREAM-PARQUET", name)
-        add_parquet_sink(self.builder.topology, node, self.node, sink)
-        return sink
+        return self._spark_sink("parquet", path, model, name, options)
 
     def to_delta(self, path: Any, model: Any, *, name: str | None = None,
                  **options: Any) -> Any:
@@ -388,15 +379,27 @@ class Stream(Generic[K, V]):
         committed. ``options`` go to :class:`aiostreams.spark.DeltaSink` (``partition_by``,
         ``include``, ``batch_rows``, ...). Values that do not fit the schema fail in a
         validation step before the sink (the dead-letter path). Returns the sink."""
+        return self._spark_sink("delta", path, model, name, options)
+
+    def _spark_sink(self, kind: str, path: Any, model: Any, name: str | None,
+                    options: dict[str, Any]) -> Any:
+        """A ``ParquetSink`` (``kind`` "parquet") or ``DeltaSink`` ("delta") fed by this
+        stream through its validation step."""
         try:
-            from aiostreams.spark import DeltaSink, add_delta_sink
+            from aiostreams import spark
         except ImportError as e:  # pragma: no cover - the spark extra is missing
             raise TopologyError(
-                f"to_delta needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
+                f"to_{kind} needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
             ) from e
-        sink = DeltaSink(path, model, **options)
-        node = self.builder.new_name("KSTREAM-DELTA", name)
-        add_delta_sink(self.builder.topology, node, self.node, sink)
+        if kind == "delta":
+            sink: Any = spark.DeltaSink(path, model, **options)
+            spark.add_delta_sink(self.builder.topology,
+                                 self.builder.new_name("KSTREAM-DELTA", name), self.node, sink)
+        else:
+            sink = spark.ParquetSink(path, model, **options)
+            spark.add_parquet_sink(self.builder.topology,
+                                   self.builder.new_name("KSTREAM-PARQUET", name), self.node,
+                                   sink)
         return sink
 
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:
