@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,7 @@ from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
 from aiostreams.spark.delta_spark import SparkDeltaEngine
 from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch
 from aiostreams.spark.incarnations import check_incarnations, known_ids
+from aiostreams.spark.object_store import with_s3a_conf
 from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
@@ -129,7 +131,9 @@ class DeltaSink:
     created (default: the topics of the first batch). ``target_file_size``: bytes per data
     file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs) or ``"spark"``
     (Spark writes the files, delta-rs commits them: :mod:`aiostreams.spark.delta_spark`;
-    ``spark`` configures the session; a local or mounted path only).
+    ``spark`` configures the session; on ``s3a://`` its ``fs.s3a.*`` settings are derived
+    from ``storage_options`` unless ``spark.conf`` sets them:
+    :mod:`aiostreams.spark.object_store`; ``hadoop-aws`` must be on Spark's classpath).
     """
 
     def __init__(
@@ -166,9 +170,7 @@ class DeltaSink:
             raise ConfigError(f"DeltaSink's engine is 'pyarrow' (delta-rs) or 'spark'; got "
                               f"{engine!r}")
         if engine == "spark" and where.local is None:
-            raise ConfigError(f"DeltaSink(engine='spark') writes to a directory the driver and "
-                              f"every executor reach at one path; got {where.given!r}. Use "
-                              "engine='pyarrow' for object stores")
+            spark = with_s3a_conf(spark, options)
         if batch_rows is None:
             batch_rows = DEFAULT_BATCH_ROWS[engine]
         self.path: Path | str = where.local if where.local is not None else where.uri
@@ -184,7 +186,8 @@ class DeltaSink:
         self.sources = tuple(sorted(set(sources)))
         self.target_file_size = target_file_size
         self.engine = engine
-        self.spark_engine = SparkDeltaEngine(spark) if engine == "spark" else None
+        self.spark_engine = (SparkDeltaEngine(spark, storage_options=options)
+                             if engine == "spark" else None)
         self.name = ""
         self.app_id: str | None = None  # set by bind_app (the worker, before start)
         self.topic_ids: dict[str, str] = {}  # set by bind_topic_ids (the worker, too)
@@ -242,7 +245,16 @@ class DeltaSink:
         where = str(self.path)
         if self.spark_engine is not None:
             get_session(self.spark_engine.spark)  # seconds: once, before the first batch
-        table = open_table(where, self.storage_options)
+        try:
+            table = open_table(where, self.storage_options)
+        except OSError as e:
+            if isinstance(self.path, Path):
+                raise
+            endpoint = self.storage_options.get("AWS_ENDPOINT_URL", "AWS's default")
+            detail = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # delta-rs colours its causes
+            raise ConfigError(
+                f"{self!r} cannot reach {where} (endpoint {endpoint}): {detail}. Check the "
+                "storage_options' AWS_ENDPOINT_URL, AWS_REGION and credentials") from e
         if table is None:
             return
         identity = TableIdentity.from_description(table.metadata().description, where)
@@ -402,7 +414,6 @@ class DeltaSink:
                 validate=None if self.validated_upstream else self.validate)
             transactions = {transaction_app_id(self.app, s): o for s, o in lasts.items()}
             if self.spark_engine is not None:
-                assert isinstance(self.path, Path)
                 self.spark_engine.commit(table, self.path, data,
                                          partition_by=self.partition_by, identity=identity,
                                          transactions=transactions)

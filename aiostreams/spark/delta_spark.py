@@ -46,23 +46,27 @@ snapshot passed in (or the version 0 this engine created).
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake.transaction import AddAction
 
 from aiostreams.spark.delta_identity import TableIdentity
 from aiostreams.spark.delta_table import WRITER, CommitRace
 from aiostreams.spark.file_stats import delta_stats
-from aiostreams.spark.parquet_writer import write_staged
+from aiostreams.spark.object_store import s3_filesystem, s3_key
+from aiostreams.spark.parquet_writer import write_staged, write_staged_to_store
 from aiostreams.spark.session import SparkConfig
 
 __all__ = ["BATCH_DIR_PREFIX", "SparkDeltaEngine", "missing_fields"]
@@ -72,6 +76,7 @@ BATCH_DIR_PREFIX = "aiostreams-spark-"
 hidden ``_``/``.`` directory), and listed by the driver without walking the table."""
 
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+log = logging.getLogger(__name__)
 
 
 def missing_fields(table: pa.Schema, wanted: pa.Schema) -> list[str]:
@@ -115,38 +120,50 @@ class SparkDeltaEngine:
     module docstring. ``spark``: the session's config (None: the process's session, or
     defaults); ``compression``: the Parquet codec."""
 
-    def __init__(self, spark: SparkConfig | None = None, *,
-                 compression: str = "snappy") -> None:
+    def __init__(self, spark: SparkConfig | None = None, *, compression: str = "snappy",
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self.spark = spark
         self.compression = compression
+        self.storage_options = dict(storage_options or {})
 
-    def commit(self, table: DeltaTable | None, root: Path, data: pa.Table, *,
+    def commit(self, table: DeltaTable | None, root: Path | str, data: pa.Table, *,
                partition_by: Sequence[str], identity: TableIdentity,
                transactions: Mapping[str, int]) -> None:
         """Append ``data`` as one Delta commit carrying ``transactions`` (app id → version),
-        made on ``table``, the snapshot of the table at ``root`` whose versions the caller
-        checked (None: the caller found no table; it is created). Raises
-        :class:`CommitRace` when the caller must check again on the newest snapshot;
-        nothing of this batch is then committed."""
+        made on ``table``, the snapshot of the table at ``root`` (a local directory or an
+        ``s3a://`` URI) whose versions the caller checked (None: the caller found no table;
+        it is created). Raises :class:`CommitRace` when the caller must check again on the
+        newest snapshot; nothing of this batch is then committed."""
         assert data.num_rows > 0, "a commit holds rows"
         if table is None:
             table = self._create(str(root), data.schema, partition_by, identity)
         new = missing_fields(pa.schema(table.schema().to_arrow()), data.schema)
         if new:
-            self._merge_schema(root, data.schema, partition_by)
+            self._merge_schema(str(root), data.schema, partition_by)
             raise CommitRace(f"this sink added {new} to the table's schema; checking again "
                              "on the snapshot that has them")
-        batch_dir = root / f"{BATCH_DIR_PREFIX}{uuid.uuid4().hex}"
-        files = write_staged(data, batch_dir, engine="spark", partition_by=partition_by,
-                             compression=self.compression, spark=self.spark)
-        self.files_written(batch_dir, files)
-        actions: list[AddAction | RemoveAction] = [
-            self._add(root, batch_dir, f, partition_by) for f in files]
-        assert sum(json.loads(a.stats)["numRecords"] for a in actions
-                   if isinstance(a, AddAction)) == data.num_rows
+        name = f"{BATCH_DIR_PREFIX}{uuid.uuid4().hex}"
+        if isinstance(root, Path):
+            batch_dir = root / name
+            files = write_staged(data, batch_dir, engine="spark", partition_by=partition_by,
+                                 compression=self.compression, spark=self.spark)
+            self.files_written(batch_dir, files)
+            actions = [self._add(root, batch_dir, f, partition_by) for f in files]
+            forget = functools.partial(shutil.rmtree, batch_dir, ignore_errors=True)
+        else:
+            batch_uri = f"{root.rstrip('/')}/{name}"
+            fs, fs_dir = s3_filesystem(self.storage_options), s3_key(batch_uri)
+            found = write_staged_to_store(data, batch_uri, fs, fs_dir,
+                                          partition_by=partition_by,
+                                          compression=self.compression, spark=self.spark)
+            self.files_written(batch_uri, [info.path for info, _ in found])
+            actions = [self._add_stored(name, fs_dir, info, meta, partition_by)
+                       for info, meta in found]
+            forget = functools.partial(_delete_dir, fs, fs_dir)
+        assert sum(json.loads(a.stats)["numRecords"] for a in actions) == data.num_rows
         try:
             table.create_write_transaction(
-                actions, "append", table.schema(), list(partition_by) or None,
+                list(actions), "append", table.schema(), list(partition_by) or None,
                 commit_properties=CommitProperties(
                     app_transactions=[Transaction(app_id, version)
                                       for app_id, version in sorted(transactions.items())],
@@ -154,31 +171,36 @@ class SparkDeltaEngine:
                                      "aiostreams.writer": WRITER,
                                      "aiostreams.engine": "spark"}))
         except CommitFailedError as e:
-            shutil.rmtree(batch_dir, ignore_errors=True)  # in no commit: the race was lost
+            forget()  # in no commit: the race was lost
             raise CommitRace(str(e)) from e
 
-    def files_written(self, batch_dir: Path, files: Sequence[Path]) -> None:
+    def files_written(self, batch_dir: Path | str, files: Sequence[Path | str]) -> None:
         """Called after Spark wrote a batch's files and before their commit; a no-op.
-        Tests override it to commit as another writer, or to crash, at that point."""
+        ``batch_dir``: a local directory or an ``s3a://`` URI (``files`` are then
+        ``bucket/key`` paths). Tests override it to commit as another writer, or to crash,
+        at that point."""
 
-    @staticmethod
-    def _create(where: str, schema: pa.Schema, partition_by: Sequence[str],
+    def _create(self, where: str, schema: pa.Schema, partition_by: Sequence[str],
                 identity: TableIdentity) -> DeltaTable:
+        options = self.storage_options or None
         try:
             DeltaTable.create(where, schema, mode="error", partition_by=list(partition_by)
-                              or None, description=identity.to_description())
+                              or None, description=identity.to_description(),
+                              storage_options=options)
         except DeltaError as e:
-            if DeltaTable.is_deltatable(where):
+            if DeltaTable.is_deltatable(where, storage_options=options):
                 raise CommitRace(f"the table was created by another writer meanwhile "
                                  f"({e})") from e
             raise
-        return DeltaTable(where, version=0)  # what the caller's check saw: no table
+        # what the caller's check saw: no table
+        return DeltaTable(where, version=0, storage_options=options)
 
-    @staticmethod
-    def _merge_schema(root: Path, schema: pa.Schema, partition_by: Sequence[str]) -> None:
+    def _merge_schema(self, where: str, schema: pa.Schema, partition_by: Sequence[str]
+                      ) -> None:
         try:
-            write_deltalake(str(root), schema.empty_table(), mode="append",
+            write_deltalake(where, schema.empty_table(), mode="append",
                             schema_mode="merge", partition_by=list(partition_by) or None,
+                            storage_options=self.storage_options or None,
                             commit_properties=CommitProperties(
                                 custom_metadata={"aiostreams.writer": WRITER}))
         except CommitFailedError as e:
@@ -197,3 +219,29 @@ class SparkDeltaEngine:
             modification_time=stat.st_mtime_ns // 1_000_000,
             data_change=True,
             stats=stats)
+
+    @staticmethod
+    def _add_stored(name: str, fs_dir: str, info: pafs.FileInfo, meta: pq.FileMetaData,
+                    partition_by: Sequence[str]) -> AddAction:
+        """The ``add`` of a file of the batch directory ``name`` (``fs_dir`` in the store)."""
+        assert info.path.startswith(fs_dir + "/"), (info.path, fs_dir)
+        relative = PurePosixPath(info.path[len(fs_dir) + 1:])
+        mtime = info.mtime_ns
+        assert info.size is not None and mtime is not None, info
+        return AddAction(
+            path=f"{name}/{relative.as_posix()}",
+            size=info.size,
+            partition_values=partition_values(Path(relative.parent), partition_by),
+            modification_time=mtime // 1_000_000,
+            data_change=True,
+            stats=delta_stats(meta))
+
+
+def _delete_dir(fs: pafs.FileSystem, fs_dir: str) -> None:
+    """Delete a batch directory no commit lists; a failure leaves files no reader sees
+    (vacuum deletes them), so it is logged, not raised over the lost race."""
+    try:
+        fs.delete_dir(fs_dir)
+    except OSError as e:
+        log.warning("could not delete %s, which no commit lists (%s); VACUUM deletes it", fs_dir,
+                    e)

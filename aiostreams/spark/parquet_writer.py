@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from aiostreams.errors import AiostreamsError
@@ -44,7 +45,7 @@ from aiostreams.spark.commit_log import DataFile, fsync_dir
 from aiostreams.spark.session import SparkConfig, get_session
 
 __all__ = ["COMPRESSIONS", "Engine", "UnreachableFilesError", "move_into_dataset",
-           "write_staged"]
+           "write_staged", "write_staged_to_store"]
 
 Engine = Literal["spark", "pyarrow"]
 COMPRESSIONS = ("snappy", "zstd", "gzip", "none")
@@ -70,26 +71,52 @@ def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
     """Write ``table`` under ``staging`` (which must not exist) and return the data files,
     fsynced. Raises what the engine raised; ``staging`` may then hold partial files."""
     if engine == "spark":
-        _write_with_spark(table, staging, partition_by, compression, spark)
+        _write_with_spark(table, staging.as_uri(), partition_by, compression, spark)
     else:
         _write_with_pyarrow(table, staging, partition_by, compression)
     files = sorted(p for p in staging.rglob("*.parquet")
                    if not p.name.startswith((".", "_")))
-    _check_rows_visible(files, staging, table.num_rows, engine)
+    found = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+    _check_rows_visible(found, len(files), str(staging), table.num_rows, engine)
     for path in files:
         _fsync_file(path)
     return files
 
 
-def _check_rows_visible(files: Sequence[Path], staging: Path, expected: int,
+def write_staged_to_store(table: pa.Table, staging_uri: str, fs: pafs.FileSystem,
+                          fs_dir: str, *, partition_by: Sequence[str], compression: str,
+                          spark: SparkConfig | None = None
+                          ) -> list[tuple[pafs.FileInfo, pq.FileMetaData]]:
+    """Write ``table`` with Spark under ``staging_uri`` (an object-store URI, which must not
+    exist; ``fs_dir`` is the same directory as ``fs`` names it) and return each data file
+    with its footer, as the driver lists and reads them through ``fs``. An object store has
+    no rename and no fsync: a file is there, complete, once Spark's job committed it.
+    Raises :class:`UnreachableFilesError` unless the files hold the table's rows."""
+    _write_with_spark(table, staging_uri, partition_by, compression, spark)
+    infos = sorted((info for info in fs.get_file_info(pafs.FileSelector(
+                        fs_dir, allow_not_found=True, recursive=True))
+                    if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
+                    and not info.base_name.startswith((".", "_"))
+                    and "/_" not in info.path[len(fs_dir):]),
+                   key=lambda info: info.path)
+    found = []
+    for info in infos:
+        with fs.open_input_file(info.path) as f:
+            found.append((info, pq.ParquetFile(f).metadata))
+    _check_rows_visible(sum(meta.num_rows for _, meta in found), len(found), staging_uri,
+                        table.num_rows, "spark")
+    return found
+
+
+def _check_rows_visible(found: int, files: int, staging: str, expected: int,
                         engine: Engine) -> None:
-    """Raise :class:`UnreachableFilesError` unless ``files`` hold ``expected`` rows."""
-    found = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
+    """Raise :class:`UnreachableFilesError` unless the ``files`` the driver found hold
+    ``expected`` rows (``found``)."""
     if found == expected:
         return
     raise UnreachableFilesError(
         f"the {engine} engine reported writing {expected} row(s) under {staging}, but the "
-        f"driver finds {found} row(s) in {len(files)} file(s) there. The executors wrote "
+        f"driver finds {found} row(s) in {files} file(s) there. The executors wrote "
         "to a disk the driver does not see: the table path must be reachable by driver and "
         "executors alike (a shared path mounted at the same place on every host, hdfs://, "
         "or s3a://). Nothing of this batch was committed; fix the path and restart the app")
@@ -114,7 +141,7 @@ def split_plan(num_rows: int, nbytes: int, budget: int) -> tuple[int, int]:
     return tasks, rows
 
 
-def _write_with_spark(table: pa.Table, staging: Path, partition_by: Sequence[str],
+def _write_with_spark(table: pa.Table, staging_uri: str, partition_by: Sequence[str],
                       compression: str, config: SparkConfig | None) -> None:
     spark = get_session(config)
     if partition_by:
@@ -129,7 +156,7 @@ def _write_with_spark(table: pa.Table, staging: Path, partition_by: Sequence[str
     writer = frame.coalesce(tasks).write.mode("errorifexists")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
-    writer.option("compression", compression).parquet(staging.as_uri())
+    writer.option("compression", compression).parquet(staging_uri)
 
 
 @contextlib.contextmanager

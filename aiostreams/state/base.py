@@ -190,3 +190,10 @@ class WindowStore(StateStore, Protocol):
         """``(window_start, value)`` for ``key`` with ``time_from <= start <= time_to``
         (bounds rounded to the millisecond, like starts), in start order."""
         ...
+
+    def fetch_all(self, time_from: float,
+                  time_to: float) -> AsyncIterator[tuple[tuple[Any, float], Any]]:
+        """``((key, window_start), value)`` of every key's windows with ``time_from <=
+        start <= time_to`` (bounds rounded like starts), in (start, key bytes) order. Costs
+        what it returns (a time index), not the size of the store."""
+        ...

@@ -124,6 +124,15 @@ class StoreOverlay:
         return [(originals.get(k, k), v[-1][1])
                 for k, v in self._pending.items()]
 
+    def pending_between(self, lo: float, hi: float) -> list[tuple[Any, Any]]:
+        """A window store's newest buffered ``((key, start), value|TOMBSTONE)`` with ``lo
+        <= start <= hi`` (a pass over the buffered writes, bounded by the records in
+        flight, not over the store)."""
+        assert self._windows is not None, "pending_between() is for window stores"
+        originals = self._originals
+        return [(originals.get(k, k), v[-1][1])
+                for k, v in self._pending.items() if lo <= k[1] <= hi]
+
     def pending_windows(self, key: Any) -> list[tuple[float, Any]]:
         """A window (or versioned) store's newest buffered ``(window_start,
         value|TOMBSTONE)`` of ``key``."""
@@ -285,20 +294,30 @@ class WindowStoreView:
     async def fetch_all(self, time_from: float,
                         time_to: float) -> list[tuple[Any, float, Any]]:
         """``(key, window_start, value)`` of every key's windows with ``time_from <= start
-        <= time_to``, buffered writes included, in no particular order (a scan of the whole
-        store: for emitting closed windows, not for per-record lookups)."""
+        <= time_to``, buffered writes included, in no particular order (the store's time
+        index: costs the windows in range plus the buffered writes, not the whole store)."""
         lo = max(bound_ms(time_from) / 1000, self._store.retained_from)
         hi = bound_ms(time_to) / 1000
         identity = self._overlay.identity
-        buffered = self._overlay.pending_items()  # before the store's read: see fetch
+        # before the store's read: see fetch
+        buffered = self._overlay.pending_between(lo, hi)
         merged: dict[Any, tuple[Any, float, Any]] = {}
-        async for (key, start), value in self._store.range(None, None):
+        async for (key, start), value in self._stored_between(time_from, time_to):
             if lo <= start <= hi:
                 merged[identity((key, start))] = (key, start, value)
         for (key, start), value in buffered:
-            if lo <= start <= hi:
-                merged[identity((key, start))] = (key, start, value)
+            merged[identity((key, start))] = (key, start, value)
         return [entry for entry in merged.values() if entry[2] is not TOMBSTONE]
+
+    def _stored_between(self, time_from: float,
+                        time_to: float) -> AsyncIterator[tuple[tuple[Any, float], Any]]:
+        """The store's windows in the time range: its ``fetch_all`` (a time index), or for
+        a user's store written before ``fetch_all`` joined the protocol, a full scan."""
+        fetch_all = getattr(self._store, "fetch_all", None)
+        if fetch_all is None:
+            return self._store.range(None, None)
+        windows: AsyncIterator[tuple[tuple[Any, float], Any]] = fetch_all(time_from, time_to)
+        return windows
 
 
 def view_for(overlay: StoreOverlay) -> Any:

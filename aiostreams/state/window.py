@@ -25,7 +25,7 @@ would drop their windows.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import math
 import struct
 from collections.abc import AsyncIterator
@@ -157,10 +157,11 @@ class _Retention:
 class InMemoryWindowStore(StoreCore):
     """Windowed state in dicts: per key, window start -> value.
 
-    Invariants: ``_windows`` never holds an empty dict, ``TOMBSTONE`` or ``None``; every
-    window in ``_windows`` has its start in ``_starts`` (a min-heap, with ``_by_start``
-    naming the keys that may have a window there), so ``flush`` drops expired windows in
-    time proportional to what it drops. Keys are indexed by
+    Invariants: ``_windows`` never holds an empty dict, ``TOMBSTONE`` or ``None``;
+    ``_by_start`` maps each start (ms) to exactly the keys with a window there (never an
+    empty set), and ``_starts`` is the sorted list of its starts - so ``flush`` drops
+    expired windows, and ``fetch_all`` finds a time range's windows, in time proportional
+    to what they drop or return (plus a bisection). Keys are indexed by
     :func:`~aiostreams.state.key_identity.key_identity`; ``_keys`` holds the original of
     every ``EncodedKey`` that has a window.
     """
@@ -227,19 +228,24 @@ class InMemoryWindowStore(StoreCore):
         ident = self._identity(key)
         if value is TOMBSTONE:
             windows = self._windows.get(ident)
-            if windows is not None:
-                windows.pop(start, None)
+            if windows is not None and windows.pop(start, _GONE) is not _GONE:
                 if not windows:
                     self._forget(ident)
+                keys = self._by_start[ms]
+                keys.discard(ident)
+                if not keys:
+                    del self._by_start[ms]
+                    starts = self._starts
+                    del starts[bisect.bisect_left(starts, ms)]
             return
         self._windows.setdefault(ident, {})[start] = value
         if ident is not key:
             self._keys[ident] = key
-        keys = self._by_start.get(ms)
-        if keys is None:
-            keys = self._by_start[ms] = set()
-            heapq.heappush(self._starts, ms)
-        keys.add(ident)
+        held = self._by_start.get(ms)
+        if held is None:
+            held = self._by_start[ms] = set()
+            bisect.insort(self._starts, ms)
+        held.add(ident)
 
     def restore(self, key: bytes | None, value: bytes | None) -> None:
         kb, ms = decode_window_key(self._changelog_key(key))
@@ -258,6 +264,32 @@ class InMemoryWindowStore(StoreCore):
             value = windows.get(start)  # may be gone if a write landed while the caller awaited
             if value is not None:
                 yield start, value
+
+    async def fetch_all(self, time_from: float,
+                        time_to: float) -> AsyncIterator[tuple[tuple[Any, float], Any]]:
+        """``((key, start), value)`` of every key's windows with ``time_from <= start <=
+        time_to`` (bounds rounded like starts), in (start, key bytes) order: a bisection of
+        the sorted starts, not a scan of the store."""
+        lo = bound_ms(time_from)
+        cutoff = self._retention.cutoff_ms
+        if cutoff is not None:
+            lo = max(lo, cutoff)
+        hi = bound_ms(time_to)
+        starts = self._starts
+        due = starts[bisect.bisect_left(starts, lo):bisect.bisect_right(starts, hi)]
+        for ms in due:
+            idents = self._by_start.get(ms)
+            if idents is None:  # deleted while the caller awaited
+                continue
+            start = ms / 1000
+            for _, ident in sorted((self._ident_bytes(i), i) for i in idents):
+                held = self._windows.get(ident)
+                value = None if held is None else held.get(start)
+                if value is not None:
+                    yield (self._original(ident), start), value
+
+    def _ident_bytes(self, ident: Any) -> bytes:
+        return ident.data if isinstance(ident, EncodedKey) else self._key_bytes(ident)
 
     async def range(self, start: Any | None, end: Any | None) -> AsyncIterator[tuple[Any, Any]]:
         lo = None if start is None else self.sort_key(start)
@@ -285,16 +317,18 @@ class InMemoryWindowStore(StoreCore):
     async def flush(self) -> None:
         """Drop the expired windows."""
         cutoff = self._retention.cutoff_ms
+        if cutoff is None:
+            return
         starts = self._starts
-        while starts and cutoff is not None and starts[0] < cutoff:
-            ms = heapq.heappop(starts)
+        expired = bisect.bisect_left(starts, cutoff)
+        for ms in starts[:expired]:
             start = ms / 1000
             for ident in self._by_start.pop(ms):
-                windows = self._windows.get(ident)
-                if windows is not None:
-                    windows.pop(start, None)
-                    if not windows:
-                        self._forget(ident)
+                windows = self._windows[ident]
+                del windows[start]
+                if not windows:
+                    self._forget(ident)
+        del starts[:expired]
 
     async def wipe(self) -> None:
         self._windows.clear()
@@ -325,9 +359,10 @@ class InMemoryWindowStore(StoreCore):
 class SQLiteWindowStore(SQLiteKeyValueStore):
     """Windowed state in a SQLite file: the key-value store over composite key bytes.
 
-    An index on the last 8 bytes of the key (the start) makes the retention delete and the
-    greatest start (read back at open) index scans. ``fetch`` is one range query merged with
-    the pending writes of that key (indexed by key bytes, so it does not scan them all).
+    An index on the last 8 bytes of the key (the start) makes the retention delete, the
+    greatest start (read back at open) and ``fetch_all`` (a time range) index scans.
+    ``fetch`` is one range query merged with the pending writes of that key (indexed by
+    key bytes, so it does not scan them all).
 
     Invariant: ``_pending_by_key`` maps each key's bytes to the composite keys of its
     writes in ``_pending`` or ``_flushing`` (it may name more; never fewer).
@@ -416,6 +451,35 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         async for composite, value in super().range(start, end):
             if not self._retention.expired(round(composite[1] * 1000)):
                 yield composite, value
+
+    async def fetch_all(self, time_from: float,
+                        time_to: float) -> AsyncIterator[tuple[tuple[Any, float], Any]]:
+        """``((key, start), value)`` of every key's windows with ``time_from <= start <=
+        time_to`` (bounds rounded like starts), in (start, key bytes) order: one query on
+        the start index, merged with the unflushed writes (which win; deletes left out)."""
+        lo = bound_ms(time_from)
+        cutoff = self._retention.cutoff_ms
+        if cutoff is not None:
+            lo = max(lo, cutoff)
+        hi = bound_ms(time_to)
+        if lo > hi:
+            return
+        lo_b, hi_b = _START.pack(lo + _BIAS), _START.pack(hi + _BIAS)
+        db = self._require_open()
+        rows = await db.execute_fetchall(
+            "SELECT k, v FROM kv WHERE substr(k, -8) BETWEEN ? AND ?", (lo_b, hi_b))
+        found: dict[bytes, bytes | None] = {k: v for k, v in rows}
+        size = _START.size
+        for buffered in (self._flushing, self._pending):  # the newest last
+            for composite, vb in buffered.items():
+                if lo_b <= composite[-size:] <= hi_b:
+                    assert vb is None or isinstance(vb, bytes)
+                    found[composite] = vb
+        decode = self.value_serde.deserialize
+        for composite in sorted(found, key=lambda c: (c[-size:], c[:-size])):
+            vb = found[composite]
+            if vb is not None:
+                yield self._decode_key(composite), decode(self.name, vb)
 
     def _buffered_between(self, lo: bytes | None, hi: bytes | None) -> Pending:
         if lo is None or hi is None:
