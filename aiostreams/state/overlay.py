@@ -273,12 +273,16 @@ class WindowStoreView:
                     time_to: float) -> list[tuple[float, Any]]:
         """``(window_start, value)`` of ``key`` with ``time_from <= start <= time_to`` (bounds
         rounded to the millisecond, like starts), in start order, buffered writes included."""
+        # The buffered writes are taken before the store is read: an earlier record may
+        # retire while the store's read awaits I/O, its write leaving the overlay for a
+        # store whose read has already passed it (SQLite), and would be seen by neither.
+        buffered = self._overlay.pending_windows(key)
         merged: dict[float, Any] = {}
         async for start, value in self._store.fetch(key, time_from, time_to):
             merged[start] = value
         lo = max(bound_ms(time_from) / 1000, self._store.retained_from)
         hi = bound_ms(time_to) / 1000
-        for start, value in self._overlay.pending_windows(key):
+        for start, value in buffered:
             if lo <= start <= hi:
                 merged[start] = value
         return [(start, merged[start]) for start in sorted(merged)
@@ -295,14 +299,15 @@ class WindowStoreView:
         lo = max(bound_ms(time_from) / 1000, self._store.retained_from)
         hi = bound_ms(time_to) / 1000
         identity = self._overlay.identity
+        # before the store's read: see fetch
+        buffered = self._overlay.pending_between(lo, hi)
         merged: dict[Any, tuple[Any, float, Any]] = {}
         async for (key, start), value in self._stored_between(time_from, time_to):
             if lo <= start <= hi:
                 merged[identity((key, start))] = (key, start, value)
-        for (key, start), value in self._overlay.pending_between(lo, hi):
+        for (key, start), value in buffered:
             merged[identity((key, start))] = (key, start, value)
         return [entry for entry in merged.values() if entry[2] is not TOMBSTONE]
-
 
     def _stored_between(self, time_from: float,
                         time_to: float) -> AsyncIterator[tuple[tuple[Any, float], Any]]:

@@ -201,20 +201,8 @@ async def transport_beginning_offsets(transport: KafkaTransport, topic: str
 HOW = {"stream_stream_join": "multiset", "table_table_join": "multiset"}
 
 
-KNOWN_WRONG = {
-    "sliding_emit_final": "known bug, not fixed yet: after the restart some windows of one "
-                          "key are counted one record too many (7 for 6; seen in 2 of 3 runs "
-                          "with recent timestamps, also on 24ebe42, before restore in the "
-                          "background)",
-    "session_emit_final": "known bug, not fixed yet: after the restart a session count "
-                          "doubles per merge (255, 511: 2^n - 1; 1 of 2 runs)",
-}
-
-
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("operator", [
-    pytest.param(op, marks=pytest.mark.xfail(reason=KNOWN_WRONG[op], strict=False))
-    if op in KNOWN_WRONG else op for op in operator_worker.OPERATORS])
+@pytest.mark.parametrize("operator", list(operator_worker.OPERATORS))
 async def test_operator_outputs_continue_exactly_after_sigkill_and_state_deletion(  # type: ignore[no-untyped-def]
         kafka_bootstrap: str, topic_name, tmp_path: Path, operator: str) -> None:
     two_sides = operator.endswith("_join")
