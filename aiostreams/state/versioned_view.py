@@ -69,8 +69,13 @@ class VersionedStoreView:
         return self._in_flight.max_ms(self._overlay, self._store.observed_ms)
 
     async def _versions(self, key: Any) -> list[tuple[int, Any]]:
+        # The buffered versions are taken before the store is read: an earlier record may
+        # retire while the read awaits I/O, its versions leaving the overlay for a store
+        # whose read has already passed them, and would be seen by neither (as in
+        # WindowStoreView.fetch).
+        buffered = self._overlay.pending_windows(key)
         merged = dict(await self._store.versions(key))
-        for start, value in self._overlay.pending_windows(key):
+        for start, value in buffered:
             merged[window_start_ms(start)] = DELETED if value is TOMBSTONE else value
         return sorted(merged.items(), key=lambda item: item[0])
 
