@@ -60,7 +60,7 @@ except ImportError:  # pragma: no cover - not on Linux/macOS: no cross-process l
 
 __all__ = ["LOG_DIR", "STAGING_DIR", "CommitLog", "DataFile", "DatasetLockedError",
            "DatasetOwnerError", "LogEntry",
-           "OffsetRange", "Recovery", "committed_files", "fsync_dir", "is_data_file",
+           "OffsetRange", "Recovery", "committed_files", "fsync_path", "is_data_file",
            "merge_ranges", "offset_ranges"]
 
 log = logging.getLogger("aiostreams.spark")
@@ -200,7 +200,8 @@ class Recovery:
     removed_staging: bool = False
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file, or a directory (so a rename or a new entry in it is durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -348,7 +349,7 @@ class CommitLog:
                                  ) from None
         finally:
             tmp.unlink()
-        fsync_dir(self.dir)
+        fsync_path(self.dir)
         self._apply(entry)
 
 

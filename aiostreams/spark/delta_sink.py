@@ -74,7 +74,7 @@ from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.sink_batching import Batcher, write_taken
+from aiostreams.spark.sink_batching import Batcher, stop_table_sink, write_taken
 from aiostreams.spark.sink_columns import TableColumns
 from aiostreams.spark.sink_state import (
     SinkFailedError,
@@ -343,13 +343,7 @@ class DeltaSink:
 
     async def stop(self) -> None:
         """Flush (when running). Idempotent. Cancellation: as :meth:`flush`."""
-        if self.state is SinkState.STOPPED:
-            return
-        try:
-            if self.state is SinkState.RUNNING:
-                await self.flush()
-        finally:
-            self._move_to(SinkState.STOPPED)
+        await stop_table_sink(self, self.flush)
 
     # -- the write, on the writer thread ---------------------------------------------------
 

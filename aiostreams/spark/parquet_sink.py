@@ -82,7 +82,13 @@ from aiostreams.spark.paths import parse_table_path
 from aiostreams.spark.rows import rows_to_table
 from aiostreams.spark.schema_evolution import check_appendable
 from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.sink_batching import FIRST_WRITE_GUESS, Batcher, Offsets, write_taken
+from aiostreams.spark.sink_batching import (
+    FIRST_WRITE_GUESS,
+    Batcher,
+    Offsets,
+    stop_table_sink,
+    write_taken,
+)
 from aiostreams.spark.sink_columns import TableColumns
 from aiostreams.spark.sink_state import (
     SinkFailedError,
@@ -332,14 +338,11 @@ class ParquetSink:
         """Flush (when running) and release the writer lock. Idempotent. The SparkSession
         stays up (one per process; see :mod:`aiostreams.spark.session`). Cancellation: the
         flush behaves as in :meth:`flush`; the lock is released in any case."""
-        if self.state is SinkState.STOPPED:
-            return
-        try:
-            if self.state is SinkState.RUNNING:
-                await self.flush()
-        finally:
+
+        async def release() -> None:
             await run_on_spark_thread(self._log.release)
-            self._move_to(SinkState.STOPPED)
+
+        await stop_table_sink(self, self.flush, release)
 
     # -- the write, on the Spark thread ---------------------------------------------------
 

@@ -41,7 +41,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from aiostreams.errors import AiostreamsError
-from aiostreams.spark.commit_log import DataFile, fsync_dir
+from aiostreams.spark.commit_log import DataFile, fsync_path
 from aiostreams.spark.session import SparkConfig, get_session
 
 __all__ = ["COMPRESSIONS", "Engine", "UnreachableFilesError", "move_into_dataset",
@@ -79,7 +79,7 @@ def write_staged(table: pa.Table, staging: Path, *, engine: Engine,
     found = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
     _check_rows_visible(found, len(files), str(staging), table.num_rows, engine)
     for path in files:
-        _fsync_file(path)
+        fsync_path(path)
     return files
 
 
@@ -215,13 +215,7 @@ def move_into_dataset(files: Sequence[Path], staging: Path, dataset: Path, *, ba
         touched.add(target_dir)
         moved.append(DataFile((rel_dir / name).as_posix(), size))
     for directory in sorted(touched, key=lambda p: len(p.parts), reverse=True):
-        fsync_dir(directory)
+        fsync_path(directory)
     return moved
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -35,7 +35,7 @@ durable offset again); the durable offset never decreases.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -230,3 +230,19 @@ async def write_taken(sink: TableSink, batcher: Batcher[T], write: Callable[[lis
         raise_write_failure(sink, batch.rows, e)
     batcher.done(batch)  # FIFO: every earlier write succeeded too
     return written, batch.rows, time.monotonic() - began
+
+
+async def stop_table_sink(sink: TableSink, flush: Callable[[], Awaitable[None]],
+                          release: Callable[[], Awaitable[None]] | None = None) -> None:
+    """A table sink's ``stop``: ``flush()`` when running, then - even if that failed -
+    ``release()`` (when given) and STOPPED. Idempotent. Cancellation: as the flush; the
+    release and the state change happen in any case."""
+    if sink.state is SinkState.STOPPED:
+        return
+    try:
+        if sink.state is SinkState.RUNNING:
+            await flush()
+    finally:
+        if release is not None:
+            await release()
+        sink._move_to(SinkState.STOPPED)
