@@ -119,7 +119,7 @@ def clicks(draw: st.DrawFn) -> list[In]:
     return records
 
 
-@settings(max_examples=8, deadline=None,
+@settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(records=clicks(), cut=st.floats(0.0, 1.0), kind=st.sampled_from(["sliding", "session"]),
        final=st.booleans())
