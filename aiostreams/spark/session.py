@@ -124,6 +124,7 @@ def _get_or_start(config: SparkConfig | None) -> Any:
                     f"aiostreams.spark.stop_session() first to start one with {config!r}")
             return _session
         chosen = config or SparkConfig()
+        _fresh_jvm_for(chosen)
         if chosen.is_local:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         from pyspark.sql import SparkSession
@@ -146,6 +147,32 @@ def _get_or_start(config: SparkConfig | None) -> Any:
             atexit.register(_stop_now)
             _atexit_registered = True
         return session
+
+
+_jvm_jars: str | None = None  # spark.jars.packages the running JVM was launched with
+
+
+def _fresh_jvm_for(config: SparkConfig) -> None:
+    """Packages load only when Spark's JVM starts, and a stopped session leaves that JVM
+    running for the next one: a session that needs other packages (hadoop-aws for s3a://)
+    would start without them ("Class ...S3AFileSystem not found"). Shut the JVM down so the
+    next session launches one with ``config``'s packages."""
+    global _jvm_jars
+    from pyspark import SparkContext
+
+    wanted = config.spark_conf().get("spark.jars.packages")
+    gateway = SparkContext._gateway
+    if gateway is not None and wanted != _jvm_jars:
+        log.info("restarting Spark's JVM for packages %s", wanted)
+        proc = getattr(gateway, "proc", None)  # the JVM pyspark launched (a Popen)
+        gateway.shutdown()
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the JVM exits when its stdin closes
+            proc.wait(timeout=60)
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    _jvm_jars = wanted
 
 
 def stop_session() -> None:
