@@ -169,6 +169,21 @@ class LastEmit:
         ctx.store(self.store).put(LAST_EMIT_KEY, close)
 
 
+class _SeedsStoreTime:
+    """Seeds a restored task's store time once, before its first record (the sliding and
+    session emitters; the time-window emitter seeds inside ``_track_store_time``)."""
+
+    _seeded: bool
+    store_name: str
+    _store_time: StoreTime
+
+    async def _seed(self, ctx: ProcessorContext) -> None:
+        await ctx.wait_for_earlier_records()
+        if not self._seeded:
+            self._seeded = True
+            await seed_store_time(ctx, self.store_name, self._store_time)
+
+
 async def seed_store_time(ctx: ProcessorContext, store: str, time: StoreTime) -> None:
     """Advance ``time`` to the greatest window start (session end) ``store`` holds: a
     restored task's store time, which Kafka's store recovers with its contents."""
@@ -176,7 +191,7 @@ async def seed_store_time(ctx: ProcessorContext, store: str, time: StoreTime) ->
         time.advance(to_ms(start))
 
 
-class SlidingEmitOnWindowCloseProcessor(SlidingWindowAggregateProcessor):
+class SlidingEmitOnWindowCloseProcessor(_SeedsStoreTime, SlidingWindowAggregateProcessor):
     """Sliding windows emitted on window close (see the module docstring)."""
 
     forwards_updates = False
@@ -193,10 +208,7 @@ class SlidingEmitOnWindowCloseProcessor(SlidingWindowAggregateProcessor):
     async def process(self, record: AnyRecord) -> None:
         ctx = self.context
         if not self._seeded:
-            await ctx.wait_for_earlier_records()
-            if not self._seeded:
-                self._seeded = True
-                await seed_store_time(ctx, self.store_name, self._store_time)
+            await self._seed(ctx)
         await super().process(record)
         if record.key is None or record.value is None:
             return
@@ -229,7 +241,7 @@ def session_segment_ms(retention_ms: int) -> int:
     return max(retention_ms // 2, 60_000)
 
 
-class SessionEmitOnWindowCloseProcessor(SessionAggregateProcessor):
+class SessionEmitOnWindowCloseProcessor(_SeedsStoreTime, SessionAggregateProcessor):
     """Session windows emitted on window close (see the module docstring). The store must
     keep ``retention + session_segment_ms(retention)``: Kafka's store holds sessions that
     long, in whole segments."""
@@ -249,10 +261,7 @@ class SessionEmitOnWindowCloseProcessor(SessionAggregateProcessor):
     async def process(self, record: AnyRecord) -> None:
         ctx = self.context
         if not self._seeded:
-            await ctx.wait_for_earlier_records()
-            if not self._seeded:
-                self._seeded = True
-                await seed_store_time(ctx, self.store_name, self._store_time)
+            await self._seed(ctx)
         await super().process(record)
         if record.key is None:
             return
