@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -43,6 +44,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive ports that are all free now (for ``--workers N
+    --metrics-port P``, which serves on P..P+N-1).
+
+    Chosen below the kernel's ephemeral range, so the many outbound connections a test
+    opens (Kafka clients) cannot take P+1 between this check and the workers' bind, as
+    happened when P came from the kernel and P+1 was not checked.
+    """
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, max(20001, low - count))
+        sockets = [socket.socket() for _ in range(count)]
+        try:
+            for offset, sock in enumerate(sockets):
+                sock.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports below {low}")
 
 
 class Running:

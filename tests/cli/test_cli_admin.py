@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from clikit import Running, cli, free_port
+from clikit import Running, cli, free_port_run
 
 pytestmark = pytest.mark.kafka
 
@@ -149,7 +149,7 @@ def test_run_workers_answer_store_queries_for_keys_the_other_worker_owns(
     keys of its partitions and redirects (307) the others to the owning worker."""
     url = f"kafka://{kafka_bootstrap}"
     prefix = topic_name("q")
-    port = free_port()
+    port = free_port_run(2)
     running = Running("run", "query_counts:app", "--workers", "2", "--broker", url,
                       "--metrics-port", str(port), QUERY_PREFIX=prefix)
     try:
