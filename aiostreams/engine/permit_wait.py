@@ -32,9 +32,9 @@ from contextvars import ContextVar, Token
 from typing import Protocol
 
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT
-from aiostreams.engine.trace_hooks import CallTrace
+from aiostreams.engine.trace_hooks import CallTrace, SlotTrace
 
-__all__ = ["bind_attempt", "bind_executor", "traced_call", "unbind_attempt",
+__all__ = ["bind_attempt", "bind_executor", "record_trace", "traced_call", "unbind_attempt",
            "waiting_for_permit"]
 
 
@@ -83,10 +83,16 @@ def waiting_for_permit() -> Iterator[None]:
             attempt.resume()
 
 
+def record_trace() -> SlotTrace | None:
+    """The trace of the record running in this context; None when tracing is off or no
+    record runs here (a batch's call, a test calling a service directly)."""
+    slot = CURRENT_SLOT.get(None)
+    return slot.trace if slot is not None else None
+
+
 def traced_call(service: str, attempt: int) -> CallTrace | None:
     """The trace of a call to ``service`` that starts waiting for its permit now, when the
     record running in this context is traced (see :mod:`~aiostreams.engine.tracing`);
-    None otherwise (tracing off, or a call outside a record: a batch's, a test's)."""
-    slot = CURRENT_SLOT.get(None)
-    record = slot.trace if slot is not None else None
+    None otherwise."""
+    record = record_trace()
     return record.call(service, attempt) if record is not None else None

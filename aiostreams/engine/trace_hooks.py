@@ -16,6 +16,10 @@ __all__ = ["CallTrace", "SlotTrace"]
 class CallTrace(Protocol):
     """One call to a service on behalf of a traced record (from the permit wait on)."""
 
+    def in_batch(self, size: int, call_id: str) -> None:
+        """The call is one batch call made for ``size`` records (``call_id`` names it, the
+        same for each of them); said before :meth:`dispatched`."""
+
     def dispatched(self) -> None:
         """The permit was granted: the call goes out now (the permit wait ends)."""
 

@@ -21,6 +21,13 @@ it (Jaeger: "references", Tempo: "links") and its ids as ``aiostreams.commit.tra
 ``aiostreams.commit.span_id``, so a user can go from a record to the commit and search the
 commit's records.
 
+A batched call (``map_values_batched_async``) is one call for many records: each traced
+record of the batch gets its own ``aiostreams.permit_wait`` (from joining the batch: the
+batch filling, then the permit) and ``aiostreams.call`` in its own trace, with
+``aiostreams.batch.size`` and ``aiostreams.batch.call_id`` (the same for every record of
+that call, so a search finds the batch); the user's spans inside the batch function are
+children of the first traced record's call span.
+
 W3C trace context: when the input record carries a ``traceparent`` header its span is the
 child of that context; every output the record releases (the dead letter included) carries
 the record span's ``traceparent`` (an existing one, copied from the input, is replaced).
@@ -243,7 +250,7 @@ def _parent(owner: TaskTracer, headers: Headers) -> Context | None:
 class CallSpan:
     """One service call of a traced record: its permit wait, then the call."""
 
-    __slots__ = ("_attempt", "_record", "_service", "_since", "_span", "_token")
+    __slots__ = ("_attempt", "_batch", "_record", "_service", "_since", "_span", "_token")
 
     def __init__(self, record: RecordTrace, service: str, attempt: int) -> None:
         self._record = record
@@ -252,6 +259,11 @@ class CallSpan:
         self._since = record.owner.monotonic()
         self._span: Span | None = None
         self._token: Token[Context] | None = None
+        self._batch: dict[str, str | int] = {}
+
+    def in_batch(self, size: int, call_id: str) -> None:
+        assert self._span is None, "a call says it is batched before it is dispatched"
+        self._batch = {"aiostreams.batch.size": size, "aiostreams.batch.call_id": call_id}
 
     def dispatched(self) -> None:
         record = self._record
@@ -263,7 +275,7 @@ class CallSpan:
             "aiostreams.call", context=record.context, kind=SpanKind.CLIENT,
             start_time=owner.ns(now),
             attributes={"aiostreams.service": self._service,
-                        "aiostreams.attempt": self._attempt})
+                        "aiostreams.attempt": self._attempt, **self._batch})
         # the user's own spans inside the call (an instrumented HTTP client) are its children
         self._token = attach(trace.set_span_in_context(span))
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from aiostreams.engine.clock import Clock, LoopClock
 from aiostreams.engine.permit_wait import traced_call, waiting_for_permit
@@ -90,11 +90,14 @@ class Service:
         return self.breaker.state if self.breaker is not None else BreakerState.CLOSED
 
     async def call(self, fn: Callable[[], Awaitable[T]], *, attempt: int = 0,
-                   timeout: float | None = None) -> T:
+                   timeout: float | None = None,
+                   trace: CallTrace | Literal["record"] | None = "record") -> T:
         """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
         ``timeout`` (seconds from dispatch) replaces the service's own for this call (a
-        step's ``Retry(timeout=)``)."""
-        trace = traced_call(self.name, attempt)  # None unless the record is traced
+        step's ``Retry(timeout=)``); ``trace`` is the call's trace: by default the running
+        record's (None unless it is traced), or the one given (a batch's, for its records)."""
+        if trace == "record":
+            trace = traced_call(self.name, attempt)
         if self.budget is not None:
             now = self.clock.monotonic()
             if attempt == 0:

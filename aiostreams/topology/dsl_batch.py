@@ -16,6 +16,10 @@ When a batch call fails, ``retry_per`` decides:
   again through the service: a retry there, counted by its retry budget), and only then do
   its records fail.
 
+Tracing (``App(tracing=True)``): each traced record of a batch gets its own permit-wait and
+call spans for the batch's call, marked with the batch's size and call id
+(:mod:`aiostreams.engine.tracing`).
+
 Invariant (asserted): a call's results are as many as its values; every submitted value's
 future is resolved exactly once.
 """
@@ -24,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from aiostreams.engine.clock import TimerHandle
-from aiostreams.engine.permit_wait import waiting_for_permit
+from aiostreams.engine.permit_wait import record_trace, waiting_for_permit
+from aiostreams.engine.trace_hooks import CallTrace, SlotTrace
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.service import Service
 from aiostreams.topology.dsl_processors import await_result
@@ -47,13 +53,17 @@ class _Batcher:
         self.service = service
         self.values: list[Any] = []
         self.futures: list[asyncio.Future[Any]] = []
+        self.traces: list[_Traced] = []  # the traced records of the open batch
         self.timer: TimerHandle | None = None
         self.calls: set[asyncio.Task[None]] = set()
 
-    def submit(self, fn: Callable[[list[Any]], Any], value: Any) -> asyncio.Future[Any]:
+    def submit(self, fn: Callable[[list[Any]], Any], value: Any,
+               trace: SlotTrace | None) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.values.append(value)
         self.futures.append(future)
+        if trace is not None:  # its permit wait starts now: the batch fills, then the permit
+            self.traces.append(_Traced(trace, trace.call(self.service.name, 0)))
         if len(self.values) >= self.owner.max_batch:
             self.flush(fn)
         elif self.timer is None:
@@ -67,23 +77,25 @@ class _Batcher:
             self.timer = None
         if not self.values:
             return
-        values, futures = self.values, self.futures
-        self.values, self.futures = [], []
+        values, futures, traces = self.values, self.futures, self.traces
+        self.values, self.futures, self.traces = [], [], []
         # a fresh context: the call is the batch's, not the record's that filled it (its
         # executor and attempt timeout must not be parked or paused by the call's waits)
-        task = asyncio.get_running_loop().create_task(self._call(fn, values, futures),
-                                                      context=contextvars.Context())
+        task = asyncio.get_running_loop().create_task(
+            self._call(fn, values, futures, traces), context=contextvars.Context())
         self.calls.add(task)
         task.add_done_callback(self.calls.discard)
 
     async def _call(self, fn: Callable[[list[Any]], Any], values: list[Any],
-                    futures: list[asyncio.Future[Any]]) -> None:
+                    futures: list[asyncio.Future[Any]], traces: list[_Traced]) -> None:
         owner = self.owner
         attempts = owner.attempts if owner.retry_per == "batch" else 1
         for attempt in range(attempts):
+            trace = _BatchCallTrace.of(traces, attempt, self.service.name, len(values))
             try:
                 results = await self.service.call(lambda: await_result(fn(list(values))),
-                                                  attempt=attempt, timeout=owner.timeout)
+                                                  attempt=attempt, timeout=owner.timeout,
+                                                  trace=trace)
                 results = _one_per_value(results, values, owner.op)
             except Exception as error:
                 if attempt + 1 < attempts:
@@ -96,6 +108,50 @@ class _Batcher:
                 if not future.done():  # a record cancelled meanwhile needs no result
                     future.set_result(result)
             return
+
+
+class _Traced:
+    """A traced record of a batch and the trace of its first call (made when it joined)."""
+
+    __slots__ = ("first", "record")
+
+    def __init__(self, record: SlotTrace, first: CallTrace) -> None:
+        self.record = record
+        self.first = first
+
+
+class _BatchCallTrace:
+    """The trace of one batch call: each traced record's call trace, told together.
+
+    Dispatched last to first, so the first record's call span is the current span while
+    the batch function runs (the user's own spans are its children); ended first to last,
+    which detaches the contexts back to the one before the call."""
+
+    def __init__(self, members: list[CallTrace]) -> None:
+        self.members = members
+
+    @classmethod
+    def of(cls, traces: list[_Traced], attempt: int, service: str,
+           size: int) -> _BatchCallTrace | None:
+        if not traces:
+            return None
+        members = [t.first if attempt == 0 else t.record.call(service, attempt)
+                   for t in traces]
+        call = cls(members)
+        call.in_batch(size, uuid.uuid4().hex[:16])
+        return call
+
+    def in_batch(self, size: int, call_id: str) -> None:
+        for member in self.members:
+            member.in_batch(size, call_id)
+
+    def dispatched(self) -> None:
+        for member in reversed(self.members):
+            member.dispatched()
+
+    def ended(self, outcome: str, error: BaseException | None) -> None:
+        for member in self.members:
+            member.ended(outcome, error)
 
 
 def _one_per_value(results: Any, values: Sequence[Any], op: str) -> list[Any]:
@@ -136,6 +192,6 @@ class BatchCaller:
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self, self.service.on_loop())
-        future = batcher.submit(fn, value)
+        future = batcher.submit(fn, value, record_trace())
         with waiting_for_permit():  # not executing while the batch fills and is called
             return await asyncio.shield(future)

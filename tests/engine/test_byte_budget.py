@@ -11,6 +11,7 @@ from taskkit import MakeTask, feed, raw, str_topic
 
 from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
 from aiostreams.engine.task_state import TaskSettings
+from aiostreams.services.service import Service
 from aiostreams.testing import settle
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import Topology
@@ -102,6 +103,59 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
     assert len(h.outputs) == offset
     assert h.pauses[-1] == (IN, False)
     assert h.task.committable() == {IN: offset}
+
+
+class CallsOneAtATime(Processor[str, str]):
+    """Each record calls ``service`` (one place); the call of "stuck" waits for ``release``,
+    so every later record waits for the service's permit."""
+
+    def __init__(self, service: Service, release: asyncio.Event) -> None:
+        self.service = service
+        self.release = release
+
+    async def process(self, record: Record[str, str]) -> None:
+        async def answer() -> str:
+            if record.value == "stuck":
+                await self.release.wait()
+            return record.value.upper()
+
+        self.context.forward(record.with_value(await self.service.call(answer)))
+
+
+async def test_records_held_by_a_service_pause_fetching_at_the_byte_budget(
+        make_task: MakeTask) -> None:
+    """What a service holds is bounded by the task's budget (docs/guides/services.md,
+    Bounds): records waiting for its permit keep their bytes, fetching pauses at the
+    budget, and every held record is answered once the service has room."""
+    release = asyncio.Event()
+    service = Service("lookups", concurrency=1)
+    topo = (Topology().add_source("src", str_topic("in"))
+            .add_processor("p", lambda: CallsOneAtATime(service, release), "src")
+            .add_sink("sink", str_topic("out"), "p"))
+    limit, batch = 2_000, 5
+    h = make_task(topo, max_in_flight=10_000, max_concurrency=100,
+                  max_task_buffer_bytes=limit, ordering="unordered")
+    await h.task.initialize()
+    feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
+    offset = 1
+    while not h.task.intake.is_paused(IN):
+        assert offset < 1_000, "records waiting for a permit never paused fetching"
+        records = [raw("in", 0, offset + i, f"k{offset + i:04}", "v" * 40)
+                   for i in range(batch)]
+        feed(h.task, IN, records)
+        offset += batch
+        await settle(5)
+    assert service.in_flight == 1 and service.waiting == offset - 1
+    assert h.task.intake.buffered_bytes <= limit + 2 * sum(map(raw_size, records))
+    assert h.outputs == []
+    release.set()
+    for _ in range(50):  # the service lets its waiters out one call at a time
+        if h.task.in_flight == 0:
+            break
+        await settle(10)
+    assert h.task.in_flight == 0 and len(h.outputs) == offset
+    assert service.stats.calls == offset
+    assert h.pauses[-1] == (IN, False)
 
 
 async def test_records_the_inline_path_retires_at_once_hold_no_bytes(

@@ -242,6 +242,58 @@ async def test_a_dead_lettered_record_says_so_and_its_dead_letter_carries_its_tr
     assert traceparent.split(b"-")[2] == f"{record.context.span_id:016x}".encode()
 
 
+async def test_each_record_of_a_batched_call_has_the_call_in_its_own_trace(
+        exporter: InMemorySpanExporter) -> None:
+    """Three records share one batch call: each record's trace has its permit wait (from
+    joining the batch) and the call, marked with the batch's size and one call id; the
+    user's span inside the batch function is the child of the first record's call span."""
+    broker = MemoryBroker()
+    provider = provider_of(exporter)
+    app = App("batched", transport=MemoryTransport(broker), commit_interval_ms=5.0,
+              poll_timeout=0.01, tracer_provider=provider)
+    src = app.topic("in", key=str, value=str, partitions=1)
+    service = app.service("lookups", concurrency=4)
+    user_tracer = provider.get_tracer("user")
+
+    async def lookup_many(values: list[str]) -> list[str]:
+        with user_tracer.start_as_current_span("user.http_request"):
+            await asyncio.sleep(0)
+        return [v.upper() for v in values]
+
+    app.stream(src).map_values_batched_async(lookup_many, service=service, max_batch=3,
+                                             max_wait=5.0).to(
+        app.topic("out", key=str, value=str, partitions=1))
+    broker.create_topic("in", 1)
+    broker.append([(OutgoingRecord("in", f"k{v}".encode(), v.encode(), 1.0), 0)
+                   for v in "abc"])
+    await run_until_committed(app, 3)
+    assert [o.value for o in broker.records("out", 0)] == [b"A", b"B", b"C"]
+    spans = list(exporter.get_finished_spans())
+    calls, permits = [], []
+    for offset in range(3):
+        record = record_span(spans, offset)
+        kids = children(spans, record)
+        names = [s.name for s in kids]
+        assert names == ["aiostreams.queue_wait", "aiostreams.permit_wait",
+                         "aiostreams.call", "aiostreams.head_of_line_wait"], names
+        permit, call = kids[1], kids[2]
+        assert call.context is not None and record.context is not None
+        assert call.context.trace_id == record.context.trace_id
+        assert permit.end_time == call.start_time
+        calls.append(call)
+        permits.append(permit)
+    (user_span,) = [s for s in spans if s.name == "user.http_request"]
+    assert user_span.parent is not None and calls[0].context is not None
+    assert user_span.parent.span_id == calls[0].context.span_id
+    batch = {(c.attributes or {}).get("aiostreams.batch.call_id") for c in calls}
+    assert len(batch) == 1 and None not in batch, "one call id for the three records"
+    assert all((c.attributes or {}).get("aiostreams.batch.size") == 3 for c in calls)
+    assert all((c.attributes or {}).get("aiostreams.call.outcome") == "success" for c in calls)
+    # the first record waited for the batch to fill: its permit wait began first
+    assert (permits[0].start_time or 0) <= (permits[2].start_time or 0)
+    assert (permits[0].end_time or 0) > (permits[0].start_time or 0)
+
+
 TRACING_OFF = textwrap.dedent("""
     import asyncio, sys
     from aiostreams import App
