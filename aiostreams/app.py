@@ -377,6 +377,7 @@ class App(StartStop):
                     state_dir=s.state_dir,
                     node_retry=self.topology.node_retries,
                     stuck_record_warning=s.stuck_record_warning,
+                    offset_out_of_range=s.offset_out_of_range,
                 ),
                 self.clock,
                 on_commit=self._committed,

@@ -74,6 +74,14 @@ class Settings(BaseSettings):
         2000, ge=1, description=(
             "most records one fetch returns"))
     poll_timeout: float = Field(0.1, gt=0, description="seconds one fetch waits for data")
+    offset_out_of_range: Literal["earliest", "latest", "fail"] = Field(
+        "earliest", description="when an input partition's committed offset (or position) "
+        "is outside its log - records deleted before they were read (retention, "
+        "delete-records), or a log truncated or created again - resume at the log's start "
+        "(earliest), at its end (latest), each with a WARNING and the counter "
+        "aiostreams_source_offset_resets_total; or stop the app with an error naming the "
+        "partition, the offsets and the records lost, committing nothing past the gap "
+        "(fail). A partition with no committed offset starts at the beginning either way")
     drain_timeout: float = Field(30.0, ge=0, description="seconds to let in-flight work finish")
     broker_timeout: float = Field(
         120.0, gt=0, description="seconds of continuous broker trouble a running worker "

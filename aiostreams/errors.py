@@ -120,3 +120,20 @@ class TaskFailedError(AiostreamsError):
 
     Nothing past the failed record was committed; fix the cause and restart.
     """
+
+
+class OffsetOutOfRangeError(TransportError):
+    """A consumer's position on a partition is outside the partition's log (its records
+    were deleted, or the log is shorter than the position) and the ``offset_out_of_range``
+    policy is ``"fail"``. The message gives the partition, the position, the log's start
+    and end, how many records are lost, and how to go on; nothing past the position was
+    read or committed."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int,
+                 log_start: int, log_end: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.log_start = log_start
+        self.log_end = log_end

@@ -230,6 +230,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
+        yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
     def _task_metrics(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
@@ -292,6 +293,19 @@ class AppCollector:
                 if end is not None and position is not None:
                     lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
         yield lag
+
+    def _offset_resets(self, name: str) -> Metric:
+        worker = self.app._worker
+        resets = worker.offset_resets if worker is not None else None
+        counts = sorted(resets.counts.items(), key=lambda item: (
+            item[0][0], item[0][1], item[0][2].value)) if resets is not None else []
+        return _counter(
+            "aiostreams_source_offset_resets",
+            "Input positions found out of range and reset per offset_out_of_range, by "
+            "reason: deleted (records deleted before they were read) or past_end (the log "
+            "was truncated or created again).", ["app", "topic", "partition", "reason"],
+            [([name, topic, str(partition), reason.value], count)
+             for (topic, partition, reason), count in counts])
 
     def _committed(self, tp: TopicPartition) -> int | None:
         worker = self.app._worker

@@ -45,6 +45,7 @@ from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
+from aiostreams.transport.offset_reset import OffsetResets
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
@@ -142,6 +143,7 @@ class Worker:
             isolation_level=IsolationLevel.of(cfg.exactly_once),
             group_instance_id=cfg.group_instance_id,
             max_poll_records=cfg.max_poll_records,
+            offset_out_of_range=cfg.offset_out_of_range,
         )
         await self._consumer.start()
         self._consumer.subscribe(list(self._table.sub_of_topic), self)
@@ -385,6 +387,11 @@ class Worker:
     async def stop_requested(self) -> None:
         """Return once a stop has been asked for (a signal, ``request_stop``, a failure)."""
         await self._stop_requested.wait()
+
+    @property
+    def offset_resets(self) -> OffsetResets | None:
+        """The out-of-range resets of the input partitions (None before ``start()``)."""
+        return self._consumer.offset_resets if self._consumer is not None else None
 
     def committed_offset(self, tp: TopicPartition) -> int | None:
         """The group's committed offset for ``tp`` as this worker last committed or read it

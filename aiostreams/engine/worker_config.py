@@ -29,6 +29,7 @@ class WorkerConfig:
     state_dir: Any = None
     node_retry: Mapping[str, Retry] = field(default_factory=dict)
     stuck_record_warning: float | None = None  # seconds; see engine/stall_watch.py
+    offset_out_of_range: str = "earliest"  # see transport/offset_reset.py
 
 
 @dataclass

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from aiostreams.errors import ConfigError
+from aiostreams.transport.offset_reset import OffsetResets, check_policy
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 
@@ -54,7 +55,13 @@ class ConsumerOptions:
     Invariants (checked at construction, raising :class:`ConfigError` naming the field):
     ``max_poll_records >= 1``; ``auto_offset_reset`` is ``"earliest"`` or ``"latest"``;
     ``group_id`` is None (no group: ``assign`` only) or non-empty; ``group_instance_id``
-    (static membership) only with a ``group_id``.
+    (static membership) only with a ``group_id``; ``offset_out_of_range`` is None or one of
+    ``"earliest"``, ``"latest"``, ``"fail"``.
+
+    ``auto_offset_reset`` is where a partition without a committed offset starts;
+    ``offset_out_of_range`` what happens when a position is outside the partition's log
+    (see :mod:`~aiostreams.transport.offset_reset`; None: as ``auto_offset_reset`` says,
+    with a WARNING and a count).
     """
 
     group_id: str | None = None
@@ -63,6 +70,7 @@ class ConsumerOptions:
     group_instance_id: str | None = None
     max_poll_records: int = 2000
     auto_offset_reset: str = "earliest"
+    offset_out_of_range: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_poll_records < 1:
@@ -71,6 +79,8 @@ class ConsumerOptions:
         if self.auto_offset_reset not in OFFSET_RESETS:
             raise ConfigError(f"auto_offset_reset must be one of {OFFSET_RESETS}, "
                               f"got {self.auto_offset_reset!r}")
+        if self.offset_out_of_range is not None:
+            check_policy(self.offset_out_of_range)
         if self.group_id == "":
             raise ConfigError("group_id must be a non-empty string, or None for no group")
         if self.group_instance_id is not None and self.group_id is None:
@@ -89,6 +99,12 @@ class ConsumerOptions:
                 f"keyword settings, not both (got group_id={group_id!r}, "
                 f"settings {sorted(settings)})")
         return options
+
+    @property
+    def out_of_range_policy(self) -> str:
+        """What a position outside the log does: ``offset_out_of_range``, else
+        ``auto_offset_reset``."""
+        return self.offset_out_of_range or self.auto_offset_reset
 
     @property
     def read_committed(self) -> bool:
@@ -112,6 +128,7 @@ class ConsumerSettings(TypedDict, total=False):
     group_instance_id: str | None
     max_poll_records: int
     auto_offset_reset: str
+    offset_out_of_range: str | None
 
 
 assert {f.name for f in fields(ConsumerOptions)} == {
@@ -192,6 +209,12 @@ class Consumer(Protocol):
     async def beginning_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]: ...
+
+    @property
+    def offset_resets(self) -> OffsetResets:
+        """The resets of out-of-range positions this consumer made (counted per topic,
+        partition and reason; see :mod:`~aiostreams.transport.offset_reset`)."""
+        ...
 
 
 @runtime_checkable

@@ -13,7 +13,11 @@ Where aiokafka and the Protocol differ, this adapter bridges:
   and ``subscribe`` joins the group only once its topics are known to exist;
 * commits are manual only (``enable_auto_commit=False``), timeouts are float seconds, and
   the rebalance timeout is ``max_poll_interval`` (as in Java; aiokafka defaults it to the
-  session timeout).
+  session timeout);
+* aiokafka never resets a position by itself: a partition without a committed offset
+  starts per ``auto_offset_reset`` and an out-of-range position is reset (loudly, counted
+  in ``offset_resets``) or fails per ``offset_out_of_range``
+  (:mod:`~aiostreams.transport.kafka_positions`).
 
 aiokafka's rebalancing is eager: ``on_partitions_revoked`` receives everything the member
 owned and ``on_partitions_assigned`` its whole new assignment, even partitions it keeps.
@@ -28,7 +32,13 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import CommitFailedError as AioCommitFailedError
-from aiokafka.errors import ConsumerStoppedError, IllegalStateError, KafkaError
+from aiokafka.errors import (
+    ConsumerStoppedError,
+    IllegalStateError,
+    KafkaError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+)
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
 from aiostreams.errors import CommitFailedError, TransportError
@@ -42,9 +52,10 @@ from aiostreams.transport.kafka_connection import (
     to_ms,
 )
 from aiostreams.transport.kafka_offsets import list_end_offsets
-from aiostreams.transport.kafka_raw_fetch import fetch_tolerant
+from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET, KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import ConsumerState
+from aiostreams.transport.offset_reset import OffsetResets
 from aiostreams.types import RawRecord, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -88,7 +99,8 @@ class KafkaConsumer:
         self._manual: frozenset[TopicPartition] | None = None
         self._unverified_topics: set[str] = set()
         self._known_topics: dict[str, int] = {}
-        self._next_offsets: dict[TopicPartition, int] = {}
+        self._positions = KafkaPositions(bootstrap, options)
+        self._next_offsets = self._positions.next_offsets
         # Paused here, not in aiokafka: aiokafka drops what it has fetched for a partition
         # it pauses and fetches it again on resume (a megabyte per partition, every time
         # back-pressure toggles: wasted fetches, input gaps and a growing heap). Instead,
@@ -107,7 +119,7 @@ class KafkaConsumer:
             group_id=self.options.group_id,
             group_instance_id=self.options.group_instance_id,
             enable_auto_commit=False,
-            auto_offset_reset=self.options.auto_offset_reset,
+            auto_offset_reset=AIOKAFKA_OFFSET_RESET,
             isolation_level=self.options.isolation_level.value,
             max_poll_records=self.options.max_poll_records,
             session_timeout_ms=to_ms(self._kafka.session_timeout),
@@ -196,12 +208,17 @@ class KafkaConsumer:
             for tp in new:  # aiokafka resets every position on assign; restore kept ones
                 if tp in self._next_offsets:
                     self._consumer.seek(_aio(tp), self._next_offsets[tp])
-        self._next_offsets = {tp: o for tp, o in self._next_offsets.items() if tp in new}
+        for tp in self._next_offsets.keys() - new:
+            del self._next_offsets[tp]
         self._paused &= new
         self._bridge.wake()
 
     def assignment(self) -> frozenset[TopicPartition]:
         return self._manual if self._manual is not None else self._owned
+
+    @property
+    def offset_resets(self) -> OffsetResets:
+        return self._positions.resets
 
     # -- reading ------------------------------------------------------------------------
 
@@ -211,7 +228,9 @@ class KafkaConsumer:
         """Return records ready now, else wait up to ``timeout`` seconds for some.
 
         Runs pending rebalance callbacks first (and again if one arrives while waiting).
-        At most ``max_records`` (default ``max_poll_records``) records in total.
+        At most ``max_records`` (default ``max_poll_records``) records in total. Raises
+        :class:`~aiostreams.errors.OffsetOutOfRangeError` for a position outside its
+        partition's log under ``offset_out_of_range="fail"`` (the position stays).
 
         Cancellation: positions only advance when records are returned, so a cancelled
         call loses nothing. If cancelled inside ``on_partitions_revoked`` the partitions
@@ -290,6 +309,9 @@ class KafkaConsumer:
             return {}
         try:
             result: dict[AioTopicPartition, list[Any]] = fetch.result()
+        except (NoOffsetForPartitionError, OffsetOutOfRangeError) as exc:
+            await self._positions.recover(consumer, exc, self.assignment(), timeout)
+            return {}
         except KafkaError as exc:
             raise TransportError(
                 f"fetching from {self._bootstrap} failed: {exc!r}; "
@@ -301,49 +323,12 @@ class KafkaConsumer:
         self, consumer: AIOKafkaConsumer, max_records: int | None, error: Exception
     ) -> dict[TopicPartition, list[RawRecord]]:
         """After aiokafka failed to parse a fetched record: read every fetchable partition
-        from where this consumer's caller left it with :func:`fetch_tolerant`, return what
-        that read, and move aiokafka past it (see :mod:`.kafka_raw_fetch`).
-
-        aiokafka's failed call may have moved other partitions' positions past records it
-        then dropped, so every fetchable partition is re-read from the offset after the
-        last record returned to the caller (its committed offset, or the reset policy's,
-        when none was returned since it was assigned)."""
+        with the tolerant parser (:meth:`KafkaPositions.read_tolerantly`)."""
         fetchable = sorted(tp for tp in self.assignment() if tp not in self._paused)
         log.warning("a fetched record of %s cannot be parsed by aiokafka (%s); reading "
                     "those partitions with the tolerant parser", fetchable, error)
-        positions = {tp: await self._resume_position(consumer, tp) for tp in fetchable}
-        try:
-            fetched = await fetch_tolerant(
-                consumer._client, positions,
-                read_committed=self.options.read_committed)
-        except KafkaError as exc:
-            raise TransportError(f"re-reading {fetchable} from {self._bootstrap} after an "
-                                 f"unparsable record failed: {exc!r}") from exc
         budget = self.options.max_poll_records if max_records is None else max_records
-        records: dict[TopicPartition, list[RawRecord]] = {}
-        for tp in fetchable:
-            batch = fetched.get(tp, [])[:budget]
-            budget -= len(batch)
-            position = batch[-1].offset + 1 if batch else positions[tp]
-            consumer.seek(_aio(tp), position)
-            if batch:
-                records[tp] = batch
-                self._next_offsets[tp] = position
-        return records
-
-    async def _resume_position(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int:
-        """The offset after the last record returned for ``tp``; before any, where a newly
-        assigned partition starts: the committed offset, else per ``auto_offset_reset``."""
-        if tp in self._next_offsets:
-            return self._next_offsets[tp]
-        aio_tp = _aio(tp)
-        if self.options.group_id is not None:
-            committed = await consumer.committed(aio_tp)
-            if committed is not None:
-                return int(committed)
-        ends = await (consumer.end_offsets([aio_tp]) if self.options.auto_offset_reset == "latest"
-                      else consumer.beginning_offsets([aio_tp]))
-        return int(ends[aio_tp])
+        return await self._positions.read_tolerantly(consumer, fetchable, budget)
 
     def _keep_owned(
         self, consumer: AIOKafkaConsumer, fetched: dict[AioTopicPartition, list[Any]]
@@ -448,6 +433,7 @@ class KafkaConsumer:
         self._require_assigned(tp, "ask the position of")
         await self._verify_topics(consumer)  # aiokafka would wait request_timeout, then fail
         try:
+            await self._positions.start_if_unpositioned(consumer, _aio(tp))
             position: int = await consumer.position(_aio(tp))
         except (KafkaError, IllegalStateError) as exc:
             raise TransportError(f"cannot get the position of {tp}: {exc!r}") from exc

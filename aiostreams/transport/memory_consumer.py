@@ -11,10 +11,10 @@ from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
 from aiostreams.transport.memory_group import GroupCoordinator
+from aiostreams.transport.offset_reset import OffsetResets, plan_reset
 from aiostreams.types import RawRecord, TopicPartition
 
 __all__ = ["MemoryConsumer"]
-
 
 
 class MemoryConsumer:
@@ -31,7 +31,11 @@ class MemoryConsumer:
     for them. The callbacks receive only the *change* (like Kafka's cooperative protocol),
     are called with non-empty sets only, and a newly assigned partition starts at the
     group's committed offset, else per ``auto_offset_reset`` (a ``seek`` inside
-    ``on_partitions_assigned`` wins). A member that stops polling keeps its partitions:
+    ``on_partitions_assigned`` wins). A position outside the partition's log (below its
+    beginning after ``delete_records``, or past its end) is reset per
+    ``offset_out_of_range`` at the next fetch, as Kafka's consumer does: logged, counted in
+    ``offset_resets``, or raised under ``"fail"`` (see
+    :mod:`~aiostreams.transport.offset_reset`). A member that stops polling keeps its partitions:
     there is no session timeout here, so always ``stop()`` a consumer.
 
     ``isolation_level`` is accepted and needs no work: transactional records are appended
@@ -57,6 +61,7 @@ class MemoryConsumer:
         self._waiter: Waiter | None = None
         self._polling = False
         self._sync_lock = asyncio.Lock()
+        self.offset_resets = OffsetResets()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -146,6 +151,9 @@ class MemoryConsumer:
         ``max_poll_records``) records in total, spread round-robin over the partitions that
         have some, starting from a different partition on each call. Waiting is woken by
         appends to an assigned topic and by group changes, never by polling.
+
+        Raises :class:`~aiostreams.errors.OffsetOutOfRangeError` for a position outside
+        its partition's log under ``offset_out_of_range="fail"`` (the position stays).
 
         Cancellation: positions only advance when records are returned, so a cancelled
         call loses nothing. If cancelled inside ``on_partitions_revoked`` the partitions
@@ -270,10 +278,11 @@ class MemoryConsumer:
             partitions = logs.get(tp.topic)
             if tp in self._paused or partitions is None or tp.partition >= len(partitions):
                 continue  # paused, or the topic was deleted under a manual assignment
-            if log_start and self._positions[tp] < log_start.get(tp, 0):
-                # deleted records are gone: as Kafka's out-of-range reset to the earliest
-                self._positions[tp] = log_start[tp]
-            if self._positions[tp] < len(partitions[tp.partition]):
+            end = len(partitions[tp.partition])
+            if self._positions[tp] > end or (log_start and
+                                             self._positions[tp] < log_start.get(tp, 0)):
+                self._reset_out_of_range(tp, log_start.get(tp, 0), end)
+            if self._positions[tp] < end:
                 ready.append((tp, partitions[tp.partition]))
         batch: dict[TopicPartition, list[RawRecord]] = {}
         remaining = limit
@@ -293,6 +302,14 @@ class MemoryConsumer:
                     still_ready.append((tp, log))
             ready = still_ready
         return batch
+
+    def _reset_out_of_range(self, tp: TopicPartition, log_start: int, log_end: int) -> None:
+        """Move ``tp``'s position, outside ``[log_start, log_end]``, per the policy (or
+        raise under ``"fail"``, leaving it where it is)."""
+        reset = plan_reset(tp, self._positions[tp], log_start, log_end,
+                           self.options.out_of_range_policy)
+        assert reset is not None, f"{tp}: position {self._positions[tp]} is in range"
+        self._positions[tp] = self.offset_resets.apply(reset, self.options.group_id)
 
     async def _sync_group(self) -> None:
         """Run the revoke phase, then the acquire phase, of the two-phase handoff."""
@@ -337,7 +354,7 @@ class MemoryConsumer:
         if self.options.group_id is not None:
             committed = self._broker.committed(self.options.group_id, tp)
             if committed is not None:
-                return max(committed, self._broker.beginning_offset(tp))
+                return committed  # out of range: reset (loudly) by the next fetch
         return (self._broker.beginning_offset(tp) if self.options.auto_offset_reset == "earliest"
                 else self._broker.end_offset(tp))
 
