@@ -29,6 +29,7 @@ from aiostreams.errors import (
     TransportError,
     UnknownTopicError,
 )
+from aiostreams.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -250,3 +251,36 @@ async def existing_partition_counts(
             f"topic. {advice}"
         )
     return {topic: count for topic, count in counts.items() if count is not None}
+
+
+class KnownTopics:
+    """The partition counts of the topics a consumer reads, checked against the broker
+    once per topic: a topic named by ``subscribe`` or ``assign`` is verified at the next
+    :meth:`verify` (aiokafka would wait for it forever)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self.unverified: set[str] = set()
+        self._counts: dict[str, int] = {}
+
+    async def verify(self, client: Any) -> None:
+        """Raise :class:`UnknownTopicError` if an unverified topic does not exist."""
+        if not self.unverified:
+            return
+        self._counts.update(await existing_partition_counts(
+            client, self.unverified, bootstrap=self._bootstrap, action="read",
+            advice=CREATE_IT_FIRST))
+        self.unverified.clear()
+
+    async def check_partitions(self, client: Any, partitions: Collection[TopicPartition]
+                               ) -> None:
+        """Raise :class:`UnknownTopicError` for a missing topic, ``ValueError`` for a
+        partition number the topic does not have."""
+        unknown = {tp.topic for tp in partitions} - self._counts.keys()
+        if unknown:
+            self.unverified |= unknown
+            await self.verify(client)
+        for tp in partitions:
+            if not 0 <= tp.partition < self._counts[tp.topic]:
+                raise ValueError(f"topic {tp.topic!r} has partitions "
+                                 f"0..{self._counts[tp.topic] - 1}, not {tp.partition}")

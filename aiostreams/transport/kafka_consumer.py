@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.errors import CommitFailedError as AioCommitFailedError
 from aiokafka.errors import (
     ConsumerStoppedError,
     IllegalStateError,
@@ -41,17 +40,21 @@ from aiokafka.errors import (
 )
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import CommitFailedError, TransportError
+from aiostreams.errors import TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.kafka_connection import (
-    CREATE_IT_FIRST,
     KafkaOptions,
-    existing_partition_counts,
+    KnownTopics,
     start_or_unavailable,
     to_ms,
 )
-from aiostreams.transport.kafka_offsets import list_end_offsets
+from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
+from aiostreams.transport.kafka_offsets import (
+    commit_offsets,
+    list_offsets,
+    read_committed_offset,
+)
 from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET, KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import ConsumerState
@@ -63,9 +66,6 @@ log = logging.getLogger(__name__)
 __all__ = ["KafkaConsumer"]
 
 _CLIENT_ERRORS = (KafkaError, TransportError, ConsumerStoppedError)
-_FETCH_GRACE = 0.05
-"""Beyond its timeout, how long a fetch may take before ``getmany`` stops waiting for it
-(aiokafka's own ``getmany`` blocks without a timeout while a rebalance is in progress)."""
 
 
 class KafkaConsumer:
@@ -97,8 +97,7 @@ class KafkaConsumer:
         self._owned: frozenset[TopicPartition] = frozenset()
         # Manual mode.
         self._manual: frozenset[TopicPartition] | None = None
-        self._unverified_topics: set[str] = set()
-        self._known_topics: dict[str, int] = {}
+        self._topics_known = KnownTopics(bootstrap)
         self._positions = KafkaPositions(bootstrap, options)
         self._next_offsets = self._positions.next_offsets
         # Paused here, not in aiokafka: aiokafka drops what it has fetched for a partition
@@ -181,7 +180,7 @@ class KafkaConsumer:
         self._topics = frozenset(topics)
         self._listener = listener
         self._subscription_applied = False
-        self._unverified_topics.update(topics)
+        self._topics_known.unverified.update(topics)
         self._bridge.wake()
 
     def assign(self, partitions: Collection[TopicPartition]) -> None:
@@ -201,7 +200,7 @@ class KafkaConsumer:
             if tp.partition < 0:
                 raise ValueError(f"cannot assign {tp}: partition numbers start at 0")
         new = frozenset(TopicPartition(tp.topic, tp.partition) for tp in partitions)
-        self._unverified_topics.update(tp.topic for tp in new)
+        self._topics_known.unverified.update(tp.topic for tp in new)
         self._manual = new
         if self._consumer is not None:
             self._consumer.assign([_aio(tp) for tp in new])
@@ -273,42 +272,18 @@ class KafkaConsumer:
             await self._run_callbacks()  # those that came with the records go first
             if self._state is not ConsumerState.STARTED:
                 return {}
-            records = self._keep_owned(consumer, fetched)
+            records = owned_records(consumer, fetched, self.assignment(), self._next_offsets)
             if records or loop.time() >= deadline:
                 return records
 
     async def _fetch(
         self, consumer: AIOKafkaConsumer, timeout: float, max_records: int | None
     ) -> dict[AioTopicPartition, list[Any]]:
-        """aiokafka's getmany, given up on (``{}``) when a callback arrives, stop begins or
-        ``timeout`` passes. Cancelling aiokafka's fetch loses nothing: it drains its buffer
-        without awaiting, so a cancelled fetch has taken no records."""
-        if self._paused:
-            fetchable = [aio_tp for aio_tp in consumer.assignment()
-                         if TopicPartition(aio_tp.topic, aio_tp.partition) not in self._paused]
-            if not fetchable:  # everything paused (aiokafka would read "no partitions" as all)
-                await asyncio.wait((self._bridge.arrival(),), timeout=timeout)
-                return {}
-            fetch = asyncio.ensure_future(
-                consumer.getmany(*fetchable, timeout_ms=to_ms(timeout), max_records=max_records)
-            )
-        else:
-            fetch = asyncio.ensure_future(
-                consumer.getmany(timeout_ms=to_ms(timeout), max_records=max_records)
-            )
+        """One fetch (:func:`~aiostreams.transport.kafka_fetch.fetch_unpaused`); aiokafka's
+        position reports go to :meth:`KafkaPositions.recover`, its errors become ours."""
         try:
-            await asyncio.wait(
-                (fetch, self._bridge.arrival()), timeout=timeout + _FETCH_GRACE,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            if not fetch.done():
-                fetch.cancel()
-                await asyncio.wait((fetch,))
-        if fetch.cancelled():
-            return {}
-        try:
-            result: dict[AioTopicPartition, list[Any]] = fetch.result()
+            return await fetch_unpaused(consumer, self._paused, self._bridge.arrival(),
+                                        timeout, max_records)
         except (NoOffsetForPartitionError, OffsetOutOfRangeError) as exc:
             await self._positions.recover(consumer, exc, self.assignment(), timeout)
             return {}
@@ -317,7 +292,6 @@ class KafkaConsumer:
                 f"fetching from {self._bootstrap} failed: {exc!r}; "
                 f"assignment: {sorted(map(str, self.assignment()))}"
             ) from exc
-        return result
 
     async def _read_past_unparsable(
         self, consumer: AIOKafkaConsumer, max_records: int | None, error: Exception
@@ -330,29 +304,8 @@ class KafkaConsumer:
         budget = self.options.max_poll_records if max_records is None else max_records
         return await self._positions.read_tolerantly(consumer, fetchable, budget)
 
-    def _keep_owned(
-        self, consumer: AIOKafkaConsumer, fetched: dict[AioTopicPartition, list[Any]]
-    ) -> dict[TopicPartition, list[RawRecord]]:
-        owned = self.assignment()
-        records: dict[TopicPartition, list[RawRecord]] = {}
-        for aio_tp, batch in fetched.items():
-            tp = TopicPartition(aio_tp.topic, aio_tp.partition)
-            if tp not in owned:
-                # Not (or no longer) announced to the application: leave the records for
-                # whoever owns the partition next, this consumer included.
-                if aio_tp in consumer.assignment():
-                    consumer.seek(aio_tp, batch[0].offset)
-                continue
-            records[tp] = [
-                RawRecord(r.topic, r.partition, r.offset, r.timestamp / 1000.0, r.key,
-                          r.value, r.headers if type(r.headers) is tuple else tuple(r.headers))
-                for r in batch
-            ]
-            self._next_offsets[tp] = batch[-1].offset + 1
-        return records
-
     async def _apply_subscription(self, consumer: AIOKafkaConsumer) -> None:
-        await self._verify_topics(consumer)
+        await self._topics_known.verify(consumer._client)
         if self._topics is not None and not self._subscription_applied:
             consumer.subscribe(topics=sorted(self._topics), listener=self._bridge)
             self._subscription_applied = True
@@ -431,7 +384,7 @@ class KafkaConsumer:
         ``request_timeout``, for the committed offset when none was read yet)."""
         consumer = self._require_client("ask the position of")
         self._require_assigned(tp, "ask the position of")
-        await self._verify_topics(consumer)  # aiokafka would wait request_timeout, then fail
+        await self._topics_known.verify(consumer._client)  # aiokafka would wait request_timeout, then fail
         try:
             await self._positions.start_if_unpositioned(consumer, _aio(tp))
             position: int = await consumer.position(_aio(tp))
@@ -439,7 +392,7 @@ class KafkaConsumer:
             raise TransportError(f"cannot get the position of {tp}: {exc!r}") from exc
         return position
 
-    # -- offsets ------------------------------------------------------------------------
+    # -- offsets (see kafka_offsets) -----------------------------------------------------
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit ``offsets`` (next offset to read) for the group; all or none are stored.
@@ -449,93 +402,33 @@ class KafkaConsumer:
         """
         consumer = self._require_client("commit")
         group_id = self.options.require_group("commit")
-        owned = self.assignment()
-        for tp, offset in offsets.items():
-            if offset < 0:
-                raise ValueError(f"cannot commit offset {offset} for {tp}: offsets start at 0")
-            if tp not in owned:
-                raise CommitFailedError(
-                    f"cannot commit offset {offset} for {tp} in group {group_id!r}: it is "
-                    f"not assigned to this consumer (assignment: {sorted(map(str, owned))}). "
-                    "A rebalance moved it; the new owner resumes from the last committed "
-                    "offset. Commit revoked partitions inside on_partitions_revoked."
-                )
-        if not offsets:
-            return
-        try:
-            await consumer.commit({_aio(tp): offset for tp, offset in offsets.items()})
-        except (AioCommitFailedError, IllegalStateError) as exc:
-            raise CommitFailedError(
-                f"group {group_id!r} refused the commit of {_show(offsets)}: {exc}. The group "
-                "rebalanced and the partitions may belong to another member now; their "
-                "records will be read again from the last committed offset"
-            ) from exc
-        except KafkaError as exc:
-            raise TransportError(
-                f"committing {_show(offsets)} for group {group_id!r} failed: {exc!r}"
-            ) from exc
+        await commit_offsets(consumer, offsets, group_id=group_id, owned=self.assignment())
 
     async def committed(self, tp: TopicPartition) -> int | None:
         if self.options.group_id is None:
             return None
         consumer = self._require_client("read the committed offset")
-        try:
-            offset: int | None = await consumer.committed(_aio(tp))
-        except KafkaError as exc:
-            raise TransportError(
-                f"cannot read the committed offset of {tp} for group {self.options.group_id!r}: "
-                f"{exc!r}"
-            ) from exc
-        return offset
+        return await read_committed_offset(consumer, tp, self.options.group_id)
 
     async def end_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
         """The offset after the last record (the last stable offset for read_committed)."""
-        consumer = self._require_client("read end offsets")
-        await self._check_partitions(consumer, partitions)
-        if not partitions:
-            return {}
-        try:  # off the fetch path (see kafka_offsets); aiokafka's own call if that fails
-            return await list_end_offsets(
-                consumer._client, partitions,
-                read_committed=self.options.read_committed)
-        except (TransportError, KafkaError) as exc:
-            log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
-                      "through the fetch connection", _show(partitions), exc)
-        return await _list_offsets(consumer.end_offsets, "end", partitions)
+        return await self._list_offsets("end", partitions)
 
     async def beginning_offsets(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        consumer = self._require_client("read beginning offsets")
-        await self._check_partitions(consumer, partitions)
-        return await _list_offsets(consumer.beginning_offsets, "beginning", partitions)
+        return await self._list_offsets("beginning", partitions)
+
+    async def _list_offsets(self, which: str, partitions: Collection[TopicPartition]
+                            ) -> dict[TopicPartition, int]:
+        consumer = self._require_client(f"read {which} offsets")
+        await self._topics_known.check_partitions(consumer._client, partitions)
+        return await list_offsets(consumer, which, partitions,
+                                  read_committed=self.options.read_committed)
 
     # -- internals ----------------------------------------------------------------------
-
-    async def _verify_topics(self, consumer: AIOKafkaConsumer) -> None:
-        """Raise UnknownTopicError if a subscribed or assigned topic does not exist."""
-        if not self._unverified_topics:
-            return
-        self._known_topics.update(await existing_partition_counts(
-            consumer._client, self._unverified_topics, bootstrap=self._bootstrap,
-            action="read", advice=CREATE_IT_FIRST))
-        self._unverified_topics.clear()
-
-    async def _check_partitions(
-        self, consumer: AIOKafkaConsumer, partitions: Collection[TopicPartition]
-    ) -> None:
-        unknown = {tp.topic for tp in partitions} - self._known_topics.keys()
-        if unknown:
-            self._unverified_topics |= unknown
-            await self._verify_topics(consumer)
-        for tp in partitions:
-            if not 0 <= tp.partition < self._known_topics[tp.topic]:
-                raise ValueError(
-                    f"topic {tp.topic!r} has partitions 0..{self._known_topics[tp.topic] - 1}, "
-                    f"not {tp.partition}"
-                )
 
     @staticmethod
     def _in_aiokafka_assignment(
@@ -574,25 +467,6 @@ class KafkaConsumer:
 
 def _aio(tp: TopicPartition) -> AioTopicPartition:
     return AioTopicPartition(tp.topic, tp.partition)
-
-
-async def _list_offsets(
-    call: Callable[[list[AioTopicPartition]], Awaitable[dict[AioTopicPartition, int]]],
-    which: str, partitions: Collection[TopicPartition],
-) -> dict[TopicPartition, int]:
-    """aiokafka's ``end_offsets`` or ``beginning_offsets`` (``call``) in our types."""
-    try:
-        found = await call([_aio(tp) for tp in partitions])
-    except KafkaError as exc:
-        raise TransportError(
-            f"cannot read {which} offsets of {_show(partitions)}: {exc!r}") from exc
-    return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
-
-
-def _show(partitions: Collection[TopicPartition] | Mapping[TopicPartition, int]) -> str:
-    if isinstance(partitions, Mapping):
-        return ", ".join(f"{tp}@{offset}" for tp, offset in sorted(partitions.items()))
-    return ", ".join(sorted(map(str, partitions)))
 
 
 async def _stop_aiokafka(consumer: Any) -> None:

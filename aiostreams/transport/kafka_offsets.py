@@ -1,4 +1,7 @@
-"""End offsets read off the fetch path: one ListOffsets request per broker, on a connection
+"""The Kafka consumer's offsets: commits, committed offsets, and the log's beginning and end
+offsets, with aiokafka's errors turned into ours.
+
+End offsets are read off the fetch path: one ListOffsets request per broker, on a connection
 of its own.
 
 Why: aiokafka sends ``end_offsets`` on the consumer's default connection to the leader,
@@ -16,20 +19,102 @@ internals used: ``AIOKafkaClient.send(..., group=ConnectionGroup.COORDINATION)``
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import logging
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.client import ConnectionGroup
-from aiokafka.errors import for_code
+from aiokafka.errors import CommitFailedError as AioCommitFailedError
+from aiokafka.errors import IllegalStateError, KafkaError, for_code
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import TransportError
+from aiostreams.errors import CommitFailedError, TransportError
 from aiostreams.types import TopicPartition
 
-__all__ = ["LATEST", "list_end_offsets"]
+__all__ = ["LATEST", "commit_offsets", "list_end_offsets", "list_offsets",
+           "read_committed_offset", "show"]
+
+log = logging.getLogger("aiostreams.transport.kafka_consumer")
 
 LATEST = -1  # ListOffsets' timestamp for "the offset after the last record"
+
+
+async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicPartition, int],
+                         *, group_id: str, owned: Collection[TopicPartition]) -> None:
+    """Commit ``offsets`` for ``group_id``, all or none. Raises :class:`CommitFailedError`
+    for a partition not in ``owned`` or when the group rebalanced under the consumer."""
+    for tp, offset in offsets.items():
+        if offset < 0:
+            raise ValueError(f"cannot commit offset {offset} for {tp}: offsets start at 0")
+        if tp not in owned:
+            raise CommitFailedError(
+                f"cannot commit offset {offset} for {tp} in group {group_id!r}: it is "
+                f"not assigned to this consumer (assignment: {sorted(map(str, owned))}). "
+                "A rebalance moved it; the new owner resumes from the last committed "
+                "offset. Commit revoked partitions inside on_partitions_revoked."
+            )
+    if not offsets:
+        return
+    try:
+        await consumer.commit({_aio(tp): offset for tp, offset in offsets.items()})
+    except (AioCommitFailedError, IllegalStateError) as exc:
+        raise CommitFailedError(
+            f"group {group_id!r} refused the commit of {show(offsets)}: {exc}. The group "
+            "rebalanced and the partitions may belong to another member now; their "
+            "records will be read again from the last committed offset"
+        ) from exc
+    except KafkaError as exc:
+        raise TransportError(
+            f"committing {show(offsets)} for group {group_id!r} failed: {exc!r}"
+        ) from exc
+
+
+async def read_committed_offset(consumer: AIOKafkaConsumer, tp: TopicPartition,
+                                group_id: str) -> int | None:
+    """The group's committed offset of ``tp`` (None when it has none)."""
+    try:
+        offset: int | None = await consumer.committed(_aio(tp))
+    except KafkaError as exc:
+        raise TransportError(
+            f"cannot read the committed offset of {tp} for group {group_id!r}: {exc!r}"
+        ) from exc
+    return offset
+
+
+async def list_offsets(consumer: AIOKafkaConsumer, which: str,
+                       partitions: Collection[TopicPartition], *, read_committed: bool
+                       ) -> dict[TopicPartition, int]:
+    """Each partition's ``which`` (``"beginning"`` or ``"end"``) offset; the end is read
+    off the fetch path (:func:`list_end_offsets`), through aiokafka if that fails."""
+    if not partitions:
+        return {}
+    if which == "end":
+        try:
+            return await list_end_offsets(consumer._client, partitions,
+                                          read_committed=read_committed)
+        except (TransportError, KafkaError) as exc:
+            log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
+                      "through the fetch connection", show(partitions), exc)
+    call = consumer.end_offsets if which == "end" else consumer.beginning_offsets
+    try:
+        found = await call([_aio(tp) for tp in partitions])
+    except KafkaError as exc:
+        raise TransportError(
+            f"cannot read {which} offsets of {show(partitions)}: {exc!r}") from exc
+    return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+
+def show(partitions: Collection[TopicPartition] | Mapping[TopicPartition, int]) -> str:
+    """``t[0]@5, t[1]@7`` for offsets, ``t[0], t[1]`` for partitions."""
+    if isinstance(partitions, Mapping):
+        return ", ".join(f"{tp}@{offset}" for tp, offset in sorted(partitions.items()))
+    return ", ".join(sorted(map(str, partitions)))
+
+
+def _aio(tp: TopicPartition) -> AioTopicPartition:
+    return AioTopicPartition(tp.topic, tp.partition)
 
 
 async def list_end_offsets(client: Any, partitions: Collection[TopicPartition], *,

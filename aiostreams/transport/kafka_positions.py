@@ -77,9 +77,14 @@ class KafkaPositions:
         if isinstance(error, NoOffsetForPartitionError):
             aio_tp = error.args[0] if error.args else None
             if isinstance(aio_tp, AioTopicPartition) and aio_tp in consumer.assignment():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(timeout, 0.0)):  # the request is made first
-                        await self._start_per_policy(consumer, aio_tp)
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(max(timeout, 0.0)):  # requested at once
+                            await self._start_per_policy(consumer, aio_tp)
+                except KafkaError as exc:
+                    raise TransportError(f"starting {aio_tp.topic}[{aio_tp.partition}] at "
+                                         f"its {self._options.auto_offset_reset} offset "
+                                         f"failed: {exc!r}") from exc
             return
         refused = error.args[0] if error.args and isinstance(error.args[0], dict) else {}
         for aio_tp, offset in refused.items():
@@ -89,8 +94,8 @@ class KafkaPositions:
             log_start, log_end = await self._bounds(consumer, tp)
             reset = plan_reset(tp, int(offset), log_start, log_end,
                                self._options.out_of_range_policy)
-            if reset is None:
-                continue  # the log moved since: aiokafka fetches the position again
+            if reset is None or aio_tp not in consumer.assignment():
+                continue  # the log moved, or the partition did: reported again if need be
             to = self.resets.apply(reset, self._options.group_id)
             consumer.seek(aio_tp, to)
             self.next_offsets[tp] = to
