@@ -30,6 +30,7 @@ settings = st.fixed_dictionaries({}, optional={
     "isolation_level": st.sampled_from(IsolationLevel),
     "max_poll_records": st.integers(1, 10_000),
     "auto_offset_reset": st.sampled_from(["earliest", "latest"]),
+    "offset_out_of_range": st.none() | st.sampled_from(["earliest", "latest", "fail"]),
 })
 
 
@@ -77,6 +78,7 @@ def test_an_options_object_with_keywords_as_well_is_refused(kind: str,
     ({"group_instance_id": "w1"}, "group_instance_id"),
     ({"max_poll_records": 0}, "max_poll_records"),
     ({"auto_offset_reset": "middle"}, "auto_offset_reset"),
+    ({"offset_out_of_range": "none"}, "offset_out_of_range"),
 ])
 def test_bad_options_are_refused_when_the_object_is_made(fields: dict[str, Any],
                                                          named: str) -> None:

@@ -1,5 +1,5 @@
-"""An app whose committed offset was deleted from under it, on a real Kafka broker: the
-restart resets loudly (WARNING, Prometheus counter) or, under
+"""An app whose committed offset was deleted from under it, on ``memory://`` and on a real
+Kafka broker: the restart resets loudly (WARNING, Prometheus counter) or, under
 ``offset_out_of_range="fail"``, stops with the error and leaves the commit where it was."""
 
 from __future__ import annotations
@@ -16,24 +16,29 @@ import aiostreams as ais
 from aiostreams.errors import OffsetOutOfRangeError
 from aiostreams.lifecycle_state import AppState
 from aiostreams.metrics import metrics_registry
-from aiostreams.transport.kafka import KafkaTransport
+from aiostreams.transport import transport_for_url
+from aiostreams.transport.base import Transport
 from aiostreams.types import TopicPartition
-
-pytestmark = pytest.mark.kafka
 
 COMMITTED = 5  # N: what the first run commits
 DELETED_BELOW = 12  # records N..11 are deleted before the app reads them
 PRODUCED = 15
 
 
-def forward_app(name: str, bootstrap: str, src: str, dst: str, **settings: object
-                ) -> ais.App:
-    app = ais.App(name, broker=f"kafka://{bootstrap}", commit_interval_ms=200, **settings)
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def broker(request: pytest.FixtureRequest, topic_name: Callable[[str], str]) -> str:
+    if request.param == "memory":
+        return f"memory://{topic_name('broker')}"
+    return f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+
+
+def forward_app(name: str, broker: str, src: str, dst: str, **settings: object) -> ais.App:
+    app = ais.App(name, broker=broker, commit_interval_ms=200, **settings)
     app.stream(app.topic(src, key=str, value=str)).to(app.topic(dst, key=str, value=str))
     return app
 
 
-async def committed(transport: KafkaTransport, group: str, tp: TopicPartition) -> int | None:
+async def committed(transport: Transport, group: str, tp: TopicPartition) -> int | None:
     consumer = transport.consumer(group)
     await consumer.start()
     try:
@@ -42,15 +47,15 @@ async def committed(transport: KafkaTransport, group: str, tp: TopicPartition) -
         await consumer.stop()
 
 
-async def commit_then_delete(bootstrap: str, topic_name: Callable[[str], str]
-                             ) -> tuple[KafkaTransport, str, str, str]:
+async def commit_then_delete(broker: str, topic_name: Callable[[str], str]
+                             ) -> tuple[Transport, str, str, str]:
     """A group that committed at N on ``src``, then records N..11 deleted (12..14 left)."""
-    transport = KafkaTransport(bootstrap)
+    transport = transport_for_url(broker)
     src, dst, group = topic_name("in"), topic_name("out"), topic_name("app")
     await create_topic(transport, src, 1)
     await create_topic(transport, dst, 1)
     await produce(transport, src, [(b"k", b"v%d" % i) for i in range(COMMITTED)])
-    async with forward_app(group, bootstrap, src, dst) as first:
+    async with forward_app(group, broker, src, dst) as first:
         await first.wait_until_caught_up(60)
     tp = TopicPartition(src, 0)
     assert await committed(transport, group, tp) == COMMITTED
@@ -65,12 +70,12 @@ async def commit_then_delete(bootstrap: str, topic_name: Callable[[str], str]
 
 
 async def test_restart_after_deleted_records_resets_with_a_warning_and_a_counter(
-        kafka_bootstrap: str, topic_name: Callable[[str], str],
+        broker: str, topic_name: Callable[[str], str],
         caplog: pytest.LogCaptureFixture) -> None:
-    transport, src, dst, group = await commit_then_delete(kafka_bootstrap, topic_name)
+    transport, src, dst, group = await commit_then_delete(broker, topic_name)
     caplog.set_level(logging.WARNING, "aiostreams.offset_reset")
 
-    app = forward_app(group, kafka_bootstrap, src, dst)
+    app = forward_app(group, broker, src, dst)
     registry, _ = metrics_registry(app)
     async with app:
         await app.wait_until_caught_up(60)
@@ -88,10 +93,10 @@ async def test_restart_after_deleted_records_resets_with_a_warning_and_a_counter
 
 
 async def test_fail_policy_stops_the_app_with_the_gap_and_commits_nothing_past_it(
-        kafka_bootstrap: str, topic_name: Callable[[str], str]) -> None:
-    transport, src, dst, group = await commit_then_delete(kafka_bootstrap, topic_name)
+        broker: str, topic_name: Callable[[str], str]) -> None:
+    transport, src, dst, group = await commit_then_delete(broker, topic_name)
 
-    app = forward_app(group, kafka_bootstrap, src, dst, offset_out_of_range="fail")
+    app = forward_app(group, broker, src, dst, offset_out_of_range="fail")
     await app.start()
     with pytest.raises(OffsetOutOfRangeError) as raised:
         await asyncio.wait_for(app.wait(), 60)
