@@ -72,8 +72,11 @@ class CaughtUpProbe:
         reader = self._reader
         assert reader is not None
         reader.assign(list(behind))
+        # records deleted below the log's start are the worker's to report (an offset
+        # reset), not this probe's: it reads from the first record still there
+        starts = await reader.beginning_offsets(list(behind))
         for tp, offset in behind.items():
-            reader.seek(tp, offset)
+            reader.seek(tp, max(offset, starts[tp]))
         pending = set(behind)
         while pending:
             batch = await reader.getmany(0.2)

@@ -285,13 +285,14 @@ class KafkaConsumer:
             return await fetch_unpaused(consumer, self._paused, self._bridge.arrival(),
                                         timeout, max_records)
         except (NoOffsetForPartitionError, OffsetOutOfRangeError) as exc:
-            await self._positions.recover(consumer, exc, self.assignment(), timeout)
-            return {}
+            report = exc  # answered outside the handler: an error it raises is our own
         except KafkaError as exc:
             raise TransportError(
                 f"fetching from {self._bootstrap} failed: {exc!r}; "
                 f"assignment: {sorted(map(str, self.assignment()))}"
             ) from exc
+        await self._positions.recover(consumer, report, self.assignment(), timeout)
+        return {}
 
     async def _read_past_unparsable(
         self, consumer: AIOKafkaConsumer, max_records: int | None, error: Exception
@@ -384,7 +385,8 @@ class KafkaConsumer:
         ``request_timeout``, for the committed offset when none was read yet)."""
         consumer = self._require_client("ask the position of")
         self._require_assigned(tp, "ask the position of")
-        await self._topics_known.verify(consumer._client)  # aiokafka would wait request_timeout, then fail
+        # an unknown topic: aiokafka would wait request_timeout, then fail
+        await self._topics_known.verify(consumer._client)
         try:
             await self._positions.start_if_unpositioned(consumer, _aio(tp))
             position: int = await consumer.position(_aio(tp))
