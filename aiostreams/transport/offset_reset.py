@@ -81,6 +81,11 @@ class OffsetReset:
         check_policy(self.policy)
 
     @property
+    def partition_name(self) -> str:
+        """``topic[partition]``, as the log lines and errors name it."""
+        return f"{self.tp.topic}[{self.tp.partition}]"
+
+    @property
     def reason(self) -> ResetReason:
         return ResetReason.DELETED if self.from_offset < self.log_start else ResetReason.PAST_END
 
@@ -110,7 +115,7 @@ class OffsetReset:
 
     def describe(self) -> str:
         """The WARNING line of a reset: partition, from -> to, and what it costs."""
-        where = (f"offset {self.from_offset} of {self.tp} is out of range (the log holds "
+        where = (f"offset {self.from_offset} of {self.partition_name} is out of range (the log holds "
                  f"{self.log_start}..{self.log_end}): ")
         if self.reason is ResetReason.DELETED:
             what = (f"{self.deleted} records (offsets {self.from_offset}.."
@@ -140,7 +145,7 @@ class OffsetReset:
                + GROUPS_RESET.format(group=group_id, topic=self.tp.topic) + "`, or "
                if group_id is not None else "seek elsewhere, or ")
         return OffsetOutOfRangeError(
-            f"offset {self.from_offset} of {self.tp} for {whose} is out of range: the log "
+            f"offset {self.from_offset} of {self.partition_name} for {whose} is out of range: the log "
             f"starts at {self.log_start} and ends at {self.log_end}; {what}. "
             "offset_out_of_range='fail', so the consumer stops here and nothing past "
             f"offset {self.from_offset} is read or committed. To go on, {fix}set "

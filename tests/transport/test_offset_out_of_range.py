@@ -127,7 +127,7 @@ async def test_deleted_records_are_skipped_to_the_log_start_with_a_warning_and_a
 
     assert [r.offset for r in records] == [6, 7, 8, 9]
     [line] = reset_lines(caplog)
-    assert f"offset 3 of {tp} is out of range (the log holds 6..10)" in line
+    assert f"offset 3 of {tp.topic}[0] is out of range (the log holds 6..10)" in line
     assert "3 records (offsets 3..5) were deleted" in line
     assert "reset 3 -> 6" in line and "3 records skipped, 0 read again" in line
     assert consumer.offset_resets.counts == {(tp.topic, 0, ResetReason.DELETED): 1}
@@ -167,7 +167,7 @@ async def test_fail_policy_raises_naming_the_gap_and_moves_nothing(
     assert (error.topic, error.partition, error.offset, error.log_start, error.log_end) == (
         tp.topic, 0, 3, 6, 10)
     message = str(error)
-    assert f"offset 3 of {tp} for group {group!r} is out of range" in message
+    assert f"offset 3 of {tp.topic}[0] for group {group!r} is out of range" in message
     assert "3 records (offsets 3..5) were deleted" in message
     assert f"aiostreams groups reset {group} --topic {tp.topic}" in message
     assert await consumer.position(tp) == 3
