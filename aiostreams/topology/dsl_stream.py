@@ -54,7 +54,6 @@ from aiostreams.topology.dsl_sinks import add_spark_sink, add_topic_sink, throug
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec
 
-
 if TYPE_CHECKING:
     from aiostreams.state.versioned import Versioned
     from aiostreams.topology.dsl import StreamsBuilder
