@@ -91,7 +91,8 @@ def decode_window_key(data: bytes) -> tuple[bytes, int]:
         raise ValueError(
             f"{data!r} is not a window store key: it needs at least {START_BYTES.size} bytes"
         )
-    return data[:-START_BYTES.size], START_BYTES.unpack_from(data, len(data) - START_BYTES.size)[0] - START_BIAS
+    size = START_BYTES.size
+    return data[:-size], START_BYTES.unpack_from(data, len(data) - size)[0] - START_BIAS
 
 
 def split_window_key(name: str, composite: Any) -> tuple[Any, int]:
