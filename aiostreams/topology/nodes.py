@@ -17,16 +17,6 @@ from aiostreams.serde import Serde
 from aiostreams.topology.internal_topics import KV_CHANGELOG_CONFIG
 from aiostreams.topology.processor import ProcessorSupplier
 
-__all__ = [
-    "ExternalSinkNode",
-    "Node",
-    "ProcessorNode",
-    "SinkNode",
-    "SourceNode",
-    "StoreSpec",
-    "SubTopology",
-]
-
 
 @dataclass
 class SourceNode:
