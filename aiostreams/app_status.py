@@ -49,6 +49,7 @@ def app_status(name: str, state: AppState, worker: Worker | None,
         committed=MappingProxyType(committed),
         commits=worker.commits,
         failure=None if failure is None else f"{type(failure).__name__}: {failure}",
+        offset_resets=resets.total if (resets := worker.offset_resets) is not None else 0,
     ), tasks)
 
 

@@ -82,6 +82,9 @@ class WorkerStatus:
     """Commits that committed offsets since the worker started."""
     failure: str | None = None
     """``"<type>: <message>"`` of what made the worker fail, else ``None``."""
+    offset_resets: int = 0
+    """Input positions found outside their partition's log and reset per
+    ``offset_out_of_range`` since the worker started (each also logged at WARNING)."""
 
 
 @dataclass(frozen=True)

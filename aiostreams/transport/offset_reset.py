@@ -115,8 +115,8 @@ class OffsetReset:
 
     def describe(self) -> str:
         """The WARNING line of a reset: partition, from -> to, and what it costs."""
-        where = (f"offset {self.from_offset} of {self.partition_name} is out of range (the log holds "
-                 f"{self.log_start}..{self.log_end}): ")
+        where = (f"offset {self.from_offset} of {self.partition_name} is out of range "
+                 f"(the log holds {self.log_start}..{self.log_end}): ")
         if self.reason is ResetReason.DELETED:
             what = (f"{self.deleted} records (offsets {self.from_offset}.."
                     f"{self.log_start - 1}) were deleted (retention or delete-records) "
@@ -145,8 +145,8 @@ class OffsetReset:
                + GROUPS_RESET.format(group=group_id, topic=self.tp.topic) + "`, or "
                if group_id is not None else "seek elsewhere, or ")
         return OffsetOutOfRangeError(
-            f"offset {self.from_offset} of {self.partition_name} for {whose} is out of range: the log "
-            f"starts at {self.log_start} and ends at {self.log_end}; {what}. "
+            f"offset {self.from_offset} of {self.partition_name} for {whose} is out of "
+            f"range: the log starts at {self.log_start} and ends at {self.log_end}; {what}. "
             "offset_out_of_range='fail', so the consumer stops here and nothing past "
             f"offset {self.from_offset} is read or committed. To go on, {fix}set "
             "offset_out_of_range='earliest' (resume at the log's start) or 'latest' "

@@ -81,6 +81,7 @@ async def test_restart_after_deleted_records_resets_with_a_warning_and_a_counter
         await app.wait_until_caught_up(60)
         resets = registry.get_sample_value("aiostreams_source_offset_resets_total", {
             "app": group, "topic": src, "partition": "0", "reason": "deleted"})
+        status = app.status().worker
 
     outputs = await read_exactly(transport, dst, COMMITTED + PRODUCED - DELETED_BELOW)
     assert [r.value for r in outputs[COMMITTED:]] == [b"v12", b"v13", b"v14"]
@@ -89,6 +90,7 @@ async def test_restart_after_deleted_records_resets_with_a_warning_and_a_counter
     assert f"7 records (offsets {COMMITTED}..11) were deleted" in line
     assert f"reset {COMMITTED} -> {DELETED_BELOW}" in line
     assert resets == 1.0
+    assert status is not None and status.offset_resets == 1
     assert await committed(transport, group, TopicPartition(src, 0)) == PRODUCED
 
 
