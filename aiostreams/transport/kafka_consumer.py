@@ -13,7 +13,7 @@ Where aiokafka and the Protocol differ, this adapter bridges:
   and ``subscribe`` joins the group only once its topics are known to exist;
 * commits are manual only (``enable_auto_commit=False``), timeouts are float seconds, and
   the rebalance timeout is ``max_poll_interval`` (as in Java; aiokafka defaults it to the
-  session timeout);
+  session timeout): :mod:`~aiostreams.transport.kafka_aio_consumer`;
 * aiokafka never resets a position by itself: a partition without a committed offset
   starts per ``auto_offset_reset`` and an out-of-range position is reset (loudly, counted
   in ``offset_resets``) or fails per ``offset_out_of_range``
@@ -43,11 +43,11 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiostreams.errors import TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
+from aiostreams.transport.kafka_aio_consumer import new_aiokafka_consumer, stop_aiokafka
 from aiostreams.transport.kafka_connection import (
     KafkaOptions,
     KnownTopics,
     start_or_unavailable,
-    to_ms,
 )
 from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
 from aiostreams.transport.kafka_offsets import (
@@ -55,7 +55,7 @@ from aiostreams.transport.kafka_offsets import (
     list_offsets,
     read_committed_offset,
 )
-from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET, KafkaPositions
+from aiostreams.transport.kafka_positions import KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.offset_reset import OffsetResets
@@ -113,20 +113,7 @@ class KafkaConsumer:
         :class:`~aiostreams.errors.BrokerUnavailableError`). A manual assignment made
         before takes effect at once; a subscription is joined by the first ``getmany``."""
         self._transition(ConsumerState.STARTED)
-        consumer = AIOKafkaConsumer(
-            **self._kafka.client_kwargs(self._bootstrap, self.options.client_id),
-            group_id=self.options.group_id,
-            group_instance_id=self.options.group_instance_id,
-            enable_auto_commit=False,
-            auto_offset_reset=AIOKAFKA_OFFSET_RESET,
-            isolation_level=self.options.isolation_level.value,
-            max_poll_records=self.options.max_poll_records,
-            session_timeout_ms=to_ms(self._kafka.session_timeout),
-            heartbeat_interval_ms=to_ms(self._kafka.heartbeat_interval),
-            max_poll_interval_ms=to_ms(self._kafka.max_poll_interval),
-            rebalance_timeout_ms=to_ms(self._kafka.max_poll_interval),
-            fetch_max_wait_ms=to_ms(self._kafka.fetch_max_wait),
-        )
+        consumer = new_aiokafka_consumer(self._bootstrap, self._kafka, self.options)
         try:
             await start_or_unavailable(
                 consumer.start, consumer.stop, bootstrap=self._bootstrap,
@@ -167,7 +154,7 @@ class KafkaConsumer:
         finally:
             self._bridge.close()  # after the callback: partitions move only once it returned
             if self._consumer is not None:
-                await _stop_aiokafka(self._consumer)
+                await stop_aiokafka(self._consumer)
             self._transition(ConsumerState.STOPPED)
 
     # -- assignment ---------------------------------------------------------------------
@@ -470,14 +457,3 @@ class KafkaConsumer:
 def _aio(tp: TopicPartition) -> AioTopicPartition:
     return AioTopicPartition(tp.topic, tp.partition)
 
-
-async def _stop_aiokafka(consumer: Any) -> None:
-    """``AIOKafkaConsumer.stop()``, minus a leak of aiokafka 0.14: a consumer without a group
-    stopped before its internal reset routine first ran re-raises that routine's
-    cancellation. Ours is re-raised only when this task itself is being cancelled."""
-    try:
-        await consumer.stop()
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise

@@ -1,0 +1,53 @@
+"""The aiokafka consumer under :class:`~aiostreams.transport.kafka_consumer.KafkaConsumer`:
+how it is configured, and how it is stopped.
+
+Configured: commits manual only (``enable_auto_commit=False``); the rebalance timeout is
+``max_poll_interval`` (as in Java; aiokafka defaults it to the session timeout); timeouts
+come in float seconds from :class:`~aiostreams.transport.kafka_connection.KafkaOptions`;
+positions never reset by aiokafka itself (``auto_offset_reset="none"``, see
+:mod:`~aiostreams.transport.kafka_positions`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from aiostreams.transport.base import ConsumerOptions
+from aiostreams.transport.kafka_connection import KafkaOptions, to_ms
+from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET
+
+__all__ = ["new_aiokafka_consumer", "stop_aiokafka"]
+
+
+def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions,
+                          options: ConsumerOptions) -> AIOKafkaConsumer:
+    """An aiokafka consumer of ``bootstrap`` for ``options`` (not started)."""
+    return AIOKafkaConsumer(
+        **kafka.client_kwargs(bootstrap, options.client_id),
+        group_id=options.group_id,
+        group_instance_id=options.group_instance_id,
+        enable_auto_commit=False,
+        auto_offset_reset=AIOKAFKA_OFFSET_RESET,
+        isolation_level=options.isolation_level.value,
+        max_poll_records=options.max_poll_records,
+        session_timeout_ms=to_ms(kafka.session_timeout),
+        heartbeat_interval_ms=to_ms(kafka.heartbeat_interval),
+        max_poll_interval_ms=to_ms(kafka.max_poll_interval),
+        rebalance_timeout_ms=to_ms(kafka.max_poll_interval),
+        fetch_max_wait_ms=to_ms(kafka.fetch_max_wait),
+    )
+
+
+async def stop_aiokafka(consumer: Any) -> None:
+    """``AIOKafkaConsumer.stop()``, minus a leak of aiokafka 0.14: a consumer without a group
+    stopped before its internal reset routine first ran re-raises that routine's
+    cancellation. Ours is re-raised only when this task itself is being cancelled."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
