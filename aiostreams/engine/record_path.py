@@ -101,6 +101,7 @@ class RecordPath:
             execute=attempt, on_error=self.recovery.on_error, on_done=self._finish,
             block=attempt.executor_block)
         self.gate = IssueOrderGate(rob.slots_view, self.pool.parked)
+        self._gate_waiters = self.gate.waiters
         self.punctuations = PunctuationQueue(
             clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
         self._unfinished = 0  # issued slots not DONE (nor FAILED)
@@ -193,7 +194,11 @@ class RecordPath:
                         (raw.key if raw.key is not None else _NULL_KEY) if by_key
                         else self._hazard_of(raw))
             slot.stream_time = self.stream_time
-            slot.held = size = raw_size(raw)  # until it retires (the byte budget)
+            # until it retires (the byte budget): raw_size(raw), without a call per record
+            # unless it has headers
+            size = len(raw.key or b"") + len(raw.value or b"") if not raw.headers \
+                else raw_size(raw)
+            slot.held = size
             budget.held += size  # budget.take(size), without a call per record
             issue(slot)
             if tracer is not None:
@@ -285,7 +290,8 @@ class RecordPath:
             slot.held += size
             self._budget.held += size  # take(size), without a call per record
         self._unfinished -= 1
-        self.gate.finished()
+        if self._gate_waiters:  # gate.finished() when a slot waits in it, else no call
+            self.gate.finished()
         if slot is self._barrier:
             self._barrier = None
         successor = self._station.release(slot)
