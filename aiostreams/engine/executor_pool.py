@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Awaitable, Callable
+
 from aiostreams.engine.coarse_timeout import ExecutorBlock
 from aiostreams.engine.permit_wait import bind_attempt, bind_executor
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
