@@ -46,7 +46,14 @@ from aiostreams.engine.intake import Intake
 from aiostreams.engine.issue_order import IssueOrderGate
 from aiostreams.engine.punctuation import Punctuation, PunctuationQueue, punctuation_body
 from aiostreams.engine.recovery import Recovery
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, ReorderBuffer, Slot, SlotKind, SlotState
+from aiostreams.engine.reorder_buffer import (
+    CURRENT_SLOT,
+    ReorderBuffer,
+    Slot,
+    SlotKind,
+    SlotState,
+    record_slot,
+)
 from aiostreams.engine.reservation_station import ReservationStation
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState, check_transition
 from aiostreams.engine.task_stores import TaskStores
@@ -190,9 +197,9 @@ class RecordPath:
                     self._inline.drain(single, source, released)
                 continue
             # _hazard_of, with its default (key) case inlined: one call less per record
-            slot = Slot(SlotKind.RECORD, raw, source,
-                        (raw.key if raw.key is not None else _NULL_KEY) if by_key
-                        else self._hazard_of(raw))
+            slot = record_slot(raw, source,
+                               (raw.key if raw.key is not None else _NULL_KEY) if by_key
+                               else self._hazard_of(raw))
             slot.stream_time = self.stream_time
             # until it retires (the byte budget): raw_size(raw), without a call per record
             # unless it has headers
