@@ -11,8 +11,9 @@ executor_block` when it starts, binds it for the permit hooks once, and opens it
 every attempt it runs (each a fresh deadline, with attribute stores: see
 :class:`~aiostreams.engine.coarse_timeout.ExecutorBlock`): no block, call, context-variable
 change or wrapper coroutine per record. With neither timeout set there is no block. A
-record's attempt is its source's ``run_async``, which the executor awaits directly; the
-runner's ``__call__`` gives the same awaitable for any slot (punctuations take that path).
+record's attempt is its source's ``run_async`` (the executor runs it in its two halves: see
+:mod:`~aiostreams.engine.executor_pool`); the runner's ``__call__`` gives the same
+awaitable for any slot (punctuations take that path).
 
 Invariant: a punctuation attempt runs ``slot.punctuate``, a record attempt the slot's
 source; a timed-out attempt raises ``TimeoutError`` out of the executor's block (recovery

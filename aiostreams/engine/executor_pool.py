@@ -9,12 +9,14 @@ replacement every executor could wait for an earlier slot that sits in the ready
 Slots waiting for an executor are served oldest first (by reorder-buffer sequence): a
 retried or long-blocked record holds the commit point, so it goes before newer ones.
 
-A slot with a ``source`` (a record of an async chain) runs ``source.run_async(slot.raw,
-slot)``, awaited directly (no call in between: this is the per-record path); any other slot
-runs ``execute(slot)``. ``on_error(slot, error)`` and ``on_done(slot)`` are told how it
-ended. An executor binds ``CURRENT_SLOT`` to each slot it runs; its context is reused from
-slot to slot (see :mod:`aiostreams.topology.processor` on user context variables). When
-attempts are bounded, ``block()`` gives each executor, as it starts, the
+A slot with a ``source`` (a record of an async chain) runs as ``source.begin_async(slot.raw,
+slot)``, awaiting what that returns, then ``source.end_async(slot)``: for the fused shape
+(:class:`~aiostreams.engine.async_chain.FusedSource`) the only coroutine below the executor
+is the record's own ``process``. Any other slot runs ``execute(slot)``. ``on_error(slot,
+error)`` and ``on_done(slot)`` are told how it ended. An executor binds ``CURRENT_SLOT``
+to each slot it runs; its context is reused from slot to slot (see
+:mod:`aiostreams.topology.processor` on user context variables). When attempts are
+bounded, ``block()`` gives each executor, as it starts, the
 :class:`~aiostreams.engine.coarse_timeout.ExecutorBlock` it opens and closes around every
 attempt, inline (see :mod:`~aiostreams.engine.attempt`); it is bound once for the permit
 hooks and released when the executor ends.
@@ -116,7 +118,10 @@ class ExecutorPool:
                 source = slot.source
                 try:
                     if source is not None:
-                        await source.run_async(slot.raw, slot)
+                        pending = source.begin_async(slot.raw, slot)
+                        if pending is not None:
+                            await pending
+                        source.end_async(slot)
                     else:
                         await execute(slot)
                 except asyncio.CancelledError as cancelled:
