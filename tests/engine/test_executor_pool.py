@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from aiostreams.engine.coarse_timeout import CoarseTimeouts
 from aiostreams.engine.executor_pool import ExecutorPool
+from aiostreams.engine.permit_wait import waiting_for_permit
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot, SlotKind
 from aiostreams.testing import settle
 
@@ -224,3 +225,29 @@ def test_each_attempt_ends_as_it_should_and_only_attempts_hold_a_deadline(
         await h.pool.cancel_all()
 
     asyncio.run(run())
+
+
+async def test_an_attempt_waiting_for_a_permit_is_not_timed_out_until_it_resumes() -> None:
+    timeouts = CoarseTimeouts(1.0)
+    permit = asyncio.get_running_loop().create_future()
+    errors: list[str] = []
+
+    async def execute(s: Slot) -> None:
+        with waiting_for_permit():  # the executor's block is paused meanwhile
+            await permit
+        await asyncio.get_running_loop().create_future()  # the call never answers
+
+    pool = ExecutorPool(1, execute=execute, on_error=lambda s, e: errors.append(type(e).__name__),
+                        on_done=lambda s: None, block=lambda: timeouts.executor_block(10.0))
+    pool.dispatch(slot(0))
+    await settle(10)
+    sweep_past_deadlines(timeouts)
+    await settle(10)
+    assert errors == [] and timeouts.open_blocks == 1, "timed out while waiting for a permit"
+    permit.set_result(None)
+    await settle(10)
+    assert timeouts.sweep is not None, "the resumed attempt is swept again"
+    sweep_past_deadlines(timeouts)
+    await settle(10)
+    assert errors == ["TimeoutError"]
+    await pool.cancel_all()
