@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Unpack
 
+import pytest
 from appkit import create_topic, produce, unique
 
 from aiostreams.engine.caught_up import CaughtUpProbe
@@ -72,3 +73,18 @@ async def test_everything_committed_is_caught_up() -> None:
     commit(broker, group, [(TopicPartition(topic, p), broker.end_offset(TopicPartition(topic, p)))
                            for p in range(2)])
     assert await probe_answer(transport, group, topic) is True
+
+
+async def test_records_deleted_below_the_group_offset_are_not_reset_by_the_probe(
+        caplog: pytest.LogCaptureFixture) -> None:
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    topic, group = unique("in"), unique("group")
+    await create_topic(transport, topic, 1)
+    await produce(transport, topic, [(None, b"%d" % i) for i in range(10)])
+    tp = TopicPartition(topic, 0)
+    commit(broker, group, [(tp, 3)])
+    broker.delete_records({tp: 6})
+
+    assert not await probe_answer(transport, group, topic)  # records 6..9 wait
+    assert [r for r in caplog.records if r.name == "aiostreams.offset_reset"] == []
