@@ -53,12 +53,22 @@ class Sizes:
     """Scale-out: seconds one worker runs alone before the second starts."""
     window: float = 10.0
     """Scale-out: seconds from the join to the leave, and from the leave to the end."""
+    engine_records: int = 200_000
+    engine_async_records: int = 100_000
+    engine_rounds: int = 3
+    """The engine benchmark's ``--records``, ``--async-records``, ``--rounds`` (its
+    defaults)."""
+    restore_updates: int = 1_000_000
+    restore_keys: int = 100_000
+    """The restore benchmark's changelog (its defaults: issue 23's 1M updates, 100k keys)."""
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(p1=20_000, p1_http=5_000, p1_tail=10_000, p1_zipf=2_000, serial=300,
                    p2=50_000, p5=200_000, stuck_seconds=10.0, starts=3, live_rate=2_000,
-                   settle=3.0, window=6.0)
+                   settle=3.0, window=6.0, engine_records=20_000,
+                   engine_async_records=10_000, engine_rounds=1, restore_updates=20_000,
+                   restore_keys=2_000)
 
 
 @dataclass
@@ -207,6 +217,10 @@ class Bench:
                                  *[(x, s.serial) for x in self.peers(c.quix())]]:
                 await self.case("P1 http", contender, n, 1, io="http", io_url=url,
                                 track_commits=True)
+            # the physical limit: the same requests from a bare client, no Kafka
+            from benchmarks.peers.standalone import http_limit  # it builds on this module
+
+            await http_limit(self, url, s.p1_http)
             await self.p1_zipf(url)
 
     async def p1_zipf(self, url: str) -> None:
