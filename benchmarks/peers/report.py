@@ -38,6 +38,8 @@ def _count(row: Row) -> str:
     v = row.verdict
     if row.result.error is not None:
         return f"**failed**: {row.result.error}"
+    if row.standalone:
+        return "— (measured alone)"
     if v is None:
         return f"{row.result.records:,} (end offsets)"
     text = f"{v.received:,} of {v.expected:,}"
@@ -52,6 +54,10 @@ def _commits(row: Row) -> str:
     if row.verdict is None or row.verdict.commits_ahead is None:
         return "—"
     return f"{row.verdict.commits_ahead:,}"
+
+
+def _cpu(row: Row) -> str:
+    return "—" if row.standalone else f"{row.result.cpu_share:.2f}"
 
 
 def _rss(row: Row) -> str:
@@ -134,7 +140,7 @@ def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
     for row in rows:
         lines.append(f"| {row.scenario} | {row.contender.label} | {row.result.rate:,.0f} "
                      f"| {_count(row)} | {_order(row)} | {_commits(row)} "
-                     f"| {row.result.cpu_share:.2f} | {_rss(row)} |")
+                     f"| {_cpu(row)} | {_rss(row)} |")
     noted = [row for row in rows if row.notes]
     if noted:
         lines.append("")
@@ -152,15 +158,15 @@ def table(rows: Sequence[Row], found: Sequence[Target],
           loads: tuple[float, float] | None = None) -> str:
     """The plain-text table printed at the end of a run (and the run's load averages)."""
     out = [] if loads is None else [f"{loads_text(loads)}; machine: {machine()}", ""]
-    out += [f"{'scenario':10} {'contender':32} {'records/s':>11} {'count':>24} "
+    out += [f"{'scenario':12} {'contender':32} {'records/s':>11} {'count':>24} "
            f"{'key order':>28} {'commits ahead':>13} {'CPU':>5} {'RSS MB':>7}"]
     for row in rows:
-        out.append(f"{row.scenario:10} {row.contender.label:32} {row.result.rate:11,.0f} "
+        out.append(f"{row.scenario:12} {row.contender.label:32} {row.result.rate:11,.0f} "
                    f"{_count(row)[:24]:>24} {_order(row)[:28]:>28} {_commits(row):>13} "
-                   f"{row.result.cpu_share:5.2f} {_rss(row):>7}")
+                   f"{_cpu(row):>5} {_rss(row):>7}")
     out.append("")
     for t in found:
-        out.append(f"{t.scenario:10} {t.claim:70} {_measured(t):>12} {_met(t)}")
+        out.append(f"{t.scenario:12} {t.claim:70} {_measured(t):>12} {_met(t)}")
     return "\n".join(out)
 
 

@@ -85,6 +85,9 @@ class Row:
     figures: dict[str, float] = field(default_factory=dict)
     """Figures other than the rate that the scenario measured (seconds of start-up, of a
     pause in output), by name."""
+    standalone: bool = False
+    """Measured by a module of its own (:mod:`benchmarks.peers.standalone`): no output
+    topic, no process the harness watched; its rate and figures are that module's."""
 
     @property
     def ok(self) -> bool:

@@ -36,7 +36,7 @@ def _row(bench: Bench, scenario: str, label: str, module: str, rate: float,
     timed = round(rate)
     result = RunResult(label, options, timed, 1.0 if timed else 0.0, timed, 0.0, error=error)
     row = Row(scenario, Contender(label, module, claims_key_order=False), result, None,
-              figures=dict(figures))
+              figures=dict(figures), standalone=True)
     bench.rows.append(row)
     return row
 
