@@ -24,7 +24,7 @@ from benchmarks.peers.standalone import (
     http_limit,
     restore,
 )
-from benchmarks.peers.targets import X, Target, targets
+from benchmarks.peers.targets import Target, X, targets
 
 
 def bench_on(bootstrap: str, sizes: Sizes) -> Bench:
