@@ -54,7 +54,7 @@ async def test_the_engine_scenario_reports_b_against_b2_the_composed_bound_and_a
     assert (floor.threshold, floor.measured) == (0.85, ours.figures["b_ratio_median"])
     assert floor.limit == f"{b2:,.0f}/s (b'')" and "(b'')" in floor.claim
     assert (bound.threshold, bound.measured) == (0.85, ours.figures["composed_bound"])
-    assert 0 < bound.measured < 1
+    assert bound.measured is not None and 0 < bound.measured < 1
     assert sync.threshold == 0.6 and sync.met is not None
     assert sync.measured == pytest.approx(rate(bench.rows, ENGINE_SYNC, "aiostreams")
                                           / rate(bench.rows, ENGINE_SYNC,
