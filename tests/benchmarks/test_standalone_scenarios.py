@@ -53,6 +53,9 @@ async def test_the_engine_scenario_reports_b_against_b2_the_composed_bound_and_a
     floor, bound, sync = found
     assert (floor.threshold, floor.measured) == (0.85, ours.figures["b_ratio_median"])
     assert floor.limit == f"{b2:,.0f}/s (b'')" and "(b'')" in floor.claim
+    # one round: the median ratio is that round's (b) over the (b'') row's rate
+    assert floor.measured == pytest.approx(rate(bench.rows, ENGINE_ASYNC, "aiostreams") / b2,
+                                           rel=1e-3)
     assert (bound.threshold, bound.measured) == (0.85, ours.figures["composed_bound"])
     assert bound.measured is not None and 0 < bound.measured < 1
     assert sync.threshold == 0.6 and sync.met is not None
