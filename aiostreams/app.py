@@ -13,32 +13,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import gc
-import itertools
 import logging
 import signal
-import ssl
-import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from aiostreams.app_status import TaskRuns, app_status
+from aiostreams.client_options import client_options
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
 from aiostreams.engine.clock import Clock, LoopClock
 from aiostreams.engine.task import StreamTask, TaskSettings
-from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
+from aiostreams.engine.worker import CommitRecord, Worker
+from aiostreams.engine_settings import load_tracing, task_settings, worker_config
 from aiostreams.errors import ConfigError
+from aiostreams.event_loop import run_event_loop as run_event_loop
+from aiostreams.event_loop import tune_gc as tune_gc
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.lifecycle_state import AppState
-from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.policies import Retry
 from aiostreams.services import Adaptive, CircuitBreaker, RateLimit
 from aiostreams.services.declared import DeclaredService
 from aiostreams.start_stop import StartStop
 from aiostreams.state.versioned import Versioned
-from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
+from aiostreams.status import AppStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
 from aiostreams.topology.global_table import GlobalTable, declare_global_table
@@ -48,7 +48,6 @@ from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
 
 if TYPE_CHECKING:
-    from aiostreams.engine.tracing import Tracing
     from aiostreams.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
@@ -90,15 +89,13 @@ class App(StartStop):
         self._transport = transport
         self._retry = retry
         self._worker: Worker | None = None
-        self._task_runs: weakref.WeakKeyDictionary[StreamTask, int] = (
-            weakref.WeakKeyDictionary())
-        self._run_numbers = itertools.count(1)
+        self._task_runs = TaskRuns()
         self.commit_log: list[CommitRecord] = []  # the latest COMMIT_LOG_LIMIT commits
         self._commit_listeners: list[Callable[[CommitRecord], None]] = []
         self._lifecycle = Lifecycle()
         self._sender: AppProducer | None = None
         self._services: dict[str, DeclaredService] = {}
-        self._tracing = _load_tracing(self.settings.tracing, tracer_provider)
+        self._tracing = load_tracing(self.settings.tracing, tracer_provider)
 
     # -- declaring ------------------------------------------------------------------------
 
@@ -282,61 +279,11 @@ class App(StartStop):
         return self._transport
 
     def _transport_options(self) -> dict[str, Any]:
-        """Kafka client options from the settings: security protocol, SASL (PLAIN or
-        SCRAM), and TLS files turned into one ``ssl.SSLContext``."""
-        s = self.settings
-        if not s.broker.startswith("kafka://"):
-            return {}
-        opts: dict[str, Any] = {"security_protocol": s.security_protocol}
-        if s.sasl_mechanism:
-            opts["sasl_mechanism"] = s.sasl_mechanism
-        if s.sasl_username:
-            opts["sasl_plain_username"] = s.sasl_username
-        if s.sasl_password is not None:
-            opts["sasl_plain_password"] = s.sasl_password  # unwrapped by the client only
-        if s.security_protocol in ("SSL", "SASL_SSL") or s.ssl_cafile or s.ssl_certfile:
-            opts["ssl_context"] = self._ssl_context()
-        return opts
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        s = self.settings
-        try:
-            context = ssl.create_default_context(
-                cafile=str(s.ssl_cafile) if s.ssl_cafile else None)
-            if s.ssl_certfile:
-                password = (s.ssl_key_password.get_secret_value()
-                            if s.ssl_key_password is not None else None)
-                context.load_cert_chain(str(s.ssl_certfile),
-                                        str(s.ssl_keyfile) if s.ssl_keyfile else None,
-                                        password)
-        except (OSError, ssl.SSLError) as e:
-            raise ConfigError(
-                f"cannot load the TLS files (ssl_cafile={s.ssl_cafile}, "
-                f"ssl_certfile={s.ssl_certfile}, ssl_keyfile={s.ssl_keyfile}): {e}"
-            ) from None
-        return context
+        """Kafka client options from the settings (see :mod:`aiostreams.client_options`)."""
+        return client_options(self.settings)
 
     def _task_settings(self) -> TaskSettings:
-        s = self.settings
-        retry = self._retry or Retry(attempts=s.retry_attempts, backoff=s.retry_backoff,
-                                     max_backoff=s.retry_max_backoff)
-        on_error = OnError.parse(s.effective_on_error)
-        if on_error is OnError.DEAD_LETTER and not s.dead_letter_topic:
-            raise ConfigError("on_error='dead_letter' needs dead_letter_topic to be set")
-        return TaskSettings(
-            max_in_flight=s.max_in_flight,
-            max_concurrency=s.max_concurrency,
-            max_task_buffer_bytes=s.max_task_buffer_bytes,
-            ordering=Ordering.parse(s.ordering),
-            max_task_idle=s.max_task_idle_ms / 1000.0,
-            max_buffered_per_partition=s.max_buffered_per_partition,
-            retry=retry,
-            on_error=on_error,
-            dead_letter_topic=s.dead_letter_topic,
-            processing_timeout=s.processing_timeout,
-            max_record_bytes=s.max_record_bytes,
-            tracing=self._tracing,
-        )
+        return task_settings(self.settings, self._retry, self._tracing)
 
     def build(self) -> list[SubTopology]:
         return self.topology.build()
@@ -361,23 +308,7 @@ class App(StartStop):
         try:
             self._worker = Worker(
                 subs, self.topology.topics, self.transport,
-                WorkerConfig(
-                    app_id=self.name,
-                    task=self._task_settings(),
-                    commit_interval=s.commit_interval_ms / 1000.0,
-                    purge_interval=s.repartition_purge_interval_ms / 1000.0,
-                    poll_timeout=s.poll_timeout,
-                    max_poll_records=s.max_poll_records,
-                    drain_timeout=s.drain_timeout,
-                    broker_timeout=s.broker_timeout,
-                    exactly_once=s.processing_guarantee == "exactly_once",
-                    default_partitions=s.default_partitions,
-                    group_instance_id=s.group_instance_id,
-                    client_id=s.client_id or self.name,
-                    state_dir=s.state_dir,
-                    node_retry=self.topology.node_retries,
-                    stuck_record_warning=s.stuck_record_warning,
-                ),
+                worker_config(self.name, s, self.topology, self._task_settings()),
                 self.clock,
                 on_commit=self._committed,
                 external_sinks=self.topology.external_sinks,
@@ -487,90 +418,4 @@ class App(StartStop):
     def status(self) -> AppStatus:
         """A read-only snapshot of the app, its worker and its tasks (see
         :mod:`aiostreams.status`); cheap enough for every scrape or status-line tick."""
-        worker = self._worker
-        if worker is None:
-            return AppStatus(self.name, self.state, None, ())
-        tasks = tuple(self._task_status(task)
-                      for _, task in sorted(worker.tasks.items()))
-        committed = {tp: offset for t in tasks for tp in t.partitions
-                     if (offset := worker.committed_offset(tp)) is not None}
-        failure = worker.failure
-        return AppStatus(self.name, self.state, WorkerStatus(
-            state=AppState(worker.state.value),
-            committed=MappingProxyType(committed),
-            commits=worker.commits,
-            failure=None if failure is None else f"{type(failure).__name__}: {failure}",
-        ), tasks)
-
-    def _task_status(self, task: StreamTask) -> TaskStatus:
-        run = self._task_runs.get(task)
-        if run is None:
-            run = self._task_runs[task] = next(self._run_numbers)
-        metrics = dataclasses.asdict(task.metrics)
-        errors = metrics.pop("by_node_errors")
-        oldest = task.oldest_unretired
-        blocking = task.head_of_line
-        return TaskStatus(
-            task_id=task.task_id,
-            partitions=tuple(task.partitions),
-            state=task.state.value,
-            in_flight=task.in_flight,
-            max_in_flight=task.settings.max_in_flight,
-            buffered=task.buffered(),
-            committable=MappingProxyType(task.committable()),
-            oldest_unretired_timestamp=None if oldest is None else oldest.timestamp,
-            enforced_processing=task.enforced_processing_total,
-            counters=MappingProxyType(metrics),
-            errors_by_node=MappingProxyType(errors),
-            run=run,
-            head_of_line_wait=blocking.total,
-            head_of_line_wait_max=blocking.longest,
-            head_of_line_blocked=blocking.blocked,
-        )
-
-
-GC_GEN0_THRESHOLD = 100_000
-
-
-def tune_gc() -> None:
-    """Make the cyclic garbage collector cheap for a stream processor (once per process).
-
-    Records, slots and tasks are short-lived and acyclic; with Python's default first
-    threshold (700 allocations) a busy engine runs a collection every few hundred records,
-    and every so often a full one that walks everything alive (measured: the async engine
-    benchmark gains about 45%). ``gc.freeze()`` moves what start-up created into the
-    permanent generation, and the first threshold goes to 100,000. Cycles are still
-    collected, at most that many tracked objects late.
-
-    Why so high: records that wait to retire behind a slow or retried one (thousands, for
-    up to a second) survive the young collections, and every collection walks all of
-    them. With a retry benchmark's 1% of records in backoff, collections took 0.45 s of
-    a 7 s run at 50,000 and 0.22-0.27 s at 100,000 (0.18 s and 0.13 s without failures).
-    Opt out with ``gc_tuning=False``."""
-    gen0, gen1, gen2 = gc.get_threshold()
-    if gen0 < GC_GEN0_THRESHOLD:
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-
-
-def run_event_loop(main: Any) -> Any:
-    """Run a coroutine on uvloop when it is installed, else on asyncio's default loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
-def _load_tracing(enabled: bool, provider: Any) -> Tracing | None:
-    """The app's tracing (``tracing=True``, or a ``tracer_provider``), else None - and then
-    ``opentelemetry`` is never imported."""
-    if not enabled and provider is None:
-        return None
-    try:
-        from aiostreams.engine.tracing import Tracing
-    except ImportError as e:
-        raise ConfigError(f"tracing=True needs OpenTelemetry ({e}): pip install "
-                          "'aiostreams[otel]', or leave tracing off") from None
-    return Tracing(provider)
+        return app_status(self.name, self.state, self._worker, self._task_runs)

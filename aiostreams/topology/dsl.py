@@ -36,8 +36,9 @@ from aiostreams.errors import CoPartitioningError, TopologyError
 from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.state.versioned import Versioned
 from aiostreams.topic import Topic
+from aiostreams.topology.dsl_branch import BranchedStream
 from aiostreams.topology.dsl_grouped_table import GroupedTable
-from aiostreams.topology.dsl_stream import BranchedStream, Stream
+from aiostreams.topology.dsl_stream import Stream
 from aiostreams.topology.dsl_table import GroupedStream, Table, table_from_topic
 from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier

@@ -26,6 +26,10 @@ null key or value); left join emits ``joiner(value, None)`` for them, null keys 
 timestamp and emits the new join result, following Kafka Streams' forwarding rules (see
 :class:`TableTableJoinProcessor`), stamped with the later of the two sides' timestamps.
 
+**Stream-global table.** Each stream record joins the global table's value of
+``key_selector(key, value)`` (:func:`join_global`); no repartition, as a global table holds
+every partition.
+
 Correctness under concurrency: stream-stream join steps run in issue order (above);
 stream-table and table-table joins rely on the engine's key ordering (records of both
 sides with the same key bytes never execute at once, and reads see earlier records'
@@ -62,6 +66,7 @@ from aiostreams.windows import JoinWindows
 
 if TYPE_CHECKING:
     from aiostreams.topology.dsl import StreamsBuilder
+    from aiostreams.topology.global_table import GlobalTable
 
 
 
@@ -209,3 +214,29 @@ def join_tables(this: Table[Any, Any], other: Table[Any, Any],
                                    name=name)
     return Table(builder, merged, JoinedTableGetter(left_getter, right_getter, joiner, kind),
                  key_serde=this.key_serde, value_serde=None)
+
+
+def join_global(this: Stream[Any, Any], table: GlobalTable,
+                key_selector: Callable[[Any, Any], Any], joiner: Callable[[Any, Any], Any],
+                left: bool, name: str | None) -> Stream[Any, Any]:
+    """``this.join_global(...)`` (``left_join_global`` when ``left``): each record joins
+    ``table``'s value of ``key_selector(key, value)``; no repartition (a global table holds
+    every partition)."""
+    from aiostreams.topology.global_table import GlobalJoinProcessor, GlobalTable
+
+    what = "left_join_global" if left else "join_global"
+    if not isinstance(table, GlobalTable):
+        raise TopologyError(
+            f"{what} on stream {this.node!r} needs a GlobalTable (app.global_table(...)), "
+            f"got {type(table).__name__}; join a Table with join()/left_join()")
+    require_sync(key_selector, what)
+    require_sync(joiner, what)
+    node = ""
+
+    def make() -> GlobalJoinProcessor:
+        return GlobalJoinProcessor(table, key_selector, joiner, left, lambda: node)
+
+    builder = this.builder
+    node = builder.add_processor("KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
+                                 make, [this.node], name=name)
+    return Stream(builder, node, key_serde=this.key_serde, key_changed=this.key_changed)

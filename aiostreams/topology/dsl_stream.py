@@ -9,23 +9,11 @@ processors, which keeps a chain on the engine's inline fast path); passing an ``
 def`` raises at build time and names the ``*_async`` variant to use.
 
 The ``*_async`` variants await the function for each record while the engine runs many
-records at once. They take ``retry`` (this step's own :class:`~aiostreams.Retry` policy;
-a retry re-executes the record's chain from its source in this sub-topology, so earlier
-steps of the chain run again) and ``concurrency`` (a cap on how many of this step's calls
-run at once, across the app's tasks). They take no ordering parameter on purpose:
-ordering (``key``/``partition``/``unordered``) is decided per record when it is issued,
-for the record's whole chain, by the app's ``ordering`` setting. A step cannot start a
-record earlier than its chain does, and per-key state (aggregations, joins) is only
-correct because same-key records never overlap anywhere in the chain; a per-step setting
-could only pretend to loosen or tighten that.
-
-They also take ``service`` (a service declared with ``app.service(name, ...)``: the call
-waits for its permit without counting as executing, and its timeout starts at dispatch) and,
-with a service, ``coalesce_by`` (a function of the step's arguments giving a lookup key:
-records with the same key share one call that is out); ``map_values_async`` also takes
-``memoize`` (a :class:`~aiostreams.services.memo.Memo`: a TTL cache by lookup key in a
-changelogged store); see
-:mod:`aiostreams.topology.dsl_service` and ``docs/guides/services.md``.
+records at once; what they take (``retry``, ``concurrency``, ``service``, ``coalesce_by``,
+``memoize``) and why they take no ordering parameter is in
+:mod:`aiostreams.topology.dsl_async_steps`. ``split()`` is in
+:mod:`aiostreams.topology.dsl_branch`, the exits (topics, Spark) in
+:mod:`aiostreams.topology.dsl_sinks`, joins in :mod:`aiostreams.topology.dsl_joins`.
 
 Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_async``,
 ``process``) mark the stream *key-changed*: grouping or joining it then inserts a
@@ -42,16 +30,16 @@ from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.memo import Memo
-from aiostreams.state import kv_store
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_batch import BatchCaller, RetryPer
+from aiostreams.topology.dsl_async_steps import add_async_step, add_batched_step
+from aiostreams.topology.dsl_batch import RetryPer
+from aiostreams.topology.dsl_branch import BranchedStream
 from aiostreams.topology.dsl_processors import (
     AsyncFilter,
     AsyncFlatMapValues,
     AsyncForeach,
     AsyncMap,
     AsyncMapValues,
-    BranchProcessor,
     FilterProcessor,
     FlatMapProcessor,
     FlatMapValuesProcessor,
@@ -60,12 +48,9 @@ from aiostreams.topology.dsl_processors import (
     Passthrough,
     PeekProcessor,
     SelectKeyProcessor,
-    StepCaller,
-    StepLimiter,
-    require_callable,
     require_sync,
 )
-from aiostreams.topology.dsl_service import ServiceCaller, memo_store_name
+from aiostreams.topology.dsl_sinks import add_spark_sink, add_topic_sink, through_topic
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec
 
@@ -179,39 +164,6 @@ class Stream(Generic[K, V]):
 
     # -- async steps ------------------------------------------------------------------
 
-    def _then_async(self, kind: str, make: Callable[[StepCaller, float | None],
-                                                       Processor[Any, Any]],
-                    fn: Callable[..., Any], op: str, *, retry: Retry | None,
-                    concurrency: int | None, name: str | None, key_changed: bool = False,
-                    keep_value_serde: bool = True, service: DeclaredService | None = None,
-                    coalesce_by: Callable[..., Hashable] | None = None,
-                    memoize: Memo | None = None,
-                    combine: Callable[..., Any] | None = None) -> Stream[Any, Any]:
-        require_callable(fn, op)
-        limiter = StepLimiter(concurrency)
-        if (coalesce_by is not None or memoize is not None) and service is None:
-            raise TopologyError(f"{op}(coalesce_by=/memoize=) needs service=: coalesced and "
-                                "memoized calls go through a declared service "
-                                "(app.service(name, ...))")
-        if memoize is not None and coalesce_by is None:
-            raise TopologyError(f"{op}(memoize=...) needs coalesce_by=: the memo is kept by "
-                                "lookup key")
-        if combine is not None and coalesce_by is None:
-            raise TopologyError(f"{op}(combine=...) needs coalesce_by=: the step's function "
-                                "then looks up by that key")
-        caller: StepCaller = (limiter if service is None
-                              else ServiceCaller(limiter, service, coalesce_by, memoize,
-                                                 combine))
-        timeout = retry.timeout if retry is not None else None
-        stream = self._then(kind, lambda: make(caller, timeout), name=name,
-                            key_changed=key_changed, keep_value_serde=keep_value_serde)
-        if retry is not None:
-            self.builder.topology.set_retry(stream.node, retry)
-        if memoize is not None:
-            self.builder.add_store(kv_store(memo_store_name(stream.node),
-                                            key_serde=memoize.key_serde), stream.node)
-        return stream
-
     @overload
     def map_values_async(self, mapper: Callable[[V], Awaitable[VR]], *,
                          retry: Retry | None = None, concurrency: int | None = None,
@@ -235,13 +187,14 @@ class Stream(Generic[K, V]):
                          coalesce_by: Callable[[V], Hashable] | None = None,
                          memoize: Memo | None = None,
                          combine: Callable[[V, Any], Any] | None = None) -> Stream[K, Any]:
-        """``await mapper(value) -> new_value`` (see the module docstring for ``retry``
-        and ``concurrency``). With ``combine=`` (and ``coalesce_by=``) ``mapper`` is a
-        lookup by key, coalesced and memoized by it, and each record's new value is
+        """``await mapper(value) -> new_value`` (see
+        :mod:`aiostreams.topology.dsl_async_steps` for ``retry`` and ``concurrency``).
+        With ``combine=`` (and ``coalesce_by=``) ``mapper`` is a lookup by key, coalesced
+        and memoized by it, and each record's new value is
         ``combine(value, await mapper(key))``."""
-        return self._then_async(
-            "KSTREAM-MAPVALUES-ASYNC", lambda lim, t: AsyncMapValues(mapper, lim, t), mapper,
-            "map_values_async", retry=retry, concurrency=concurrency, name=name,
+        return add_async_step(
+            self, "KSTREAM-MAPVALUES-ASYNC", lambda lim, t: AsyncMapValues(mapper, lim, t),
+            mapper, "map_values_async", retry=retry, concurrency=concurrency, name=name,
             service=service, coalesce_by=coalesce_by, memoize=memoize, combine=combine,
             keep_value_serde=False)
 
@@ -255,18 +208,9 @@ class Stream(Generic[K, V]):
         value; each record gets its own and they retire in order. ``retry_per``: on a failed
         call, ``"value"`` retries each record on its own, ``"batch"`` calls the batch again
         (up to ``retry.attempts``); see :mod:`aiostreams.topology.dsl_batch`."""
-        require_callable(fn, "map_values_batched_async")
-        caller = BatchCaller(service, max_batch=max_batch, max_wait=max_wait,
-                             retry_per=retry_per,
-                             attempts=retry.attempts if retry is not None else 1,
-                             timeout=retry.timeout if retry is not None else None,
-                             op="map_values_batched_async")
-        stream = self._then("KSTREAM-MAPVALUES-BATCHED-ASYNC",
-                            lambda: AsyncMapValues(fn, caller, None), name=name,
-                            keep_value_serde=False)
-        if retry is not None and retry_per == "value":
-            self.builder.topology.set_retry(stream.node, retry)
-        return stream
+        return add_batched_step(self, fn, service=service, max_batch=max_batch,
+                                max_wait=max_wait, retry_per=retry_per, retry=retry,
+                                name=name)
 
     def map_async(self, mapper: Callable[[K, V], Awaitable[tuple[KR, VR]]], *,
                   retry: Retry | None = None, concurrency: int | None = None,
@@ -274,9 +218,9 @@ class Stream(Generic[K, V]):
                   coalesce_by: Callable[[K, V], Hashable] | None = None) -> Stream[KR, VR]:
         """``await mapper(key, value) -> (new_key, new_value)``; marks the stream
         key-changed."""
-        return self._then_async(
-            "KSTREAM-MAP-ASYNC", lambda lim, t: AsyncMap(mapper, lim, t), mapper, "map_async",
-            retry=retry, concurrency=concurrency, name=name,
+        return add_async_step(
+            self, "KSTREAM-MAP-ASYNC", lambda lim, t: AsyncMap(mapper, lim, t), mapper,
+            "map_async", retry=retry, concurrency=concurrency, name=name,
             service=service, coalesce_by=coalesce_by, key_changed=True,
             keep_value_serde=False)
 
@@ -285,9 +229,9 @@ class Stream(Generic[K, V]):
                      name: str | None = None, service: DeclaredService | None = None,
                      coalesce_by: Callable[[K, V], Hashable] | None = None) -> Stream[K, V]:
         """Keep the records for which ``await predicate(key, value)`` is true."""
-        return self._then_async(
-            "KSTREAM-FILTER-ASYNC", lambda lim, t: AsyncFilter(predicate, lim, t), predicate,
-            "filter_async", retry=retry, concurrency=concurrency, name=name,
+        return add_async_step(
+            self, "KSTREAM-FILTER-ASYNC", lambda lim, t: AsyncFilter(predicate, lim, t),
+            predicate, "filter_async", retry=retry, concurrency=concurrency, name=name,
             service=service, coalesce_by=coalesce_by)
 
     def flat_map_values_async(self, mapper: Callable[[V], Awaitable[Iterable[VR]]], *,
@@ -296,20 +240,20 @@ class Stream(Generic[K, V]):
                               coalesce_by: Callable[[V], Hashable] | None = None
                               ) -> Stream[K, VR]:
         """``await mapper(value) -> iterable of values``."""
-        return self._then_async(
-            "KSTREAM-FLATMAPVALUES-ASYNC", lambda lim, t: AsyncFlatMapValues(mapper, lim, t),
-            mapper, "flat_map_values_async", retry=retry, concurrency=concurrency, name=name,
-            service=service, coalesce_by=coalesce_by,
-            keep_value_serde=False)
+        return add_async_step(
+            self, "KSTREAM-FLATMAPVALUES-ASYNC",
+            lambda lim, t: AsyncFlatMapValues(mapper, lim, t),
+            mapper, "flat_map_values_async", retry=retry, concurrency=concurrency,
+            name=name, service=service, coalesce_by=coalesce_by, keep_value_serde=False)
 
     def foreach_async(self, action: Callable[[K, V], Awaitable[Any]], *,
                       retry: Retry | None = None, concurrency: int | None = None,
                       name: str | None = None, service: DeclaredService | None = None,
                       coalesce_by: Callable[[K, V], Hashable] | None = None) -> None:
         """``await action(key, value)`` for each record (a terminal step)."""
-        self._then_async(
-            "KSTREAM-FOREACH-ASYNC", lambda lim, t: AsyncForeach(action, lim, t), action,
-            "foreach_async", retry=retry, concurrency=concurrency, name=name,
+        add_async_step(
+            self, "KSTREAM-FOREACH-ASYNC", lambda lim, t: AsyncForeach(action, lim, t),
+            action, "foreach_async", retry=retry, concurrency=concurrency, name=name,
             service=service, coalesce_by=coalesce_by)
 
     # -- routing ------------------------------------------------------------------------
@@ -351,14 +295,8 @@ class Stream(Generic[K, V]):
            name: str | None = None) -> None:
         """Write every record to ``topic``. Serdes: the ones given, else the topic's
         declared ones, else the stream's known ones, else bytes."""
-        topic_name = topic.name if isinstance(topic, Topic) else topic
-        declared = isinstance(topic, Topic) or self.builder.topology.topic(topic_name)
-        key_s = serde_for(key_serde) if key_serde is not None else (
-            None if declared else self.key_serde)
-        value_s = serde_for(value_serde) if value_serde is not None else (
-            None if declared else self.value_serde)
-        self.builder.add_sink("KSTREAM-SINK", topic, [self.node], name=name,
-                              key_serde=key_s, value_serde=value_s, partitioner=partitioner)
+        add_topic_sink(self, topic, key_serde=key_serde, value_serde=value_serde,
+                       partitioner=partitioner, name=name)
 
     def to_parquet(self, path: Any, model: Any, *, name: str | None = None,
                    **options: Any) -> Any:
@@ -369,7 +307,7 @@ class Stream(Generic[K, V]):
         ``engine``, ``include``, ``spark``, ...). Values that do not fit the schema fail
         in a validation step before the sink, so they follow the dead-letter path.
         Returns the sink (its ``metrics`` say what it wrote)."""
-        return self._spark_sink("parquet", path, model, name, options)
+        return add_spark_sink(self, "parquet", path, model, name, options)
 
     def to_delta(self, path: Any, model: Any, *, name: str | None = None,
                  **options: Any) -> Any:
@@ -379,43 +317,13 @@ class Stream(Generic[K, V]):
         committed. ``options`` go to :class:`aiostreams.spark.DeltaSink` (``partition_by``,
         ``include``, ``batch_rows``, ...). Values that do not fit the schema fail in a
         validation step before the sink (the dead-letter path). Returns the sink."""
-        return self._spark_sink("delta", path, model, name, options)
-
-    def _spark_sink(self, kind: str, path: Any, model: Any, name: str | None,
-                    options: dict[str, Any]) -> Any:
-        """A ``ParquetSink`` (``kind`` "parquet") or ``DeltaSink`` ("delta") fed by this
-        stream through its validation step."""
-        try:
-            from aiostreams import spark
-        except ImportError as e:  # pragma: no cover - the spark extra is missing
-            raise TopologyError(
-                f"to_{kind} needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
-            ) from e
-        if kind == "delta":
-            sink: Any = spark.DeltaSink(path, model, **options)
-            spark.add_delta_sink(self.builder.topology,
-                                 self.builder.new_name("KSTREAM-DELTA", name), self.node, sink)
-        else:
-            sink = spark.ParquetSink(path, model, **options)
-            spark.add_parquet_sink(self.builder.topology,
-                                   self.builder.new_name("KSTREAM-PARQUET", name), self.node,
-                                   sink)
-        return sink
+        return add_spark_sink(self, "delta", path, model, name, options)
 
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:
         """``to(topic)`` and read it back: the records come back partitioned by their
         (serialized) key, in a new sub-topology. ``topic`` must be declared (with
         ``partitions=`` for aiostreams to create it, or it must exist)."""
-        if not isinstance(topic, Topic):
-            raise TopologyError(
-                f"through({topic!r}) needs a declared Topic (app.topic(name, key=..., "
-                "value=..., partitions=N)) so its serdes and partitions are known"
-            )
-        self.to(topic, name=None if name is None else f"{name}-sink")
-        node = self.builder.add_source("KSTREAM-SOURCE", [topic],
-                                       name=None if name is None else f"{name}-source")
-        return Stream(self.builder, node, key_serde=topic.key_serde,
-                      value_serde=topic.value_serde)
+        return through_topic(self, topic, name)
 
     def process(self, supplier: ProcessorSupplier | type[Processor[Any, Any]], *,
                 stores: Sequence[StoreSpec | str] = (),
@@ -501,36 +409,18 @@ class Stream(Generic[K, V]):
         """Inner join with a global table: each record joins the table's value of
         ``key_selector(key, value)`` (records without one are dropped); no repartition.
         See :mod:`aiostreams.topology.global_table`."""
-        return self._join_global(table, key_selector, joiner, False, name)
+        from aiostreams.topology.dsl_joins import join_global
+
+        return join_global(self, table, key_selector, joiner, False, name)
 
     def left_join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
                          joiner: Callable[[V, Any], VR], *, name: str | None = None,
                          ) -> Stream[K, VR]:
         """Like :meth:`join_global`, but a record without a match is emitted too, as
         ``joiner(value, None)``."""
-        return self._join_global(table, key_selector, joiner, True, name)
+        from aiostreams.topology.dsl_joins import join_global
 
-    def _join_global(self, table: GlobalTable, key_selector: Callable[[Any, Any], Any],
-                     joiner: Callable[[Any, Any], Any], left: bool,
-                     name: str | None) -> Stream[Any, Any]:
-        from aiostreams.topology.global_table import GlobalJoinProcessor, GlobalTable
-
-        what = "left_join_global" if left else "join_global"
-        if not isinstance(table, GlobalTable):
-            raise TopologyError(
-                f"{what} on stream {self.node!r} needs a GlobalTable (app.global_table(...)), "
-                f"got {type(table).__name__}; join a Table with join()/left_join()")
-        require_sync(key_selector, what)
-        require_sync(joiner, what)
-        node = ""
-
-        def make() -> GlobalJoinProcessor:
-            return GlobalJoinProcessor(table, key_selector, joiner, left, lambda: node)
-
-        node = self.builder.add_processor("KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
-                                          make, [self.node], name=name)
-        return Stream(self.builder, node, key_serde=self.key_serde,
-                      key_changed=self.key_changed)
+        return join_global(self, table, key_selector, joiner, True, name)
 
     @overload
     def left_join(self, other: Table[K, VO], joiner: Callable[[V, VO | None], VR],
@@ -561,60 +451,3 @@ class Stream(Generic[K, V]):
     def describe(self) -> str:
         """The app's topology as text (see :meth:`Topology.describe`)."""
         return self.builder.describe()
-
-
-class BranchedStream(Generic[K, V]):
-    """The branches of a :meth:`Stream.split` being declared. Branch ``name`` is
-    ``<split name><branch name>`` (a counter when none is given), as Kafka's
-    ``Branched.as``."""
-
-    def __init__(self, stream: Stream[K, V], name: str | None) -> None:
-        self._stream = stream
-        self._prefix = name if name is not None else stream.builder.new_name(
-            "KSTREAM-BRANCH") + "-"
-        self._branches: list[tuple[Callable[[Any, Any], Any], str]] = []
-        self._done = False
-
-    def _branch_name(self, name: str | None) -> str:
-        return self._prefix + (name if name is not None else str(len(self._branches) + 1))
-
-    def branch(self, predicate: Callable[[K, V], bool], *,
-               name: str | None = None) -> BranchedStream[K, V]:
-        """Add a branch taking the records for which ``predicate(key, value)`` holds (and
-        no earlier branch's did)."""
-        require_sync(predicate, "branch")
-        if self._done:
-            raise TopologyError("this split is finished; start another with split()")
-        full = self._branch_name(name)
-        if any(n == full for _, n in self._branches):
-            raise TopologyError(f"split has two branches named {full!r}")
-        self._branches.append((predicate, full))
-        return self
-
-    def default_branch(self, *, name: str | None = None) -> dict[str, Stream[K, V]]:
-        """Finish with a branch for the records no predicate took."""
-        return self._finish(self._prefix + (name if name is not None else "0"))
-
-    def no_default_branch(self) -> dict[str, Stream[K, V]]:
-        """Finish; records no predicate took are dropped."""
-        return self._finish(None)
-
-    def _finish(self, default: str | None) -> dict[str, Stream[K, V]]:
-        if self._done:
-            raise TopologyError("this split is finished already")
-        if not self._branches and default is None:
-            raise TopologyError("split() needs at least one branch")
-        self._done = True
-        builder = self._stream.builder
-        branches = list(self._branches)
-        outlets = [n for _, n in branches] + ([default] if default is not None else [])
-        splitter = builder.add_processor(
-            "KSTREAM-BRANCH", lambda: BranchProcessor(branches, default), [self._stream.node])
-        result: dict[str, Stream[K, V]] = {}
-        for outlet in outlets:
-            node = builder.add_processor("KSTREAM-BRANCHCHILD", Passthrough, [splitter],
-                                         name=outlet)
-            result[outlet] = Stream(builder, node, key_serde=self._stream.key_serde,
-                                    value_serde=self._stream.value_serde,
-                                    key_changed=self._stream.key_changed)
-        return result

@@ -1,10 +1,4 @@
-"""Grouping, aggregation and tables.
-
-A :class:`GroupedStream` is a stream whose records of one key all reach one task (the DSL
-repartitioned it if needed); ``count``/``reduce``/``aggregate`` turn it into a
-:class:`Table` kept in a changelog-backed key-value store. Aggregations forward every
-update downstream (Kafka's default, no suppression): ``table.to_stream()`` carries one
-record per input record that changed the aggregate.
+"""Tables: ``Table``, and tables read from a topic or a stream.
 
 A table's updates flow as records ``(key, new value)``; a ``None`` value is a delete
 (a tombstone). Its current values can be *read* by joins through a :class:`ValueGetter`:
@@ -12,56 +6,50 @@ a materialized table reads its store, ``filter``/``map_values`` of a table compu
 value from their parent's on the fly (like Kafka's value getters), so a derived table
 needs no store of its own unless one is asked for with ``materialized=``.
 
-Per-key correctness: an aggregation reads its store, computes and writes under the
-engine's key ordering, so same-key records never overlap and the read sees the earlier
-record's buffered write (store-to-load forwarding). With ``ordering="unordered"`` that no
-longer holds; aggregations need ``key`` or ``partition`` ordering.
+Tables come from a topic (``app.table``), a stream (``Stream.to_table``), or an
+aggregation of a :class:`~aiostreams.topology.dsl_grouped_stream.GroupedStream`
+(``count``/``reduce``/``aggregate``; re-exported here), whose updates are forwarded
+downstream one per input record that changed the aggregate (Kafka's default):
+``table.to_stream()`` carries them. ``suppress`` is in
+:mod:`aiostreams.topology.dsl_suppress`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiostreams.errors import TopologyError
-from aiostreams.serde import JsonSerde, LongSerde, Serde, serde_for
+from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.state.versioned import Versioned
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl_processors import Reducing, require_sync
+from aiostreams.topology.dsl_grouped_stream import GroupedStream
+from aiostreams.topology.dsl_processors import require_sync
 from aiostreams.topology.dsl_stores import TimestampedSerde, kv_store_spec
 from aiostreams.topology.dsl_stream import Stream
+from aiostreams.topology.dsl_suppress import suppress_table
 from aiostreams.topology.processor import Processor
-from aiostreams.topology.suppress import BufferEntrySerde, SuppressProcessor
 from aiostreams.topology.table_changes import (
     OldValues,
 )
 from aiostreams.topology.table_processors import (
-    AggregateProcessor,
     FilterGetter,
     MapValuesGetter,
     StoreGetter,
     TableFilterProcessor,
     TableMapValuesProcessor,
     ValueGetter,
-    initial_value,
 )
 from aiostreams.topology.table_sources import TableSourceProcessor
 from aiostreams.types import Record
-from aiostreams.windows import SessionWindows, SlidingWindows, Suppressed, TimeWindows
+from aiostreams.windows import Suppressed
 
 if TYPE_CHECKING:
     from aiostreams.topology.dsl import StreamsBuilder
-    from aiostreams.topology.dsl_cogroup import CogroupedStream
     from aiostreams.topology.dsl_grouped_table import GroupedTable
-    from aiostreams.topology.dsl_windows import (
-        SessionWindowedStream,
-        SlidingWindowedStream,
-        TimeWindowedStream,
-    )
 
 K = TypeVar("K")
 V = TypeVar("V")
-VA = TypeVar("VA")
 VR = TypeVar("VR")
 VO = TypeVar("VO")
 KR = TypeVar("KR")
@@ -245,108 +233,6 @@ class Table(Generic[K, V]):
         return self.builder.describe()
 
 
-class GroupedStream(Generic[K, V]):
-    """A stream grouped by key, ready to aggregate. ``key_serde``/``value_serde`` (when
-    given) encode the grouped keys and values; they default to the stream's."""
-
-    def __init__(self, stream: Stream[K, V], *, key_serde: Any = None,
-                 value_serde: Any = None, name: str | None = None) -> None:
-        self.stream = stream
-        self.builder = stream.builder
-        self.key_serde: Serde[Any] = (serde_for(key_serde) if key_serde is not None
-                                      else stream.key_serde or JsonSerde())
-        self.value_serde: Serde[Any] | None = (serde_for(value_serde)
-                                               if value_serde is not None
-                                               else stream.value_serde)
-        self.name = name
-
-    def _aggregate(self, kind: str, start: Callable[[], Any],
-                   adder: Callable[[Any, Any, Any], Any], *, materialized: str | None,
-                   persistent: bool, value_serde: Serde[Any], name: str | None,
-                   ) -> Table[Any, Any]:
-        store = self.builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
-        node = self.builder.add_processor(
-            kind, lambda: AggregateProcessor(store, start, adder), [self.stream.node],
-            name=name)
-        self.builder.add_store(kv_store_spec(store, persistent=persistent,
-                                             key_serde=self.key_serde,
-                                             value_serde=TimestampedSerde(value_serde)), node)
-        return Table(self.builder, node, StoreGetter(store), key_serde=self.key_serde,
-                     value_serde=value_serde, store=store)
-
-    def count(self, *, materialized: str | None = None, persistent: bool = False,
-              name: str | None = None) -> Table[K, int]:
-        """The number of records per key (``int``, stored as a 64-bit long)."""
-        return self._aggregate("KSTREAM-AGGREGATE", lambda: 0,
-                               lambda _k, _v, n: n + 1, materialized=materialized,
-                               persistent=persistent, value_serde=LongSerde(), name=name)
-
-    def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
-               persistent: bool = False, value_serde: Any = None,
-               name: str | None = None) -> Table[K, V]:
-        """``reducer(aggregate, value)``; the first value of a key is its aggregate."""
-        r = Reducing(reducer)
-        return self._aggregate(
-            "KSTREAM-REDUCE", r.initial, r.add, materialized=materialized,
-            persistent=persistent, name=name,
-            value_serde=self._value_serde(value_serde, self.value_serde))
-
-    def aggregate(self, initializer: Callable[[], VA] | VA,
-                  aggregator: Callable[[K, V, VA], VA], *, materialized: str | None = None,
-                  persistent: bool = False, value_serde: Any = None,
-                  name: str | None = None) -> Table[K, VA]:
-        """``aggregator(key, value, aggregate)`` starting from ``initializer`` (a function
-        of no arguments, or a value, deep-copied per key)."""
-        require_sync(aggregator, "aggregate")
-        return self._aggregate(
-            "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator,
-            materialized=materialized, persistent=persistent, name=name,
-            value_serde=self._value_serde(value_serde, None))
-
-    def cogroup(self, aggregator: Callable[[K, V, Any], Any]) -> CogroupedStream:
-        """Start a cogroup: this stream aggregated by ``aggregator(key, value, aggregate)``,
-        with more grouped streams added by ``.cogroup(other, aggregator)``, then
-        ``.aggregate(initializer)``. See :mod:`aiostreams.topology.dsl_cogroup`."""
-        from aiostreams.topology.dsl_cogroup import CogroupedStream
-
-        require_sync(aggregator, "cogroup")
-        return CogroupedStream([(self, aggregator)])
-
-    @staticmethod
-    def _value_serde(given: Any, known: Serde[Any] | None) -> Serde[Any]:
-        if given is not None:
-            return serde_for(given)
-        return known if known is not None else JsonSerde()
-
-    @overload
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedStream[K, V]: ...
-
-    @overload
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedStream[K, V]: ...
-
-    @overload
-    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedStream: ...
-
-    def windowed_by(self, windows: TimeWindows | SessionWindows | SlidingWindows,
-                    ) -> (TimeWindowedStream[K, V] | SessionWindowedStream[K, V]
-                          | SlidingWindowedStream):
-        """Aggregate per window: tumbling/hopping windows, sessions or sliding windows (the
-        return type follows the windows' type, so a type checker knows the stream's
-        methods)."""
-        from aiostreams.topology.dsl_windows import (
-            SessionWindowedStream,
-            SlidingWindowedStream,
-            TimeWindowedStream,
-        )
-        from aiostreams.windows import SlidingWindows
-
-        if isinstance(windows, SlidingWindows):
-            return SlidingWindowedStream(self, windows)
-        if isinstance(windows, SessionWindows):
-            return SessionWindowedStream(self, windows)
-        return TimeWindowedStream(self, windows)
-
-
 def require_getter_stores(builder: StreamsBuilder, getter: ValueGetter, node: str,
                           what: str) -> None:
     """Connect ``getter``'s stores to ``node`` (which puts ``node`` in their
@@ -355,47 +241,6 @@ def require_getter_stores(builder: StreamsBuilder, getter: ValueGetter, node: st
         raise TopologyError(f"{what}: the table has no store to read; materialize it")
     for store in getter.stores:
         builder.connect_store(store, node)
-
-
-def suppress_table(table: Table[Any, Any], suppressed: Suppressed, *, name: str | None,
-                   ) -> Table[Any, Any]:
-    """``table.suppress(suppressed)`` (see :meth:`Table.suppress`)."""
-    if not isinstance(suppressed, Suppressed):
-        raise TopologyError(f"suppress() takes until_window_closes(...) or "
-                            f"until_time_limit(...), got {type(suppressed).__name__}")
-    from aiostreams.topology.dsl_versioned import refuse_versioned
-
-    refuse_versioned(table, "suppress()")
-    builder = table.builder
-    if suppressed.until == "window_closes":
-        if table.window_grace_ms is None:
-            raise TopologyError(
-                f"suppress(until_window_closes()) after {table.node}: window close time is "
-                f"only defined for windowed aggregations (windowed_by(...).count/reduce/"
-                f"aggregate and the tables derived from them); use until_time_limit() on "
-                f"other tables")
-        wait_ms = table.window_grace_ms
-    else:
-        wait_ms = suppressed.wait_ms
-    store = builder.store_name("KTABLE-SUPPRESS-STATE-STORE",
-                               None if name is None else f"{name}-store")
-    key_serde = table.key_serde
-    value_serde = table.value_serde
-    if key_serde is None or value_serde is None:
-        raise TopologyError(f"suppress() after {table.node}: the table's key and value "
-                            f"serdes are unknown; give value_serde= to the step before")
-    table.old_values.enable()
-    node = builder.new_name("KTABLE-SUPPRESS", name)
-    builder.add_processor("KTABLE-SUPPRESS",
-                          lambda: SuppressProcessor(node, store, suppressed, wait_ms,
-                                                    key_serde),
-                          [table.node], name=node)
-    builder.add_store(kv_store_spec(store, persistent=False, key_serde=key_serde,
-                                    value_serde=BufferEntrySerde(value_serde)), node)
-    # Kafka's view of a suppressed table answers from the buffer's prior values; none is
-    # offered here, so a join on it is refused at build time ("no store to read").
-    return Table(builder, node, ValueGetter(), key_serde=key_serde, value_serde=value_serde,
-                 store=None, materialized_upstream=table.materialized_upstream)
 
 
 def table_from_topic(builder: StreamsBuilder, topic: Topic | str, *, name: str | None,

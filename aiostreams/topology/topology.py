@@ -4,92 +4,33 @@ Nodes may name parents that are added later; :meth:`Topology.build` checks the w
 (unknown parents, cycles, sinks with children, nodes no source reaches, topics read twice,
 stores nobody uses) and splits it into *sub-topologies*: connected components, each run as
 one task per input partition.
+
+The nodes and sub-topologies are defined in :mod:`aiostreams.topology.nodes`, the checks
+and the split in :mod:`aiostreams.topology.subtopologies`, the descriptions in
+:mod:`aiostreams.topology.describe`; this module is their public path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiostreams.errors import TopologyError
 from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
 from aiostreams.topic import Topic
-from aiostreams.topology.internal_topics import KV_CHANGELOG_CONFIG
+from aiostreams.topology.describe import describe_text, mermaid_flowchart
+from aiostreams.topology.nodes import (
+    ExternalSinkNode,
+    Node,
+    ProcessorNode,
+    SinkNode,
+    SourceNode,
+    StoreSpec,
+    SubTopology,
+)
 from aiostreams.topology.processor import Processor, ProcessorSupplier
-
-
-@dataclass
-class SourceNode:
-    name: str
-    topics: tuple[str, ...]
-    key_serde: Serde[Any]
-    value_serde: Serde[Any]
-    children: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ProcessorNode:
-    name: str
-    supplier: ProcessorSupplier
-    parents: tuple[str, ...]
-    stores: list[str] = field(default_factory=list)
-    children: list[str] = field(default_factory=list)
-    retry: Retry | None = None
-    """This node's retry policy (an async step's ``retry=``); ``None``: the app's."""
-
-
-@dataclass
-class SinkNode:
-    name: str
-    topic: str
-    key_serde: Serde[Any]
-    value_serde: Serde[Any]
-    parents: tuple[str, ...]
-    partitioner: Callable[[Any, Any, int], int] | None = None
-
-
-@dataclass
-class ExternalSinkNode:
-    """A sink outside Kafka (see :mod:`aiostreams.engine.external_sink`)."""
-
-    name: str
-    sink: Any
-    parents: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """A state store declared on the topology; ``factory`` makes one instance per task."""
-
-    name: str
-    factory: Callable[[], Any]
-    logged: bool = True
-    changelog_config: tuple[tuple[str, str], ...] = KV_CHANGELOG_CONFIG
-
-
-Node = SourceNode | ProcessorNode | SinkNode | ExternalSinkNode
-
-
-@dataclass(frozen=True)
-class SubTopology:
-    """One connected component of the topology; the unit a task runs."""
-
-    id: int
-    sources: tuple[SourceNode, ...]
-    processors: tuple[ProcessorNode, ...]  # parents before children
-    sinks: tuple[SinkNode, ...]
-    stores: tuple[StoreSpec, ...]
-    external_sinks: tuple[ExternalSinkNode, ...] = ()
-
-    @property
-    def source_topics(self) -> tuple[str, ...]:
-        return tuple(t for s in self.sources for t in s.topics)
-
-    @property
-    def sink_topics(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(s.topic for s in self.sinks))
+from aiostreams.topology.subtopologies import build_subtopologies
 
 
 class Topology:
@@ -275,209 +216,17 @@ class Topology:
 
     def build(self) -> list[SubTopology]:
         """Validate the graph and return its sub-topologies (raises :class:`TopologyError`)."""
-        if not any(isinstance(n, SourceNode) for n in self._nodes.values()):
-            raise TopologyError("the topology has no source: add_source() first")
-        children: dict[str, list[str]] = {name: [] for name in self._nodes}
-        for node in self._nodes.values():
-            if isinstance(node, SourceNode):
-                continue
-            for parent in node.parents:
-                p = self._nodes.get(parent)
-                if p is None:
-                    raise TopologyError(
-                        f"node {node.name!r} names parent {parent!r}, which does not exist"
-                    )
-                if isinstance(p, SinkNode | ExternalSinkNode):
-                    raise TopologyError(
-                        f"node {node.name!r} names sink {parent!r} as its parent; a sink "
-                        "cannot have children"
-                    )
-                children[parent].append(node.name)
-            if isinstance(node, ProcessorNode):
-                for store in node.stores:
-                    if store not in self._stores:
-                        raise TopologyError(
-                            f"processor {node.name!r} uses store {store!r}, which is not "
-                            "declared: add_store() it"
-                        )
-        self._check_acyclic(children)
-        for name, node in self._nodes.items():
-            if isinstance(node, SourceNode | ProcessorNode):
-                node.children = children[name]
-            if isinstance(node, ProcessorNode) and not node.children:
-                pass  # a terminal processor (foreach, a state writer) is fine
-        reached = self._reachable_from_sources(children)
-        for name in self._nodes:
-            if name not in reached:
-                raise TopologyError(
-                    f"node {name!r} is not connected to any source: give it a parent that "
-                    "a source reaches"
-                )
-        return self._split(children)
-
-    def _check_acyclic(self, children: dict[str, list[str]]) -> None:
-        white, grey, black = 0, 1, 2
-        color = dict.fromkeys(self._nodes, white)
-        for start in self._nodes:
-            if color[start] != white:
-                continue
-            stack: list[tuple[str, int]] = [(start, 0)]
-            path: list[str] = [start]
-            color[start] = grey
-            while stack:
-                name, i = stack[-1]
-                if i < len(children[name]):
-                    stack[-1] = (name, i + 1)
-                    child = children[name][i]
-                    if color[child] == grey:
-                        cycle = [*path[path.index(child):], child]
-                        raise TopologyError(
-                            "the topology has a cycle: " + " -> ".join(cycle)
-                        )
-                    if color[child] == white:
-                        color[child] = grey
-                        stack.append((child, 0))
-                        path.append(child)
-                else:
-                    color[name] = black
-                    stack.pop()
-                    path.pop()
-
-    def _reachable_from_sources(self, children: dict[str, list[str]]) -> set[str]:
-        seen: set[str] = set()
-        todo = [n for n, node in self._nodes.items() if isinstance(node, SourceNode)]
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            todo.extend(children[name])
-        return seen
-
-    def _split(self, children: dict[str, list[str]]) -> list[SubTopology]:
-        # union-find over parent/child edges and shared stores
-        parent_of: dict[str, str] = {n: n for n in self._nodes}
-
-        def find(x: str) -> str:
-            while parent_of[x] != x:
-                parent_of[x] = parent_of[parent_of[x]]
-                x = parent_of[x]
-            return x
-
-        def union(a: str, b: str) -> None:
-            parent_of[find(a)] = find(b)
-
-        for name, kids in children.items():
-            for kid in kids:
-                union(name, kid)
-        store_users: dict[str, list[str]] = {}
-        for node in self._nodes.values():
-            if isinstance(node, ProcessorNode):
-                for s in node.stores:
-                    store_users.setdefault(s, []).append(node.name)
-        for users in store_users.values():
-            for other in users[1:]:
-                union(users[0], other)
-
-        order = self._topological_order(children)
-        groups: dict[str, list[str]] = {}
-        for name in order:
-            groups.setdefault(find(name), []).append(name)
-        subs: list[SubTopology] = []
-        for i, names in enumerate(groups.values()):
-            nodes = [self._nodes[n] for n in names]
-            procs = tuple(n for n in nodes if isinstance(n, ProcessorNode))
-            used = dict.fromkeys(s for p in procs for s in p.stores)
-            subs.append(SubTopology(
-                id=i,
-                sources=tuple(n for n in nodes if isinstance(n, SourceNode)),
-                processors=procs,
-                sinks=tuple(n for n in nodes if isinstance(n, SinkNode)),
-                stores=tuple(self._stores[s] for s in used),
-                external_sinks=tuple(n for n in nodes if isinstance(n, ExternalSinkNode)),
-            ))
-        return subs
-
-    def _topological_order(self, children: dict[str, list[str]]) -> list[str]:
-        indegree = dict.fromkeys(self._nodes, 0)
-        for kids in children.values():
-            for kid in kids:
-                indegree[kid] += 1
-        ready = [n for n in self._nodes if indegree[n] == 0]
-        order: list[str] = []
-        while ready:
-            name = ready.pop(0)
-            order.append(name)
-            for kid in children[name]:
-                indegree[kid] -= 1
-                if indegree[kid] == 0:
-                    ready.append(kid)
-        return order
+        return build_subtopologies(self._nodes, self._stores)
 
     # -- description ------------------------------------------------------------------
 
     def describe(self) -> str:
         """The topology as text, in the shape of Kafka Streams' ``describe()``."""
-        subs = self.build()
-        lines = ["Topologies:"]
-        for sub in subs:
-            lines.append(f"   Sub-topology: {sub.id}")
-            parents_of: dict[str, list[str]] = {}
-            for node in self._nodes.values():
-                if not isinstance(node, SourceNode):
-                    for p in node.parents:
-                        parents_of.setdefault(node.name, []).append(p)
-            for node in _iter_nodes(sub):
-                if isinstance(node, SourceNode):
-                    lines.append(f"    Source: {node.name} (topics: [{', '.join(node.topics)}])")
-                    lines.append(f"      --> {', '.join(node.children) or 'none'}")
-                elif isinstance(node, ProcessorNode):
-                    lines.append(f"    Processor: {node.name} (stores: [{', '.join(node.stores)}])")
-                    lines.append(f"      --> {', '.join(node.children) or 'none'}")
-                    lines.append(f"      <-- {', '.join(parents_of.get(node.name, []))}")
-                elif isinstance(node, SinkNode):
-                    lines.append(f"    Sink: {node.name} (topic: {node.topic})")
-                    lines.append(f"      <-- {', '.join(parents_of.get(node.name, []))}")
-                else:
-                    lines.append(f"    Sink: {node.name} ({type(node.sink).__name__})")
-                    lines.append(f"      <-- {', '.join(parents_of.get(node.name, []))}")
-            lines.append("")
-        return "\n".join(lines)
+        return describe_text(self._nodes, self.build())
 
     def describe_mermaid(self) -> str:
         """The topology as a Mermaid flowchart."""
-        subs = self.build()
-        lines = ["flowchart LR"]
-        for sub in subs:
-            lines.append(f"  subgraph sub{sub.id}[\"Sub-topology {sub.id}\"]")
-            for node in _iter_nodes(sub):
-                label = node.name
-                if isinstance(node, SourceNode):
-                    topics = ", ".join(node.topics)
-                    lines.append(f"    {_mid(node.name)}[/\"{label}<br/>{topics}\"/]")
-                elif isinstance(node, SinkNode):
-                    lines.append(f"    {_mid(node.name)}[\\\"{label}<br/>{node.topic}\"\\]")
-                elif isinstance(node, ExternalSinkNode):
-                    lines.append(f"    {_mid(node.name)}[(\"{label}\")]")
-                else:
-                    lines.append(f"    {_mid(node.name)}[\"{label}\"]")
-            lines.append("  end")
-        for node in self._nodes.values():
-            if not isinstance(node, SourceNode):
-                for p in node.parents:
-                    lines.append(f"  {_mid(p)} --> {_mid(node.name)}")
-        return "\n".join(lines)
-
-
-def _iter_nodes(sub: SubTopology) -> Iterable[Node]:
-    yield from sub.sources
-    yield from sub.processors
-    yield from sub.sinks
-    yield from sub.external_sinks
-
-
-def _mid(name: str) -> str:
-    return "n_" + "".join(c if c.isalnum() else "_" for c in name)
+        return mermaid_flowchart(self._nodes, self.build())
 
 
 __all__ = [
