@@ -22,9 +22,13 @@ import aiohttp
 
 async def measure(url: str, requests: int, in_flight: int) -> dict[str, float]:
     """Seconds for ``requests`` GETs of ``url``, ``in_flight`` at a time (each of
-    ``in_flight`` workers takes the next request as soon as its last one is answered)."""
+    ``in_flight`` workers takes the next request as soon as its last one is answered).
+
+    Timed after an untimed warm-up of ``in_flight`` requests at once, which opens the
+    pool's connections: the contenders are timed from their first output, by which time
+    theirs are open too."""
     assert requests > 0 and in_flight > 0, (requests, in_flight)
-    left = requests
+    left = 0
     async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, force_close=False)) as session:
         async def worker() -> None:
@@ -35,8 +39,12 @@ async def measure(url: str, requests: int, in_flight: int) -> dict[str, float]:
                     response.raise_for_status()
                     await response.read()
 
+        workers = min(in_flight, requests)
+        left = workers
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        left = requests
         started, cpu_started = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker() for _ in range(min(in_flight, requests))))
+        await asyncio.gather(*(worker() for _ in range(workers)))
         seconds = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
     assert left == 0, f"{left} requests not made"

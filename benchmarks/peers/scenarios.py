@@ -214,16 +214,18 @@ class Bench:
         # 1% of records take 200 ms: a window that retires in order must not stall on them
         for contender in [c.aiostreams(), c.raw_aiokafka(), *self.peers(c.faust(IN_FLIGHT))]:
             await self.case("P1 tail", contender, s.p1_tail, 1, io="tail", track_commits=True)
+        # the physical limit: the same requests from a bare client, no Kafka (before the
+        # contenders and after them)
+        from benchmarks.peers.standalone import http_client_rate, http_limit  # (a cycle)
+
         async with io_server(IO_SECONDS) as url:
+            before = await http_client_rate(self, url, s.p1_http)
             for contender, n in [(c.aiostreams(), s.p1_http), (c.raw_aiokafka(), s.p1_http),
                                  *[(x, s.p1_http) for x in self.peers(c.faust(IN_FLIGHT))],
                                  *[(x, s.serial) for x in self.peers(c.quix())]]:
                 await self.case("P1 http", contender, n, 1, io="http", io_url=url,
                                 track_commits=True)
-            # the physical limit: the same requests from a bare client, no Kafka
-            from benchmarks.peers.standalone import http_limit  # it builds on this module
-
-            await http_limit(self, url, s.p1_http)
+            await http_limit(self, url, s.p1_http, before)
             await self.p1_zipf(url)
 
     async def p1_zipf(self, url: str) -> None:

@@ -21,6 +21,7 @@ from benchmarks.peers.standalone import (
     RESTORE,
     _row,
     engine,
+    http_client_rate,
     http_limit,
     restore,
 )
@@ -85,10 +86,13 @@ async def test_the_restore_scenario_compares_sqlite_with_kafka_streams_on_the_ha
 async def test_the_bare_aiohttp_client_limit_is_measured_against_the_io_server() -> None:
     bench = bench_on("unused:9092", Sizes())
     async with io_server(0.005) as url:
-        await http_limit(bench, url, 300)
+        before = await http_client_rate(bench, url, 300)
+        await http_limit(bench, url, 300, before)
     (row,) = bench.rows
     assert (row.scenario, row.contender.label, row.result.error) == ("P1 http", HTTP_LIMIT,
                                                                     None)
+    assert isinstance(before, float)
+    assert row.result.rate == pytest.approx(max(before, row.figures["after per s"]), abs=1)
     # 300 requests of 5 ms each, all at once: far above one at a time (200/s)
     assert row.result.rate > 1_000
 
