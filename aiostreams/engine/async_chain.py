@@ -80,13 +80,31 @@ def compile_async_node(node: AsyncCompilableNode, children: dict[str, Step]) -> 
     return run
 
 
+AttemptBegin = Callable[[RawRecord, Slot], Awaitable[None] | None]
+"""Starts a record's attempt and returns what is left to await (None: nothing)."""
+
+
+class FusedSource:
+    """A fused source's attempt, whole (``run``) or in the two halves around its one await
+    (``begin``, then awaiting what it returned, then ``end``), which is what the executor
+    runs: the record's own ``process`` coroutine is then the only one below it."""
+
+    __slots__ = ("begin", "end", "run")
+
+    def __init__(self, run: Callable[[RawRecord, Slot], Awaitable[None]], begin: AttemptBegin,
+                 end: Callable[[Slot], None]) -> None:
+        self.run = run
+        self.begin = begin
+        self.end = end
+
+
 def compile_fused_source(source: str, decode: Decoder, children: list[Any]
-                         ) -> Callable[[RawRecord, Slot], Awaitable[None]] | None:
+                         ) -> FusedSource | None:
     """For the commonest async shape, ``source → async processor → one sync child`` (a sink,
-    or a sync chain to one), the source's decode-and-run and the processor's runner fused
-    into one coroutine: one engine frame per record instead of two, the same semantics as
-    the source's run awaiting :func:`compile_async_node`'s runner. None for other shapes.
-    ``children`` are the source's children (``NodeExec``), compiled."""
+    or a sync chain to one), the source's decode-and-run and the processor's runner fused:
+    no engine coroutine per record, the same semantics as the source's run awaiting
+    :func:`compile_async_node`'s runner. None for other shapes. ``children`` are the
+    source's children (``NodeExec``), compiled."""
     if len(children) != 1:
         return None
     node: AsyncCompilableNode = children[0]
@@ -99,21 +117,29 @@ def compile_fused_source(source: str, decode: Decoder, children: list[Any]
     process = node.processor.process
     only_sync = steps[0][0]
 
-    async def run(raw: RawRecord, slot: Slot) -> None:
+    def begin(raw: RawRecord, slot: Slot) -> Awaitable[None] | None:
         slot.node = source
         record = slot.record = decode(raw)
         # from here on, compile_async_node's run, inlined
-        buffer: list[tuple[str | None, Record[Any, Any]]] = []
-        slot.forward_buffer = buffer
+        slot.forward_buffer = []
         slot.node = name
-        result = process(record)
-        if result is not None:
-            await result
+        result: Awaitable[None] | None = process(record)
+        return result
+
+    def end(slot: Slot) -> None:
+        buffer = slot.forward_buffer
+        assert buffer is not None, f"{slot!r}: the attempt ended without beginning"
         slot.forward_buffer = None
         for _, forwarded in buffer:
             only_sync(forwarded, slot)
 
-    return run
+    async def run(raw: RawRecord, slot: Slot) -> None:
+        result = begin(raw, slot)
+        if result is not None:
+            await result
+        end(slot)
+
+    return FusedSource(run, begin, end)
 
 
 async def hand_over(buffer: list[tuple[str | None, Record[Any, Any]]], slot: Slot,

@@ -7,10 +7,13 @@ while the record waits for a service's permit (:mod:`~aiostreams.engine.permit_w
 the timeout measures the call and not the queue before it.
 
 An executor runs one attempt at a time, so it takes one block from :meth:`AttemptRunner.
-executor_block` when it starts, binds it for the permit hooks once, and enters it around
-every attempt it runs (each entry a fresh deadline): no block, context-variable change or
-wrapper coroutine per record. With neither timeout set there is no block, and the executor
-awaits the source's run directly.
+executor_block` when it starts, binds it for the permit hooks once, and opens it around
+every attempt it runs (each a fresh deadline, with attribute stores: see
+:class:`~aiostreams.engine.coarse_timeout.ExecutorBlock`): no block, call, context-variable
+change or wrapper coroutine per record. With neither timeout set there is no block. A
+record's attempt is its source's ``run_async`` (the executor runs it in its two halves: see
+:mod:`~aiostreams.engine.executor_pool`); the runner's ``__call__`` gives the same
+awaitable for any slot (punctuations take that path).
 
 Invariant: a punctuation attempt runs ``slot.punctuate``, a record attempt the slot's
 source; a timed-out attempt raises ``TimeoutError`` out of the executor's block (recovery
@@ -21,8 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from aiostreams.engine.coarse_timeout import CoarseTimeouts, granularity_for
-from aiostreams.engine.executor_pool import AttemptBlock
+from aiostreams.engine.coarse_timeout import CoarseTimeouts, ExecutorBlock, granularity_for
 from aiostreams.engine.reorder_buffer import Slot, SlotKind
 
 __all__ = ["AttemptRunner", "attempt_timeout"]
@@ -40,12 +42,12 @@ class AttemptRunner:
         self.timeout = timeout
         self._timeouts = CoarseTimeouts(granularity_for(timeout or 1.0))
 
-    def executor_block(self) -> AttemptBlock | None:
-        """A timeout block for one executor to enter around each of its attempts, or None
-        when attempts are unbounded."""
+    def executor_block(self) -> ExecutorBlock | None:
+        """The timeout block of the executor calling it (its task), to open around each of
+        its attempts; None when attempts are unbounded."""
         if self.timeout is None:
             return None
-        return self._timeouts.bound(self.timeout)
+        return self._timeouts.executor_block(self.timeout)
 
     def __call__(self, slot: Slot) -> Awaitable[None]:
         """What an executor awaits for ``slot``'s attempt."""

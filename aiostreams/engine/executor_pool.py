@@ -9,12 +9,17 @@ replacement every executor could wait for an earlier slot that sits in the ready
 Slots waiting for an executor are served oldest first (by reorder-buffer sequence): a
 retried or long-blocked record holds the commit point, so it goes before newer ones.
 
-The pool knows nothing of records: ``execute(slot)`` gives the awaitable that runs a slot,
-``on_error(slot, error)`` and ``on_done(slot)`` are told how it ended. An executor binds
-``CURRENT_SLOT`` to each slot it runs; its context is reused from slot to slot (see
-:mod:`aiostreams.topology.processor` on user context variables). When attempts are bounded,
-``block()`` gives each executor, as it starts, the timeout block it enters around every
-attempt (see :mod:`~aiostreams.engine.attempt`); it is bound once for the permit hooks.
+A slot with a ``source`` (a record of an async chain) runs as ``source.begin_async(slot.raw,
+slot)``, awaiting what that returns, then ``source.end_async(slot)``: for the fused shape
+(:class:`~aiostreams.engine.async_chain.FusedSource`) the only coroutine below the executor
+is the record's own ``process``. Any other slot runs ``execute(slot)``. ``on_error(slot,
+error)`` and ``on_done(slot)`` are told how it ended. An executor binds ``CURRENT_SLOT``
+to each slot it runs; its context is reused from slot to slot (see
+:mod:`aiostreams.topology.processor` on user context variables). When attempts are
+bounded, ``block()`` gives each executor, as it starts, the
+:class:`~aiostreams.engine.coarse_timeout.ExecutorBlock` it opens and closes around every
+attempt, inline (see :mod:`~aiostreams.engine.attempt`); it is bound once for the permit
+hooks and released when the executor ends.
 
 Invariant (asserted): the number of parked executors never drops below zero.
 """
@@ -24,24 +29,10 @@ from __future__ import annotations
 import asyncio
 import heapq
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Protocol
 
+from aiostreams.engine.coarse_timeout import ExecutorBlock
 from aiostreams.engine.permit_wait import bind_attempt, bind_executor
 from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
-
-
-class AttemptBlock(Protocol):
-    """A re-enterable timeout block around one attempt, paused while it waits for a permit."""
-
-    def pause(self) -> None: ...
-
-    def resume(self) -> None: ...
-
-    def __enter__(self) -> None: ...
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None: ...
 
 
 class ExecutorPool:
@@ -49,7 +40,7 @@ class ExecutorPool:
                  execute: Callable[[Slot], Awaitable[None]],
                  on_error: Callable[[Slot, Exception], None],
                  on_done: Callable[[Slot], None],
-                 block: Callable[[], AttemptBlock | None] = lambda: None) -> None:
+                 block: Callable[[], ExecutorBlock | None] = lambda: None) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.max_concurrency = max_concurrency
@@ -106,6 +97,8 @@ class ExecutorPool:
     async def _run(self, slot: Slot) -> None:
         """Run slots until cancelled (per-slot errors go to ``on_error``, never out)."""
         loop = asyncio.get_running_loop()
+        time = loop.time
+        closed = float("inf")
         ready = self._ready
         idle = self._idle
         execute = self._execute
@@ -114,25 +107,48 @@ class ExecutorPool:
         block = self._block()
         if block is not None:
             bind_attempt(block)  # and pauses the timeout of the attempt it runs
-        while True:
-            set_current(slot)
-            try:
-                if block is None:
-                    await execute(slot)
-                else:
-                    with block:
+        try:
+            while True:
+                set_current(slot)
+                if block is not None:  # open the block (its protocol, inline)
+                    block.deadline = time() + block.timeout
+                    block.cancelling = block.task.cancelling()
+                    if block.owner.sweep is None:
+                        block.owner.arm()
+                source = slot.source
+                try:
+                    if source is not None:
+                        pending = source.begin_async(slot.raw, slot)
+                        if pending is not None:
+                            await pending
+                        source.end_async(slot)
+                    else:
                         await execute(slot)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                self._on_error(slot, error)
-            else:
-                self._on_done(slot)
-            if len(self._executors) > self.max_concurrency + self._parked:
-                return  # an executor added while others waited in the gate
-            if ready:
-                slot = heapq.heappop(ready)[1]
-                continue
-            waiter: asyncio.Future[Slot] = loop.create_future()
-            idle.append(waiter)
-            slot = await waiter
+                except asyncio.CancelledError as cancelled:
+                    if block is None or not block.expired:
+                        raise
+                    block.deadline = closed
+                    self._on_error(slot, block.timed_out(cancelled))
+                except Exception as error:
+                    if block is not None:
+                        block.deadline = closed
+                        if block.expired:
+                            block.settle()
+                    self._on_error(slot, error)
+                else:
+                    if block is not None:
+                        block.deadline = closed
+                        if block.expired:
+                            block.settle()
+                    self._on_done(slot)
+                if len(self._executors) > self.max_concurrency + self._parked:
+                    return  # an executor added while others waited in the gate
+                if ready:
+                    slot = heapq.heappop(ready)[1]
+                    continue
+                waiter: asyncio.Future[Slot] = loop.create_future()
+                idle.append(waiter)
+                slot = await waiter
+        finally:
+            if block is not None:
+                block.release()

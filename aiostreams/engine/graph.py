@@ -11,7 +11,9 @@ the source in ``slot.node``, decodes the raw record into ``slot.record`` (a
 source's children, in topology order. It is synchronous (``run``) when no child's subtree
 must be awaited, else a coroutine function (``run_async``); exactly one of the two is set,
 as ``chain_is_async`` says. The task's inline path, its synchronous start and its
-executors all run records through it.
+executors all run records through it; an executor runs ``run_async`` in two halves around
+its await, ``begin_async`` and ``end_async`` (see
+:class:`~aiostreams.engine.async_chain.FusedSource`).
 
 Invariant: every node's ``run_sync`` is compiled before the graph is used (children first:
 the graph is acyclic), and ``run_async`` is set exactly for nodes with ``subtree_async``.
@@ -25,6 +27,7 @@ from typing import Any
 
 from aiostreams.engine.async_chain import (
     AsyncRunner,
+    AttemptBegin,
     Step,
     compile_async_node,
     compile_fused_source,
@@ -78,8 +81,8 @@ def _not_compiled(record: Record[Any, Any], slot: Slot) -> None:
 class SourceExec:
     """A source of the task: its serdes and its one compiled decode-and-run."""
 
-    __slots__ = ("chain_is_async", "children", "decode", "key_serde", "name", "run",
-                 "run_async", "value_serde")
+    __slots__ = ("begin_async", "chain_is_async", "children", "decode", "end_async",
+                 "key_serde", "name", "run", "run_async", "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec]) -> None:
         self.name = node.name
@@ -89,14 +92,22 @@ class SourceExec:
         self.children = children
         self.chain_is_async = any(c.subtree_async for c in children)
         steps: list[Step] = [(c.run_sync, c.run_async) for c in children]
+        # an executor runs an async record as begin_async, awaiting what it returns, then
+        # end_async: for a fused chain, its two halves (no engine coroutine per record)
+        self.end_async: Callable[[Slot], None] = _nothing_left
         if self.chain_is_async:
             self.run: SourceRun = _sync_run_of_async(self.name)
-            self.run_async: AsyncSourceRun = (
-                compile_fused_source(self.name, self.decode, children)
-                or _compile_async_source(self.name, self.decode, steps))
+            fused = compile_fused_source(self.name, self.decode, children)
+            if fused is not None:
+                self.run_async: AsyncSourceRun = fused.run
+                self.begin_async: AttemptBegin = fused.begin
+                self.end_async = fused.end
+            else:
+                self.run_async = self.begin_async = _compile_async_source(
+                    self.name, self.decode, steps)
         else:
             self.run = _compile_source(self.name, self.decode, [s[0] for s in steps])
-            self.run_async = _async_run_of_sync(self.name)
+            self.run_async = self.begin_async = _async_run_of_sync(self.name)
 
 
 def _compile_source(name: str, decode: Decoder, runners: list[Runner]) -> SourceRun:
@@ -129,6 +140,10 @@ def _compile_async_source(name: str, decode: Decoder, steps: list[Step]) -> Asyn
                 await run_async(record, slot)
 
     return run
+
+
+def _nothing_left(slot: Slot) -> None:
+    """The end of an attempt whose begin's awaitable did everything."""
 
 
 def _sync_run_of_async(name: str) -> SourceRun:

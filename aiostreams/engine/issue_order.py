@@ -18,8 +18,8 @@ only for earlier slots, which never wait for it: no cycle, hence no deadlock - p
 earlier slots can get an executor, which the task guarantees by letting one more executor
 run for every slot that waits here (see ``StreamTask._gate_wait``).
 
-Cost: nothing on the hot path while no record waits (``finished`` returns at once); each
-slot is stepped over once by ``done_upto``.
+Cost: nothing on the hot path while no record waits (the task calls ``finished`` only
+while ``waiters`` is not empty); each slot is stepped over once by ``done_upto``.
 """
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ class IssueOrderGate:
         self._slots = slots
         self._on_wait = on_wait
         self.done_upto = 0
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self.waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        """Slots waiting, as a heap (seq, tie, future); the task calls :meth:`finished`
+        only while it is not empty."""
         self._order = itertools.count()  # ties (one slot waiting twice) never compare futures
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        return len(self.waiters)
 
     def _advance(self) -> None:
         slots = self._slots
@@ -72,7 +74,7 @@ class IssueOrderGate:
 
     def finished(self) -> None:
         """A slot reached DONE (or retired): release the waiters it unblocked."""
-        waiters = self._waiters
+        waiters = self.waiters
         if not waiters:
             return
         self._advance()
@@ -93,7 +95,7 @@ class IssueOrderGate:
         if seq < 0 or self._issued_before_all_done(seq):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (seq, next(self._order), future))
+        heapq.heappush(self.waiters, (seq, next(self._order), future))
         self._on_wait(1)
         try:
             await future

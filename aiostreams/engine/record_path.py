@@ -46,7 +46,14 @@ from aiostreams.engine.intake import Intake
 from aiostreams.engine.issue_order import IssueOrderGate
 from aiostreams.engine.punctuation import Punctuation, PunctuationQueue, punctuation_body
 from aiostreams.engine.recovery import Recovery
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, ReorderBuffer, Slot, SlotKind, SlotState
+from aiostreams.engine.reorder_buffer import (
+    CURRENT_SLOT,
+    ReorderBuffer,
+    Slot,
+    SlotKind,
+    SlotState,
+    record_slot,
+)
 from aiostreams.engine.reservation_station import ReservationStation
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState, check_transition
 from aiostreams.engine.task_stores import TaskStores
@@ -101,6 +108,7 @@ class RecordPath:
             execute=attempt, on_error=self.recovery.on_error, on_done=self._finish,
             block=attempt.executor_block)
         self.gate = IssueOrderGate(rob.slots_view, self.pool.parked)
+        self._gate_waiters = self.gate.waiters
         self.punctuations = PunctuationQueue(
             clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
         self._unfinished = 0  # issued slots not DONE (nor FAILED)
@@ -189,11 +197,15 @@ class RecordPath:
                     self._inline.drain(single, source, released)
                 continue
             # _hazard_of, with its default (key) case inlined: one call less per record
-            slot = Slot(SlotKind.RECORD, raw, source,
-                        (raw.key if raw.key is not None else _NULL_KEY) if by_key
-                        else self._hazard_of(raw))
+            slot = record_slot(raw, source,
+                               (raw.key if raw.key is not None else _NULL_KEY) if by_key
+                               else self._hazard_of(raw))
             slot.stream_time = self.stream_time
-            slot.held = size = raw_size(raw)  # until it retires (the byte budget)
+            # until it retires (the byte budget): raw_size(raw), without a call per record
+            # unless it has headers
+            size = len(raw.key or b"") + len(raw.value or b"") if not raw.headers \
+                else raw_size(raw)
+            slot.held = size
             budget.held += size  # budget.take(size), without a call per record
             issue(slot)
             if tracer is not None:
@@ -285,7 +297,8 @@ class RecordPath:
             slot.held += size
             self._budget.held += size  # take(size), without a call per record
         self._unfinished -= 1
-        self.gate.finished()
+        if self._gate_waiters:  # gate.finished() when a slot waits in it, else no call
+            self.gate.finished()
         if slot is self._barrier:
             self._barrier = None
         successor = self._station.release(slot)

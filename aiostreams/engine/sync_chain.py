@@ -26,6 +26,7 @@ Semantics are those of the node graph, exactly:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any, Protocol
 
 from aiostreams.engine.context import NodeContext
@@ -36,6 +37,18 @@ from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import SinkNode
 from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
+
+_new = object.__new__
+# The decoder and the sink build a Record and an OutgoingRecord per record by storing their
+# fields on a bare instance: a class call to a dataclass __init__ costs about as much again.
+# So these must be every field, and the dataclasses must not grow a __post_init__.
+_RECORD_FIELDS = {Record: ("key", "value", "topic", "partition", "offset", "timestamp",
+                           "headers"),
+                  OutgoingRecord: ("topic", "key", "value", "timestamp", "headers",
+                                   "partition")}
+for _cls, _names in _RECORD_FIELDS.items():
+    assert tuple(f.name for f in fields(_cls)) == _names \
+        and not hasattr(_cls, "__post_init__"), f"{_cls.__name__} changed: update sync_chain"
 
 Runner = Callable[[Record[Any, Any], Slot], None]
 """Runs one node (and what it forwards to) for ``record`` on behalf of ``slot``."""
@@ -72,8 +85,16 @@ def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
             value = None if v is None else fast_value(v)
         except Exception:
             return slow_decode(raw)  # the serdes' own error, or their own result
-        return Record(key, value, raw.topic, raw.partition, raw.offset, raw.timestamp,
-                      raw.headers)
+        # Record(key, value, topic, ...) without the class call (see _RECORD_FIELDS)
+        record: Record[Any, Any] = _new(Record)
+        record.key = key
+        record.value = value
+        record.topic = raw.topic
+        record.partition = raw.partition
+        record.offset = raw.offset
+        record.timestamp = raw.timestamp
+        record.headers = raw.headers
+        return record
 
     return decode
 
@@ -175,8 +196,15 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
             )
         partition = (partitioner(record.key, record.value, -1) if partitioner is not None
                      else None)
-        slot.outputs.append(OutgoingRecord(topic, key, value, record.timestamp,
-                                           record.headers, partition))
+        # OutgoingRecord(topic, key, value, ...) without the class call (_RECORD_FIELDS)
+        out: OutgoingRecord = _new(OutgoingRecord)
+        out.topic = topic
+        out.key = key
+        out.value = value
+        out.timestamp = record.timestamp
+        out.headers = record.headers
+        out.partition = partition
+        slot.outputs.append(out)
 
     return run
 

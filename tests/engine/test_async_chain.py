@@ -41,6 +41,7 @@ async def test_the_common_async_shape_is_fused_into_one_runner(make_task: MakeTa
     source = graph.sources["in"]
     node = graph.nodes["twice"]
     assert compile_fused_source(source.name, source.decode, [node]) is not None
+    assert source.begin_async.__qualname__.startswith("compile_fused_source")
     assert source.run_async.__qualname__.startswith("compile_fused_source")
 
 

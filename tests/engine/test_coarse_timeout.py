@@ -28,7 +28,7 @@ async def test_blocks_that_finish_in_time_are_untouched_and_the_sweep_stops() ->
             return i
 
     assert await asyncio.gather(*(attempt(i) for i in range(1000))) == list(range(1000))
-    assert timeouts.open_blocks == 0 and timeouts._sweep is None
+    assert timeouts.open_blocks == 0 and timeouts.sweep is None
 
 
 async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
+from aiostreams.engine.reorder_buffer import (
+    ReorderBuffer,
+    Slot,
+    SlotKind,
+    SlotState,
+    record_slot,
+)
 from aiostreams.types import RawRecord, TopicPartition
 
 A = TopicPartition("a", 0)
@@ -64,3 +70,12 @@ def test_the_committable_offset_refuses_to_move_back() -> None:
     rob.advance(A, 9)
     with pytest.raises(AssertionError, match="move back from 10 to 5"):
         rob.advance(A, 4)
+
+
+def test_a_record_slot_is_the_slot_the_class_call_builds() -> None:
+    # record_slot stores every attribute itself: a slot attribute it forgot would be unset
+    raw = RawRecord("a", 0, 7, 1.5, b"k", b"v", (("h", b"1"),))
+    fast, slow = record_slot(raw, "source", b"k"), Slot(SlotKind.RECORD, raw, "source", b"k")
+    for name in Slot.__slots__:
+        assert getattr(fast, name) == getattr(slow, name), name
+    assert fast.outputs is not slow.outputs  # a list of its own

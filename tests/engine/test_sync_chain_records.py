@@ -1,0 +1,33 @@
+"""The compiled decoder and sink build their records field by field (no class call): what
+they build must be what the dataclasses' own constructors build."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiostreams.engine.graph import NodeExec
+from aiostreams.engine.reorder_buffer import Slot, SlotKind
+from aiostreams.engine.sync_chain import compile_decoder, compile_node
+from aiostreams.serde import StrSerde
+from aiostreams.topology.topology import SinkNode
+from aiostreams.types import OutgoingRecord, RawRecord, Record
+
+headers = st.tuples() | st.tuples(st.tuples(st.text(max_size=3), st.binary(max_size=3)))
+
+
+@given(key=st.none() | st.text(max_size=5), value=st.none() | st.text(max_size=5),
+       offset=st.integers(0, 10**9), timestamp=st.floats(0, 2e9), headers=headers)
+def test_decoded_and_sunk_records_equal_the_constructed_ones(
+        key: str | None, value: str | None, offset: int, timestamp: float,
+        headers: tuple[tuple[str, bytes], ...]) -> None:
+    raw = RawRecord("in", 3, offset, timestamp, None if key is None else key.encode(),
+                    None if value is None else value.encode(), headers)
+    record = compile_decoder(StrSerde(), StrSerde())(raw)
+    assert record == Record(key, value, "in", 3, offset, timestamp, headers)
+
+    node = NodeExec("sink")
+    node.sink = SinkNode("sink", "out", StrSerde(), StrSerde(), ("p",))
+    slot = Slot(SlotKind.RECORD, raw, None, None)
+    compile_node(node, lambda c: c, max_record_bytes=1 << 20, tp_of={})(record, slot)
+    assert slot.outputs == [OutgoingRecord("out", raw.key, raw.value, timestamp, headers)]
