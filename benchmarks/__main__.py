@@ -1,10 +1,15 @@
-"""``python -m benchmarks``: the peer benchmark of issue 8 — aiostreams against Faust,
-Quix Streams and a raw aiokafka loop, on one broker, in one run.
+"""``python -m benchmarks``: the benchmarks of issues 8 and 23 — aiostreams against Faust,
+Quix Streams, Kafka Streams (restore) and a raw aiokafka loop, and against the limits
+measured in the same run, on one broker, in one run.
 
     python -m benchmarks all                 every scenario below
     python -m benchmarks eos                 exactly-once against at-least-once (P1, P2)
     python -m benchmarks startup             process start to first output (median of 5)
     python -m benchmarks scaleout            output pauses while a worker joins and leaves
+    python -m benchmarks engine              the engine against its limits (benchmarks.engine,
+                                             a process of its own)
+    python -m benchmarks restore             restore speed against Kafka Streams
+                                             (benchmarks.restore; needs a JDK)
     python -m benchmarks p1 p2               some of them
     python -m benchmarks all --quick         smoke-test sizes (about 3 minutes)
     python -m benchmarks p2 --records 200000 --no-peers
@@ -12,9 +17,10 @@ Quix Streams and a raw aiokafka loop, on one broker, in one run.
 Starts the project's broker (or uses ``AIOSTREAMS_KAFKA=host:port``), creates the peers
 venv the first time (``.cache/peers-venv``; needs PyPI), then prints a table and JSON lines,
 rewrites its own section of ``benchmarks/RESULTS.md`` and draws ``docs/img/peers.png``.
-The single-purpose benchmarks are modules of their own: ``python -m benchmarks.engine``,
+The engine and restore benchmarks also run alone (``python -m benchmarks.engine``,
+``benchmarks.restore``); the other single-purpose benchmarks are modules of their own:
 ``benchmarks.kafka_throughput``, ``benchmarks.retry``, ``benchmarks.state``,
-``benchmarks.parquet``, ``benchmarks.restore``.
+``benchmarks.parquet``.
 """
 
 from __future__ import annotations

@@ -140,29 +140,35 @@ async def time_kafka_streams(bootstrap: str, app: str, input_topic: str, state_d
 
 async def main_async(updates: int, keys: int, rounds: int = 1,
                      kafka_streams: bool = True) -> dict[str, Any]:
+    async with kafka_broker() as bootstrap:
+        return await measure(bootstrap, updates, keys, rounds, kafka_streams)
+
+
+async def measure(bootstrap: str, updates: int, keys: int, rounds: int = 1,
+                  kafka_streams: bool = True) -> dict[str, Any]:
+    """The benchmark on the broker at ``bootstrap`` (its topics named for this run)."""
     ours: list[float] = []
     theirs: list[float] = []
     ours_cpu: list[float] = []
     theirs_cpu: list[float] = []
-    async with kafka_broker() as bootstrap:
-        app = f"restore-bench-{time.strftime('%H%M%S')}-{os.getpid()}"
-        topic = changelog_topic(app, STORE)
-        input_topic = f"{app}-input"
-        await create_topics(bootstrap, [topic, input_topic], 1)
-        await write_changelog(bootstrap, topic, updates, keys)
-        for _ in range(rounds):
+    app = f"restore-bench-{time.strftime('%H%M%S')}-{os.getpid()}"
+    topic = changelog_topic(app, STORE)
+    input_topic = f"{app}-input"
+    await create_topics(bootstrap, [topic, input_topic], 1)
+    await write_changelog(bootstrap, topic, updates, keys)
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            seconds, cpu, rows = await measure_restore(bootstrap, topic, Path(tmp))
+            assert rows == min(keys, updates), f"{rows} rows after the restore"
+            ours.append(seconds)
+            ours_cpu.append(cpu)
+        if kafka_streams:
             with tempfile.TemporaryDirectory() as tmp:
-                seconds, cpu, rows = await measure_restore(bootstrap, topic, Path(tmp))
-                assert rows == min(keys, updates), f"{rows} rows after the restore"
-                ours.append(seconds)
-                ours_cpu.append(cpu)
-            if kafka_streams:
-                with tempfile.TemporaryDirectory() as tmp:
-                    seconds, cpu, restored = await time_kafka_streams(
-                        bootstrap, app, input_topic, Path(tmp))
-                    assert restored == updates, f"Kafka Streams restored {restored} records"
-                    theirs.append(seconds)
-                    theirs_cpu.append(cpu)
+                seconds, cpu, restored = await time_kafka_streams(
+                    bootstrap, app, input_topic, Path(tmp))
+                assert restored == updates, f"Kafka Streams restored {restored} records"
+                theirs.append(seconds)
+                theirs_cpu.append(cpu)
     result: dict[str, Any] = {
         "benchmark": "restore", "updates": updates, "keys": keys, "rows": rows,
         "rounds": rounds, "seconds": [round(s, 3) for s in ours],

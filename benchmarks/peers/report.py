@@ -38,6 +38,8 @@ def _count(row: Row) -> str:
     v = row.verdict
     if row.result.error is not None:
         return f"**failed**: {row.result.error}"
+    if row.standalone:
+        return "— (measured alone)"
     if v is None:
         return f"{row.result.records:,} (end offsets)"
     text = f"{v.received:,} of {v.expected:,}"
@@ -54,12 +56,18 @@ def _commits(row: Row) -> str:
     return f"{row.verdict.commits_ahead:,}"
 
 
+def _cpu(row: Row) -> str:
+    return "—" if row.standalone else f"{row.result.cpu_share:.2f}"
+
+
 def _rss(row: Row) -> str:
     rss = [b for _, b in row.result.rss]
     return f"{max(rss) / MB:,.0f}" if rss else "—"
 
 
 def _met(target: Target) -> str:
+    if not target.judged:
+        return "figure (no target)"
     if target.met is None:
         return "not measured"
     return "met" if target.met else "**not met**"
@@ -75,7 +83,8 @@ def _measured(target: Target) -> str:
     return f"{target.measured:,.2f} {X}"
 
 
-PEER_COLUMNS = ("raw aiokafka", "faust agent concurrency=1000", "faust agent", "quixstreams")
+PEER_COLUMNS = ("raw aiokafka", "faust agent concurrency=1000", "faust agent", "quixstreams",
+                "kafka streams")
 """The peers' columns of the current table; the raw loop's is its best variant."""
 
 
@@ -131,7 +140,7 @@ def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
     for row in rows:
         lines.append(f"| {row.scenario} | {row.contender.label} | {row.result.rate:,.0f} "
                      f"| {_count(row)} | {_order(row)} | {_commits(row)} "
-                     f"| {row.result.cpu_share:.2f} | {_rss(row)} |")
+                     f"| {_cpu(row)} | {_rss(row)} |")
     noted = [row for row in rows if row.notes]
     if noted:
         lines.append("")
@@ -140,17 +149,24 @@ def markdown_tables(rows: Sequence[Row], found: Sequence[Target]) -> str:
     return "\n".join(lines)
 
 
-def table(rows: Sequence[Row], found: Sequence[Target]) -> str:
-    """The plain-text table printed at the end of a run."""
-    out = [f"{'scenario':10} {'contender':32} {'records/s':>11} {'count':>24} "
+def loads_text(loads: tuple[float, float]) -> str:
+    """The 1-minute load average at the start and at the end of the run."""
+    return f"load average at the start: {loads[0]:.1f}, at the end: {loads[1]:.1f}"
+
+
+def table(rows: Sequence[Row], found: Sequence[Target],
+          loads: tuple[float, float] | None = None) -> str:
+    """The plain-text table printed at the end of a run (and the run's load averages)."""
+    out = [] if loads is None else [f"{loads_text(loads)}; machine: {machine()}", ""]
+    out += [f"{'scenario':12} {'contender':32} {'records/s':>11} {'count':>24} "
            f"{'key order':>28} {'commits ahead':>13} {'CPU':>5} {'RSS MB':>7}"]
     for row in rows:
-        out.append(f"{row.scenario:10} {row.contender.label:32} {row.result.rate:11,.0f} "
+        out.append(f"{row.scenario:12} {row.contender.label:32} {row.result.rate:11,.0f} "
                    f"{_count(row)[:24]:>24} {_order(row)[:28]:>28} {_commits(row):>13} "
-                   f"{row.result.cpu_share:5.2f} {_rss(row):>7}")
+                   f"{_cpu(row):>5} {_rss(row):>7}")
     out.append("")
     for t in found:
-        out.append(f"{t.scenario:10} {t.claim:70} {_measured(t):>12} {_met(t)}")
+        out.append(f"{t.scenario:12} {t.claim:70} {_measured(t):>12} {_met(t)}")
     return "\n".join(out)
 
 
@@ -167,15 +183,19 @@ def machine() -> str:
 
 
 def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes,
-            chart_link: str, notes: str = "") -> str:
+            chart_link: str, notes: str = "",
+            loads: tuple[float, float] | None = None) -> str:
+    """The peer section; ``loads``: the load averages at the run's start and end (None:
+    the end's only, taken now)."""
+    load = (f"load average at the end: {os.getloadavg()[0]:.1f}" if loads is None
+            else loads_text(loads))
     return "\n".join([
         BEGIN,
         "## Current results — `python -m benchmarks all`",
         "",
-        f"Run `{command}` on {time.strftime('%Y-%m-%d')} (load average at the end: "
-        f"{os.getloadavg()[0]:.1f}); machine: {machine()}, shared with "
-        "other engineers' benchmarks and test runs (absolute rates are noisy; compare ratios "
-        "within the run). Kafka 3.9.1 single node from `aiostreams.localkafka`. Every "
+        f"Run `{command}` on {time.strftime('%Y-%m-%d')} ({load}); machine: {machine()} "
+        "(absolute rates move with the machine's load; compare ratios within the run). "
+        "Kafka 3.9.1 single node from `aiostreams.localkafka`. Every "
         "contender is its own process on the same preloaded input (fixed seed, "
         f"{sizes.keys:,} keys); rates are harness-measured from the first output to the "
         "last. Peers from the pinned venv (`benchmarks/peers/venv.py`).",
@@ -196,12 +216,14 @@ def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: S
     ])
 
 
-def write(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes) -> None:
+def write(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes,
+          loads: tuple[float, float] | None = None) -> None:
     """Rewrite the peer section of RESULTS.md and of the docs' benchmarks page (appended
     the first time), and the chart."""
     for page, link in ((RESULTS, "../docs/img/peers.png"), (DOCS_PAGE, "img/peers.png")):
         text = page.read_text()
-        new = section(rows, found, command, sizes, link, notes=_kept_notes(text))
+        new = section(rows, found, command, sizes, link, notes=_kept_notes(text),
+                      loads=loads)
         if BEGIN in text and END in text:
             head, rest = text.split(BEGIN, 1)
             _, tail = rest.split(END, 1)

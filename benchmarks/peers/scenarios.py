@@ -53,12 +53,22 @@ class Sizes:
     """Scale-out: seconds one worker runs alone before the second starts."""
     window: float = 10.0
     """Scale-out: seconds from the join to the leave, and from the leave to the end."""
+    engine_records: int = 200_000
+    engine_async_records: int = 100_000
+    engine_rounds: int = 3
+    """The engine benchmark's ``--records``, ``--async-records``, ``--rounds`` (its
+    defaults)."""
+    restore_updates: int = 1_000_000
+    restore_keys: int = 100_000
+    """The restore benchmark's changelog (its defaults: issue 23's 1M updates, 100k keys)."""
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(p1=20_000, p1_http=5_000, p1_tail=10_000, p1_zipf=2_000, serial=300,
                    p2=50_000, p5=200_000, stuck_seconds=10.0, starts=3, live_rate=2_000,
-                   settle=3.0, window=6.0)
+                   settle=3.0, window=6.0, engine_records=20_000,
+                   engine_async_records=10_000, engine_rounds=1, restore_updates=20_000,
+                   restore_keys=2_000)
 
 
 @dataclass
@@ -75,6 +85,9 @@ class Row:
     figures: dict[str, float] = field(default_factory=dict)
     """Figures other than the rate that the scenario measured (seconds of start-up, of a
     pause in output), by name."""
+    standalone: bool = False
+    """Measured by a module of its own (:mod:`benchmarks.peers.standalone`): no output
+    topic, no process the harness watched; its rate and figures are that module's."""
 
     @property
     def ok(self) -> bool:
@@ -201,12 +214,18 @@ class Bench:
         # 1% of records take 200 ms: a window that retires in order must not stall on them
         for contender in [c.aiostreams(), c.raw_aiokafka(), *self.peers(c.faust(IN_FLIGHT))]:
             await self.case("P1 tail", contender, s.p1_tail, 1, io="tail", track_commits=True)
+        # the physical limit: the same requests from a bare client, no Kafka (before the
+        # contenders and after them)
+        from benchmarks.peers.standalone import http_client_rate, http_limit  # (a cycle)
+
         async with io_server(IO_SECONDS) as url:
+            before = await http_client_rate(self, url, s.p1_http)
             for contender, n in [(c.aiostreams(), s.p1_http), (c.raw_aiokafka(), s.p1_http),
                                  *[(x, s.p1_http) for x in self.peers(c.faust(IN_FLIGHT))],
                                  *[(x, s.serial) for x in self.peers(c.quix())]]:
                 await self.case("P1 http", contender, n, 1, io="http", io_url=url,
                                 track_commits=True)
+            await http_limit(self, url, s.p1_http, before)
             await self.p1_zipf(url)
 
     async def p1_zipf(self, url: str) -> None:

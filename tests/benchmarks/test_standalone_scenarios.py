@@ -1,0 +1,135 @@
+"""The scenarios ``python -m benchmarks all`` runs besides the contenders - the engine
+against its limits, restore against Kafka Streams, P1 http's bare-client limit - end to end
+on small inputs (not timed: the rates are reported, not judged here), and the targets and
+header the table shows for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.peers import report
+from benchmarks.peers.harness import ALL
+from benchmarks.peers.runner import io_server
+from benchmarks.peers.scenarios import Bench, Row, Sizes
+from benchmarks.peers.standalone import (
+    ENGINE_ASYNC,
+    ENGINE_SYNC,
+    HTTP_LIMIT,
+    KAFKA_STREAMS,
+    RESTORE,
+    _row,
+    engine,
+    http_client_rate,
+    http_limit,
+    restore,
+)
+from benchmarks.peers.targets import Target, X, targets
+
+
+def bench_on(bootstrap: str, sizes: Sizes) -> Bench:
+    reader: Any = None  # the standalone scenarios read no topics
+    return Bench(bootstrap, reader, sizes, peers_python=None, say=lambda _: None)
+
+
+def rate(rows: list[Row], scenario: str, label: str) -> float:
+    (row,) = [r for r in rows if r.scenario == scenario and r.contender.label == label]
+    return row.result.rate
+
+
+def test_all_runs_the_engine_and_restore_scenarios() -> None:
+    assert {"engine", "restore"} <= set(ALL)
+
+
+async def test_the_engine_scenario_reports_b_against_b2_the_composed_bound_and_a_against_a1(
+        ) -> None:
+    bench = bench_on("unused:9092", Sizes(engine_records=3_000, engine_async_records=2_000,
+                                          engine_rounds=1))
+    await engine(bench)
+    assert all(row.ok for row in bench.rows), [r.result.error for r in bench.rows]
+    b2 = rate(bench.rows, ENGINE_ASYNC, "bare asyncio (b'')")
+    ours = next(r for r in bench.rows if r.scenario == ENGINE_ASYNC)
+    found = [t for t in targets(bench.rows) if t.scenario.startswith("Engine")]
+    floor, bound, sync = found
+    assert (floor.threshold, floor.measured) == (0.85, ours.figures["b_ratio_median"])
+    assert floor.limit == f"{b2:,.0f}/s (b'')" and "(b'')" in floor.claim
+    # one round: the median ratio is that round's (b) over the (b'') row's rate
+    assert floor.measured == pytest.approx(rate(bench.rows, ENGINE_ASYNC, "aiostreams") / b2,
+                                           rel=1e-3)
+    assert (bound.threshold, bound.measured) == (0.85, ours.figures["composed_bound"])
+    assert bound.measured is not None and 0 < bound.measured < 1
+    assert sync.threshold == 0.6 and sync.met is not None
+    assert sync.measured == pytest.approx(rate(bench.rows, ENGINE_SYNC, "aiostreams")
+                                          / rate(bench.rows, ENGINE_SYNC,
+                                                 "hand-rolled loop (a')"), rel=1e-3)
+    table = report.current_table(bench.rows, found)
+    assert table.count("`python -m benchmarks engine`") == 3
+
+
+@pytest.mark.kafka
+async def test_the_restore_scenario_compares_sqlite_with_kafka_streams_on_the_harness_broker(
+        kafka_bootstrap: str) -> None:
+    bench = bench_on(kafka_bootstrap, Sizes(restore_updates=2_000, restore_keys=150))
+    await restore(bench)
+    assert all(row.ok for row in bench.rows), [r.result.error for r in bench.rows]
+    ours, theirs = rate(bench.rows, RESTORE, "aiostreams"), rate(bench.rows, RESTORE,
+                                                                 KAFKA_STREAMS)
+    assert ours > 0 and theirs > 0
+    (target,) = targets(bench.rows)
+    assert target.threshold == 0.5
+    assert target.measured == pytest.approx(ours / theirs, rel=1e-3)
+    (line,) = report.current_table(bench.rows, [target]).splitlines()[2:]
+    assert f"| {theirs:,.0f} |" in line and line.endswith("`python -m benchmarks restore` |")
+
+
+async def test_the_bare_aiohttp_client_limit_is_measured_against_the_io_server() -> None:
+    bench = bench_on("unused:9092", Sizes())
+    async with io_server(0.005) as url:
+        before = await http_client_rate(bench, url, 300)
+        await http_limit(bench, url, 300, before)
+    (row,) = bench.rows
+    assert (row.scenario, row.contender.label, row.result.error) == ("P1 http", HTTP_LIMIT,
+                                                                    None)
+    assert isinstance(before, float)
+    assert row.result.rate == pytest.approx(max(before, row.figures["after per s"]), abs=1)
+    # 300 requests of 5 ms each, all at once: far above one at a time (200/s)
+    assert row.result.rate > 1_000
+
+
+def by_claim(found: list[Target], scenario: str, words: str) -> Target:
+    (target,) = [t for t in found if t.scenario == scenario and words in t.claim]
+    return target
+
+
+def test_issue_8s_superseded_targets_are_gone_and_their_figures_stay_as_figures() -> None:
+    bench = bench_on("unused:9092", Sizes())
+    for scenario, label, value in [
+            ("P1 sleep", "aiostreams", 45_000.0), ("P1 sleep", "raw aiokafka", 40_000.0),
+            ("P1 http", "aiostreams", 12_000.0), ("P1 http", "raw aiokafka", 10_000.0),
+            ("P1 http", "quixstreams", 160.0), ("P1 http", HTTP_LIMIT, 24_000.0),
+            ("P6", "aiostreams", 100_000.0), ("P6", "aiostreams --workers 2", 160_000.0)]:
+        _row(bench, scenario, label, "test", value)
+    found = targets(bench.rows)
+    assert not [t for t in found if "min(" in t.claim or "1.7" in t.claim]
+    gather = by_claim(found, "P1 sleep", "gather loop (which keeps no key order)")
+    assert (gather.threshold, gather.measured) == (0.9, 45_000 / 40_000)
+    quix = by_claim(found, "P1 http", "≥ 100")
+    assert quix.met is False and quix.judged
+    limit = by_claim(found, "P1 http", HTTP_LIMIT)
+    assert (limit.judged, limit.met, limit.limit) == (False, None, "24,000/s")
+    assert limit.measured == 12_000 / 24_000
+    assert f"100 {X} quixstreams = 16,000/s is within it" in limit.claim
+    (p6_rate,) = [t for t in found if t.scenario == "P6" and not t.judged]
+    assert p6_rate.measured == 1.6 and "not a target" in p6_rate.claim
+    assert [t.threshold for t in found if t.scenario == "P6" and t.judged] == [1.1]
+    assert "| figure (no target) |" in report.current_table(bench.rows, [p6_rate])
+
+
+def test_the_header_gives_the_load_average_at_the_start_and_at_the_end() -> None:
+    text = report.section([], [], "python -m benchmarks all", Sizes(), "x.png",
+                          loads=(0.4, 1.6))
+    assert "load average at the start: 0.4, at the end: 1.6" in text
+    assert "shared with other engineers" not in text
+    printed = report.table([], [], (0.4, 1.6))
+    assert printed.startswith("load average at the start: 0.4, at the end: 1.6")
