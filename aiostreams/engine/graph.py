@@ -82,7 +82,7 @@ class SourceExec:
     """A source of the task: its serdes and its one compiled decode-and-run."""
 
     __slots__ = ("begin_async", "chain_is_async", "children", "decode", "end_async",
-                 "key_serde", "name", "run", "run_async", "value_serde")
+                 "key_serde", "name", "run", "run_async", "sole", "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec]) -> None:
         self.name = node.name
@@ -95,6 +95,9 @@ class SourceExec:
         # an executor runs an async record as begin_async, awaiting what it returns, then
         # end_async: for a fused chain, its two halves (no engine coroutine per record)
         self.end_async: Callable[[Slot], None] = _nothing_left
+        # a sync chain with one child: ``run`` is ``slot.node = name``, ``slot.record =
+        # decode(raw)``, then ``sole(record, slot)``, which the inline path calls directly
+        self.sole: Runner | None = None
         if self.chain_is_async:
             self.run: SourceRun = _sync_run_of_async(self.name)
             fused = compile_fused_source(self.name, self.decode, children)
@@ -107,6 +110,7 @@ class SourceExec:
                     self.name, self.decode, steps)
         else:
             self.run = _compile_source(self.name, self.decode, [s[0] for s in steps])
+            self.sole = steps[0][0] if len(steps) == 1 else None
             self.run_async = self.begin_async = _async_run_of_sync(self.name)
 
 

@@ -84,6 +84,8 @@ class InlinePath:
         host = self._host
         slot = self.slot
         run = source.run
+        # source.run without its call per record (see SourceExec.sole)
+        name, decode, sole = source.name, source.decode, source.sole
         apply = self._apply
         slot.outputs = released
         running = TaskState.RUNNING
@@ -98,7 +100,12 @@ class InlinePath:
                 slot.raw = raw
                 mark = len(released)
                 try:
-                    run(raw, slot)
+                    if sole is None:
+                        run(raw, slot)
+                    else:
+                        slot.node = name
+                        record = slot.record = decode(raw)
+                        sole(record, slot)
                 except Exception as error:
                     slot.record = None
                     self._advance(raw.topic, last)

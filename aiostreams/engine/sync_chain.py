@@ -130,7 +130,8 @@ def _processor_runner(name: str, processor: Processor[Any, Any], context: NodeCo
                       children: dict[str, Runner]) -> Runner:
     process = processor.process
     every = list(children.values())
-    only = every[0] if len(every) == 1 else None
+    if len(every) == 1:
+        return _one_child_runner(name, process, context, every[0], children)
 
     def run(record: Record[Any, Any], slot: Slot) -> None:
         buffer: list[tuple[str | None, Record[Any, Any]]] = []
@@ -141,20 +142,44 @@ def _processor_runner(name: str, processor: Processor[Any, Any], context: NodeCo
         finally:
             context.sync_buffer = None
         if result is not None:
-            raise TypeError(
-                f"processor {name!r}: process() returned {type(result).__name__}; "
-                "declare it 'async def' if it awaits"
-            )
+            raise _returned(name, result)
         for child, forwarded in buffer:
             if child is not None:
                 children[child](forwarded, slot)
-            elif only is not None:
-                only(forwarded, slot)
             else:
                 for each in every:
                     each(forwarded, slot)
 
     return run
+
+
+def _one_child_runner(name: str, process: Callable[[Record[Any, Any]], Any],
+                      context: NodeContext, only: Runner, children: dict[str, Runner]) -> Runner:
+    """A processor's runner when it has one child (so forwarding to all is to ``only``)."""
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        context.sync_buffer = buffer
+        slot.node = name
+        try:
+            result = process(record)
+        finally:
+            context.sync_buffer = None
+        if result is not None:
+            raise _returned(name, result)
+        for child, forwarded in buffer:
+            if child is None:
+                only(forwarded, slot)
+            else:
+                children[child](forwarded, slot)
+
+    return run
+
+
+def _returned(name: str, result: object) -> TypeError:
+    return TypeError(
+        f"processor {name!r}: process() returned {type(result).__name__}; "
+        "declare it 'async def' if it awaits"
+    )
 
 
 def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
