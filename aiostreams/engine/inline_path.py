@@ -84,8 +84,10 @@ class InlinePath:
         host = self._host
         slot = self.slot
         run = source.run
-        # source.run without its call per record (see SourceExec.sole)
-        name, decode, sole = source.name, source.decode, source.sole
+        # source.run without its call per record (see SourceExec.sole), and without setting
+        # slot.node: nothing reads the inline slot's node (a failed record is run again on a
+        # real slot, which names the node that raised)
+        decode, sole = source.decode, source.sole
         apply = self._apply
         slot.outputs = released
         running = TaskState.RUNNING
@@ -103,7 +105,6 @@ class InlinePath:
                     if sole is None:
                         run(raw, slot)
                     else:
-                        slot.node = name
                         record = slot.record = decode(raw)
                         sole(record, slot)
                 except Exception as error:
