@@ -349,14 +349,21 @@ class MemoryBroker:
     def resolve_partitions(
         self, records: Sequence[OutgoingRecord], choose: PartitionChooser
     ) -> list[tuple[OutgoingRecord, int]]:
-        """Pick each record's partition (its own, else ``choose``), checking topics first.
+        """Each record with its partition (see :meth:`choose_partitions`)."""
+        return list(zip(records, self.choose_partitions(records, choose), strict=True))
+
+    def choose_partitions(
+        self, records: Sequence[OutgoingRecord], choose: PartitionChooser
+    ) -> list[int]:
+        """Each record's partition (its own, else ``choose``'s), checking every topic and
+        explicit partition first: raises before anything could be appended.
 
         A keyed record of a one-partition topic goes to partition 0 without asking
         ``choose``: a chooser's answer lies in ``0..count-1`` and, for a key, depends on
         nothing else (see :data:`PartitionChooser`).
         """
-        resolved: list[tuple[OutgoingRecord, int]] = []
-        add = resolved.append
+        chosen: list[int] = []
+        add = chosen.append
         counts: dict[str, int] = {}  # partition counts of the topics met so far
         for record in records:
             topic = record.topic
@@ -369,5 +376,5 @@ class MemoryBroker:
                 partition = 0 if count == 1 and key is not None else choose(topic, key, count)
             elif not 0 <= partition < count:
                 self.check_partition(topic, partition)
-            add((record, partition))
-        return resolved
+            add(partition)
+        return chosen
