@@ -45,7 +45,9 @@ class Describe(Processor[str, str]):
     def process(self, record: Record[str, str]) -> None:
         ctx = self.context
         ctx.send("side", record.key, record.value)  # takes the current record's timestamp
-        ctx.forward(record.with_value(f"{ctx.topic}:{ctx.offset}:{ctx.timestamp}"))
+        ctx.forward(record.with_value(
+            f"{record.key}:{ctx.topic}:{ctx.partition}:{ctx.offset}:{ctx.timestamp}:"
+            f"{ctx.headers}"))
 
 
 async def test_context_in_a_drained_batch_describes_each_current_record(
@@ -54,9 +56,13 @@ async def test_context_in_a_drained_batch_describes_each_current_record(
             .add_processor("describe", Describe, "src")
             .add_sink("sink", str_topic("out"), "describe"))
     topo.add_topic(str_topic("side"))
-    h = make_task(topo)
+    tp = TopicPartition("in", 3)
+    h = make_task(topo, [tp])
     await h.task.initialize()
-    feed(h.task, IN, [raw("in", 0, i, "k", f"v{i}", timestamp=100.0 + i) for i in range(3)])
+    records = [raw("in", 3, i, None if i == 1 else "k", f"v{i}", timestamp=100.0 + i)
+               for i in range(3)]
+    records[2].headers = (("h", b"x"),)
+    feed(h.task, tp, records)
     assert [o.value for o in h.outputs if o.topic == "out"] == [
-        f"in:{i}:{100.0 + i}".encode() for i in range(3)]
+        b"k:in:3:0:100.0:()", b"None:in:3:1:101.0:()", b"k:in:3:2:102.0:(('h', b'x'),)"]
     assert [o.timestamp for o in h.outputs if o.topic == "side"] == [100.0, 101.0, 102.0]
