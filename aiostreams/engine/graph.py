@@ -37,6 +37,7 @@ from aiostreams.engine.context import NodeContext, TaskHost
 from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.engine.sync_chain import Decoder, Runner, compile_decoder, compile_node
 from aiostreams.policies import Retry
+from aiostreams.serde import shortcuts
 from aiostreams.topology.processor import Processor, is_async_processor
 from aiostreams.topology.topology import SinkNode, SourceNode, SubTopology
 from aiostreams.types import RawRecord, Record, TopicPartition
@@ -82,19 +83,26 @@ class SourceExec:
     """A source of the task: its serdes and its one compiled decode-and-run."""
 
     __slots__ = ("begin_async", "chain_is_async", "children", "decode", "end_async",
-                 "key_serde", "name", "run", "run_async", "value_serde")
+                 "fast_key", "fast_value", "key_serde", "name", "run", "run_async", "sole",
+                 "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec]) -> None:
         self.name = node.name
         self.key_serde = node.key_serde
         self.value_serde = node.value_serde
         self.decode: Decoder = compile_decoder(node.key_serde, node.value_serde)
+        # the serdes' deserialize shortcuts, which decode calls (None where one has none)
+        self.fast_key = shortcuts(node.key_serde)[0]
+        self.fast_value = shortcuts(node.value_serde)[0]
         self.children = children
         self.chain_is_async = any(c.subtree_async for c in children)
         steps: list[Step] = [(c.run_sync, c.run_async) for c in children]
         # an executor runs an async record as begin_async, awaiting what it returns, then
         # end_async: for a fused chain, its two halves (no engine coroutine per record)
         self.end_async: Callable[[Slot], None] = _nothing_left
+        # a sync chain with one child: ``run`` is ``slot.node = name``, ``slot.record =
+        # decode(raw)``, then ``sole(record, slot)``, which the inline path calls directly
+        self.sole: Runner | None = None
         if self.chain_is_async:
             self.run: SourceRun = _sync_run_of_async(self.name)
             fused = compile_fused_source(self.name, self.decode, children)
@@ -107,6 +115,7 @@ class SourceExec:
                     self.name, self.decode, steps)
         else:
             self.run = _compile_source(self.name, self.decode, [s[0] for s in steps])
+            self.sole = steps[0][0] if len(steps) == 1 else None
             self.run_async = self.begin_async = _async_run_of_sync(self.name)
 
 

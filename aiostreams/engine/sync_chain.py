@@ -123,6 +123,11 @@ def compile_node(node: CompilableNode, runner_of: Callable[[Any], Runner], *,
         return _external_runner(node.name, node.external, tp_of)
     assert node.context is not None, f"node {node.name!r} has no context yet"
     children = {child.name: runner_of(child) for child in node.children}
+    if len(node.children) == 1 and node.children[0].sink is not None:
+        fused = _processor_to_sink_runner(node.name, node.processor, node.context, children,
+                                          node.children[0].sink, max_record_bytes)
+        if fused is not None:
+            return fused
     return _processor_runner(node.name, node.processor, node.context, children)
 
 
@@ -130,7 +135,8 @@ def _processor_runner(name: str, processor: Processor[Any, Any], context: NodeCo
                       children: dict[str, Runner]) -> Runner:
     process = processor.process
     every = list(children.values())
-    only = every[0] if len(every) == 1 else None
+    if len(every) == 1:
+        return _one_child_runner(name, process, context, every[0], children)
 
     def run(record: Record[Any, Any], slot: Slot) -> None:
         buffer: list[tuple[str | None, Record[Any, Any]]] = []
@@ -141,20 +147,93 @@ def _processor_runner(name: str, processor: Processor[Any, Any], context: NodeCo
         finally:
             context.sync_buffer = None
         if result is not None:
-            raise TypeError(
-                f"processor {name!r}: process() returned {type(result).__name__}; "
-                "declare it 'async def' if it awaits"
-            )
+            raise _returned(name, result)
         for child, forwarded in buffer:
             if child is not None:
                 children[child](forwarded, slot)
-            elif only is not None:
-                only(forwarded, slot)
             else:
                 for each in every:
                     each(forwarded, slot)
 
     return run
+
+
+def _one_child_runner(name: str, process: Callable[[Record[Any, Any]], Any],
+                      context: NodeContext, only: Runner, children: dict[str, Runner]) -> Runner:
+    """A processor's runner when it has one child (so forwarding to all is to ``only``)."""
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        context.sync_buffer = buffer
+        slot.node = name
+        try:
+            result = process(record)
+        finally:
+            context.sync_buffer = None
+        if result is not None:
+            raise _returned(name, result)
+        for child, forwarded in buffer:
+            if child is None:
+                only(forwarded, slot)
+            else:
+                children[child](forwarded, slot)
+
+    return run
+
+
+def _processor_to_sink_runner(name: str, processor: Processor[Any, Any],
+                              context: NodeContext, children: dict[str, Runner],
+                              sink: SinkNode, max_record_bytes: int) -> Runner | None:
+    """The runner of a processor whose one child is a sink, with the sink's common case
+    (both serdes have shortcuts that succeed, no partitioner, within max_record_bytes) run
+    in place of a call to the sink's runner, which runs every other case (and so raises
+    its own errors). None where the sink has no such common case."""
+    fast_key, fast_value = shortcuts(sink.key_serde)[1], shortcuts(sink.value_serde)[1]
+    if fast_key is None or fast_value is None or sink.partitioner is not None:
+        return None
+    process = processor.process
+    (sink_name, only), = children.items()
+    topic = sink.topic
+
+    def run(record: Record[Any, Any], slot: Slot) -> None:
+        buffer: list[tuple[str | None, Record[Any, Any]]] = []
+        context.sync_buffer = buffer
+        slot.node = name
+        try:
+            result = process(record)
+        finally:
+            context.sync_buffer = None
+        if result is not None:
+            raise _returned(name, result)
+        for _, forwarded in buffer:  # every child is the sink
+            slot.node = sink_name
+            k, v = forwarded.key, forwarded.value
+            try:
+                key = None if k is None else fast_key(k)
+                value = None if v is None else fast_value(v)
+            except Exception:
+                only(forwarded, slot)  # the serdes' own error, or their own result
+                continue
+            if (len(key) if key else 0) + (len(value) if value else 0) > max_record_bytes:
+                only(forwarded, slot)  # raises, saying by how much
+                continue
+            # as _sink_runner's run (OutgoingRecord field by field, see _RECORD_FIELDS)
+            out: OutgoingRecord = _new(OutgoingRecord)
+            out.topic = topic
+            out.key = key
+            out.value = value
+            out.timestamp = forwarded.timestamp
+            out.headers = forwarded.headers
+            out.partition = None
+            slot.outputs.append(out)
+
+    return run
+
+
+def _returned(name: str, result: object) -> TypeError:
+    return TypeError(
+        f"processor {name!r}: process() returned {type(result).__name__}; "
+        "declare it 'async def' if it awaits"
+    )
 
 
 def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:

@@ -15,6 +15,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import fields
 from typing import ClassVar
 
 from aiostreams.errors import ConfigError, UnknownTopicError
@@ -29,7 +30,16 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 PartitionChooser = Callable[[str, bytes | None, int], int]
-"""``(topic, key, partition_count) -> partition``, e.g. a producer's ``partition_for``."""
+"""``(topic, key, partition_count) -> partition``, e.g. a producer's ``partition_for``: a
+partition in ``0..partition_count-1``; for a non-null key, a function of the key and the
+count alone (no state it changes), as Kafka's default partitioner is."""
+
+_new = object.__new__
+# append builds a RawRecord per record by storing its fields on a bare instance (a class
+# call to the dataclass __init__ costs about as much again), so these must be every field.
+_RAW_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+assert tuple(f.name for f in fields(RawRecord)) == _RAW_FIELDS \
+    and not hasattr(RawRecord, "__post_init__"), "RawRecord changed: update MemoryBroker.append"
 
 
 def check_name(kind: str, name: str) -> None:
@@ -277,19 +287,33 @@ class MemoryBroker:
         """Append (record, partition) pairs in order and wake consumers of their topics.
 
         Every topic must exist: callers resolve partitions (and so check topics) first.
+        A record's offset is its log's length: this is the only writer of the logs, so each
+        log stays dense from offset 0 (asserted per log touched, after the batch).
         """
         now = time.time()
+        logs = self._logs
         touched: set[str] = set()
+        topic = ""
+        partitions: list[list[RawRecord]] = []
         for record, partition in records:
-            log = self._logs[record.topic][partition]
-            timestamp = now if record.timestamp is None else record.timestamp
-            raw = RawRecord(
-                record.topic, partition, len(log), timestamp, record.key, record.value,
-                record.headers,
-            )
-            assert not log or log[-1].offset + 1 == raw.offset, "offsets must be dense"
+            if record.topic != topic:
+                topic = record.topic
+                partitions = logs[topic]
+                touched.add(topic)
+            log = partitions[partition]
+            timestamp = record.timestamp
+            # RawRecord(topic, partition, ...) without the class call (see _RAW_FIELDS)
+            raw: RawRecord = _new(RawRecord)
+            raw.topic = topic
+            raw.partition = partition
+            raw.offset = len(log)
+            raw.timestamp = now if timestamp is None else timestamp
+            raw.key = record.key
+            raw.value = record.value
+            raw.headers = record.headers
             log.append(raw)
-            touched.add(record.topic)
+        assert all(not log or log[-1].offset + 1 == len(log)
+                   for name in touched for log in logs[name]), "offsets must be dense"
         for waiter in list(self._waiters):
             if waiter.topics & touched:
                 waiter.wake()
@@ -325,16 +349,32 @@ class MemoryBroker:
     def resolve_partitions(
         self, records: Sequence[OutgoingRecord], choose: PartitionChooser
     ) -> list[tuple[OutgoingRecord, int]]:
-        """Pick each record's partition (its own, else ``choose``), checking topics first."""
-        resolved: list[tuple[OutgoingRecord, int]] = []
+        """Each record with its partition (see :meth:`choose_partitions`)."""
+        return list(zip(records, self.choose_partitions(records, choose), strict=True))
+
+    def choose_partitions(
+        self, records: Sequence[OutgoingRecord], choose: PartitionChooser
+    ) -> list[int]:
+        """Each record's partition (its own, else ``choose``'s), checking every topic and
+        explicit partition first: raises before anything could be appended.
+
+        A keyed record of a one-partition topic goes to partition 0 without asking
+        ``choose``: a chooser's answer lies in ``0..count-1`` and, for a key, depends on
+        nothing else (see :data:`PartitionChooser`).
+        """
+        chosen: list[int] = []
+        add = chosen.append
         counts: dict[str, int] = {}  # partition counts of the topics met so far
         for record in records:
-            count = counts.get(record.topic, 0)
-            if not count:
-                count = counts[record.topic] = len(self.require_topic(record.topic))
-            if record.partition is None:
-                partition = choose(record.topic, record.key, count)
-            else:
-                partition = self.check_partition(record.topic, record.partition)
-            resolved.append((record, partition))
-        return resolved
+            topic = record.topic
+            count = counts.get(topic)
+            if count is None:
+                count = counts[topic] = len(self.require_topic(topic))
+            partition = record.partition
+            if partition is None:
+                key = record.key
+                partition = 0 if count == 1 and key is not None else choose(topic, key, count)
+            elif not 0 <= partition < count:
+                self.check_partition(topic, partition)
+            add(partition)
+        return chosen

@@ -83,7 +83,9 @@ class MemoryProducer:
         if self._transactional_id is None:
             self._require(ProducerState.READY, "send records")
             with self._broker._lock:
-                self._broker.append(self._broker.resolve_partitions(records, choose))
+                # zip's pairs, unpacked at once by append, are not allocated per record
+                self._broker.append(
+                    zip(records, self._broker.choose_partitions(records, choose), strict=True))
             return
         self._require(ProducerState.IN_TRANSACTION, "send records")
         with self._broker._lock:

@@ -31,3 +31,17 @@ def test_decoded_and_sunk_records_equal_the_constructed_ones(
     slot = Slot(SlotKind.RECORD, raw, None, None)
     compile_node(node, lambda c: c, max_record_bytes=1 << 20, tp_of={})(record, slot)
     assert slot.outputs == [OutgoingRecord("out", raw.key, raw.value, timestamp, headers)]
+
+
+@given(key=st.none() | st.text(max_size=5), value=st.none() | st.text(max_size=5),
+       new_key=st.integers(), new_value=st.integers(), offset=st.integers(0, 10**9),
+       timestamp=st.floats(0, 2e9), headers=headers)
+def test_derived_records_equal_the_constructed_ones(
+        key: str | None, value: str | None, new_key: int, new_value: int, offset: int,
+        timestamp: float, headers: tuple[tuple[str, bytes], ...]) -> None:
+    record = Record(key, value, "in", 3, offset, timestamp, headers)
+    assert record.with_value(new_value) == Record(key, new_value, "in", 3, offset, timestamp,
+                                                  headers)
+    assert record.with_key_value(new_key, new_value) == Record(
+        new_key, new_value, "in", 3, offset, timestamp, headers)
+    assert record == Record(key, value, "in", 3, offset, timestamp, headers)  # untouched
