@@ -37,7 +37,6 @@ from aiostreams.engine.context import NodeContext, TaskHost
 from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.engine.sync_chain import Decoder, Runner, compile_decoder, compile_node
 from aiostreams.policies import Retry
-from aiostreams.serde import shortcuts
 from aiostreams.topology.processor import Processor, is_async_processor
 from aiostreams.topology.topology import SinkNode, SourceNode, SubTopology
 from aiostreams.types import RawRecord, Record, TopicPartition
@@ -83,17 +82,13 @@ class SourceExec:
     """A source of the task: its serdes and its one compiled decode-and-run."""
 
     __slots__ = ("begin_async", "chain_is_async", "children", "decode", "end_async",
-                 "fast_key", "fast_value", "key_serde", "name", "run", "run_async", "sole",
-                 "value_serde")
+                 "key_serde", "name", "run", "run_async", "sole", "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec]) -> None:
         self.name = node.name
         self.key_serde = node.key_serde
         self.value_serde = node.value_serde
         self.decode: Decoder = compile_decoder(node.key_serde, node.value_serde)
-        # the serdes' deserialize shortcuts, which decode calls (None where one has none)
-        self.fast_key = shortcuts(node.key_serde)[0]
-        self.fast_value = shortcuts(node.value_serde)[0]
         self.children = children
         self.chain_is_async = any(c.subtree_async for c in children)
         steps: list[Step] = [(c.run_sync, c.run_async) for c in children]

@@ -29,9 +29,7 @@ from aiostreams.engine.punctuation import PunctuationQueue
 from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind
 from aiostreams.engine.task_state import TaskState
 from aiostreams.engine.task_stores import TaskStores
-from aiostreams.types import RawRecord, Record, TopicPartition
-
-_new = object.__new__  # Record built field by field: see sync_chain._RECORD_FIELDS
+from aiostreams.types import RawRecord, TopicPartition
 
 
 class InlineHost(Protocol):
@@ -86,11 +84,10 @@ class InlinePath:
         host = self._host
         slot = self.slot
         run = source.run
-        # source.run without its call per record (see SourceExec.sole) nor decode's where the
-        # serdes have shortcuts, and without setting slot.node: nothing reads the inline
-        # slot's node (a failed record is run again on a real slot, which names the node)
-        decode, fast_key, fast_value = source.decode, source.fast_key, source.fast_value
-        sole = source.sole if fast_key is not None and fast_value is not None else None
+        # source.run without its call per record (see SourceExec.sole), and without setting
+        # slot.node: nothing reads the inline slot's node (a failed record is run again on a
+        # real slot, which names the node that raised)
+        decode, sole = source.decode, source.sole
         apply = self._apply
         slot.outputs = released
         running = TaskState.RUNNING
@@ -107,23 +104,8 @@ class InlinePath:
                 try:
                     if sole is None:
                         run(raw, slot)
-                    else:  # decode(raw), in place (see sync_chain.compile_decoder)
-                        k, v = raw.key, raw.value
-                        try:
-                            key = None if k is None else fast_key(k)  # type: ignore[misc]
-                            value = None if v is None else fast_value(v)  # type: ignore[misc]
-                        except Exception:
-                            record = decode(raw)  # the serdes' own error, or their result
-                        else:
-                            record = _new(Record)
-                            record.key = key
-                            record.value = value
-                            record.topic = raw.topic
-                            record.partition = raw.partition
-                            record.offset = raw.offset
-                            record.timestamp = raw.timestamp
-                            record.headers = raw.headers
-                        slot.record = record
+                    else:
+                        record = slot.record = decode(raw)
                         sole(record, slot)
                 except Exception as error:
                     slot.record = None
