@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from taskkit import MakeTask, feed, raw, str_topic
+from taskkit import MakeTask, TaskHarness, feed, raw, str_topic
 
 from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
 from aiostreams.engine.task_state import TaskSettings
@@ -73,6 +73,23 @@ def stuck_topology(release: asyncio.Event) -> Topology:
             .add_sink("sink", str_topic("out"), "p"))
 
 
+async def feed_until_paused(h: TaskHarness, batch: int) -> tuple[int, int]:
+    """Feed "stuck" at offset 0, then batches of ``batch`` records, as the worker's loop
+    does: while the partition is not paused. Returns the next offset and one batch's raw
+    bytes; fails if fetching never pauses."""
+    feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
+    offset, batch_bytes = 1, 0
+    while not h.task.intake.is_paused(IN):
+        assert offset < 1_000, "fetching never paused"
+        records = [raw("in", 0, offset + i, f"k{offset + i:04}", "v" * 40)
+                   for i in range(batch)]
+        batch_bytes = sum(map(raw_size, records))
+        feed(h.task, IN, records)
+        offset += batch
+        await settle(5)
+    return offset, batch_bytes
+
+
 async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resumes_after(
         make_task: MakeTask) -> None:
     release = asyncio.Event()
@@ -80,17 +97,7 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
     h = make_task(stuck_topology(release), max_in_flight=10_000, max_concurrency=100,
                   max_task_buffer_bytes=limit, ordering="unordered")
     await h.task.initialize()
-    feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
-    offset = 1
-    # the worker's loop: fetch while the partition is not paused
-    while not h.task.intake.is_paused(IN):
-        assert offset < 1_000, "the budget never paused fetching"
-        records = [raw("in", 0, offset + i, f"k{offset + i:04}", "v" * 40)
-                   for i in range(batch)]
-        feed(h.task, IN, records)
-        offset += batch
-        await settle(5)
-    batch_bytes = sum(map(raw_size, records))
+    offset, batch_bytes = await feed_until_paused(h, batch)
     assert h.task.in_flight == offset  # nothing retired: all wait behind the stuck one
     assert h.task.intake.buffered_bytes >= limit
     # at most the budget, plus one fetch and its outputs
@@ -136,17 +143,9 @@ async def test_records_held_by_a_service_pause_fetching_at_the_byte_budget(
     h = make_task(topo, max_in_flight=10_000, max_concurrency=100,
                   max_task_buffer_bytes=limit, ordering="unordered")
     await h.task.initialize()
-    feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
-    offset = 1
-    while not h.task.intake.is_paused(IN):
-        assert offset < 1_000, "records waiting for a permit never paused fetching"
-        records = [raw("in", 0, offset + i, f"k{offset + i:04}", "v" * 40)
-                   for i in range(batch)]
-        feed(h.task, IN, records)
-        offset += batch
-        await settle(5)
+    offset, batch_bytes = await feed_until_paused(h, batch)
     assert service.in_flight == 1 and service.waiting == offset - 1
-    assert h.task.intake.buffered_bytes <= limit + 2 * sum(map(raw_size, records))
+    assert h.task.intake.buffered_bytes <= limit + 2 * batch_bytes
     assert h.outputs == []
     release.set()
     for _ in range(50):  # the service lets its waiters out one call at a time
