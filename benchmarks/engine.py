@@ -14,11 +14,16 @@
      a record, decode it, await the same sleep, encode, produce (in batches) and commit every
      so often, in no key order — what a user writes without a framework
 
-The composed bound: (b) must do per record what (a) does and what (b'') does, so
-(b)/(b'') <= t_b'' / (t_a + t_b'') = (a) / ((a) + (b'')), with t = 1 / rate; it is printed
-from this run's own (a) and (b'').
+The composed bound: (b) must do per record what (a) does and what (b'') does. (a) is
+CPU-bound, but (b'') is not: 1,000 sleeps of 5 ms cap it at (b') = 200,000/s, and it spends
+about half a core getting there. So the bound is in CPU, not in rates: with c = CPU seconds
+per record, (b) <= min((b'), 1 / (c_a + c_b'')), and the composed bound on (b)/(b'') is that
+over (b''), from this run's own (a) and (b'') (per round; the summary takes the median). At
+or above 0.85, the target is within what an engine whose async path cost no more than its
+sync path could do; the gap between it and (b)/(b'') is the async path's own cost.
 
-Targets: (a) >= 0.5 x (a'); (b) >= 0.8 x min((b'), (a)); issue 23: (b) >= 0.85 x (b'').
+Targets (issue 23, which replaced the core engine issue's): (a) >= 0.6 x (a'); (b) >= 0.85 x
+(b'').
 
 (b) and (b'') run interleaved, ``--rounds`` times each, every run from a collected heap; each
 round's ratio is printed with the load average and the cyclic GC's collections per
@@ -234,6 +239,13 @@ async def run_hand_rolled_async(n: int, in_flight: int,
     return n / elapsed
 
 
+def composed_bound(b1: float, cpu_a: float, cpu_b2: float, b2: float) -> float:
+    """The most (b)/(b'') can be when (b) does per record the CPU work of (a) (``cpu_a``,
+    microseconds) and of (b'') (``cpu_b2``), and no more than ``b1`` records/s (the
+    concurrency bound); over (b'')'s rate ``b2`` (see the module docstring)."""
+    return min(b1, 1e6 / (cpu_a + cpu_b2)) / b2
+
+
 def run_bare(n: int) -> float:
     values = [f"v{i}" for i in range(n)]
     started = time.perf_counter()
@@ -247,12 +259,15 @@ async def main_async(n: int, in_flight: int, n_async: int, rounds: int = 3) -> d
     bare = run_bare(n)
     hands: list[float] = []
     syncs: list[float] = []
+    sync_cpus: list[float] = []
     for _ in range(3):  # interleaved, each from a collected heap: same conditions for both
         gc.collect()
         hands.append(await run_hand_rolled(n))
         gc.collect()
         syncs.append(await run_app(SyncIdentity, n, in_flight))
+        sync_cpus.append(cpu_us_per_record["app"])
     hand, sync = max(hands), max(syncs)
+    cpu_a = min(sync_cpus)  # the sync path's CPU per record (its best run)
     bound = in_flight / 0.005
     async_rounds: list[dict[str, Any]] = []
     for _ in range(rounds):  # interleaved: each ratio is taken under the same load
@@ -264,7 +279,8 @@ async def main_async(n: int, in_flight: int, n_async: int, rounds: int = 3) -> d
                "cpu_b3": cpu_us_per_record["hand_async"]}
         async_rounds.append({**cpu, "cpu_ratio": cpu["cpu_b2"] / cpu_b,
                              "b": slept, "b2": floor, "b3": by_hand, "ratio": slept / floor,
-                             "ratio_b3": slept / by_hand, "bound": sync / (sync + floor),
+                             "ratio_b3": slept / by_hand,
+                             "bound": composed_bound(bound, cpu_a, cpu["cpu_b2"], floor),
                              "load": os.getloadavg()[0], "gc_b": gc_b, "gc_b2": gc_floor,
                              "gc_b3": gc_b3})
     best = max(async_rounds, key=lambda x: x["b"])
@@ -276,7 +292,7 @@ async def main_async(n: int, in_flight: int, n_async: int, rounds: int = 3) -> d
             "composed_bound": statistics.median(x["bound"] for x in async_rounds),
             "cpu_ratio_median": statistics.median(x["cpu_ratio"] for x in async_rounds),
             "cpu_b_median": statistics.median(x["cpu_b"] for x in async_rounds),
-            "async_rounds": async_rounds, "b1_bound": bound, "records": n,
+            "cpu_a": cpu_a, "async_rounds": async_rounds, "b1_bound": bound, "records": n,
             "records_async": n_async, "max_in_flight": in_flight}
 
 
@@ -303,11 +319,8 @@ def main() -> None:
     print(f"{'case':40} {'records/s':>14}")
     for name, rate, _ in rows:
         print(f"{name:40} {rate:14,.0f}")
-    ok_a = a >= 0.5 * a1
-    ok_b = b >= 0.8 * min(b1, a)
-    print(f"target (a) >= 0.5 x (a'):          {a / a1:.2f} x  {'MET' if ok_a else 'NOT MET'}")
-    print(f"target (b) >= 0.8 x min(b', a):    {b / min(b1, a):.2f} x  "
-          f"{'MET' if ok_b else 'NOT MET'}")
+    ok_a = a >= 0.6 * a1
+    print(f"target (a) >= 0.6 x (a'):          {a / a1:.2f} x  {'MET' if ok_a else 'NOT MET'}")
     for i, x in enumerate(r["async_rounds"], 1):
         print(f"round {i}: (b) {x['b']:,.0f}/s  (b'') {x['b2']:,.0f}/s  (b''') {x['b3']:,.0f}/s"
               f"  (b)/(b'') {x['ratio']:.2f}  (b)/(b''') {x['ratio_b3']:.2f}  "
@@ -317,13 +330,14 @@ def main() -> None:
         print(f"round {i}, CPU us per record: (b) {x['cpu_b']:.2f}  (b'') {x['cpu_b2']:.2f}  "
               f"(b''') {x['cpu_b3']:.2f}  CPU ratio (b'')/(b) {x['cpu_ratio']:.2f}")
     print(f"(b)/(b''') median: {r['b_ratio_b3_median']:.2f} x")
-    print(f"composed bound on (b)/(b''): (a) / ((a) + (b'')) = {r['composed_bound']:.2f} x "
+    print(f"composed bound on (b)/(b''): min((b'), 1 / (CPU (a) + CPU (b''))) / (b'') = "
+          f"{r['composed_bound']:.2f} x (CPU per record: (a) {r['cpu_a']:.2f} us) "
           f"(0.85 x (b'') is {'within' if r['composed_bound'] >= 0.85 else 'beyond'} it)")
     ok_floor = r["b_ratio_median"] >= 0.85
     print(f"target (b) >= 0.85 x (b''), median: {r['b_ratio_median']:.2f} x  "
           f"{'MET' if ok_floor else 'NOT MET'}")
     print(json.dumps({"benchmark": "engine", **r, "target_a_met": ok_a,
-                      "target_b_met": ok_b, "target_b_floor_met": ok_floor}))
+                      "target_b_floor_met": ok_floor}))
 
 
 if __name__ == "__main__":

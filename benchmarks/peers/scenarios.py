@@ -55,7 +55,7 @@ class Sizes:
     """Scale-out: seconds from the join to the leave, and from the leave to the end."""
     engine_records: int = 200_000
     engine_async_records: int = 100_000
-    engine_rounds: int = 3
+    engine_rounds: int = 5
     """The engine benchmark's ``--records``, ``--async-records``, ``--rounds`` (its
     defaults)."""
     restore_updates: int = 1_000_000

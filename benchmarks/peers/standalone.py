@@ -79,6 +79,7 @@ async def engine(bench: Bench) -> None:
         return
     _row(bench, ENGINE_ASYNC, "aiostreams", "benchmarks.engine", r["b_async_engine"],
          b_ratio_median=r["b_ratio_median"], composed_bound=r["composed_bound"],
+         cpu_ratio_median=r["cpu_ratio_median"],
          rounds=len(r["async_rounds"]))
     _row(bench, ENGINE_ASYNC, "bare asyncio (b'')", "benchmarks.engine",
          r["b2_asyncio_floor"])

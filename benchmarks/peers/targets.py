@@ -19,8 +19,9 @@ Exactly-once: P1 sleep and P2 under ``exactly_once`` >= 0.8 x ``at_least_once``.
 the median first output <= 1 s after the process starts (warm broker). Scale-out: the
 longest pause of a partition's output while a second worker joins, and while it leaves,
 <= 2 s each. Engine (item 3): the async path (b) >= 0.85 x (b''), bare asyncio doing only
-the same awaits (median of interleaved rounds), with the composed bound (a)/((a)+(b''))
-that ratio cannot pass; the sync path (a) >= 0.6 x the hand-rolled loop (a'). Restore
+the same awaits (median of interleaved rounds), with the composed bound that ratio cannot
+pass (in CPU per record: see :mod:`benchmarks.engine`); the sync path (a) >= 0.6 x the
+hand-rolled loop (a'). Restore
 (item 6): aiostreams into SQLite >= 0.5 x Kafka Streams into RocksDB, same changelog.
 """
 
@@ -241,9 +242,15 @@ def _engine(rows: Sequence[Row]) -> list[Target]:
             Target(ENGINE_ASYNC, f"(b) ≥ 0.85 {X} (b''), bare asyncio doing only the same "
                    f"awaits (median of {rounds:.0f} interleaved rounds)",
                    ours.figures.get("b_ratio_median") if ok else None, 0.85, limit=limit),
-            Target(ENGINE_ASYNC, "composed bound (a) / ((a) + (b'')) on (b)/(b'') ≥ 0.85 "
-                   f"(else 0.85 {X} (b'') is beyond what (b) can do)",
-                   ours.figures.get("composed_bound") if ok else None, 0.85, limit=limit)]
+            Target(ENGINE_ASYNC, "composed bound on (b)/(b''): min((b'), 1 / (CPU per record "
+                   "of (a) + of (b''))) / (b'') ≥ 0.85 (else 0.85 "
+                   f"{X} (b'') is beyond an engine whose async path costs what its sync path "
+                   "does)", ours.figures.get("composed_bound") if ok else None, 0.85,
+                   limit=limit),
+            Target(ENGINE_ASYNC, "figure: CPU per record of (b'') over (b)'s (median; steadier "
+                   "than rates under load: (b) is CPU-bound, (b'') is not)",
+                   ours.figures.get("cpu_ratio_median") if ok else None, 0.0, judged=False,
+                   limit=limit)]
     if any(r.scenario == ENGINE_SYNC for r in rows):
         by_hand = _rate(rows, ENGINE_SYNC, "hand-rolled loop (a')")
         found.append(Target(ENGINE_SYNC, f"(a) ≥ 0.6 {X} the hand-rolled loop (a') on the "

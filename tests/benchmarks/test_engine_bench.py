@@ -25,5 +25,15 @@ async def test_the_engine_benchmark_reports_both_async_ratios_and_the_composed_b
     assert r["b3_hand_rolled_async"] > 0
     (round_,) = r["async_rounds"]
     assert round_["ratio_b3"] == round_["b"] / round_["b3"]
-    a, b2 = r["a_sync_engine"], round_["b2"]
-    assert r["composed_bound"] == a / (a + b2) and 0 < r["composed_bound"] < 1
+    # in CPU: (b) does (a)'s work and (b'')'s per record, within the concurrency bound
+    assert round_["bound"] == engine.composed_bound(r["b1_bound"], r["cpu_a"], round_["cpu_b2"],
+                                                    round_["b2"])
+    assert r["composed_bound"] == round_["bound"] > 0
+
+
+def test_the_composed_bound_is_the_cpu_bound_or_the_concurrency_bound_whichever_is_lower(
+        ) -> None:
+    # (a) 2 us + (b'') 3 us of CPU a record: 200,000/s; capped at (b') 150,000/s
+    assert engine.composed_bound(150_000, 2.0, 3.0, 100_000) == 1.5
+    assert engine.composed_bound(400_000, 2.0, 3.0, 100_000) == 2.0
+    assert engine.composed_bound(400_000, 6.0, 4.0, 200_000) == 0.5

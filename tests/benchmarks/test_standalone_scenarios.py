@@ -51,20 +51,21 @@ async def test_the_engine_scenario_reports_b_against_b2_the_composed_bound_and_a
     b2 = rate(bench.rows, ENGINE_ASYNC, "bare asyncio (b'')")
     ours = next(r for r in bench.rows if r.scenario == ENGINE_ASYNC)
     found = [t for t in targets(bench.rows) if t.scenario.startswith("Engine")]
-    floor, bound, sync = found
+    floor, bound, cpu, sync = found
     assert (floor.threshold, floor.measured) == (0.85, ours.figures["b_ratio_median"])
     assert floor.limit == f"{b2:,.0f}/s (b'')" and "(b'')" in floor.claim
     # one round: the median ratio is that round's (b) over the (b'') row's rate
     assert floor.measured == pytest.approx(rate(bench.rows, ENGINE_ASYNC, "aiostreams") / b2,
                                            rel=1e-3)
     assert (bound.threshold, bound.measured) == (0.85, ours.figures["composed_bound"])
-    assert bound.measured is not None and 0 < bound.measured < 1
+    assert bound.measured is not None and bound.measured > 0
+    assert cpu.measured == ours.figures["cpu_ratio_median"] and cpu.met is None
     assert sync.threshold == 0.6 and sync.met is not None
     assert sync.measured == pytest.approx(rate(bench.rows, ENGINE_SYNC, "aiostreams")
                                           / rate(bench.rows, ENGINE_SYNC,
                                                  "hand-rolled loop (a')"), rel=1e-3)
     table = report.current_table(bench.rows, found)
-    assert table.count("`python -m benchmarks engine`") == 3
+    assert table.count("`python -m benchmarks engine`") == 4
 
 
 @pytest.mark.kafka
