@@ -22,16 +22,19 @@ starts and written only after the final commit of a clean close.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.engine.task_state import TaskState
 from aiostreams.errors import TaskFailedError
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
-from aiostreams.types import TopicPartition
+from aiostreams.types import RawRecord, TopicPartition
 
 if TYPE_CHECKING:
     from aiostreams.engine.task import StreamTask
@@ -54,6 +57,57 @@ RESTORE_FLUSH_BYTES = 64 * 1024 * 1024
 """...or once this many key and value bytes were buffered since its last flush (counted
 per update, so an upper bound of what it holds): memory stays bounded whatever the
 record size."""
+
+
+RESTORE_GC_THRESHOLD = 10_000
+"""The cyclic garbage collector's generation-0 threshold while a replay runs (CPython's
+default is 700); see :class:`YoungGarbageWindow`."""
+
+
+class YoungGarbageWindow:
+    """While at least one replay runs, ``gc``'s generation-0 threshold is at least
+    :data:`RESTORE_GC_THRESHOLD`; the last replay to end puts the previous one back.
+
+    Why: a replay allocates two tracked objects per record (aiokafka's record and our
+    ``RawRecord``), a fetched batch of up to 2000 records at once. With a threshold of 700
+    every young collection finds the batch being consumed alive and promotes it, and the
+    promoted batches set off a full collection of the whole heap every ~50k records: 0.5
+    of 2.6 CPU seconds for a 1M-record changelog. With a threshold above a batch, the
+    records die young and almost no collection runs. The setting is process-wide for the
+    replays' duration: the worker's other tasks still have their cyclic garbage collected,
+    after 10,000 net allocations instead of 700. A threshold already higher (or 0: automatic
+    collection off) is left alone, and so is one changed by someone else meanwhile.
+
+    Invariant: ``users`` is the number of replays inside the window; the threshold was
+    raised iff ``saved`` is not None, which only happens while ``users > 0``.
+    """
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.saved: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()  # replays may run on several event loops' threads
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self.users == 0:
+                first, second, third = gc.get_threshold()
+                if 0 < first < RESTORE_GC_THRESHOLD:
+                    self.saved = (first, second, third)
+                    gc.set_threshold(RESTORE_GC_THRESHOLD, second, third)
+            self.users += 1
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        with self._lock:
+            assert self.users > 0, "a garbage window left more often than entered"
+            self.users -= 1
+            if self.users == 0 and self.saved is not None:
+                saved, self.saved = self.saved, None
+                if gc.get_threshold()[0] == RESTORE_GC_THRESHOLD:  # else: not ours to undo
+                    gc.set_threshold(*saved)
+
+
+YOUNG_GARBAGE_WINDOW = YoungGarbageWindow()
 
 
 class Restorer:
@@ -130,6 +184,11 @@ class Restorer:
 
     async def _replay(self, consumer: Consumer, store: Any, tp: TopicPartition, start: int,
                       task_id: str, name: str) -> None:
+        with YOUNG_GARBAGE_WINDOW:
+            await self._replay_records(consumer, store, tp, start, task_id, name)
+
+    async def _replay_records(self, consumer: Consumer, store: Any, tp: TopicPartition,
+                              start: int, task_id: str, name: str) -> None:
         end = (await consumer.end_offsets([tp]))[tp]
         if start >= end:
             log.info("task %s: store %r is up to date at %s offset %d", task_id, name, tp, end)
@@ -137,7 +196,8 @@ class Restorer:
         began = time.monotonic()
         consumer.assign([tp])
         consumer.seek(tp, start)
-        restore = store.restore
+        restore_batch: Callable[[Sequence[RawRecord]], int] = getattr(
+            store, "restore_batch", lambda records: _restore_each(store, records))
         distinct: Callable[[], int] | None = (
             (lambda: int(store.pending_writes)) if hasattr(store, "pending_writes") else None)
         position = start
@@ -151,14 +211,12 @@ class Restorer:
         flushing: asyncio.Task[None] | None = None
         try:
             while position < end:
-                batch = await consumer.getmany(1.0)
-                for record in batch.get(tp, ()):
-                    if record.offset >= end:
-                        break
-                    key, value = record.key, record.value
-                    restore(key, value)
-                    unflushed += 1
-                    unflushed_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+                records = (await consumer.getmany(1.0)).get(tp)
+                if records:
+                    if records[-1].offset >= end:
+                        records = [record for record in records if record.offset < end]
+                    unflushed_bytes += restore_batch(records)
+                    unflushed += len(records)
                 # a fetch of buffered records returns without suspending: let the worker's
                 # other tasks, its fetch loop and its commits run between batches
                 await asyncio.sleep(0)
@@ -216,3 +274,15 @@ class Restorer:
             checkpoint = self._checkpoint(task)
             if checkpoint is not None and task.task_id in marks:
                 await asyncio.to_thread(checkpoint.write, marks[task.task_id])
+
+
+def _restore_each(store: Any, records: Sequence[RawRecord]) -> int:
+    """``store.restore`` of each record (a store without ``restore_batch``); their key and
+    value bytes."""
+    restore = store.restore
+    size = 0
+    for record in records:
+        key, value = record.key, record.value
+        restore(key, value)
+        size += (len(key) if key else 0) + (len(value) if value else 0)
+    return size
