@@ -26,7 +26,9 @@ counted when they finish. Records fetched meanwhile wait in the partition queues
 by count, and cost their raw bytes plus about half the record overhead (no slot yet).
 The budget stops at the limit rather than pausing before it: what a fetch brings is not
 known before it lands, and stopping the issue loop makes the overshoot one record instead
-of a fetch.
+of a fetch. Not counted either: the asyncio task and frames of each executing record
+(about 1.5 KB, measured as below; at most ``max_concurrency`` of them, 1.5 MB a task at the
+default 1,000), which last only while it executes.
 
 Invariant (asserted): the held bytes never go below zero.
 """
