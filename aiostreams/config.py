@@ -48,12 +48,14 @@ class Settings(BaseSettings):
         "waiting to retire, and the oldest waiting record runs first, so a retried record is "
         "not queued behind newer work")
     max_task_buffer_bytes: int = Field(
-        32 * 1024 * 1024, ge=1, description="bytes of raw records (key + value + headers) a "
-        "task's reorder buffer may hold: issued inputs until they retire, and the outputs of "
-        "finished records waiting to retire. At the limit the task pauses fetching for its "
-        "partitions until retirement brings it below, so one stuck record holds at most this "
-        "much (plus one fetch, bounded by max_buffered_per_partition, and its outputs). "
-        "Python objects add about 0.5 KB per record in flight on top")
+        32 * 1024 * 1024, ge=1, description="memory a task's reorder buffer may hold: issued "
+        "inputs until they retire, and the outputs of finished records waiting to retire, "
+        "each counted as its key + value + header bytes plus a measured overhead for its "
+        "Python objects (544 bytes an input, 160 an output). At the limit the task stops "
+        "issuing and pauses fetching for its partitions until retirement brings it below, so "
+        "one stuck record holds about this much (plus one record, and the outputs of the "
+        "records executing then); fetched records wait in the partition queues, bounded by "
+        "max_buffered_per_partition")
     ordering: Literal["key", "partition", "unordered"] = Field(
         "key", description=(
             "which earlier records a record waits for before it executes: same key (default),"

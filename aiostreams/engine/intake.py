@@ -8,7 +8,8 @@ and idles for empty partitions) until the task issues them. Fetching a partition
 * its queue holds ``max_buffered_per_partition`` records or more;
 * the reorder buffer is full (or the task no longer runs) and the queue is not empty;
 * the task's byte budget (:mod:`~aiostreams.engine.byte_budget`) is exhausted: then every
-  partition pauses, so a stuck record bounds the memory the task holds.
+  partition pauses (and the task stops issuing), so a stuck record bounds the memory the
+  task holds.
 
 Invariant: ``on_pause`` is called only on a change, so the paused set and the consumer's
 agree; the idle timer is at most one (a new deadline replaces the old one).

@@ -5,7 +5,8 @@ its lifecycle, its stores and what the worker, the app and the processors call):
 
 1. **Choose** the next record from the partition queues (:mod:`~aiostreams.engine.intake`:
    smallest head timestamp, task idling, back-pressure on fetching).
-2. **Issue** it into the reorder buffer; a full buffer stops issuing. When nothing is in
+2. **Issue** it into the reorder buffer; a full buffer stops issuing, and so does an
+   exhausted byte budget (:mod:`~aiostreams.engine.byte_budget`). When nothing is in
    flight and the chain is synchronous, the record runs and retires at once instead, with no
    slot (:mod:`~aiostreams.engine.inline_path`).
 3. **Wait** in the reservation station for earlier same-key (or same-partition) slots.
@@ -34,7 +35,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING
 
 from aiostreams.engine.attempt import AttemptRunner, attempt_timeout
-from aiostreams.engine.byte_budget import outputs_size, raw_size
+from aiostreams.engine.byte_budget import RECORD_OVERHEAD_BYTES, input_cost, outputs_cost
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.executor_pool import ExecutorPool
 from aiostreams.engine.external_sink import ExternalRecord
@@ -161,6 +162,9 @@ class RecordPath:
         admit = self._station.admit
         metrics = self.metrics
         budget = self._budget
+        budget_limit = budget.limit
+        if budget.held >= budget_limit:  # the byte budget stops issuing (once a pump)
+            return
         punctuations = self.punctuations
         due = punctuations.due
         by_key = self._ordering is Ordering.KEY
@@ -201,10 +205,10 @@ class RecordPath:
                                (raw.key if raw.key is not None else _NULL_KEY) if by_key
                                else self._hazard_of(raw))
             slot.stream_time = self.stream_time
-            # until it retires (the byte budget): raw_size(raw), without a call per record
+            # until it retires (the byte budget): input_cost(raw), without a call per record
             # unless it has headers
-            size = len(raw.key or b"") + len(raw.value or b"") if not raw.headers \
-                else raw_size(raw)
+            size = RECORD_OVERHEAD_BYTES + len(raw.key or b"") + len(raw.value or b"") \
+                if not raw.headers else input_cost(raw)
             slot.held = size
             budget.held += size  # budget.take(size), without a call per record
             issue(slot)
@@ -222,6 +226,8 @@ class RecordPath:
                     self._start(slot)
                     if in_rob[0] is slot and slot.state is done:
                         self._retire()
+            if budget.held >= budget_limit:  # at most one record past the limit
+                return
 
     def inline_failed(self, raw: RawRecord, source: SourceExec, mark: int,
                       error: Exception) -> None:
@@ -233,7 +239,7 @@ class RecordPath:
         inline.forward_buffer = None
         slot = Slot(SlotKind.RECORD, raw, source, self._hazard_of(raw))
         slot.stream_time = inline.stream_time
-        slot.held = raw_size(raw)
+        slot.held = input_cost(raw)
         self._budget.take(slot.held)
         self._rob.issue(slot)
         self._unfinished += 1
@@ -293,7 +299,7 @@ class RecordPath:
         if in_rob[0] is not slot or len(in_rob) != self._unfinished:
             slot.finished_at = self._monotonic()
         if slot.outputs:  # held, with its input, until it retires
-            size = outputs_size(slot.outputs)
+            size = outputs_cost(slot.outputs)
             slot.held += size
             self._budget.held += size  # take(size), without a call per record
         self._unfinished -= 1

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from taskkit import MakeTask, TaskHarness, feed, raw, str_topic
 
-from aiostreams.engine.byte_budget import ByteBudget, outputs_size, raw_size
+from aiostreams.engine.byte_budget import (
+    OUTPUT_OVERHEAD_BYTES,
+    RECORD_OVERHEAD_BYTES,
+    ByteBudget,
+    input_cost,
+    outputs_cost,
+)
 from aiostreams.engine.task_state import TaskSettings
 from aiostreams.services.service import Service
 from aiostreams.testing import settle
@@ -40,12 +48,14 @@ def test_releasing_more_than_held_is_an_error() -> None:
         budget.give(4)
 
 
-def test_sizes_count_key_value_and_headers() -> None:
+def test_costs_count_key_value_headers_and_the_overhead_of_each_record() -> None:
     r = RawRecord("t", 0, 0, 0.0, b"ab", b"cde", (("h", b"xy"), ("n", None)))
-    assert raw_size(r) == 2 + 3 + 1 + 2 + 1
-    assert raw_size(RawRecord("t", 0, 0, 0.0, None, None)) == 0
+    assert input_cost(r) == RECORD_OVERHEAD_BYTES + 2 + 3 + 1 + 2 + 1
+    assert input_cost(RawRecord("t", 0, 0, 0.0, None, None)) == RECORD_OVERHEAD_BYTES
     out = OutgoingRecord("t", b"k", b"vvvv", headers=(("hh", b"z"),))
-    assert outputs_size([out, OutgoingRecord("t", None, b"12")]) == 1 + 4 + 2 + 1 + 2
+    assert outputs_cost([out, OutgoingRecord("t", None, b"12")]) == \
+        2 * OUTPUT_OVERHEAD_BYTES + 1 + 4 + 2 + 1 + 2
+    assert outputs_cost([]) == 0
 
 
 def test_defaults_keep_execution_well_below_the_reorder_window() -> None:
@@ -73,35 +83,45 @@ def stuck_topology(release: asyncio.Event) -> Topology:
             .add_sink("sink", str_topic("out"), "p"))
 
 
-async def feed_until_paused(h: TaskHarness, batch: int) -> tuple[int, int]:
+async def feed_until_paused(h: TaskHarness, batch: int, value_size: int = 40,
+                            max_records: int = 1_000) -> int:
     """Feed "stuck" at offset 0, then batches of ``batch`` records, as the worker's loop
-    does: while the partition is not paused. Returns the next offset and one batch's raw
-    bytes; fails if fetching never pauses."""
+    does: while the partition is not paused. Returns the next offset; fails if fetching
+    never pauses."""
     feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
-    offset, batch_bytes = 1, 0
+    offset = 1
     while not h.task.intake.is_paused(IN):
-        assert offset < 1_000, "fetching never paused"
-        records = [raw("in", 0, offset + i, f"k{offset + i:04}", "v" * 40)
-                   for i in range(batch)]
-        batch_bytes = sum(map(raw_size, records))
-        feed(h.task, IN, records)
+        assert offset < max_records, "fetching never paused"
+        feed(h.task, IN, [raw("in", 0, offset + i, f"k{offset + i:06}", "v" * value_size)
+                          for i in range(batch)])
         offset += batch
         await settle(5)
-    return offset, batch_bytes
+    return offset
+
+
+def one_record_cost(value_size: int) -> int:
+    """What one record of :func:`feed_until_paused` holds until it retires: its input and
+    the one output :class:`StuckOnFirst` forwards."""
+    key, value = b"k000000", b"v" * value_size
+    return (input_cost(RawRecord("in", 0, 0, 0.0, key, value))
+            + outputs_cost([OutgoingRecord("out", key, value)]))
 
 
 async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resumes_after(
         make_task: MakeTask) -> None:
     release = asyncio.Event()
-    limit, batch = 2_000, 5
+    limit, batch = 20_000, 5
     h = make_task(stuck_topology(release), max_in_flight=10_000, max_concurrency=100,
                   max_task_buffer_bytes=limit, ordering="unordered")
     await h.task.initialize()
-    offset, batch_bytes = await feed_until_paused(h, batch)
-    assert h.task.in_flight == offset  # nothing retired: all wait behind the stuck one
+    offset = await feed_until_paused(h, batch)
+    # nothing retired: all wait behind the stuck one, in the buffer or (past the budget)
+    # in the partition queue
+    assert h.task.in_flight + h.task.intake.buffered(IN) == offset
     assert h.task.intake.buffered_bytes >= limit
-    # at most the budget, plus one fetch and its outputs
-    assert h.task.intake.buffered_bytes <= limit + 2 * batch_bytes
+    # at most the budget, plus the one record that reached it and the outputs of those
+    # executing then (a batch of them at most: each batch finishes before the next)
+    assert h.task.intake.buffered_bytes <= limit + batch * one_record_cost(40)
     assert h.outputs == []
     release.set()
     await settle(10)
@@ -110,6 +130,75 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
     assert len(h.outputs) == offset
     assert h.pauses[-1] == (IN, False)
     assert h.task.committable() == {IN: offset}
+
+
+async def test_issuing_stops_at_the_budget_so_a_large_fetch_waits_in_its_queue(
+        make_task: MakeTask) -> None:
+    release = asyncio.Event()
+    limit, fetched = 20_000, 200
+    h = make_task(stuck_topology(release), max_in_flight=10_000, max_concurrency=100,
+                  max_task_buffer_bytes=limit, ordering="unordered")
+    await h.task.initialize()
+    feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
+    feed(h.task, IN, [raw("in", 0, 1 + i, f"k{1 + i:06}", "v" * 40) for i in range(fetched)])
+    await settle(5)
+    assert h.task.intake.is_paused(IN)
+    # the budget, plus the one record that reached it and the outputs of those executing
+    # then (all of them: they finish on later turns of the loop)
+    assert limit <= h.task.intake.buffered_bytes <= limit + h.task.in_flight * one_record_cost(40)
+    waiting = h.task.intake.buffered(IN)
+    assert waiting > fetched // 2  # most of the fetch was never admitted
+    assert h.task.in_flight + waiting == fetched + 1
+    # a fetch that was under way when fetching paused lands: it waits in the queue too
+    in_flight, landed = h.task.in_flight, 10
+    feed(h.task, IN, [raw("in", 0, fetched + 1 + i, f"k{fetched + 1 + i:06}", "v" * 40)
+                      for i in range(landed)])
+    await settle(5)
+    assert h.task.in_flight == in_flight
+    assert h.task.intake.buffered(IN) == waiting + landed
+    fetched += landed
+    release.set()
+    for _ in range(20):  # retirement frees the budget a pump at a time
+        if len(h.outputs) == fetched + 1:
+            break
+        await settle(10)
+    assert len(h.outputs) == fetched + 1 and h.task.intake.buffered_bytes == 0
+    assert h.pauses[-1] == (IN, False)
+
+
+@pytest.mark.parametrize("value_size", [100, 10_000], ids=["100B", "10KB"])
+async def test_the_memory_a_stuck_record_holds_stays_within_the_budget(
+        make_task: MakeTask, value_size: int) -> None:
+    """What the budget counts is what the records cost: the memory the task allocates
+    while a stuck record holds it (tracemalloc, from before the first record to the pause)
+    is within the budget plus what the module docstring bounds on top of it (the record
+    that reached it, the outputs of the batch executing then, the batch left in the
+    partition queue, and the executing records' tasks: 64 KiB here), and the budget's
+    held bytes are that memory within 25%."""
+    release = asyncio.Event()
+    limit, batch = 1_000_000, 20
+    h = make_task(stuck_topology(release), max_in_flight=100_000, max_concurrency=100,
+                  max_task_buffer_bytes=limit, ordering="unordered")
+    await h.task.initialize()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        offset = await feed_until_paused(h, batch, value_size, max_records=100_000)
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    held = h.task.intake.buffered_bytes
+    on_top = (1 + 2 * batch) * one_record_cost(value_size) + 64 * 1024
+    assert traced <= limit + on_top, (traced, offset)
+    assert 0.8 <= traced / held <= 1.25, (traced, held)
+    release.set()
+    for _ in range(50):
+        if h.task.in_flight == 0:
+            break
+        await settle(10)
+    assert len(h.outputs) == offset
 
 
 class CallsOneAtATime(Processor[str, str]):
@@ -139,13 +228,14 @@ async def test_records_held_by_a_service_pause_fetching_at_the_byte_budget(
     topo = (Topology().add_source("src", str_topic("in"))
             .add_processor("p", lambda: CallsOneAtATime(service, release), "src")
             .add_sink("sink", str_topic("out"), "p"))
-    limit, batch = 2_000, 5
+    limit, batch = 20_000, 5
     h = make_task(topo, max_in_flight=10_000, max_concurrency=100,
                   max_task_buffer_bytes=limit, ordering="unordered")
     await h.task.initialize()
-    offset, batch_bytes = await feed_until_paused(h, batch)
-    assert service.in_flight == 1 and service.waiting == offset - 1
-    assert h.task.intake.buffered_bytes <= limit + 2 * batch_bytes
+    offset = await feed_until_paused(h, batch)
+    assert service.in_flight == 1
+    assert service.waiting + h.task.intake.buffered(IN) == offset - 1
+    assert h.task.intake.buffered_bytes <= limit + batch * one_record_cost(40)
     assert h.outputs == []
     release.set()
     for _ in range(50):  # the service lets its waiters out one call at a time
