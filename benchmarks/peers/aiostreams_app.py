@@ -9,7 +9,8 @@ aiostreams' default settings (window, concurrency, byte budget: what a new user 
 ``concurrency`` is for the other contenders). With ``io="none"`` the processor is synchronous (the
 engine's inline path); otherwise it awaits the record's I/O first. The record whose id is
 ``stuck_id`` awaits an event that is never set (P5): it holds its task's commit point and
-reorder buffer forever.
+reorder buffer forever. ``async_path`` takes the async processor without a stuck record
+(P5's baseline for what the stuck record holds).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def build(options: ContenderOptions) -> App:
               processing_guarantee=options.guarantee)
     app.topic(options.src, key=bytes, value=dict)
     app.topic(options.dst, key=bytes, value=dict)
-    if options.io == "none" and options.stuck_id is None:
+    if options.io == "none" and options.stuck_id is None and not options.async_path:
         app.topology.add_source("src", options.src).add_processor(
             "enrich", Enrich, "src").add_sink("sink", options.dst, "enrich")
     else:

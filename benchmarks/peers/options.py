@@ -31,7 +31,8 @@ class ContenderOptions:
     ``concurrency``, the raw loop's batch size); ``variant`` picks a contender's flavour
     (the raw loop's ``"send"`` or ``"batch"``); ``stuck_id``: the record with this ``id``
     never completes (P5's stuck record); ``guarantee``: aiostreams'
-    ``processing_guarantee``.
+    ``processing_guarantee``; ``async_path``: aiostreams runs its async processor even
+    with ``io="none"`` and no stuck record (the baseline of what a stuck record holds).
     """
 
     bootstrap: str
@@ -46,6 +47,7 @@ class ContenderOptions:
     variant: str = ""
     stuck_id: int | None = None
     guarantee: str = "at_least_once"
+    async_path: bool = False
 
     def __post_init__(self) -> None:
         if self.io not in IO_KINDS:

@@ -28,6 +28,8 @@ from benchmarks.peers.workload import hottest_key_share, records
 
 IO_SECONDS = 0.005
 IN_FLIGHT = 1000
+P5_ASYNC = "P5 async"
+"""P5's pipeline through the async processor, no record stuck: the stuck run's baseline."""
 
 
 @dataclass(frozen=True)
@@ -168,14 +170,15 @@ class Bench:
                    io: str = "none", io_url: str = "", concurrency: int = IN_FLIGHT,
                    check: bool = True, track_commits: bool = False,
                    stuck_id: int | None = None, run_for: float | None = None,
-                   skew: str = "uniform", count: str = "output") -> Row:
+                   skew: str = "uniform", count: str = "output",
+                   async_path: bool = False) -> Row:
         src = await self.input_topic(n, partitions, skew)
         name = f"peers-{slug(scenario)}-{slug(contender.label)}-{self.stamp}"
         await create_topics(self.bootstrap, [f"{name}-out"], partitions)
         options = contender.options(ContenderOptions(
             bootstrap=self.bootstrap, src=src, dst=f"{name}-out", group=name,
             partitions=partitions, io=io, io_seconds=IO_SECONDS, io_url=io_url,
-            concurrency=concurrency, stuck_id=stuck_id))
+            concurrency=concurrency, stuck_id=stuck_id, async_path=async_path))
         self.say(f"{scenario}: {contender.label} on {n:,} records ...")
         watch = Watch(n=None if run_for else n, run_for=run_for, track_commits=track_commits,
                       stop_timeout=5.0 if stuck_id is not None else 20.0, count=count)
@@ -251,12 +254,19 @@ class Bench:
             await self.case("P2", contender, self.sizes.p2, 8)
 
     async def p5(self) -> None:
-        """Memory: RSS over ``Sizes.p5`` records of P2's pipeline; then with one record
-        stuck forever (at the default window and byte budget), for
-        ``Sizes.stuck_seconds``."""
+        """Memory: RSS over ``Sizes.p5`` records of P2's pipeline; then, for
+        ``Sizes.stuck_seconds`` each, the same pipeline through the async processor (the
+        baseline), and with one record stuck forever (at the default window and byte
+        budget). What the stuck record holds is the second's peak RSS over the first's:
+        both run the async path (executing records hold their asyncio tasks, which the
+        synchronous P5 run never has)."""
         n = self.sizes.p5
         row = await self.case("P5", c.aiostreams(), n, 8, check=False)
         row.notes.append("count checked from end offsets (the output is not read back)")
+        base = await self.case(P5_ASYNC, c.aiostreams(), n, 8, check=False,
+                               run_for=self.sizes.stuck_seconds, async_path=True)
+        base.notes.append("P5's pipeline through the async processor (no stuck record): "
+                          "the baseline of what the stuck record holds")
         stuck_id = 1000
         stuck_key = next(k for i, (k, _) in enumerate(records(stuck_id + 1, self.sizes.keys))
                          if i == stuck_id)
