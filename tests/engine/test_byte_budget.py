@@ -99,6 +99,15 @@ async def feed_until_paused(h: TaskHarness, batch: int, value_size: int = 40,
     return offset
 
 
+async def stuck_task(make_task: MakeTask, release: asyncio.Event, limit: int) -> TaskHarness:
+    """An initialized task of :func:`stuck_topology` whose byte budget is ``limit``, with a
+    window and concurrency the budget reaches first."""
+    h = make_task(stuck_topology(release), max_in_flight=10_000, max_concurrency=100,
+                  max_task_buffer_bytes=limit, ordering="unordered")
+    await h.task.initialize()
+    return h
+
+
 def one_record_cost(value_size: int) -> int:
     """What one record of :func:`feed_until_paused` holds until it retires: its input and
     the one output :class:`StuckOnFirst` forwards."""
@@ -111,9 +120,7 @@ async def test_a_stuck_record_pauses_fetching_once_the_budget_is_held_and_resume
         make_task: MakeTask) -> None:
     release = asyncio.Event()
     limit, batch = 20_000, 5
-    h = make_task(stuck_topology(release), max_in_flight=10_000, max_concurrency=100,
-                  max_task_buffer_bytes=limit, ordering="unordered")
-    await h.task.initialize()
+    h = await stuck_task(make_task, release, limit)
     offset = await feed_until_paused(h, batch)
     # nothing retired: all wait behind the stuck one, in the buffer or (past the budget)
     # in the partition queue
@@ -136,9 +143,7 @@ async def test_issuing_stops_at_the_budget_so_a_large_fetch_waits_in_its_queue(
         make_task: MakeTask) -> None:
     release = asyncio.Event()
     limit, fetched = 20_000, 200
-    h = make_task(stuck_topology(release), max_in_flight=10_000, max_concurrency=100,
-                  max_task_buffer_bytes=limit, ordering="unordered")
-    await h.task.initialize()
+    h = await stuck_task(make_task, release, limit)
     feed(h.task, IN, [raw("in", 0, 0, "k", "stuck")])
     feed(h.task, IN, [raw("in", 0, 1 + i, f"k{1 + i:06}", "v" * 40) for i in range(fetched)])
     await settle(5)
