@@ -137,3 +137,9 @@ class OffsetOutOfRangeError(TransportError):
         self.offset = offset
         self.log_start = log_start
         self.log_end = log_end
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message that names it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."

@@ -29,7 +29,6 @@ import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -47,11 +46,15 @@ from aiostreams.lifecycle_state import AppState
 from aiostreams.query_http import add_store_routes
 from aiostreams.services.prometheus import service_metrics
 from aiostreams.start_stop import StartStop
+from aiostreams.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
 
 if TYPE_CHECKING:
     from aiostreams.engine.worker import CommitRecord
+
+__all__ = ["AppCollector", "AppTotals", "MetricsServer", "TaskTracker", "health",
+           "metrics_registry", "retire_lag"]
 
 log = logging.getLogger("aiostreams.metrics")
 
@@ -90,76 +93,11 @@ _LABELS = ("app", "task")
 # -- reading the engine ---------------------------------------------------------------
 
 
-def retire_lag(task: StreamTask, now: float) -> float:
-    """Seconds between ``now`` (wall clock) and the timestamp of the oldest record the task
-    has not retired (0 when nothing is in flight): how far retirement trails event time.
-    A head stuck in retries or a slow call makes it grow while records behind it finish."""
-    oldest = task.oldest_unretired
-    if oldest is None:
-        return 0.0
-    return max(0.0, now - oldest.timestamp)
-
-
 def _counter_fields() -> list[str]:
     return [f.name for f in dataclasses.fields(TaskMetrics)
             if f.type in (int, "int") and f.name not in _GAUGES
             and f.name not in _UNMAINTAINED]
 
-
-@dataclass(frozen=True)
-class AppTotals:
-    """App-wide numbers at one instant (see :meth:`TaskTracker.totals`)."""
-
-    records_in: int = 0
-    records_out: int = 0
-    retries: int = 0
-    dead_lettered: int = 0
-    skipped: int = 0
-    in_flight: int = 0
-    buffered: int = 0
-    retire_lag: float = 0.0
-    commits: int = 0
-    tasks: int = 0
-
-
-class TaskTracker:
-    """Totals over every task an app has run, including tasks a rebalance closed since.
-
-    ``observe(app)`` remembers the :class:`TaskMetrics` object of each live task (the
-    object outlives its task, with its final counts); call it regularly (every scrape and
-    progress tick does) and at each commit (:meth:`watch_commits`, so the final commit of
-    a stop sees every task before it is closed). A task that opened and closed between two
-    observations is missed; with commit watching that needs a task that committed nothing.
-    """
-
-    def __init__(self) -> None:
-        self._seen: dict[int, TaskMetrics] = {}
-
-    def observe(self, app: App) -> None:
-        for task in app._tasks.values():
-            self._seen.setdefault(id(task.metrics), task.metrics)
-
-    def watch_commits(self, app: App) -> None:
-        """Observe ``app`` at every commit (through :meth:`App.on_commit`)."""
-        app.on_commit(lambda entry: self.observe(app))
-
-    def totals(self, app: App) -> AppTotals:
-        self.observe(app)
-        metrics = list(self._seen.values())
-        tasks = list(app._tasks.values())
-        now = app.clock.wall_time()
-        return AppTotals(
-            records_in=sum(m.records_in for m in metrics),
-            records_out=sum(m.records_out for m in metrics),
-            retries=sum(m.retries for m in metrics),
-            dead_lettered=sum(m.dead_lettered for m in metrics),
-            skipped=sum(m.skipped for m in metrics),
-            in_flight=sum(t.in_flight for t in tasks),
-            buffered=sum(t.buffered() for t in tasks),
-            retire_lag=max((retire_lag(t, now) for t in tasks), default=0.0),
-            commits=app._worker.commits if app._worker is not None else 0,
-            tasks=len(tasks),
-        )
 
 
 # -- the Prometheus collector -----------------------------------------------------------

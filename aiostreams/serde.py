@@ -42,11 +42,16 @@ from typing import (
 )
 
 import orjson
-from pydantic import BaseModel, PydanticUndefinedAnnotation, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic import BaseModel
 
 from aiostreams import compact_json
-from aiostreams.errors import ConfigError, DeserializationError, SerializationError
+from aiostreams.errors import (
+    ConfigError,
+    DeserializationError,
+    SerializationError,
+    short_repr,
+)
+from aiostreams.pydantic_serde import PydanticSerde
 
 __all__ = [
     "BytesSerde",
@@ -63,7 +68,6 @@ __all__ = [
 
 T = TypeVar("T")
 N = TypeVar("N", int, float)
-M = TypeVar("M", bound=BaseModel)
 
 
 @runtime_checkable
@@ -78,11 +82,6 @@ class Serde(Protocol[T]):
     def serialize(self, topic: str, value: T | None) -> bytes | None: ...
 
     def deserialize(self, topic: str, data: bytes | None) -> T | None: ...
-
-
-def _short_repr(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 class _Stateless:
@@ -145,7 +144,7 @@ class StrSerde(_Stateless):
             ) from None
         except UnicodeEncodeError as exc:
             raise SerializationError(
-                f"cannot encode {_short_repr(value)} as UTF-8: {exc.reason} at index "
+                f"cannot encode {short_repr(value)} as UTF-8: {exc.reason} at index "
                 f"{exc.start} (a lone surrogate, e.g. from os.fsdecode or a bad decode)",
                 topic=topic,
             ) from exc
@@ -214,7 +213,7 @@ class _IntegralSerde(_FixedWidthSerde[int]):
             if self._bits < 64
             else "write it as str or in a JSON/pydantic value instead"
         )
-        return f"{name} takes an int in [{low}, {high}], got {_short_repr(value)}; {advice}"
+        return f"{name} takes an int in [{low}, {high}], got {short_repr(value)}; {advice}"
 
 
 class IntSerde(_IntegralSerde):
@@ -256,7 +255,7 @@ class FloatSerde(_FixedWidthSerde[float]):
 
     def _why_unencodable(self, value: object) -> str:
         if isinstance(value, int):
-            return f"{_short_repr(value)} is too large for a double (max about 1.8e308)"
+            return f"{short_repr(value)} is too large for a double (max about 1.8e308)"
         return f"FloatSerde takes a float, got {type(value).__name__}"
 
 
@@ -291,105 +290,6 @@ class JsonSerde(_Stateless):
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise DeserializationError(f"invalid JSON: {exc}", topic=topic) from None
-
-
-_MAX_REPORTED_ERRORS: Final = 5
-
-
-def _summarize(exc: ValidationError) -> str:
-    """Pydantic's errors on one line: ``qty: Input should be ...; items[0].sku: Field required``."""
-    errors = exc.errors(include_url=False, include_context=False, include_input=False)
-    parts = []
-    for error in errors[:_MAX_REPORTED_ERRORS]:
-        path = "".join(f"[{at}]" if isinstance(at, int) else f".{at}" for at in error["loc"])
-        parts.append(f"{path.lstrip('.')}: {error['msg']}" if path else error["msg"])
-    if len(errors) > _MAX_REPORTED_ERRORS:
-        parts.append(f"and {len(errors) - _MAX_REPORTED_ERRORS} more")
-    return "; ".join(parts)
-
-
-class PydanticSerde(Generic[M]):
-    """A pydantic model as JSON: validated when read, written with the model's serializer.
-
-    Calls pydantic-core's compiled validator and serializer directly: the work
-    ``model_validate_json`` and ``model_dump_json`` wrap, in about half their time per record
-    (``to_json`` gives bytes; ``model_dump_json`` a str to encode again).
-
-    Fields are written under the names the validator reads: aliases, unless the model sets
-    ``validate_by_alias=False``. Instances of a subclass are written with ``model_cls``'s
-    fields only: the topic's schema is the declared model.
-
-    Values whose fields do not match their declared types (possible only through
-    ``model_construct`` or unvalidated assignment) are written as pydantic writes them, with
-    its ``UserWarning``; where warnings are errors that becomes a ``SerializationError``.
-
-    Any failure while validating, including an exception other than ``ValueError`` raised by
-    a user validator, is a ``DeserializationError`` chained to the original.
-    """
-
-    __slots__ = ("_by_alias", "_name", "_to_json", "_validate_json", "fast_deserialize",
-                 "model_cls")
-
-    def __init__(self, model_cls: type[M]) -> None:
-        if not (isinstance(model_cls, type) and issubclass(model_cls, BaseModel)):
-            raise ConfigError(
-                f"PydanticSerde takes a pydantic BaseModel subclass, got {_short_repr(model_cls)}"
-            )
-        name = model_cls.__name__
-        if not model_cls.__pydantic_complete__:
-            try:
-                model_cls.model_rebuild()
-            except PydanticUndefinedAnnotation as exc:
-                raise ConfigError(
-                    f"{name} is not fully defined ({exc.message}); define the missing type, "
-                    f"then call {name}.model_rebuild() before using {name} on a topic"
-                ) from exc
-        self.model_cls = model_cls
-        self._name = name
-        self._validate_json: Callable[[bytes], Any] = model_cls.__pydantic_validator__.validate_json
-        # No fast_serialize: writing checks the value's class first.
-        self.fast_deserialize: Callable[[bytes], M] = self._validate_json
-        self._to_json: Callable[..., bytes] = model_cls.__pydantic_serializer__.to_json
-        self._by_alias: bool = model_cls.model_config.get("validate_by_alias", True)
-
-    def serialize(self, topic: str, value: M | None) -> bytes | None:
-        if value is None:
-            return None
-        if not isinstance(value, self.model_cls):
-            raise SerializationError(
-                f"{self!r} takes {self._name} instances, got {type(value).__name__}; build "
-                f"one with {self._name}(...) or {self._name}.model_validate(...)",
-                topic=topic,
-            )
-        try:
-            return self._to_json(value, by_alias=self._by_alias)
-        except (PydanticSerializationError, UserWarning) as exc:
-            raise SerializationError(f"cannot write {self._name}: {exc}", topic=topic) from exc
-
-    def deserialize(self, topic: str, data: bytes | None) -> M | None:
-        if data is None:
-            return None
-        try:
-            model: M = self._validate_json(data)
-        except ValidationError as exc:
-            raise DeserializationError(
-                f"not a valid {self._name}: {_summarize(exc)}", topic=topic
-            ) from exc
-        except Exception as exc:
-            # A user validator with a bug: still this record's failure, routed like one.
-            raise DeserializationError(
-                f"a validator of {self._name} raised {type(exc).__name__}: {exc}", topic=topic
-            ) from exc
-        return model
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PydanticSerde) and other.model_cls is self.model_cls
-
-    def __hash__(self) -> int:
-        return hash((PydanticSerde, self.model_cls))
-
-    def __repr__(self) -> str:
-        return f"PydanticSerde({self.model_cls.__qualname__})"
 
 
 _SERDE_BY_TYPE: Final[dict[type, Callable[[], Serde[Any]]]] = {
@@ -467,6 +367,6 @@ def serde_for(spec: object) -> Serde[Any]:
 
 
 def _not_a_serde(spec: object, hint: str = "") -> ConfigError:
-    described = spec.__qualname__ if isinstance(spec, type) else _short_repr(spec)
+    described = spec.__qualname__ if isinstance(spec, type) else short_repr(spec)
     because = f" ({hint})" if hint else ""
     return ConfigError(f"no serde for {described}{because}; accepted: {_ACCEPTED}")
