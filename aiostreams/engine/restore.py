@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiostreams.engine.task_state import TaskState
 from aiostreams.errors import TaskFailedError
+from aiostreams.state.base import restore_each
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
 from aiostreams.types import RawRecord, TopicPartition
 
@@ -197,7 +198,7 @@ class Restorer:
         consumer.assign([tp])
         consumer.seek(tp, start)
         restore_batch: Callable[[Sequence[RawRecord]], int] = getattr(
-            store, "restore_batch", lambda records: _restore_each(store, records))
+            store, "restore_batch", lambda records: restore_each(store, records))
         distinct: Callable[[], int] | None = (
             (lambda: int(store.pending_writes)) if hasattr(store, "pending_writes") else None)
         position = start
@@ -274,15 +275,3 @@ class Restorer:
             checkpoint = self._checkpoint(task)
             if checkpoint is not None and task.task_id in marks:
                 await asyncio.to_thread(checkpoint.write, marks[task.task_id])
-
-
-def _restore_each(store: Any, records: Sequence[RawRecord]) -> int:
-    """``store.restore`` of each record (a store without ``restore_batch``); their key and
-    value bytes."""
-    restore = store.restore
-    size = 0
-    for record in records:
-        key, value = record.key, record.value
-        restore(key, value)
-        size += (len(key) if key else 0) + (len(value) if value else 0)
-    return size

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
 from aiostreams.errors import AiostreamsError, ConfigError
+from aiostreams.types import RawRecord
 
 
 class _Tombstone:
@@ -197,3 +198,15 @@ class WindowStore(StateStore, Protocol):
         start <= time_to`` (bounds rounded like starts), in (start, key bytes) order. Costs
         what it returns (a time index), not the size of the store."""
         ...
+
+
+def restore_each(store: Any, records: Sequence[RawRecord]) -> int:
+    """``store.restore`` of each changelog record in order (what a replay does for a store
+    without a ``restore_batch`` of its own); their key and value bytes."""
+    restore = store.restore
+    size = 0
+    for record in records:
+        key, value = record.key, record.value
+        restore(key, value)
+        size += (len(key) if key else 0) + (len(value) if value else 0)
+    return size

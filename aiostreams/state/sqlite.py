@@ -49,6 +49,7 @@ from aiostreams.state.base import (
     StoreKind,
     StoreState,
     StoreStateError,
+    restore_each,
 )
 from aiostreams.state.core import StoreCore
 from aiostreams.state.sqlite_file import delete_files, in_key_order, rows_between, scalar
@@ -266,9 +267,7 @@ class SQLiteKeyValueStore(StoreCore):
         return their key and value bytes (what a replay bounds its memory by). A null key
         raises ``ValueError``; the records before it are buffered."""
         if type(self).restore is not SQLiteKeyValueStore.restore:
-            for record in records:  # a subclass reads its records' keys: one at a time
-                self.restore(record.key, record.value)
-            return sum(len(r.key or b"") + len(r.value or b"") for r in records)
+            return restore_each(self, records)  # a subclass reads its records' keys
         # entries of restored keys are stale: dropping all of them is cheaper than a pop
         # per record, and always safe (the cache only repeats the pending writes and file)
         self._cache.clear()

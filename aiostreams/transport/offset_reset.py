@@ -113,14 +113,17 @@ class OffsetReset:
         under ``"earliest"``, the whole log (read again, or a new incarnation's records)."""
         return max(0, min(self.from_offset, self.log_end) - self.to_offset)
 
+    @property
+    def _deleted_span(self) -> str:
+        return (f"{self.deleted} records (offsets {self.from_offset}..{self.log_start - 1}) "
+                "were deleted (retention or delete-records)")
+
     def describe(self) -> str:
         """The WARNING line of a reset: partition, from -> to, and what it costs."""
         where = (f"offset {self.from_offset} of {self.partition_name} is out of range "
                  f"(the log holds {self.log_start}..{self.log_end}): ")
         if self.reason is ResetReason.DELETED:
-            what = (f"{self.deleted} records (offsets {self.from_offset}.."
-                    f"{self.log_start - 1}) were deleted (retention or delete-records) "
-                    "before they were read")
+            what = f"{self._deleted_span} before they were read"
         else:
             what = (f"the position is {self.from_offset - self.log_end} past the log's end "
                     "(the topic was truncated, or deleted and created again)")
@@ -132,9 +135,7 @@ class OffsetReset:
         """The error that stops a consumer under ``"fail"``: what happened, what is lost,
         and how to go on."""
         if self.reason is ResetReason.DELETED:
-            what = (f"{self.deleted} records (offsets {self.from_offset}.."
-                    f"{self.log_start - 1}) were deleted (retention or delete-records) "
-                    "before the app read them: they are lost")
+            what = f"{self._deleted_span} before the app read them: they are lost"
         else:
             what = (f"the offset is {self.from_offset - self.log_end} past the log's end: "
                     "the topic was truncated, or deleted and created again, and its "
