@@ -387,12 +387,26 @@ class App(StartStop):
         worker.raise_failure()
 
     async def run_async(self) -> None:
-        await self.start()
+        """Start, then run until SIGINT/SIGTERM (or ``request_stop``), then stop gracefully.
+
+        The handlers are in place before the start begins: a signal that arrives while the
+        app starts (joining the group can take seconds) is kept, and the app stops as soon
+        as it has started, instead of dying by the signal's default action."""
         loop = asyncio.get_running_loop()
+        signalled = False
+
+        def on_signal() -> None:
+            nonlocal signalled
+            signalled = True
+            self.request_stop()  # reaches the worker once start has created it
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.request_stop)
+                loop.add_signal_handler(sig, on_signal)
         try:
+            await self.start()
+            if signalled:
+                self.request_stop()
             await self.wait()
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):

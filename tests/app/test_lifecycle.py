@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
 
@@ -158,3 +160,25 @@ async def test_a_test_driver_runs_steps_that_use_resources_inside_app_lifecycle(
         await driver.process_all()
         assert [r.value for r in driver.read_output("out")] == ["HI!"]
     assert log == ["open", "close"]
+
+
+async def test_a_sigterm_while_the_app_starts_stops_it_gracefully_once_started() -> None:
+    app = make_app()
+    src = app.topic("in", key=str, value=str, partitions=1)
+    dst = app.topic("out", key=str, value=str, partitions=1)
+    await app.send(src, "k", "v")
+    app.stream(src).to(dst)
+    shut_down = asyncio.Event()
+
+    @app.on_startup
+    async def signalled_during_start() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # before start() returns
+
+    @app.on_shutdown
+    async def stopping() -> None:
+        shut_down.set()
+
+    # without the handler in place during start, the default action would end the process
+    await asyncio.wait_for(app.run_async(), 30)
+    assert shut_down.is_set()
+    assert app.state.value == "stopped"
