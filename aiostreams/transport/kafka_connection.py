@@ -128,6 +128,17 @@ class KafkaOptions:
         }
 
 
+def closed_mid_request(exc: BaseException) -> bool:
+    """Whether ``exc`` is the ``RuntimeError`` a request meets when its connection was
+    reset under it: aiokafka writes the request to a transport that is already closed, and
+    uvloop refuses ("unable to perform operation on <TCPTransport closed=True ...>; the
+    handler is closed"). aiokafka raises it as it is, not as a ``KafkaConnectionError``, so
+    the adapters turn it into :class:`BrokerUnavailableError` (passing trouble, ridden out
+    like a dropped connection) instead of letting it stop the worker as a bug would."""
+    return isinstance(exc, RuntimeError) and "closed" in str(exc) and (
+        "handler is closed" in str(exc) or "Transport" in str(exc))
+
+
 def to_ms(seconds: float) -> int:
     """Seconds (the API's unit) → Kafka's integer milliseconds, at the aiokafka boundary."""
     return round(seconds * 1000)

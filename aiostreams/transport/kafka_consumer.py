@@ -40,13 +40,14 @@ from aiokafka.errors import (
 )
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import TransportError
+from aiostreams.errors import BrokerUnavailableError, TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.kafka_aio_consumer import new_aiokafka_consumer, stop_aiokafka
 from aiostreams.transport.kafka_connection import (
     KafkaOptions,
     KnownTopics,
+    closed_mid_request,
     start_or_unavailable,
 )
 from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
@@ -278,6 +279,12 @@ class KafkaConsumer:
                 f"fetching from {self._bootstrap} failed: {exc!r}; "
                 f"assignment: {sorted(map(str, self.assignment()))}"
             ) from exc
+        except RuntimeError as exc:
+            if not closed_mid_request(exc):
+                raise
+            raise BrokerUnavailableError(
+                f"fetching from {self._bootstrap} failed: the connection closed "
+                f"mid-request ({exc})") from exc
         await self._positions.recover(consumer, report, self.assignment(), timeout)
         return {}
 

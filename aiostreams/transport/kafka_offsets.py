@@ -30,7 +30,8 @@ from aiokafka.errors import IllegalStateError, KafkaError, for_code
 from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import CommitFailedError, TransportError
+from aiostreams.errors import BrokerUnavailableError, CommitFailedError, TransportError
+from aiostreams.transport.kafka_connection import closed_mid_request
 from aiostreams.types import TopicPartition
 
 __all__ = ["LATEST", "commit_offsets", "list_end_offsets", "list_offsets",
@@ -69,6 +70,13 @@ async def commit_offsets(consumer: AIOKafkaConsumer, offsets: Mapping[TopicParti
         raise TransportError(
             f"committing {show(offsets)} for group {group_id!r} failed: {exc!r}"
         ) from exc
+    except RuntimeError as exc:
+        if not closed_mid_request(exc):
+            raise
+        raise BrokerUnavailableError(
+            f"committing {show(offsets)} for group {group_id!r} failed: the connection to "
+            f"the group coordinator closed mid-request ({exc}); nothing was committed"
+        ) from exc
 
 
 async def read_committed_offset(consumer: AIOKafkaConsumer, tp: TopicPartition,
@@ -80,6 +88,12 @@ async def read_committed_offset(consumer: AIOKafkaConsumer, tp: TopicPartition,
         raise TransportError(
             f"cannot read the committed offset of {tp} for group {group_id!r}: {exc!r}"
         ) from exc
+    except RuntimeError as exc:
+        if not closed_mid_request(exc):
+            raise
+        raise BrokerUnavailableError(
+            f"cannot read the committed offset of {tp} for group {group_id!r}: the "
+            f"connection closed mid-request ({exc})") from exc
     return offset
 
 
@@ -94,7 +108,9 @@ async def list_offsets(consumer: AIOKafkaConsumer, which: str,
         try:
             return await list_end_offsets(consumer._client, partitions,
                                           read_committed=read_committed)
-        except (TransportError, KafkaError) as exc:
+        except (TransportError, KafkaError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and not closed_mid_request(exc):
+                raise
             log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
                       "through the fetch connection", show(partitions), exc)
     call = consumer.end_offsets if which == "end" else consumer.beginning_offsets
@@ -103,6 +119,12 @@ async def list_offsets(consumer: AIOKafkaConsumer, which: str,
     except KafkaError as exc:
         raise TransportError(
             f"cannot read {which} offsets of {show(partitions)}: {exc!r}") from exc
+    except RuntimeError as exc:
+        if not closed_mid_request(exc):
+            raise
+        raise BrokerUnavailableError(
+            f"cannot read {which} offsets of {show(partitions)}: the connection closed "
+            f"mid-request ({exc})") from exc
     return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
 
