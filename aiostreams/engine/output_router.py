@@ -139,27 +139,23 @@ class OutputRouter:
 
     async def send_loop(self) -> None:
         """Hand outputs to the producers as they retire, in batches (aiokafka #528:
-        per-record concurrent sends are quadratic). A failed send marks its channel
+        per-record concurrent sends are quadratic). The channels that have outputs send
+        at the same time: each has its own producer and lock and they share no partition,
+        and a send waits for the broker (aiokafka hands a partition's next batch over only
+        once its last one left), so one after another the exactly-once channels' sends
+        queued behind each other. A failed send marks its channel
         (:attr:`OutputChannel.error`); the fetch loop answers it.
 
-        Cancellation: a send under way is shielded and finishes (a batch cut half-way
+        Cancellation: the sends under way are shielded and finish (a batch cut half-way
         would be neither in the outbox nor surely on the broker); the loop then ends."""
         while True:
             await self._ready.wait()
             self._ready.clear()
-            for channel in self.channels():
-                if channel.pending and channel.error is None:
-                    sending = asyncio.ensure_future(channel.send_pending())
-                    sending.add_done_callback(_retrieve)
-                    try:
-                        await asyncio.shield(sending)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        pass  # recorded on the channel; the fetch loop answers it
-
-
-def _retrieve(sending: asyncio.Future[None]) -> None:
-    """A failed send is recorded on its channel: take the exception off the future."""
-    if not sending.cancelled():
-        sending.exception()
+            ready = [c for c in self.channels() if c.pending and c.error is None]
+            if not ready:
+                continue
+            # return_exceptions: a failure is recorded on its channel (the fetch loop
+            # answers it) and must not cut the other channels' sends
+            sending = asyncio.gather(*(c.send_pending() for c in ready),
+                                     return_exceptions=True)
+            await asyncio.shield(sending)

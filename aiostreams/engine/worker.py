@@ -317,7 +317,7 @@ class Worker:
         for task in touched.values():
             task.pump()
         await self._table.recover(consumer)
-        if self._commit_timer.requested:
+        if self._commit_timer.take():  # one commit per tick or request, not one per fetch
             await self.commit()
         # A fetch that found records ready returns without suspending, and sync processors
         # retire without awaiting: without this the loop would never let the sender, the

@@ -57,6 +57,8 @@ async def test_exactly_once_runs_to_the_end_and_reports_its_ratio(
     async with offset_reader(kafka_bootstrap) as reader:
         bench = Bench(kafka_bootstrap, reader, sizes, peers_python=None, say=lambda _: None)
         await bench.eos()
+        warm_up = f"bench-warm-up-{bench.stamp}"  # its transactions committed, untimed
+        assert await reader.committed(warm_up, warm_up) == {p: 10 for p in range(8)}
     assert len(bench.rows) == 8
     for row in bench.rows:
         assert row.result.error is None, (row.scenario, row.result.error)

@@ -1,10 +1,13 @@
 """Exactly-once commits of several task groups at once (engine/committer.py): each group's
 transaction runs its round trips while the others run theirs, and one group's failure
-neither stops nor undoes the others' commits."""
+neither stops nor undoes the others' commits; between commits the sender hands each
+channel's outputs over while another channel's send waits for the broker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import asyncio
+import contextlib
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +26,7 @@ from aiostreams.testing import Sequencer, settle
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.types import TopicPartition
+from aiostreams.types import OutgoingRecord, TopicPartition
 
 PARTITIONS = 3
 INPUTS = [TopicPartition("in", p) for p in range(PARTITIONS)]
@@ -46,6 +49,7 @@ class Rig:
     seq: Sequencer
     steps: list[tuple[int, str]]
     hooks: dict[tuple[int, str], Callable[[], None]]
+    routes: OutputRouter
 
     def feed_all(self) -> None:
         """One record "v<p>" into each partition p, retired at once."""
@@ -112,7 +116,7 @@ async def rig() -> Rig:
     committer = Committer(app_id="app", exactly_once=True,
                           restorer=Restorer(transport, exactly_once=True, state_dir=None),
                           sinks={})
-    return Rig(broker, consumer, groups, committer, seq, steps, hooks)
+    return Rig(broker, consumer, groups, committer, seq, steps, hooks, routes)
 
 
 def landed(broker: MemoryBroker) -> list[str]:
@@ -168,3 +172,33 @@ async def test_a_fenced_group_is_lost_while_the_others_commit() -> None:
     assert [(group, type(error)) for group, error in lost] == [
         (r.groups[2][1], ProducerFencedError)]
     assert [r.broker.committed("app", tp) for tp in INPUTS] == [1, 1, None]
+
+
+async def test_the_sender_hands_a_channels_outputs_over_while_another_channel_waits(
+        ) -> None:
+    r = await rig()
+    gate = asyncio.Event()  # the broker holding channel 0's send
+    sending = [asyncio.Event() for _ in range(PARTITIONS)]
+    for p, (channel, _) in enumerate(r.groups):
+        real = channel.producer.send_batch
+
+        async def send_batch(records: Sequence[OutgoingRecord], p: int = p,
+                             real: Any = real) -> None:
+            sending[p].set()
+            if p == 0:
+                await gate.wait()
+            await real(records)
+
+        channel.producer.send_batch = send_batch  # type: ignore[method-assign]
+    sender = asyncio.create_task(r.routes.send_loop())
+    r.feed_all()
+    async with asyncio.timeout(10):  # a bound for the mutant, not a wait for time
+        for event in sending:
+            await event.wait()
+    gate.set()
+    committed, lost = await r.commit()
+    assert committed == {tp: 1 for tp in INPUTS} and lost == []
+    assert landed(r.broker) == ["V0", "V1", "V2"]
+    sender.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sender

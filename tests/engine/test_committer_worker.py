@@ -1,6 +1,7 @@
 """The commit protocol as the worker runs it, on the memory broker: a failed send starts
 its tasks again from their last commit (the rewind); a stop does not cut a commit under way
-(it is shielded); a crashed loop fails the worker."""
+(it is shielded); a crashed loop fails the worker; a tick of the commit interval asks for
+one commit, not one at every fetch after it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from appkit import produce
 from taskkit import GatedUpper
 
 from aiostreams import App, Processor, Record
-from aiostreams.engine.clock import LoopClock
+from aiostreams.engine.clock import LoopClock, ManualClock
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import Worker, WorkerConfig
 from aiostreams.errors import TransportError
@@ -220,3 +221,57 @@ async def test_a_stop_during_a_rebalance_lets_the_revoke_drain_and_commit() -> N
     assert [broker.committed("upper", TopicPartition("in", p)) for p in (0, 1)] == [1, 1]
     await second.stop()
     await producer.stop()
+
+
+async def test_a_tick_of_the_commit_interval_asks_for_one_commit_not_one_per_fetch() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("in", 1)
+    broker.create_topic("out", 1)
+    transport = MemoryTransport(broker)
+    clock = ManualClock()
+    topology = (Topology().add_source("src", Topic("in", StrSerde(), StrSerde()))
+                .add_processor("upper", Upper, "src")
+                .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "upper"))
+    worker = Worker(topology.build(), topology.topics, transport,
+                    WorkerConfig(app_id="upper", task=TaskSettings(), commit_interval=1.0,
+                                 poll_timeout=0.01), clock)
+    commits = 0
+    real_commit = worker._committer.commit
+
+    async def commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal commits
+        commits += 1
+        return await real_commit(*args, **kwargs)
+
+    fetches = 0
+    fetched = asyncio.Event()
+    real_fetch = worker._fetch_once
+
+    async def fetch_once() -> None:
+        nonlocal fetches
+        await real_fetch()
+        fetches += 1
+        fetched.set()
+
+    async def more_fetches(n: int) -> None:
+        target = fetches + n
+        while fetches < target:
+            fetched.clear()
+            await fetched.wait()
+
+    worker._committer.commit = commit  # type: ignore[method-assign]
+    worker._fetch_once = fetch_once  # type: ignore[method-assign]
+    await worker.start()
+    await produce(transport, "in", [(b"k", b"a")])
+    await more_fetches(2)
+    assert commits == 0  # no tick yet
+    clock.advance(1.0)
+    await more_fetches(2)  # the fetch that saw the tick committed
+    assert commits == 1 and broker.committed("upper", IN) == 1
+    await produce(transport, "in", [(b"k", b"b")])
+    await more_fetches(3)
+    assert commits == 1  # the tick was taken: no commit at every fetch after it
+    clock.advance(1.0)
+    await more_fetches(2)
+    assert commits == 2 and broker.committed("upper", IN) == 2
+    await worker.stop()

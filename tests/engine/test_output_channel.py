@@ -14,6 +14,7 @@ from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.errors import ProducerFencedError, UnknownTopicError
+from aiostreams.testing import settle
 from aiostreams.transport.base import IsolationLevel, Producer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import OutgoingRecord, TopicPartition
@@ -179,4 +180,34 @@ async def test_cancelling_the_sender_mid_send_still_lands_the_batch() -> None:
     async with channel.lock:  # what a commit does next: wait for the send under way
         pass
     assert landed(broker) == ["a", "b"] and not channel.pending
+    await routes.stop(lambda: 1.0)
+
+
+async def test_a_commit_waiting_for_the_sender_comes_in_after_the_batch_under_way() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("out", 1)
+    routes, _, _ = router(broker)
+    await routes.start()
+    channel = routes.channel_of("0_0")
+    gated = _GatedProducer(channel.producer)
+    channel.producer = gated  # type: ignore[assignment]
+    sender = asyncio.create_task(routes.send_loop())
+    routes.emit("0_0", list(out("a")))
+    await gated.sending.wait()  # "a" is under way
+    routes.emit("0_0", list(out("b")))  # retired while "a" is sent
+    taken: list[bytes | None] = []
+
+    async def commit() -> None:  # what a commit does: take the outbox under the lock
+        async with channel.lock:
+            taken.extend(r.value for r in channel.take())
+
+    committing = asyncio.create_task(commit())
+    await settle()  # the commit waits for the lock
+    gated.gate.set()
+    await committing
+    assert taken == [b"b"]  # after "a", before the sender could take "b" too
+    assert landed(broker) == ["a"]
+    sender.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sender
     await routes.stop(lambda: 1.0)
