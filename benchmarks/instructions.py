@@ -11,7 +11,9 @@ the rates the targets are stated in. Each case takes a minute or two (valgrind r
 interpreter about 50 times slower).
 
 Cases: ``sync`` (a), ``async`` (an async processor that does not await: the engine's async
-path alone), ``sleep`` (b), ``hand`` (a'), ``floor`` (b''), ``hand_async`` (b'''), and
+path alone), ``sleep`` (b), ``sleep_defaults`` ((b) at the default window of 20,000 and
+1,000 executing: slots wait for an executor; run it with ``--records`` of 20,000 or more),
+``hand`` (a'), ``floor`` (b''), ``hand_async`` (b'''), and
 ``preload`` (filling the memory broker with the input, which every case but ``floor``
 includes; subtract it to compare with ``floor``).
 
@@ -31,6 +33,7 @@ from typing import Any
 
 from aiostreams import Processor, Record
 from aiostreams.app import run_event_loop, tune_gc
+from aiostreams.engine.task_state import TaskSettings
 from aiostreams.transport.memory import MemoryBroker
 from benchmarks.engine import (
     AsyncSleep,
@@ -44,6 +47,7 @@ from benchmarks.engine import (
 )
 
 IN_FLIGHT = 1000
+DEFAULT_IN_FLIGHT = TaskSettings().max_in_flight  # with the default max_concurrency (1,000)
 
 
 class AsyncIdentity(Processor[str, str]):
@@ -60,6 +64,7 @@ CASES: dict[str, Callable[[int], Coroutine[Any, Any, float]]] = {
     "sync": lambda n: run_app(SyncIdentity, n, IN_FLIGHT),
     "async": lambda n: run_app(AsyncIdentity, n, IN_FLIGHT),
     "sleep": lambda n: run_app(AsyncSleep, n, IN_FLIGHT),
+    "sleep_defaults": lambda n: run_app(AsyncSleep, n, DEFAULT_IN_FLIGHT),
     "hand": run_hand_rolled,
     "floor": lambda n: run_asyncio_floor(n, IN_FLIGHT),
     "hand_async": lambda n: run_hand_rolled_async(n, IN_FLIGHT),

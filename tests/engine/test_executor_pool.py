@@ -72,6 +72,21 @@ async def test_a_freed_executor_takes_the_oldest_ready_slot() -> None:
     await h.pool.cancel_all()
 
 
+async def test_ready_slots_in_and_out_of_sequence_order_are_served_oldest_first() -> None:
+    # 2, 4, 6 wait in sequence order, 3 and 5 arrive after a newer one (a key's successor):
+    # the pool keeps them apart and must still interleave them by age
+    h = Harness(max_concurrency=1)
+    h.pool.dispatch(slot(1))
+    for seq in (2, 4, 3, 6, 5):
+        h.pool.dispatch(slot(seq))
+    await settle(10)
+    for expected in (1, 2, 3, 4, 5):
+        h.finish(expected)
+        await settle(10)
+    assert h.started == [1, 2, 3, 4, 5, 6]
+    await h.pool.cancel_all()
+
+
 async def test_a_failed_slot_goes_to_on_error_and_the_executor_carries_on() -> None:
     h = Harness(max_concurrency=1)
     h.pool.dispatch(slot(0))
