@@ -13,7 +13,7 @@ from appkit import produce
 from taskkit import GatedUpper
 
 from aiostreams import App, Processor, Record
-from aiostreams.engine.clock import LoopClock, ManualClock
+from aiostreams.engine.clock import Clock, LoopClock, ManualClock
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import Worker, WorkerConfig
 from aiostreams.errors import TransportError
@@ -134,13 +134,14 @@ class SlowFlushTransport(MemoryTransport):
         return super().producer(client_id=client_id, transactional_id=transactional_id)
 
 
-def upper_worker(transport: MemoryTransport, **config: object) -> Worker:
+def upper_worker(transport: MemoryTransport, clock: Clock | None = None,
+                 **config: object) -> Worker:
     topology = (Topology().add_source("src", Topic("in", StrSerde(), StrSerde()))
                 .add_processor("upper", Upper, "src")
                 .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "upper"))
     return Worker(topology.build(), topology.topics, transport,
                   WorkerConfig(app_id="upper", task=TaskSettings(), **config),  # type: ignore[arg-type]
-                  LoopClock())
+                  clock if clock is not None else LoopClock())
 
 
 async def test_a_stop_lets_the_commit_under_way_finish_instead_of_cutting_it() -> None:
@@ -229,12 +230,7 @@ async def test_a_tick_of_the_commit_interval_asks_for_one_commit_not_one_per_fet
     broker.create_topic("out", 1)
     transport = MemoryTransport(broker)
     clock = ManualClock()
-    topology = (Topology().add_source("src", Topic("in", StrSerde(), StrSerde()))
-                .add_processor("upper", Upper, "src")
-                .add_sink("sink", Topic("out", StrSerde(), StrSerde()), "upper"))
-    worker = Worker(topology.build(), topology.topics, transport,
-                    WorkerConfig(app_id="upper", task=TaskSettings(), commit_interval=1.0,
-                                 poll_timeout=0.01), clock)
+    worker = upper_worker(transport, clock, commit_interval=1.0, poll_timeout=0.01)
     commits = 0
     real_commit = worker._committer.commit
 

@@ -162,15 +162,22 @@ async def test_external_records_go_to_their_sink_and_a_backlog_asks_for_a_commit
     await routes.stop(lambda: 1.0)
 
 
-async def test_cancelling_the_sender_mid_send_still_lands_the_batch() -> None:
-    broker = MemoryBroker()
+async def gated_sender(broker: MemoryBroker) -> tuple[
+        OutputRouter, OutputChannel, _GatedProducer, asyncio.Task[None]]:
+    """A started router for task 0_0 on ``broker`` (topic "out" made here) whose channel's
+    sends wait for ``gated.gate``, and its send loop running."""
     broker.create_topic("out", 1)
     routes, _, _ = router(broker)
     await routes.start()
     channel = routes.channel_of("0_0")
     gated = _GatedProducer(channel.producer)
     channel.producer = gated  # type: ignore[assignment]
-    sender = asyncio.create_task(routes.send_loop())
+    return routes, channel, gated, asyncio.create_task(routes.send_loop())
+
+
+async def test_cancelling_the_sender_mid_send_still_lands_the_batch() -> None:
+    broker = MemoryBroker()
+    routes, channel, gated, sender = await gated_sender(broker)
     routes.emit("0_0", list(out("a", "b")))
     await gated.sending.wait()
     sender.cancel()
@@ -185,13 +192,7 @@ async def test_cancelling_the_sender_mid_send_still_lands_the_batch() -> None:
 
 async def test_a_commit_waiting_for_the_sender_comes_in_after_the_batch_under_way() -> None:
     broker = MemoryBroker()
-    broker.create_topic("out", 1)
-    routes, _, _ = router(broker)
-    await routes.start()
-    channel = routes.channel_of("0_0")
-    gated = _GatedProducer(channel.producer)
-    channel.producer = gated  # type: ignore[assignment]
-    sender = asyncio.create_task(routes.send_loop())
+    routes, channel, gated, sender = await gated_sender(broker)
     routes.emit("0_0", list(out("a")))
     await gated.sending.wait()  # "a" is under way
     routes.emit("0_0", list(out("b")))  # retired while "a" is sent
