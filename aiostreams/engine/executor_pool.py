@@ -66,7 +66,7 @@ class ExecutorPool:
 
     def dispatch(self, slot: Slot) -> None:
         """Hand ``slot`` to an idle executor, or start one (within the limit); with all of
-        them busy the slot waits in the ready heap."""
+        them busy the slot waits, ready (in the deque or the heap, see the module docstring)."""
         idle = self._idle
         while idle:
             waiter = idle.pop()

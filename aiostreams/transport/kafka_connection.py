@@ -135,8 +135,7 @@ def closed_mid_request(exc: BaseException) -> bool:
     handler is closed"). aiokafka raises it as it is, not as a ``KafkaConnectionError``, so
     the adapters turn it into :class:`BrokerUnavailableError` (passing trouble, ridden out
     like a dropped connection) instead of letting it stop the worker as a bug would."""
-    return isinstance(exc, RuntimeError) and "closed" in str(exc) and (
-        "handler is closed" in str(exc) or "Transport" in str(exc))
+    return isinstance(exc, RuntimeError) and "handler is closed" in str(exc)
 
 
 def to_ms(seconds: float) -> int:
