@@ -1,6 +1,8 @@
 """The local I/O dependency of P1's HTTP variant: an aiohttp server on 127.0.0.1 whose one
 route sleeps ``--seconds`` and answers ``ok``. Its own process, started and stopped by the
-harness (:func:`benchmarks.peers.runner.io_server`).
+harness (:func:`benchmarks.peers.runner.io_server`). ``GET /cpu`` answers the CPU seconds
+the server process has used so far (``time.process_time()``), so that a client can measure
+the server's CPU per request (:mod:`benchmarks.peers.http_limit`).
 
     python -m benchmarks.peers.io_server --port 0 [--seconds 0.005]
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import time
 
 from aiohttp import web
 
@@ -22,8 +25,12 @@ async def serve(port: int, seconds: float) -> None:
         await asyncio.sleep(seconds)
         return web.Response(text="ok")
 
+    async def cpu(request: web.Request) -> web.Response:
+        return web.Response(text=repr(time.process_time()))
+
     app = web.Application()
     app.router.add_get("/", handle)
+    app.router.add_get("/cpu", cpu)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, backlog=4096)

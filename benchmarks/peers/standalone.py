@@ -113,32 +113,52 @@ async def restore(bench: Bench) -> None:
               f"{r['kafka_streams_updates_per_s']:,}/s")
 
 
-async def http_client_rate(bench: Bench, url: str, requests: int) -> float | str:
-    """A bare aiohttp client's requests/s against ``url``, :data:`IN_FLIGHT` at once, in
-    a process of its own; or what went wrong."""
-    bench.say(f"P1 http: {HTTP_LIMIT} on {requests:,} requests ...")
+HTTP_LEVELS = (IN_FLIGHT, 200, 50)
+"""The bare client's concurrency levels: the contenders' own, then fewer at once (an aiohttp
+client spends less CPU per request with fewer; the limit is the pair at its best)."""
+
+
+async def http_client_rate(bench: Bench, url: str, requests: int) -> dict[str, Any] | str:
+    """A bare aiohttp client against ``url`` at each of :data:`HTTP_LEVELS`, in a process
+    of its own (:mod:`benchmarks.peers.http_limit`'s JSON, with ``rate``: the best level's
+    requests/s); or what went wrong."""
+    bench.say(f"P1 http: {HTTP_LIMIT} on {requests:,} requests at "
+              f"{', '.join(map(str, HTTP_LEVELS))} at once ...")
     try:
         r = await _json_of("-m", "benchmarks.peers.http_limit", url, "--requests",
-                           str(requests), "--in-flight", str(IN_FLIGHT), timeout=600)
-        rate = float(r["requests"] / r["seconds"])
-    except (RuntimeError, ValueError, KeyError) as e:
+                           str(requests), "--in-flight", ",".join(map(str, HTTP_LEVELS)),
+                           timeout=600)
+        r["rate"] = float(r["requests"] / r["seconds"])
+        float(r["cpu_ceiling"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
         bench.say(f"  error: {e}")
         return str(e)
-    bench.say(f"  {rate:,.0f} requests/s")
-    return rate
+    bench.say(f"  {r['rate']:,.0f} requests/s at best; CPU per request: client "
+              f"{r['client_cpu_us']:.0f} µs, server {r['server_cpu_us']:.0f} µs; ceiling "
+              f"{r['cpu_ceiling']:,.0f}/s on {r['cores']} cores")
+    return r
 
 
-async def http_limit(bench: Bench, url: str, requests: int, before: float | str) -> None:
-    """P1 http's limit as a ``P1 http`` row: the better of the bare client's run
+async def http_limit(bench: Bench, url: str, requests: int,
+                     before: dict[str, Any] | str) -> None:
+    """P1 http's limits as a ``P1 http`` row: the better of the bare client's run
     ``before`` the contenders and one now, after them (the machine's load moves between
-    the two; a limit is what the client/server pair can do at best)."""
+    the two; a limit is what the client/server pair can do at best); its figures hold
+    the CPU ceiling (the greater of the two runs')."""
     after = await http_client_rate(bench, url, requests)
-    rates = [r for r in (before, after) if isinstance(r, float)]
-    error = None if rates else f"before: {before}; after: {after}"
+    runs = {when: r for when, r in (("before", before), ("after", after))
+            if not isinstance(r, str)}
+    error = None if runs else f"before: {before}; after: {after}"
+    figures = {f"{when} per s": float(r["rate"]) for when, r in runs.items()}
+    if runs:
+        best = max(runs.values(), key=lambda r: float(r["cpu_ceiling"]))
+        figures.update({"cpu ceiling per s": float(best["cpu_ceiling"]),
+                        "client cpu us": float(best["client_cpu_us"]),
+                        "server cpu us": float(best["server_cpu_us"]),
+                        "cores": float(best["cores"])})
     row = _row(bench, "P1 http", HTTP_LIMIT, "benchmarks.peers.http_limit",
-               max(rates, default=0.0), error=error,
-               **{f"{when} per s": r for when, r in (("before", before), ("after", after))
-                  if isinstance(r, float)})
+               max((float(r["rate"]) for r in runs.values()), default=0.0), error=error,
+               **figures)
     row.notes.append("the better of two runs, before and after the P1 http contenders: "
-                     + ", ".join(f"{r:,.0f}/s" if isinstance(r, float) else "failed"
-                                 for r in (before, after)))
+                     + ", ".join(f"{float(r['rate']):,.0f}/s" if not isinstance(r, str)
+                                 else "failed" for r in (before, after)))

@@ -16,6 +16,7 @@ from benchmarks.peers.scenarios import Bench, Row, Sizes
 from benchmarks.peers.standalone import (
     ENGINE_ASYNC,
     ENGINE_SYNC,
+    HTTP_LEVELS,
     HTTP_LIMIT,
     KAFKA_STREAMS,
     RESTORE,
@@ -92,10 +93,17 @@ async def test_the_bare_aiohttp_client_limit_is_measured_against_the_io_server()
     (row,) = bench.rows
     assert (row.scenario, row.contender.label, row.result.error) == ("P1 http", HTTP_LIMIT,
                                                                     None)
-    assert isinstance(before, float)
-    assert row.result.rate == pytest.approx(max(before, row.figures["after per s"]), abs=1)
-    # 300 requests of 5 ms each, all at once: far above one at a time (200/s)
+    assert not isinstance(before, str)
+    assert [run["in_flight"] for run in before["levels"]] == list(HTTP_LEVELS)
+    assert row.result.rate == pytest.approx(
+        max(before["rate"], row.figures["after per s"]), abs=1)
+    # 300 requests of 5 ms each, many at once: far above one at a time (200/s)
     assert row.result.rate > 1_000
+    # the server's CPU is read from the server: it did work for every request
+    client, server = row.figures["client cpu us"], row.figures["server cpu us"]
+    assert client > 0 and server > 0
+    assert row.figures["cpu ceiling per s"] == pytest.approx(
+        row.figures["cores"] * 1e6 / (client + server))
 
 
 def by_claim(found: list[Target], scenario: str, words: str) -> Target:
@@ -108,9 +116,12 @@ def test_issue_8s_superseded_targets_are_gone_and_their_figures_stay_as_figures(
     for scenario, label, value in [
             ("P1 sleep", "aiostreams", 45_000.0), ("P1 sleep", "raw aiokafka", 40_000.0),
             ("P1 http", "aiostreams", 12_000.0), ("P1 http", "raw aiokafka", 10_000.0),
-            ("P1 http", "quixstreams", 160.0), ("P1 http", HTTP_LIMIT, 24_000.0),
+            ("P1 http", "quixstreams", 160.0),
             ("P6", "aiostreams", 100_000.0), ("P6", "aiostreams --workers 2", 160_000.0)]:
         _row(bench, scenario, label, "test", value)
+    _row(bench, "P1 http", HTTP_LIMIT, "test", 24_000.0).figures.update({
+        "cpu ceiling per s": 15_000.0, "client cpu us": 80.0, "server cpu us": 53.3,
+        "cores": 2.0})
     found = targets(bench.rows)
     assert not [t for t in found if "min(" in t.claim or "1.7" in t.claim]
     gather = by_claim(found, "P1 sleep", "gather loop (which keeps no key order)")
@@ -121,6 +132,11 @@ def test_issue_8s_superseded_targets_are_gone_and_their_figures_stay_as_figures(
     assert (limit.judged, limit.met, limit.limit) == (False, None, "24,000/s")
     assert limit.measured == 12_000 / 24_000
     assert f"100 {X} quixstreams = 16,000/s is within it" in limit.claim
+    ceiling = by_claim(found, "P1 http", "CPU ceiling")
+    assert (ceiling.judged, ceiling.met, ceiling.limit) == (False, None, "15,000/s (CPU)")
+    assert ceiling.measured == 12_000 / 15_000
+    assert "2 cores ÷ (client 80 µs + server 53 µs" in ceiling.claim
+    assert f"100 {X} quixstreams = 16,000/s is beyond it" in ceiling.claim
     (p6_rate,) = [t for t in found if t.scenario == "P6" and not t.judged]
     assert p6_rate.measured == 1.6 and "not a target" in p6_rate.claim
     assert [t.threshold for t in found if t.scenario == "P6" and t.judged] == [1.1]
