@@ -143,6 +143,15 @@ def test_issue_8s_superseded_targets_are_gone_and_their_figures_stay_as_figures(
     assert "| figure (no target) |" in report.current_table(bench.rows, [p6_rate])
 
 
+def test_a_failed_bare_client_still_shows_its_figure_unmeasured_and_no_ceiling() -> None:
+    bench = bench_on("unused:9092", Sizes())
+    _row(bench, "P1 http", "aiostreams", "test", 12_000.0)
+    _row(bench, "P1 http", HTTP_LIMIT, "test", 0.0, error="before: refused; after: refused")
+    (limit,) = [t for t in targets(bench.rows) if HTTP_LIMIT in t.claim]
+    assert (limit.measured, limit.limit, limit.judged) == (None, "—", False)
+    assert not [t for t in targets(bench.rows) if "CPU ceiling" in t.claim]
+
+
 def test_the_header_gives_the_load_average_at_the_start_and_at_the_end() -> None:
     text = report.section([], [], "python -m benchmarks all", Sizes(), "x.png",
                           loads=(0.4, 1.6))
