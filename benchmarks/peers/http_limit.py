@@ -16,8 +16,13 @@ request and the server's (read from the server's ``GET /cpu``). Two limits follo
   themselves at their cheapest, Kafka and the framework costing nothing. No framework on
   this machine can make P1 http's requests faster.
 
+It also times requests made one at a time (``sequential_s``, seconds a request): the
+least time a chain of requests that wait for each other takes per request, which bounds
+a hot key's records under key order (P1 http zipf).
+
 Prints one JSON line: ``{"requests": N, "seconds": S, "cpu_seconds": C, "levels": [...],
-"client_cpu_us": .., "server_cpu_us": .., "cores": .., "cpu_ceiling": ..}`` (``seconds``
+"client_cpu_us": .., "server_cpu_us": .., "cores": .., "cpu_ceiling": .., "sequential_s":
+..}`` (``seconds``
 and ``cpu_seconds`` of the best level).
 """
 
@@ -76,12 +81,29 @@ async def measure(session: aiohttp.ClientSession, url: str, requests: int,
             "server_cpu_us": server / requests * 1e6}
 
 
+async def sequential(session: aiohttp.ClientSession, url: str, requests: int) -> float:
+    """Seconds a GET of ``url`` takes when made one at a time (the mean over ``requests``,
+    after one untimed request): the least a chain of requests that must wait for each other
+    (one key's, under key order) takes per request."""
+    assert requests > 0, requests
+    async with session.get(url) as response:
+        await response.read()
+    started = time.perf_counter()
+    for _ in range(requests):
+        async with session.get(url) as response:
+            response.raise_for_status()
+            await response.read()
+    return (time.perf_counter() - started) / requests
+
+
 async def measure_levels(url: str, requests: int, levels: list[int]) -> dict[str, Any]:
-    """:func:`measure` at each level, and the two limits of the module docstring."""
+    """:func:`measure` at each level, the two limits of the module docstring, and
+    :func:`sequential` on up to 200 requests."""
     assert levels, "at least one --in-flight level"
     async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, force_close=False)) as session:
         runs = [await measure(session, url, requests, level) for level in levels]
+        one_at_a_time = await sequential(session, url, min(requests, 200))
     best = max(runs, key=lambda r: r["rate"])
     client = min(r["client_cpu_us"] for r in runs)
     server = min(r["server_cpu_us"] for r in runs)
@@ -89,7 +111,7 @@ async def measure_levels(url: str, requests: int, levels: list[int]) -> dict[str
     return {"requests": requests, "seconds": best["seconds"],
             "cpu_seconds": best["cpu_seconds"], "levels": runs, "client_cpu_us": client,
             "server_cpu_us": server, "cores": cores,
-            "cpu_ceiling": cores * 1e6 / (client + server)}
+            "cpu_ceiling": cores * 1e6 / (client + server), "sequential_s": one_at_a_time}
 
 
 def main() -> None:

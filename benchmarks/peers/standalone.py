@@ -129,22 +129,25 @@ async def http_client_rate(bench: Bench, url: str, requests: int) -> dict[str, A
                            str(requests), "--in-flight", ",".join(map(str, HTTP_LEVELS)),
                            timeout=600)
         r["rate"] = float(r["requests"] / r["seconds"])
-        float(r["cpu_ceiling"])
+        for key in ("cpu_ceiling", "client_cpu_us", "server_cpu_us", "cores", "sequential_s"):
+            r[key] = float(r[key])  # a KeyError, TypeError or ValueError: a broken line
     except (RuntimeError, ValueError, KeyError, TypeError) as e:
         bench.say(f"  error: {e}")
         return str(e)
     bench.say(f"  {r['rate']:,.0f} requests/s at best; CPU per request: client "
               f"{r['client_cpu_us']:.0f} µs, server {r['server_cpu_us']:.0f} µs; ceiling "
-              f"{r['cpu_ceiling']:,.0f}/s on {r['cores']} cores")
+              f"{r['cpu_ceiling']:,.0f}/s on {r['cores']:.0f} cores; one at a time "
+              f"{r['sequential_s'] * 1e3:.2f} ms a request")
     return r
 
 
 async def http_limit(bench: Bench, url: str, requests: int,
-                     before: dict[str, Any] | str) -> None:
-    """P1 http's limits as a ``P1 http`` row: the better of the bare client's run
+                     before: dict[str, Any] | str) -> Row:
+    """P1 http's limits as a ``P1 http`` row, returned: the better of the bare client's run
     ``before`` the contenders and one now, after them (the machine's load moves between
     the two; a limit is what the client/server pair can do at best); its figures hold
-    the CPU ceiling (the greater of the two runs')."""
+    the CPU ceiling (the greater of the two runs') and the seconds a GET takes one at a
+    time (the lesser)."""
     after = await http_client_rate(bench, url, requests)
     runs = {when: r for when, r in (("before", before), ("after", after))
             if not isinstance(r, str)}
@@ -155,10 +158,12 @@ async def http_limit(bench: Bench, url: str, requests: int,
         figures.update({"cpu ceiling per s": float(best["cpu_ceiling"]),
                         "client cpu us": float(best["client_cpu_us"]),
                         "server cpu us": float(best["server_cpu_us"]),
-                        "cores": float(best["cores"])})
+                        "cores": float(best["cores"]),
+                        "sequential s": min(float(r["sequential_s"]) for r in runs.values())})
     row = _row(bench, "P1 http", HTTP_LIMIT, "benchmarks.peers.http_limit",
                max((float(r["rate"]) for r in runs.values()), default=0.0), error=error,
                **figures)
     row.notes.append("the better of two runs, before and after the P1 http contenders: "
                      + ", ".join(f"{float(r['rate']):,.0f}/s" if not isinstance(r, str)
                                  else "failed" for r in (before, after)))
+    return row

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.peers import report
 from benchmarks.peers.harness import ALL
 from benchmarks.peers.runner import io_server
-from benchmarks.peers.scenarios import Bench, Row, Sizes
+from benchmarks.peers.scenarios import IO_SECONDS, Bench, Row, Sizes, zipf_wait
 from benchmarks.peers.standalone import (
     ENGINE_ASYNC,
     ENGINE_SYNC,
@@ -93,6 +93,8 @@ async def test_the_bare_aiohttp_client_limit_is_measured_against_the_io_server()
     (row,) = bench.rows
     assert (row.scenario, row.contender.label, row.result.error) == ("P1 http", HTTP_LIMIT,
                                                                     None)
+    # one at a time, a GET takes the server's sleep and a round trip: never less
+    assert IO_SECONDS <= row.figures["sequential s"] < 1.0
     assert not isinstance(before, str)
     assert [run["in_flight"] for run in before["levels"]] == list(HTTP_LEVELS)
     assert row.result.rate == pytest.approx(
@@ -150,6 +152,13 @@ def test_a_failed_bare_client_still_shows_its_figure_unmeasured_and_no_ceiling()
     (limit,) = [t for t in targets(bench.rows) if HTTP_LIMIT in t.claim]
     assert (limit.measured, limit.limit, limit.judged) == (None, "—", False)
     assert not [t for t in targets(bench.rows) if "CPU ceiling" in t.claim]
+
+
+def test_the_hottest_keys_http_bound_uses_the_measured_get_and_the_sleep_without_it() -> None:
+    assert zipf_wait("http", 0.0062)[0] == 0.0062
+    assert "a GET one at a time" in zipf_wait("http", 0.0062)[1]
+    assert zipf_wait("http", None)[0] == IO_SECONDS  # not measured: the sleep alone
+    assert zipf_wait("sleep", 0.0062)[0] == IO_SECONDS  # a GET's time is for http only
 
 
 def test_the_header_gives_the_load_average_at_the_start_and_at_the_end() -> None:
