@@ -22,8 +22,7 @@ a hot key's records under key order (P1 http zipf).
 
 Prints one JSON line: ``{"requests": N, "seconds": S, "cpu_seconds": C, "levels": [...],
 "client_cpu_us": .., "server_cpu_us": .., "cores": .., "cpu_ceiling": .., "sequential_s":
-..}`` (``seconds``
-and ``cpu_seconds`` of the best level).
+..}`` (``seconds`` and ``cpu_seconds`` of the best level).
 """
 
 from __future__ import annotations
@@ -37,6 +36,13 @@ from typing import Any
 from urllib.parse import urljoin
 
 import aiohttp
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> None:
+    """The contenders' request (:class:`~benchmarks.peers.record_io.RecordIO`)."""
+    async with session.get(url) as response:
+        response.raise_for_status()
+        await response.read()
 
 
 async def _server_cpu(session: aiohttp.ClientSession, url: str) -> float:
@@ -61,9 +67,7 @@ async def measure(session: aiohttp.ClientSession, url: str, requests: int,
         nonlocal left
         while left > 0:
             left -= 1
-            async with session.get(url) as response:
-                response.raise_for_status()
-                await response.read()
+            await _get(session, url)
 
     workers = min(in_flight, requests)
     left = workers
@@ -86,13 +90,10 @@ async def sequential(session: aiohttp.ClientSession, url: str, requests: int) ->
     after one untimed request): the least a chain of requests that must wait for each other
     (one key's, under key order) takes per request."""
     assert requests > 0, requests
-    async with session.get(url) as response:
-        await response.read()
+    await _get(session, url)
     started = time.perf_counter()
     for _ in range(requests):
-        async with session.get(url) as response:
-            response.raise_for_status()
-            await response.read()
+        await _get(session, url)
     return (time.perf_counter() - started) / requests
 
 

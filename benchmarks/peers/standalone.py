@@ -149,21 +149,20 @@ async def http_limit(bench: Bench, url: str, requests: int,
     the CPU ceiling (the greater of the two runs') and the seconds a GET takes one at a
     time (the lesser)."""
     after = await http_client_rate(bench, url, requests)
+    # http_client_rate has made every figure a float
     runs = {when: r for when, r in (("before", before), ("after", after))
             if not isinstance(r, str)}
     error = None if runs else f"before: {before}; after: {after}"
-    figures = {f"{when} per s": float(r["rate"]) for when, r in runs.items()}
+    figures = {f"{when} per s": r["rate"] for when, r in runs.items()}
     if runs:
-        best = max(runs.values(), key=lambda r: float(r["cpu_ceiling"]))
-        figures.update({"cpu ceiling per s": float(best["cpu_ceiling"]),
-                        "client cpu us": float(best["client_cpu_us"]),
-                        "server cpu us": float(best["server_cpu_us"]),
-                        "cores": float(best["cores"]),
-                        "sequential s": min(float(r["sequential_s"]) for r in runs.values())})
+        best = max(runs.values(), key=lambda r: r["cpu_ceiling"])
+        figures.update({"cpu ceiling per s": best["cpu_ceiling"],
+                        "client cpu us": best["client_cpu_us"],
+                        "server cpu us": best["server_cpu_us"], "cores": best["cores"],
+                        "sequential s": min(r["sequential_s"] for r in runs.values())})
     row = _row(bench, "P1 http", HTTP_LIMIT, "benchmarks.peers.http_limit",
-               max((float(r["rate"]) for r in runs.values()), default=0.0), error=error,
-               **figures)
+               max((r["rate"] for r in runs.values()), default=0.0), error=error, **figures)
     row.notes.append("the better of two runs, before and after the P1 http contenders: "
-                     + ", ".join(f"{float(r['rate']):,.0f}/s" if not isinstance(r, str)
-                                 else "failed" for r in (before, after)))
+                     + ", ".join("failed" if isinstance(r, str) else f"{r['rate']:,.0f}/s"
+                                 for r in (before, after)))
     return row
