@@ -13,7 +13,8 @@ interpreter about 50 times slower).
 Cases: ``sync`` (a), ``async`` (an async processor that does not await: the engine's async
 path alone), ``sleep`` (b), ``sleep_defaults`` ((b) at the default window of 20,000 and
 1,000 executing: slots wait for an executor; run it with ``--records`` of 20,000 or more),
-``hand`` (a'), ``floor`` (b''), ``hand_async`` (b'''), and
+``hand`` (a'), ``floor`` (b''), ``hand_async`` (b'''), ``api`` (a*) and ``api_async``
+(b*) (the processor API's floors, see :mod:`benchmarks.engine_controls`), and
 ``preload`` (filling the memory broker with the input, which every case but ``floor``
 includes; subtract it to compare with ``floor``).
 
@@ -35,12 +36,12 @@ from aiostreams import Processor, Record
 from aiostreams.app import run_event_loop, tune_gc
 from aiostreams.engine.task_state import TaskSettings
 from aiostreams.transport.memory import MemoryBroker
-from benchmarks.engine import (
+from benchmarks.engine import run_app
+from benchmarks.engine_controls import (
     AsyncSleep,
     SyncIdentity,
     identity,
     preload,
-    run_app,
     run_asyncio_floor,
     run_hand_rolled,
     run_hand_rolled_async,
@@ -68,6 +69,8 @@ CASES: dict[str, Callable[[int], Coroutine[Any, Any, float]]] = {
     "hand": run_hand_rolled,
     "floor": lambda n: run_asyncio_floor(n, IN_FLIGHT),
     "hand_async": lambda n: run_hand_rolled_async(n, IN_FLIGHT),
+    "api": lambda n: run_hand_rolled(n, api=True),
+    "api_async": lambda n: run_hand_rolled_async(n, IN_FLIGHT, api=True),
     "preload": _preload_only,
 }
 

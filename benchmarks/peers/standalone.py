@@ -23,6 +23,8 @@ from benchmarks.peers.scenarios import IN_FLIGHT, Bench, Row
 
 ENGINE_ASYNC = "Engine async"
 ENGINE_SYNC = "Engine sync"
+API_FLOOR_ASYNC = "processor API's floor (b*)"
+API_FLOOR_SYNC = "processor API's floor (a*)"
 RESTORE = "Restore"
 HTTP_LIMIT = "bare aiohttp client (no Kafka)"
 KAFKA_STREAMS = "kafka streams"
@@ -62,8 +64,8 @@ async def _json_of(*args: str, timeout: float) -> dict[str, Any]:
 
 async def engine(bench: Bench) -> None:
     """``python -m benchmarks.engine`` in a process of its own (nothing else in its event
-    loop), at ``Sizes.engine_*``: (b), (b'') and (b''') as ``Engine async`` rows, (a) and
-    (a') as ``Engine sync`` rows."""
+    loop), at ``Sizes.engine_*``: (b), (b''), (b''') and the processor API's floor (b*) as
+    ``Engine async`` rows, (a), (a') and (a*) as ``Engine sync`` rows."""
     s = bench.sizes
     bench.say(f"engine: python -m benchmarks.engine on {s.engine_records:,} / "
               f"{s.engine_async_records:,} records, {s.engine_rounds} rounds ...")
@@ -78,16 +80,18 @@ async def engine(bench: Bench) -> None:
         bench.say(f"  error: {e}")
         return
     _row(bench, ENGINE_ASYNC, "aiostreams", "benchmarks.engine", r["b_async_engine"],
-         b_ratio_median=r["b_ratio_median"], composed_bound=r["composed_bound"],
-         cpu_ratio_median=r["cpu_ratio_median"],
+         b_ratio_median=r["b_ratio_median"], b_api_ratio_median=r["b_api_ratio_median"],
+         b_ratio_api_median=r["b_ratio_api_median"], cpu_ratio_median=r["cpu_ratio_median"],
          rounds=len(r["async_rounds"]))
     _row(bench, ENGINE_ASYNC, "bare asyncio (b'')", "benchmarks.engine",
          r["b2_asyncio_floor"])
     _row(bench, ENGINE_ASYNC, "hand-rolled async loop (b''')", "benchmarks.engine",
          r["b3_hand_rolled_async"])
+    _row(bench, ENGINE_ASYNC, API_FLOOR_ASYNC, "benchmarks.engine", r["b_api_floor"])
     _row(bench, ENGINE_SYNC, "aiostreams", "benchmarks.engine", r["a_sync_engine"])
     _row(bench, ENGINE_SYNC, "hand-rolled loop (a')", "benchmarks.engine",
          r["a1_hand_rolled"])
+    _row(bench, ENGINE_SYNC, API_FLOOR_SYNC, "benchmarks.engine", r["a_api_floor"])
     bench.say(f"  (b)/(b'') median {r['b_ratio_median']:.2f}, (a)/(a') "
               f"{r['a_sync_engine'] / r['a1_hand_rolled']:.2f}")
 

@@ -14,6 +14,8 @@ from benchmarks.peers.harness import ALL
 from benchmarks.peers.runner import io_server
 from benchmarks.peers.scenarios import IO_SECONDS, Bench, Row, Sizes, zipf_wait
 from benchmarks.peers.standalone import (
+    API_FLOOR_ASYNC,
+    API_FLOOR_SYNC,
     ENGINE_ASYNC,
     ENGINE_SYNC,
     HTTP_LEVELS,
@@ -43,30 +45,37 @@ def test_all_runs_the_engine_and_restore_scenarios() -> None:
     assert {"engine", "restore"} <= set(ALL)
 
 
-async def test_the_engine_scenario_reports_b_against_b2_the_composed_bound_and_a_against_a1(
+async def test_the_engine_scenario_reports_b_and_a_against_their_limits_and_api_floors(
         ) -> None:
     bench = bench_on("unused:9092", Sizes(engine_records=3_000, engine_async_records=2_000,
                                           engine_rounds=1))
     await engine(bench)
     assert all(row.ok for row in bench.rows), [r.result.error for r in bench.rows]
     b2 = rate(bench.rows, ENGINE_ASYNC, "bare asyncio (b'')")
+    b_api = rate(bench.rows, ENGINE_ASYNC, API_FLOOR_ASYNC)
     ours = next(r for r in bench.rows if r.scenario == ENGINE_ASYNC)
     found = [t for t in targets(bench.rows) if t.scenario.startswith("Engine")]
-    floor, bound, cpu, sync = found
+    floor, api_floor, over_api, cpu, sync, sync_api_floor, sync_over_api = found
     assert (floor.threshold, floor.measured) == (0.85, ours.figures["b_ratio_median"])
     assert floor.limit == f"{b2:,.0f}/s (b'')" and "(b'')" in floor.claim
     # one round: the median ratio is that round's (b) over the (b'') row's rate
-    assert floor.measured == pytest.approx(rate(bench.rows, ENGINE_ASYNC, "aiostreams") / b2,
-                                           rel=1e-3)
-    assert (bound.threshold, bound.measured) == (0.85, ours.figures["composed_bound"])
-    assert bound.measured is not None and bound.measured > 0
+    b = rate(bench.rows, ENGINE_ASYNC, "aiostreams")
+    assert floor.measured == pytest.approx(b / b2, rel=1e-3)
+    # the API's floor and the engine over it: figures, never judged
+    assert api_floor.measured == pytest.approx(b_api / b2, rel=1e-3) and api_floor.met is None
+    assert over_api.measured == pytest.approx(b / b_api, rel=1e-3) and over_api.met is None
+    assert over_api.limit == f"{b_api:,.0f}/s (b*)"
     assert cpu.measured == ours.figures["cpu_ratio_median"] and cpu.met is None
+    a, a1 = rate(bench.rows, ENGINE_SYNC, "aiostreams"), rate(bench.rows, ENGINE_SYNC,
+                                                              "hand-rolled loop (a')")
+    a_api = rate(bench.rows, ENGINE_SYNC, API_FLOOR_SYNC)
     assert sync.threshold == 0.6 and sync.met is not None
-    assert sync.measured == pytest.approx(rate(bench.rows, ENGINE_SYNC, "aiostreams")
-                                          / rate(bench.rows, ENGINE_SYNC,
-                                                 "hand-rolled loop (a')"), rel=1e-3)
+    assert sync.measured == pytest.approx(a / a1, rel=1e-3)
+    assert sync_api_floor.measured == pytest.approx(a_api / a1, rel=1e-3)
+    assert sync_over_api.measured == pytest.approx(a / a_api, rel=1e-3)
+    assert sync_api_floor.met is None and sync_over_api.met is None
     table = report.current_table(bench.rows, found)
-    assert table.count("`python -m benchmarks engine`") == 4
+    assert table.count("`python -m benchmarks engine`") == 7
 
 
 @pytest.mark.kafka
