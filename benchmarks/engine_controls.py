@@ -39,7 +39,12 @@ from typing import Any, cast
 
 from aiostreams import Processor, Record
 from aiostreams.topology.processor import ProcessorContext
-from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.transport.memory import (
+    MemoryBroker,
+    MemoryConsumer,
+    MemoryProducer,
+    MemoryTransport,
+)
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 KEYS = 10_000
@@ -112,7 +117,8 @@ def floor_processor(processor: Processor[str, str]) -> tuple[Processor[str, str]
 
 def api_record(raw: RawRecord) -> Record[str, str]:
     """The :class:`Record` a processor receives, built the cheapest way (field by field on
-    a bare instance, as the engine's decoder does)."""
+    a bare instance, as the engine's decoder does: written out here, not called, since a
+    control must not run the code it is the control for)."""
     record: Record[str, str] = _new(Record)
     k, v = raw.key, raw.value
     record.key = None if k is None else k.decode()  # type: ignore[assignment]
@@ -140,21 +146,41 @@ def api_output(record: Record[str, str]) -> OutgoingRecord:
 
 # -- the hand-rolled loops (a', a*, b''', b*) and bare asyncio (b'') -----------------------
 
-async def run_hand_rolled(n: int, broker: MemoryBroker | None = None, *,
-                          api: bool = False) -> float:
-    """(a'), or with ``api`` (a*) (see the module docstring). ``broker``: where to run it (a
-    fresh one by default), for a test to read what it did."""
+async def _clients(broker: MemoryBroker | None, n: int, group: str
+                   ) -> tuple[MemoryConsumer, MemoryProducer, TopicPartition]:
+    """A started consumer (of ``group``, at the start of ``in``) and producer on ``broker``
+    (a fresh one if None), with ``n`` records preloaded into ``in`` and ``out`` created."""
     broker = MemoryBroker() if broker is None else broker
     preload(broker, "in", n)
     broker.create_topic("out", 1)
     transport = MemoryTransport(broker)
-    consumer = transport.consumer("raw")
+    consumer = transport.consumer(group)
     producer = transport.producer()
     await consumer.start()
     await producer.start()
     tp = TopicPartition("in", 0)
     consumer.assign([tp])
     consumer.seek(tp, 0)
+    return consumer, producer, tp
+
+
+async def _done(consumer: MemoryConsumer, producer: MemoryProducer, case: str, n: int,
+                started: float, cpu_started: float) -> float:
+    """Flush, time and stop a hand-rolled loop of ``n`` records: its rate, its CPU per
+    record recorded as ``case``."""
+    await producer.flush()
+    elapsed = time.perf_counter() - started
+    cpu_since(case, cpu_started, n)
+    await consumer.stop()
+    await producer.stop()
+    return n / elapsed
+
+
+async def run_hand_rolled(n: int, broker: MemoryBroker | None = None, *,
+                          api: bool = False) -> float:
+    """(a'), or with ``api`` (a*) (see the module docstring). ``broker``: where to run it (a
+    fresh one by default), for a test to read what it did."""
+    consumer, producer, tp = await _clients(broker, n, "raw")
     processor, context = floor_processor(SyncIdentity())
     process = processor.process
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -179,12 +205,7 @@ async def run_hand_rolled(n: int, broker: MemoryBroker | None = None, *,
                 await producer.send_batch(out)
                 await consumer.commit({tp: records[-1].offset + 1})
                 done += len(records)
-    await producer.flush()
-    elapsed = time.perf_counter() - started
-    cpu_since("api" if api else "hand", cpu_started, n)
-    await consumer.stop()
-    await producer.stop()
-    return n / elapsed
+    return await _done(consumer, producer, "api" if api else "hand", n, started, cpu_started)
 
 
 async def run_asyncio_floor(n: int, in_flight: int) -> float:
@@ -208,17 +229,7 @@ async def run_hand_rolled_async(n: int, in_flight: int, broker: MemoryBroker | N
     """(b'''), or with ``api`` (b*): ``in_flight`` workers on the memory broker, no framework
     and no key order. ``broker``: where to run it (a fresh one by default), for a test to
     read what it did."""
-    broker = MemoryBroker() if broker is None else broker
-    preload(broker, "in", n)
-    broker.create_topic("out", 1)
-    transport = MemoryTransport(broker)
-    consumer = transport.consumer("raw-async")
-    producer = transport.producer()
-    await consumer.start()
-    await producer.start()
-    tp = TopicPartition("in", 0)
-    consumer.assign([tp])
-    consumer.seek(tp, 0)
+    consumer, producer, tp = await _clients(broker, n, "raw-async")
     fetched: collections.deque[RawRecord] = collections.deque()
     low = asyncio.Event()  # the workers ran the queue low: fetch more
     more = asyncio.Event()  # the fetcher added records
@@ -279,9 +290,5 @@ async def run_hand_rolled_async(n: int, in_flight: int, broker: MemoryBroker | N
     if out:
         await producer.send_batch(out)
     await consumer.commit({tp: n})
-    await producer.flush()
-    elapsed = time.perf_counter() - started
-    cpu_since("api_async" if api else "hand_async", cpu_started, n)
-    await consumer.stop()
-    await producer.stop()
-    return n / elapsed
+    case = "api_async" if api else "hand_async"
+    return await _done(consumer, producer, case, n, started, cpu_started)
