@@ -15,7 +15,8 @@ The controls, each on the same memory broker unless it has none:
       :class:`~aiostreams.types.OutgoingRecord` built from what it forwarded. The context
       is the least one can be (:class:`FloorContext`: ``forward`` appends to a list). No
       slot, no key order, no committable offset, no failure handling: a floor under any
-      engine that hands records to this API in CPython.
+      engine that hands records to this API (these ``Record`` and context types) in
+      CPython.
 (b'') :func:`run_asyncio_floor`: ``in_flight`` coroutines doing nothing but the same
       awaits - the ceiling of any asyncio framework for (b).
 (b''') :func:`run_hand_rolled_async`: ``in_flight`` worker coroutines that take a record,
