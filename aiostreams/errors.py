@@ -42,6 +42,15 @@ class CommitFailedError(TransportError):
     """
 
 
+class OwnershipLostError(CommitFailedError):
+    """This worker may no longer own its tasks: its group session may have expired (the
+    process was frozen or cut off for longer than ``session_timeout``) or the coordinator
+    no longer knows its generation. Nothing more of those tasks is sent, committed or
+    checkpointed; they are closed and the worker rejoins the group, whose new owners
+    reprocess their records since the last commit.
+    """
+
+
 class CoPartitioningError(TopologyError):
     """Topics read together by one task do not have the same number of partitions."""
 

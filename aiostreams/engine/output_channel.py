@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from aiostreams.errors import ProducerFencedError
+from aiostreams.errors import OwnershipLostError, ProducerFencedError
 from aiostreams.transport.base import Producer
 from aiostreams.types import OutgoingRecord
 
@@ -34,6 +35,10 @@ class OutputChannel:
         self.in_transaction = False
         self._outbox: list[OutgoingRecord] = []
         self.error: BaseException | None = None
+        self.owns: Callable[[], bool] = _always
+        """Whether the worker still owns the tasks whose outputs this channel sends (the
+        group member's lease, see :mod:`~aiostreams.transport.membership`): checked before
+        every batch, so a worker that may have lost its tasks sends nothing more of them."""
 
     def add(self, records: list[OutgoingRecord]) -> None:
         self._outbox.extend(records)
@@ -50,6 +55,11 @@ class OutputChannel:
         """Produce ``batch`` (in the open transaction, begun if needed). Hold :attr:`lock`."""
         if not batch:
             return
+        if not self.owns():
+            raise OwnershipLostError(
+                f"{self.name} sends nothing more: this worker may no longer own its tasks "
+                f"(its group session may have expired); {len(batch)} retired record(s) are "
+                "dropped and the tasks' new owners produce them again")
         if self.error is not None:
             # after a failed send nothing more goes out, or a later output could land
             # before an earlier one that is redone (a gap in a key's order)
@@ -82,3 +92,7 @@ class OutputChannel:
         while self._outbox:
             async with self.lock:
                 await self.send(self.take())  # the commit may have taken it: then a no-op
+
+
+def _always() -> bool:
+    return True

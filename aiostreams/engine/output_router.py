@@ -30,8 +30,10 @@ T = TypeVar("T")
 class OutputRouter:
     def __init__(self, transport: Transport, *, app_id: str, client_id: str,
                  exactly_once: bool, sinks: Mapping[str, ExternalSink],
-                 request_commit: Callable[[], None]) -> None:
+                 request_commit: Callable[[], None],
+                 owns: Callable[[], bool] = lambda: True) -> None:
         self._transport = transport
+        self._owns = owns
         self._app_id = app_id
         self._client_id = client_id
         self.exactly_once = exactly_once
@@ -47,6 +49,7 @@ class OutputRouter:
             producer = self._transport.producer(client_id=self._client_id)
             await producer.start()
             self._shared = OutputChannel(producer, transactional=False, name="the producer")
+            self._shared.owns = self._owns
 
     async def open(self, task_id: str) -> None:
         """Give task ``task_id`` its channel: under exactly-once a transactional producer of
@@ -56,8 +59,10 @@ class OutputRouter:
         producer = self._transport.producer(client_id=self._client_id,
                                             transactional_id=f"{self._app_id}-{task_id}")
         await producer.start()
-        self._channels[task_id] = OutputChannel(
-            producer, transactional=True, name=f"task {task_id}'s producer")
+        channel = OutputChannel(producer, transactional=True,
+                                name=f"task {task_id}'s producer")
+        channel.owns = self._owns
+        self._channels[task_id] = channel
 
     async def close(self, task_id: str, seconds: float = STOP_GRACE) -> None:
         """Forget ``task_id``'s own channel (exactly-once), stopping its producer within
@@ -122,6 +127,12 @@ class OutputRouter:
         if kafka:
             self.channel_of(task_id).add(kafka)
             self._ready.set()
+
+    def drop_shared_outbox(self) -> None:
+        """Forget the outputs waiting in the shared channel (at-least-once): their tasks
+        were lost and their new owners produce them again."""
+        if self._shared is not None:
+            self._shared.take()
 
     async def replace_shared_producer(self) -> None:
         """After a failed send, give the shared channel a new producer (aiokafka's can stay

@@ -11,7 +11,12 @@ The replay reads up to the changelog's end offset taken when the restore starts 
 ``exactly_once``, the last stable offset: only committed writes).
 
 The checkpoint (one file per task, ``<state_dir>/<task_id>/.checkpoint``) maps changelog
-partitions to the offset the store files are complete up to. With ``at_least_once`` it is
+partitions to the offset the store files are complete up to, and the owner epoch of the
+records before it: a replay skips records of a lower epoch, written by an owner that had
+lost the task (:mod:`~aiostreams.state.owner_epoch`). A checkpoint past the changelog's end
+(a changelog deleted or recreated) is not trusted: the store is restored from the start. A
+task that was lost (its commit refused, its lease run out) discards its checkpoint, so its
+next owner here restores from the start too. With ``at_least_once`` it is
 written after every commit (outputs and changelog flushed → offsets committed → stores
 flushed → checkpoint); a crash between those steps leaves an older checkpoint, and the
 replay from it re-applies absolute values, which is harmless. With ``exactly_once`` the
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from aiostreams.engine.task_state import TaskState
 from aiostreams.errors import TaskFailedError
 from aiostreams.state.base import restore_each
+from aiostreams.state.owner_epoch import NO_EPOCH, EpochFence
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
 from aiostreams.types import RawRecord, TopicPartition
 
@@ -120,11 +126,21 @@ class Restorer:
         self.restored_records = 0
 
     def _checkpoint(self, task: StreamTask) -> Any | None:
-        if self._state_dir is None:
+        """The checkpoint of ``task``'s directory (None when it keeps no files)."""
+        if self._state_dir is None or task.directory is None:
             return None
-        from aiostreams.state.checkpoint import Checkpoint
+        from aiostreams.state.checkpoint import CHECKPOINT_FILE, Checkpoint
 
-        return Checkpoint(self._state_dir / task.task_id / ".checkpoint")
+        return Checkpoint(task.directory.path / CHECKPOINT_FILE)
+
+    async def discard_checkpoint(self, task: StreamTask) -> None:
+        """Stop trusting ``task``'s files: its next restore replays every changelog from
+        the start (after a task was lost, its files may hold writes past the checkpoint
+        that the group's other owner redid differently)."""
+        checkpoint = self._checkpoint(task)
+        if checkpoint is not None and task.directory is not None \
+                and task.directory.path.exists():
+            await asyncio.to_thread(checkpoint.delete)
 
     async def restore(self, task: StreamTask) -> None:
         """Replay each logged store of ``task`` from its changelog (see the module doc).
@@ -138,7 +154,8 @@ class Restorer:
         if not changelogs:
             return
         checkpoint = self._checkpoint(task)
-        saved: dict[TopicPartition, int] = checkpoint.read() if checkpoint is not None else {}
+        saved, epochs = (checkpoint.read_with_epochs() if checkpoint is not None
+                         else ({}, {}))
         if checkpoint is not None and self._exactly_once:
             checkpoint.delete()
         starts: dict[str, int | None] = {}
@@ -164,6 +181,16 @@ class Restorer:
                 store = task.stores[name]
                 try:
                     start = starts[name]
+                    end = (await consumer.end_offsets([tp]))[tp]
+                    if start is not None and start > end:
+                        log.warning(
+                            "task %s: the checkpoint of store %r says its files hold %s up "
+                            "to offset %d, but the changelog ends at %d (deleted or "
+                            "recreated since): restoring it from the changelog's start",
+                            task.task_id, name, tp, start, end)
+                        start = None
+                    fence = EpochFence(epochs.get(tp, NO_EPOCH) if start is not None
+                                       else NO_EPOCH)
                     if start is None:
                         wipe = getattr(store, "wipe", None)
                         # a fresh file (just made) holds nothing to wipe
@@ -171,7 +198,8 @@ class Restorer:
                                 and not getattr(store, "fresh", False)):
                             await wipe()
                         start = (await consumer.beginning_offsets([tp]))[tp]
-                    await self._replay(consumer, store, tp, start, task.task_id, name)
+                    await self._replay(consumer, store, tp, start, task.task_id, name,
+                                       end=end, fence=fence)
                 except Exception as error:
                     failure = TaskFailedError(
                         f"task {task.task_id}: restoring store {name!r} from its changelog "
@@ -184,13 +212,26 @@ class Restorer:
             await consumer.stop()
 
     async def _replay(self, consumer: Consumer, store: Any, tp: TopicPartition, start: int,
-                      task_id: str, name: str) -> None:
+                      task_id: str, name: str, *, end: int | None = None,
+                      fence: EpochFence | None = None) -> None:
+        """Replay ``tp`` from ``start`` up to ``end`` (default: its end offset now) into
+        ``store``, skipping what ``fence`` says are stale writes."""
+        if end is None:
+            end = (await consumer.end_offsets([tp]))[tp]
+        if fence is None:
+            fence = EpochFence()
         with YOUNG_GARBAGE_WINDOW:
-            await self._replay_records(consumer, store, tp, start, task_id, name)
+            await self._replay_records(consumer, store, tp, (start, end), fence, task_id,
+                                       name)
+        if fence.skipped:
+            log.warning("task %s: restoring %r from %s skipped %d record(s) that an owner "
+                        "which had lost the task wrote after its successor's (stale writes, "
+                        "see aiostreams.state.owner_epoch)", task_id, name, tp, fence.skipped)
 
     async def _replay_records(self, consumer: Consumer, store: Any, tp: TopicPartition,
-                              start: int, task_id: str, name: str) -> None:
-        end = (await consumer.end_offsets([tp]))[tp]
+                              span: tuple[int, int], fence: EpochFence, task_id: str,
+                              name: str) -> None:
+        start, end = span
         if start >= end:
             log.info("task %s: store %r is up to date at %s offset %d", task_id, name, tp, end)
             return
@@ -216,7 +257,7 @@ class Restorer:
                 if records:
                     if records[-1].offset >= end:
                         records = [record for record in records if record.offset < end]
-                    unflushed_bytes += restore_batch(records)
+                    unflushed_bytes += restore_batch(fence.admitted(records))
                     unflushed += len(records)
                 # a fetch of buffered records returns without suspending: let the worker's
                 # other tasks, its fetch loop and its commits run between batches
@@ -274,4 +315,8 @@ class Restorer:
         for task in tasks:
             checkpoint = self._checkpoint(task)
             if checkpoint is not None and task.task_id in marks:
-                await asyncio.to_thread(checkpoint.write, marks[task.task_id])
+                offsets = marks[task.task_id]
+                # everything before the marks was restored or written by this owner, whose
+                # epoch is the highest any of it carries
+                epochs = dict.fromkeys(offsets, task.owner_epoch)
+                await asyncio.to_thread(checkpoint.write, offsets, epochs)

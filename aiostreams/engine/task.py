@@ -37,6 +37,7 @@ from aiostreams.engine.topic_serdes import TopicSerdes
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Retry
 from aiostreams.state.base import StateStore
+from aiostreams.state.task_directory import TaskDirectory
 from aiostreams.topic import Topic
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.topology.topology import SubTopology
@@ -84,7 +85,11 @@ class StreamTask:
         tp_of = {tp.topic: tp for tp in partitions}  # one partition per topic in a task
         self._task_stores = TaskStores(sub.stores, partition=partitions[0].partition,
                                        changelog_topics=changelog_topics or {})
-        self._state_dir = state_dir
+        self.directory: TaskDirectory | None = (
+            TaskDirectory(state_dir, task_id)
+            if state_dir is not None and self._task_stores.persistent else None)
+        """Where the persistent stores and the checkpoint live, held by this task alone
+        from :meth:`open_stores` to :meth:`close` (see :mod:`~aiostreams.state.task_directory`)."""
         self._graph = TaskGraph(sub, self, store_views=self._task_stores.views,
                                 node_retry=node_retry or {},
                                 max_record_bytes=settings.max_record_bytes, tp_of=tp_of)
@@ -106,7 +111,22 @@ class StreamTask:
     async def open_stores(self) -> None:
         """Open the stores (``CREATED → RESTORING``); the worker restores them next."""
         self._path.transition(TaskState.RESTORING)
-        await self._task_stores.open(self.task_id, self._state_dir)
+        directory = self.directory
+        if directory is None:
+            await self._task_stores.open(self.task_id, None)
+            return
+        await asyncio.to_thread(directory.acquire)  # released by close(), even after a failure
+        await self._task_stores.open(self.task_id, directory.root)
+
+    @property
+    def owner_epoch(self) -> int:
+        """The group generation in which this worker took the task (stamped on its
+        changelog records; -1 without a group)."""
+        return self._task_stores.owner_epoch
+
+    @owner_epoch.setter
+    def owner_epoch(self, epoch: int) -> None:
+        self._task_stores.set_owner_epoch(epoch)
 
     @property
     def changelog_partitions(self) -> dict[str, TopicPartition]:
@@ -243,7 +263,11 @@ class StreamTask:
         if self.tracer is not None:
             self.tracer.closed(self._rob.slots_view)
         await self._graph.close_processors(self.task_id)
-        await self._task_stores.close()
+        try:
+            await self._task_stores.close()
+        finally:
+            if self.directory is not None:
+                await asyncio.to_thread(self.directory.release)
         if path.state is not TaskState.CLOSED:
             path.transition(TaskState.CLOSED)
 

@@ -96,6 +96,7 @@ class TaskTable:
         self.sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
         self._make_task = make_task
         self._router = router
+        self._restorer = restorer
         self._updater = StateUpdater(restorer, on_restored=self.restored,
                                      on_failed=on_failed)
         self._consumer: Consumer | None = None
@@ -135,6 +136,7 @@ class TaskTable:
                 by_task.setdefault((sub.id, tp.partition), []).append(tp)
         for (sub_id, partition), tps in sorted(by_task.items()):
             task = self._make_task(self._subs[sub_id], partition, tps)
+            task.owner_epoch = consumer.generation if consumer is not None else -1
             await self._router.open(task.task_id)
             try:
                 await task.open_stores()
@@ -239,9 +241,14 @@ class TaskTable:
                     "last commit will be processed again by their new owner - and rejoining",
                     ", ".join(t.task_id for t in lost), type(error).__name__, error)
         for task in lost:
+            # its files may hold writes past the checkpoint that another owner redid
+            # differently meanwhile: the next owner here restores from the changelog
+            await self._restorer.discard_checkpoint(task)
             await self.close(task)
             if consumer is not None:
                 consumer.pause([tp for tp in task.partitions if tp in consumer.assignment()])
+        if not self.committing(self.tasks.values()):
+            self._router.drop_shared_outbox()  # the lost tasks' unsent outputs
 
     def rewindable(self, error: BaseException) -> bool:
         """Whether a failed send or flush is answered by a rewind (see

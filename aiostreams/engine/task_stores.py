@@ -20,6 +20,7 @@ from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.state.base import StateStore, StoreContext
 from aiostreams.state.overlay import StoreOverlay, view_for
+from aiostreams.state.owner_epoch import NO_EPOCH, owner_headers
 from aiostreams.topology.topology import StoreSpec
 from aiostreams.types import OutgoingRecord, TopicPartition
 
@@ -28,6 +29,8 @@ class TaskStores:
     def __init__(self, specs: Sequence[StoreSpec], *, partition: int,
                  changelog_topics: Mapping[str, str]) -> None:
         self._partition = partition
+        self.owner_epoch = NO_EPOCH
+        self._headers = owner_headers(NO_EPOCH)
         self.stores: dict[str, StateStore] = {}
         self._overlays: dict[str, StoreOverlay] = {}
         self._changelog_of: dict[StoreOverlay, str] = {}
@@ -39,6 +42,17 @@ class TaskStores:
             topic = changelog_topics.get(spec.name)
             if spec.logged and topic is not None:
                 self._changelog_of[overlay] = topic
+
+    def set_owner_epoch(self, epoch: int) -> None:
+        """The group generation in which this task's owner took it: every changelog
+        record it writes from now on carries it (see :mod:`~aiostreams.state.owner_epoch`)."""
+        self.owner_epoch = epoch
+        self._headers = owner_headers(epoch)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether any store keeps files (under the task's directory)."""
+        return any(getattr(s, "persistent", False) for s in self.stores.values())
 
     def views(self, names: Sequence[str]) -> dict[str, Any]:
         """The views a processor connected to stores ``names`` reads and writes through."""
@@ -68,12 +82,14 @@ class TaskStores:
         """Apply the retiring ``slot``'s writes to the stores, appending their changelog
         records to ``released`` (after the slot's own outputs, as a serial run orders them)."""
         changelog_of = self._changelog_of
+        headers = self._headers
         for overlay, key, value in slot.writes:
             overlay.retire(slot, key, value)
             changelog = changelog_of.get(overlay)
             if changelog is not None:
                 k, v = overlay.store.changelog_record(key, value)
-                released.append(OutgoingRecord(changelog, k, v, None, (), self._partition))
+                released.append(OutgoingRecord(changelog, k, v, None, headers,
+                                               self._partition))
 
     @staticmethod
     def withdraw(slot: Slot) -> None:

@@ -40,7 +40,12 @@ from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
 from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
-from aiostreams.errors import AiostreamsError, TaskFailedError, TransportError
+from aiostreams.errors import (
+    AiostreamsError,
+    OwnershipLostError,
+    TaskFailedError,
+    TransportError,
+)
 from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
@@ -85,6 +90,7 @@ class Worker:
         self._outside_callback.set()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
+        self._ownership_lost = False  # sticky until the fetch loop has lost the tasks
         self._runner: asyncio.Task[None] | None = None
         self._loop_tasks: list[asyncio.Task[None]] = []
         restorer = Restorer(transport, exactly_once=config.exactly_once,
@@ -92,7 +98,8 @@ class Worker:
         self._router = OutputRouter(transport, app_id=config.app_id,
                                     client_id=config.client_id,
                                     exactly_once=config.exactly_once, sinks=self._sinks,
-                                    request_commit=self.request_commit)
+                                    request_commit=self.request_commit,
+                                    owns=self._owns_tasks)
         self._committer = Committer(app_id=config.app_id, exactly_once=config.exactly_once,
                                     restorer=restorer, sinks=self._sinks)
         make_task = TaskFactory(
@@ -251,11 +258,15 @@ class Worker:
         affected = {task_of[tp].task_id: task_of[tp] for tp in revoked if tp in task_of}
         self._outside_callback.clear()
         try:
-            await self._revoke(list(affected.values()))
+            if not self._owns_tasks():  # nothing to drain or commit: they may be others' now
+                await self._lose_all()
+            else:
+                await self._revoke(list(affected.values()))
         finally:
             self._outside_callback.set()
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        self._ownership_lost = False  # the group has just said what this member owns
         await self._table.open(assigned, self._consumer)
         self._assigned = True
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
@@ -298,10 +309,43 @@ class Worker:
         if error is not None:
             self._set_failure(error)
 
+    def _owns_tasks(self) -> bool:
+        """Whether this worker may still act as the owner of its tasks: its group
+        membership's lease holds (see :mod:`~aiostreams.transport.membership`). Once false,
+        false until the fetch loop has closed every task (:meth:`_lose_all`): no output,
+        changelog record, commit or checkpoint of theirs goes out meanwhile."""
+        if self._ownership_lost:
+            return False
+        consumer = self._consumer
+        if consumer is None or consumer.owns_assignment():
+            return True
+        self._ownership_lost = True
+        return False
+
+    async def _lose_all(self) -> None:
+        """The group may have given this worker's tasks to others: close every one without
+        committing (dropping their in-flight work and unsent outputs, their checkpoints
+        no longer trusted). The consumer rejoins and the group says what it owns now; a
+        partition it turns out to still own starts again from its last commit, as after a
+        rewind (:meth:`TaskTable.reopen`)."""
+        error = OwnershipLostError(
+            "the group may have moved this worker's partitions to others: no heartbeat "
+            "succeeded within the session timeout, or the coordinator no longer knows this "
+            "member (a frozen process, a long pause, a network cut)")
+        tasks = list(self.tasks.values())
+        committed = {tp: self._committer.committed.get(tp)
+                     for task in tasks for tp in task.partitions}
+        await self._table.lose(tasks, error, self._consumer)
+        self._table.orphans.update(committed)
+        self._ownership_lost = False
+
     async def _fetch_once(self) -> None:
         consumer = self._consumer
         assert consumer is not None
         batch = await consumer.getmany(self.config.poll_timeout, self.config.max_poll_records)
+        owned = not (self.tasks or self._table.orphans) or self._owns_tasks()
+        if not owned and self.tasks:
+            await self._lose_all()  # the batch's records are put back below: no task owns them
         touched: dict[str, StreamTask] = {}
         for tp, records in batch.items():
             task = self._table.task_of.get(tp)
@@ -316,7 +360,8 @@ class Worker:
                 touched[task.task_id] = task
         for task in touched.values():
             task.pump()
-        await self._table.recover(consumer)
+        if owned:  # reopen lost partitions only once the lease holds again
+            await self._table.recover(consumer)
         if self._commit_timer.take():  # one commit per tick or request, not one per fetch
             await self.commit()
         # A fetch that found records ready returns without suspending, and sync processors

@@ -2,10 +2,16 @@
 
 One file per task, ``<state_dir>/<task_id>/.checkpoint`` (:data:`CHECKPOINT_FILE`), JSON::
 
-    {"version": 1, "offsets": [["app-counts-changelog", 3, 1042], ...]}
+    {"version": 2, "offsets": [["app-counts-changelog", 3, 1042], ...],
+     "epochs": [["app-counts-changelog", 3, 7], ...]}
 
 An offset is the *next* changelog offset to restore from (the stores hold every record
-before it). ``write`` is atomic: the bytes go to ``.checkpoint.tmp``, are fsynced, and the
+before it). An epoch is the highest owner epoch of the records before it (see
+:mod:`~aiostreams.state.owner_epoch`): a replay from the offset skips records of a lower
+epoch, a stale owner's. Version 1 files (no epochs, written before stale owners were fenced)
+are not trusted: their stores are restored from the changelog's start once.
+
+``write`` is atomic: the bytes go to ``.checkpoint.tmp``, are fsynced, and the
 temp file is renamed over the old one (then the directory is fsynced), so a reader sees the
 old checkpoint or the new one, never a mix. A file that is unreadable, not valid JSON, of
 another ``version`` or of the wrong shape is treated as absent, with a warning: the stores
@@ -33,7 +39,7 @@ log = logging.getLogger(__name__)
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_VERSION", "Checkpoint"]
 
 CHECKPOINT_FILE: Final = ".checkpoint"
-CHECKPOINT_VERSION: Final = 1
+CHECKPOINT_VERSION: Final = 2
 
 
 class Checkpoint:
@@ -45,10 +51,15 @@ class Checkpoint:
 
     def read(self) -> dict[TopicPartition, int]:
         """The saved offsets; ``{}`` when the file is missing or unusable (logged)."""
+        return self.read_with_epochs()[0]
+
+    def read_with_epochs(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """The saved offsets and owner epochs (a partition with no epoch saved has none
+        here); ``({}, {})`` when the file is missing or unusable (logged)."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return {}
+            return {}, {}
         except OSError as exc:
             return self._unusable(f"cannot be read ({exc})")
         try:
@@ -65,14 +76,19 @@ class Checkpoint:
         offsets = _parse_offsets(doc.get("offsets"))
         if offsets is None:
             return self._unusable("has a malformed 'offsets' list")
-        return offsets
+        epochs = _parse_epochs(doc.get("epochs", []))
+        if epochs is None:
+            return self._unusable("has a malformed 'epochs' list")
+        return offsets, {tp: e for tp, e in epochs.items() if tp in offsets}
 
-    def _unusable(self, why: str) -> dict[TopicPartition, int]:
+    def _unusable(self, why: str
+                  ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         log.warning("checkpoint %s %s; ignoring it: the stores will be restored from their "
                     "changelogs' start", self.path, why)
-        return {}
+        return {}, {}
 
-    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def write(self, offsets: Mapping[TopicPartition, int],
+              epochs: Mapping[TopicPartition, int] | None = None) -> None:
         """Replace the file with ``offsets``, atomically and durably (see the module doc).
 
         Raises ``ValueError`` for an offset that is not an int >= 0, ``OSError`` when the
@@ -89,7 +105,10 @@ class Checkpoint:
                 )
             entries.append([topic, partition, offset])
         entries.sort()
-        data = orjson.dumps({"version": CHECKPOINT_VERSION, "offsets": entries})
+        epoch_entries = sorted([tp.topic, tp.partition, int(epoch)]
+                               for tp, epoch in (epochs or {}).items() if tp in offsets)
+        data = orjson.dumps({"version": CHECKPOINT_VERSION, "offsets": entries,
+                             "epochs": epoch_entries})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -133,6 +152,21 @@ def _parse_offsets(raw: Any) -> dict[TopicPartition, int] | None:
             return None
         offsets[tp] = offset
     return offsets
+
+
+def _parse_epochs(raw: Any) -> dict[TopicPartition, int] | None:
+    if not isinstance(raw, list):
+        return None
+    epochs: dict[TopicPartition, int] = {}
+    for entry in raw:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            return None
+        topic, partition, epoch = entry
+        if not (isinstance(topic, str) and topic and _is_count(partition)
+                and isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= -1):
+            return None
+        epochs[TopicPartition(topic, partition)] = epoch
+    return epochs
 
 
 def _is_count(value: Any) -> bool:

@@ -179,6 +179,20 @@ class Consumer(Protocol):
 
     def assignment(self) -> frozenset[TopicPartition]: ...
 
+    def owns_assignment(self) -> bool:
+        """Whether this member may still act as the owner of ``assignment()``: false once
+        the group may have given its partitions to others without this member having run
+        ``on_partitions_revoked`` for them (its session may have expired, the coordinator
+        no longer knows its generation). It then rejoins at its next poll, which revokes
+        everything it held. Always true without a group. No I/O."""
+        ...
+
+    @property
+    def generation(self) -> int:
+        """The group generation of this member's assignment (-1: none yet, or no
+        group). A partition's later owner always holds it in a later generation."""
+        ...
+
     async def getmany(
         self, timeout: float, max_records: int | None = None
     ) -> dict[TopicPartition, list[RawRecord]]:

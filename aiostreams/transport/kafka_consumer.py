@@ -51,6 +51,7 @@ from aiostreams.transport.kafka_connection import (
     start_or_unavailable,
 )
 from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
+from aiostreams.transport.kafka_lease import install_lease, lease_generation
 from aiostreams.transport.kafka_offsets import (
     commit_offsets,
     list_offsets,
@@ -59,6 +60,7 @@ from aiostreams.transport.kafka_offsets import (
 from aiostreams.transport.kafka_positions import KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
 from aiostreams.transport.lifecycle import ConsumerState
+from aiostreams.transport.membership import MembershipLease
 from aiostreams.transport.offset_reset import OffsetResets
 from aiostreams.types import RawRecord, TopicPartition
 
@@ -88,6 +90,7 @@ class KafkaConsumer:
         self.options = options
         self._state = ConsumerState.CREATED
         self._consumer: AIOKafkaConsumer | None = None
+        self._lease: MembershipLease | None = None
         self._bridge = RebalanceBridge()
         self._callback_lock = asyncio.Lock()
         self._polling = False
@@ -129,6 +132,8 @@ class KafkaConsumer:
             await consumer.stop()
             return
         self._consumer = consumer
+        self._lease = install_lease(consumer, self._kafka.session_timeout,
+                                    self._kafka.max_poll_interval)
         if self._manual is not None:
             consumer.assign([_aio(tp) for tp in self._manual])
 
@@ -202,6 +207,24 @@ class KafkaConsumer:
 
     def assignment(self) -> frozenset[TopicPartition]:
         return self._manual if self._manual is not None else self._owned
+
+    def owns_assignment(self) -> bool:
+        """Whether this member may still act as the owner of ``assignment()`` (see
+        :mod:`~aiostreams.transport.membership`); when it may not, it asks to rejoin, and
+        the group then says what it owns (revoking everything first)."""
+        consumer, lease = self._consumer, self._lease
+        if consumer is None or lease is None:
+            return True  # no group: a manual assignment cannot be taken away
+        if lease.valid(lease_generation(consumer)):
+            return True
+        if self._owned:
+            consumer._coordinator.request_rejoin()
+        return False
+
+    @property
+    def generation(self) -> int:
+        """The group generation this member is in (-1: none yet, or no group)."""
+        return lease_generation(self._consumer) if self._lease is not None else -1
 
     @property
     def offset_resets(self) -> OffsetResets:

@@ -53,6 +53,7 @@ class MemoryConsumer:
         self._subscription: frozenset[str] | None = None
         self._listener: RebalanceListener | None = None
         self._member_id: str | None = None
+        self._generation = -1
         self._manual = False
         self._positions: dict[TopicPartition, int] = {}
         self._fetch_order: list[TopicPartition] = []
@@ -171,6 +172,7 @@ class MemoryConsumer:
                 if self._member_id is not None:
                     async with self._sync_lock:
                         if self._state is ConsumerState.STARTED:
+                            await self._rejoin_if_expelled()
                             await self._sync_group()
                 if self._state is not ConsumerState.STARTED:
                     return {}
@@ -234,6 +236,11 @@ class MemoryConsumer:
             lifecycle.require_consumer_started(self._state, "commit")
         group_id = self.options.require_group("commit")
         with self._broker._lock:
+            if self._member_id is not None and not self._group().is_member(self._member_id):
+                raise CommitFailedError(
+                    f"cannot commit {len(offsets)} offset(s) in group {group_id!r}: the group "
+                    "dropped this member (its session expired) and may have given its "
+                    "partitions to others; it rejoins at its next poll")
             for tp, offset in offsets.items():
                 if offset < 0:
                     raise ValueError(f"cannot commit offset {offset} for {tp}: offsets start at 0")
@@ -333,11 +340,48 @@ class MemoryConsumer:
             assigned = group.acquirable(member_id)
             if assigned:
                 group.acquire(member_id, assigned)
+                self._generation = group.generation
                 new = {tp: self._initial_position(tp) for tp in assigned}
                 self._set_positions({**self._positions, **new})
             assert frozenset(self._positions) == group.owned(member_id)
         if assigned:
             await listener.on_partitions_assigned(assigned)
+
+    async def _rejoin_if_expelled(self) -> None:
+        """The group dropped this member (:meth:`GroupCoordinator.expel`, a session timeout):
+        revoke what it still believed it owned (commits are refused: the partitions may have
+        new owners already), then join again as a new member."""
+        member_id, listener = self._member_id, self._listener
+        assert member_id is not None and listener is not None
+        if self._group().is_member(member_id):
+            return
+        owned = frozenset(self._positions)
+        try:
+            if owned:
+                await listener.on_partitions_revoked(owned)
+        finally:
+            with self._broker._lock:
+                if self._member_id == member_id:
+                    self._set_positions({})
+                    self._member_id = None
+                    assert self._subscription is not None
+                    self._join(self._subscription)
+
+    @property
+    def member_id(self) -> str | None:
+        """This member's id in its group (None: not a member now)."""
+        return self._member_id
+
+    def owns_assignment(self) -> bool:
+        """Whether this member may still act as the owner of ``assignment()``: false once
+        the group dropped it (until its next poll rejoins); always true without a group."""
+        member_id = self._member_id
+        return member_id is None or self._group().is_member(member_id)
+
+    @property
+    def generation(self) -> int:
+        """The group generation of this member's assignment (-1: no group)."""
+        return self._generation
 
     def _join(self, subscription: frozenset[str]) -> None:
         assert self._member_id is None

@@ -89,6 +89,15 @@ class GroupCoordinator:
         member.owned.clear()
         self._new_generation()
 
+    def expel(self, member_id: str) -> None:
+        """Drop a member as Kafka's coordinator drops one whose session expired: whatever
+        it owns goes to the others at once, without its ``on_partitions_revoked``. The
+        member learns of it at its next poll (woken now); its commits are refused
+        meanwhile."""
+        wake = self._members[member_id].wake
+        self.leave(member_id)
+        wake()
+
     def topics_changed(self, topics: Collection[str]) -> None:
         """Topics were created or deleted: rebalance if a member subscribes to one."""
         changed = frozenset(topics)

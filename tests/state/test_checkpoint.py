@@ -33,11 +33,26 @@ def test_written_offsets_read_back(checkpoint: Checkpoint) -> None:
 
 
 def test_file_is_versioned_json(checkpoint: Checkpoint) -> None:
-    checkpoint.write({B0: 3, A0: 1})
+    checkpoint.write({B0: 3, A0: 1}, {A0: 7})
     assert orjson.loads(checkpoint.path.read_bytes()) == {
         "version": CHECKPOINT_VERSION,
         "offsets": [["app-counts-changelog", 0, 1], ["app-sums-changelog", 0, 3]],
+        "epochs": [["app-counts-changelog", 0, 7]],
     }
+
+
+def test_owner_epochs_are_read_back_with_their_offsets(checkpoint: Checkpoint) -> None:
+    checkpoint.write({B0: 3, A0: 1}, {A0: 7, B0: -1})
+    assert checkpoint.read_with_epochs() == ({A0: 1, B0: 3}, {A0: 7, B0: -1})
+
+
+def test_a_checkpoint_of_version_1_is_not_trusted(checkpoint: Checkpoint,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Written before stale owners were fenced: its files may hold a stale owner's writes."""
+    checkpoint.path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint.path.write_bytes(b'{"version": 1, "offsets": [["t", 0, 5]]}')
+    assert checkpoint.read_with_epochs() == ({}, {})
+    assert "has version 1" in caplog.text
 
 
 def test_write_replaces_the_previous_checkpoint_and_leaves_no_temp_file(
@@ -85,15 +100,17 @@ def test_write_durably_syncs_the_file_before_renaming(
 @pytest.mark.parametrize("content", [
     b"",
     b"\x00\xff garbage",
-    b'{"version": 1, "offsets": [["t", 0, 5]',  # torn write
+    b'{"version": 2, "offsets": [["t", 0, 5]',  # torn write
     b"[1, 2, 3]",
     b'{"offsets": []}',
-    b'{"version": 1, "offsets": {"t": 5}}',
-    b'{"version": 1, "offsets": [["t", 0]]}',
-    b'{"version": 1, "offsets": [["t", 0, -1]]}',
-    b'{"version": 1, "offsets": [["t", true, 1]]}',
-    b'{"version": 1, "offsets": [["", 0, 1]]}',
-    b'{"version": 1, "offsets": [["t", 0, 1], ["t", 0, 2]]}',
+    b'{"version": 2, "offsets": {"t": 5}}',
+    b'{"version": 2, "offsets": [["t", 0]]}',
+    b'{"version": 2, "offsets": [["t", 0, -1]]}',
+    b'{"version": 2, "offsets": [["t", true, 1]]}',
+    b'{"version": 2, "offsets": [["", 0, 1]]}',
+    b'{"version": 2, "offsets": [["t", 0, 1], ["t", 0, 2]]}',
+    b'{"version": 2, "offsets": [["t", 0, 1]], "epochs": [["t", 0]]}',
+    b'{"version": 2, "offsets": [["t", 0, 1]], "epochs": [["t", 0, -2]]}',
 ])
 def test_corrupt_file_reads_as_absent_with_a_warning(
         checkpoint: Checkpoint, content: bytes, caplog: pytest.LogCaptureFixture) -> None:
@@ -107,10 +124,10 @@ def test_corrupt_file_reads_as_absent_with_a_warning(
 def test_unknown_version_reads_as_absent_with_a_warning_naming_it(
         checkpoint: Checkpoint, caplog: pytest.LogCaptureFixture) -> None:
     checkpoint.path.parent.mkdir(parents=True)
-    checkpoint.path.write_bytes(b'{"version": 2, "offsets": [["t", 0, 5]]}')
+    checkpoint.path.write_bytes(b'{"version": 3, "offsets": [["t", 0, 5]]}')
     with caplog.at_level(logging.WARNING):
         assert checkpoint.read() == {}
-    assert "version 2" in caplog.text
+    assert "has version 3" in caplog.text
 
 
 def test_unreadable_path_reads_as_absent(checkpoint: Checkpoint,

@@ -1,0 +1,208 @@
+"""A worker frozen past its session timeout while records are in flight loses no update.
+
+Three workers of one app (as ``aiostreams run --workers 3`` starts them) run the stateful app
+of ``tests/support/stateful_worker.py``: an async step, a per-key count and sum, a count
+re-keyed through a repartition topic, SQLite stores. One worker is frozen (SIGSTOP) for well
+past its session timeout while input keeps coming and thousands of its records are in flight;
+the group gives its tasks to the others; then it resumes. Under at-least-once every final
+aggregate, as its changelog says (read the way a restore reads it: records of an owner that
+had lost the task are skipped, see ``aiostreams.state.owner_epoch``), must count every input
+at least once - never below - with the workers sharing one state directory and with one
+each (separate hosts). Before the task-ownership fixes, 4 runs in 8 ended below the input.
+
+``make test`` runs it three times; ``AIOSTREAMS_STALL_REPEAT=20`` runs the slow tier's
+twenty repetitions of each layout (``-m slow``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from appkit import create_topic, produce
+from kafkakit import start_worker, stop_worker
+
+from aiostreams.transport.base import IsolationLevel
+from aiostreams.transport.kafka import KafkaTransport
+from aiostreams.types import RawRecord, TopicPartition
+
+pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(600)]
+
+SCRIPT = Path(__file__).parents[1] / "support" / "stateful_worker.py"
+SESSION_TIMEOUT = 4.0
+FROZEN_FOR = 12.0  # three session timeouts: the group surely moved the tasks away
+KEYS = 30
+RECORDS = 6_600
+PARTITIONS = 6
+SLOW_REPEAT = int(os.environ.get("AIOSTREAMS_STALL_REPEAT", "0"))
+
+CASES = [pytest.param("shared", 0, id="shared-dir-1"), pytest.param("shared", 1, id="shared-dir-2"),
+         pytest.param("per-host", 0, id="own-dirs-1")]
+SLOW_CASES = [pytest.param(layout, i, id=f"{layout}-{i}", marks=pytest.mark.slow)
+              for layout in ("shared", "per-host") for i in range(SLOW_REPEAT)]
+
+
+def inputs() -> list[tuple[bytes, bytes]]:
+    return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
+
+
+@pytest.mark.parametrize(("layout", "run"), CASES + SLOW_CASES)
+async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
+        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, layout: str, run: int) -> None:
+    transport = KafkaTransport(kafka_bootstrap)
+    src, dst, app = topic_name("in"), topic_name("out"), topic_name("stall")
+    await create_topic(transport, src, PARTITIONS)
+    await create_topic(transport, dst, PARTITIONS)
+    records = inputs()
+    third = len(records) // 3
+
+    def state_dir(i: int) -> str:
+        return str(tmp_path / ("state" if layout == "shared" else f"host{i}"))
+
+    workers = [start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
+                            WORKER_STATE_DIR=state_dir(i),
+                            WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
+                            WORKER_MAX_DELAY_MS="50", WORKER_LOG="WARNING")
+               for i in range(3)]
+    frozen = workers[run % 3]
+    try:
+        await produce(transport, src, records[:third])
+        await until_progress(transport, app, src, third // 2)
+        # more input while it is frozen, so it has records in flight when it stops and
+        # finds work waiting (and more retiring) the moment it resumes
+        feeding = asyncio.ensure_future(produce(transport, src, records[third:2 * third]))
+        frozen.send_signal(signal.SIGSTOP)
+        await feeding
+        await asyncio.sleep(FROZEN_FOR)  # the fault's length, not a wait for an event
+        frozen.send_signal(signal.SIGCONT)
+        await produce(transport, src, records[2 * third:])
+        await until_committed_to_end(transport, app, src)
+        assert [w.poll() for w in workers] == [None, None, None], "a worker exited"
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+        codes = [await stop_worker(w, timeout=90) for w in workers]
+    assert codes == [0, 0, 0]
+    expected_n = Counter(k.decode() for k, _ in records)
+    expected_s: dict[str, int] = defaultdict(int)
+    for k, v in records:
+        expected_s[k.decode()] += int(v)
+    agg = await changelog_values(transport, f"{app}-agg-changelog")
+    short = {k: (agg.get(k), n) for k, n in expected_n.items()
+             if k not in agg or agg[k]["n"] < n or agg[k]["s"] < expected_s[k]}
+    assert not short, f"aggregates below the input (key: (changelog, inputs)): {short}"
+    rekeyed = await changelog_values(transport, f"{app}-rekeyed-changelog")
+    expected_groups = Counter(f"g{int(v) % 7}" for _, v in records)
+    below = {g: (rekeyed.get(g), n) for g, n in expected_groups.items()
+             if rekeyed.get(g, {"n": 0})["n"] < n}
+    assert not below, f"re-keyed counts below the input: {below}"
+
+
+async def until_progress(transport: KafkaTransport, app: str, src: str, count: int) -> None:
+    """Return once the group has committed ``count`` input offsets."""
+    async with asyncio.timeout(120):
+        while True:
+            if sum((await committed(transport, app, src)).values()) >= count:
+                return
+            await asyncio.sleep(0.5)  # nothing announces a commit to an outside reader
+
+
+async def until_committed_to_end(transport: KafkaTransport, app: str, src: str) -> None:
+    """Return once the group committed the end of the input and of every repartition
+    topic of the app (so every record went through both aggregations)."""
+    admin = transport.admin()
+    await admin.start()
+    try:
+        topics = [src, *(t for t in await admin.list_topics()
+                         if t.startswith(app) and t.endswith("-repartition"))]
+    finally:
+        await admin.stop()
+    assert len(topics) == 2, topics
+    async with asyncio.timeout(240):
+        while True:
+            done = True
+            for topic in topics:
+                ends = await end_offsets(transport, topic)
+                if await committed(transport, app, topic) != ends:
+                    done = False
+            if done:
+                return
+            await asyncio.sleep(0.5)  # nothing announces a commit to an outside reader
+
+
+async def end_offsets(transport: KafkaTransport, topic: str) -> dict[TopicPartition, int]:
+    consumer = transport.consumer(None)
+    await consumer.start()
+    try:
+        return await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    finally:
+        await consumer.stop()
+
+
+async def committed(transport: KafkaTransport, group: str, topic: str
+                    ) -> dict[TopicPartition, int]:
+    consumer = transport.consumer(group)
+    await consumer.start()
+    try:
+        found = {}
+        for p in range(PARTITIONS):
+            offset = await consumer.committed(TopicPartition(topic, p))
+            found[TopicPartition(topic, p)] = offset or 0
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def changelog_values(transport: KafkaTransport, topic: str) -> dict[str, dict[str, int]]:
+    """The last value per key of a changelog, read as a restore reads it: within a partition,
+    a record whose owner epoch (header ``aiostreams.owner``) is below one seen before it was
+    written by an owner that had lost the task, and is skipped."""
+    consumer = transport.consumer(None, isolation_level=IsolationLevel.READ_COMMITTED)
+    await consumer.start()
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    try:
+        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        by_partition: dict[TopicPartition, list[RawRecord]] = defaultdict(list)
+        async with asyncio.timeout(60):
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for tp, got in (await consumer.getmany(0.5)).items():
+                    by_partition[tp].extend(got)
+    finally:
+        await consumer.stop()
+    values: dict[str, dict[str, int]] = {}
+    for got in by_partition.values():
+        high = -1
+        for record in got:
+            epoch = next((int.from_bytes(v, "big", signed=True) for h, v in record.headers
+                          if h == "aiostreams.owner" and v is not None), None)
+            if epoch is not None:
+                if epoch < high:
+                    continue
+                high = epoch
+            assert record.key is not None
+            key = record.key.decode()
+            if key.startswith('"'):  # the re-keyed store's keys are JSON strings
+                key = orjson.loads(key)
+            if record.value is None:
+                values.pop(key, None)
+            else:
+                values[key] = decode(record.value)
+    return values
+
+
+def decode(value: bytes) -> dict[str, int]:
+    """A changelog value: 8 bytes of timestamp, then the aggregate (JSON) or a count (a
+    64-bit big-endian long)."""
+    body = value[8:]
+    if body[:1] == b"{":
+        parsed: dict[str, int] = orjson.loads(body)
+        return parsed
+    return {"n": int.from_bytes(body, "big", signed=True)}
