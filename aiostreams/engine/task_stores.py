@@ -20,8 +20,9 @@ from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.state.base import StateStore, StoreContext
 from aiostreams.state.overlay import StoreOverlay, view_for
+from aiostreams.state.store_format import changelog_headers, store_format_of
 from aiostreams.topology.topology import StoreSpec
-from aiostreams.types import OutgoingRecord, TopicPartition
+from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
 
 class TaskStores:
@@ -31,6 +32,7 @@ class TaskStores:
         self.stores: dict[str, StateStore] = {}
         self._overlays: dict[str, StoreOverlay] = {}
         self._changelog_of: dict[StoreOverlay, str] = {}
+        self._headers_of: dict[StoreOverlay, Headers] = {}  # of its changelog records
         for spec in specs:
             store = spec.factory()
             self.stores[spec.name] = store
@@ -39,6 +41,7 @@ class TaskStores:
             topic = changelog_topics.get(spec.name)
             if spec.logged and topic is not None:
                 self._changelog_of[overlay] = topic
+                self._headers_of[overlay] = changelog_headers(store_format_of(store))
 
     def views(self, names: Sequence[str]) -> dict[str, Any]:
         """The views a processor connected to stores ``names`` reads and writes through."""
@@ -66,14 +69,16 @@ class TaskStores:
 
     def apply(self, slot: Slot, released: list[OutgoingRecord | ExternalRecord]) -> None:
         """Apply the retiring ``slot``'s writes to the stores, appending their changelog
-        records to ``released`` (after the slot's own outputs, as a serial run orders them)."""
+        records to ``released`` (after the slot's own outputs, as a serial run orders them),
+        each marked with its store's format."""
         changelog_of = self._changelog_of
         for overlay, key, value in slot.writes:
             overlay.retire(slot, key, value)
             changelog = changelog_of.get(overlay)
             if changelog is not None:
                 k, v = overlay.store.changelog_record(key, value)
-                released.append(OutgoingRecord(changelog, k, v, None, (), self._partition))
+                released.append(OutgoingRecord(changelog, k, v, None,
+                                               self._headers_of[overlay], self._partition))
 
     @staticmethod
     def withdraw(slot: Slot) -> None:
