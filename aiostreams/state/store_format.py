@@ -39,6 +39,7 @@ bytes of a format that refuses them; the check raises :class:`StoreFormatError` 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -54,6 +55,7 @@ __all__ = [
     "changelog_headers",
     "check_file_format",
     "check_records",
+    "convert",
     "format_for",
     "format_in",
     "store_format_of",
@@ -180,3 +182,30 @@ def check_file_format(fmt: StoreFormat, store: str, path: Any, found: str | None
         f"store {store!r}: its file {path} holds format {_describe(found, fmt)}, but this "
         f"app's store is {fmt.id!r}. {_advice(store)}",
         store=store, found=found, expected=fmt.id, where=str(path))
+
+
+_MS: Final = struct.Struct(">q")
+_SECONDS: Final = struct.Struct(">d")
+
+
+def convert(value: bytes, source: str, target: str, *, timestamp: float) -> bytes:
+    """``value`` (a changelog record's value in format ``source``) in format ``target``.
+
+    * ``kv/1`` -> ``kv-timestamped/2``: the plain value gets ``timestamp`` (seconds; the
+      changelog record's own, as Kafka Streams' ``rawValueToTimestampedValue`` does when it
+      restores a plain changelog into a timestamped store), as 8-byte milliseconds;
+    * ``window-timed/1`` -> ``window-timestamped/2``: exact, the stored timestamp was
+      already there (double seconds, now milliseconds);
+    * a format to itself: unchanged.
+
+    Raises ``ValueError`` for any other pair, or a value too short to be ``source``'s."""
+    if source == target:
+        return value
+    if (source, target) == (KV.id, KV_TIMESTAMPED.id):
+        return _MS.pack(round(timestamp * 1000)) + value
+    if (source, target) == (WINDOW_TIMED.id, WINDOW_TIMESTAMPED.id):
+        if len(value) < _SECONDS.size:
+            raise ValueError(f"{len(value)} byte(s) cannot be {source!r} (8-byte time first)")
+        (seconds,) = _SECONDS.unpack_from(value, 0)
+        return _MS.pack(round(seconds * 1000)) + value[_SECONDS.size:]
+    raise ValueError(f"aiostreams has no conversion from format {source!r} to {target!r}")
