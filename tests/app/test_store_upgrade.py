@@ -8,6 +8,7 @@ and on a real one."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ from aiostreams.windows import TumblingWindows
 
 TEXT = "abcdefghijklmnopqrstuvwxyzabcd"
 SUM = 3_703_703_670
-STAMP = 1_699_999_980.0  # the old records' event time (s), a minute's start: window [STAMP, +60)
+STAMP = float(int(time.time()) // 60 * 60 - 120)
+"""The old records' event time (s): a minute's start, so window [STAMP, STAMP + 60); recent,
+as a window changelog's records expire by time on a real broker."""
 OLD = {  # store -> (key, what the code before the change left in it)
     "text": ("k", TEXT),
     "total": ("k", SUM),
