@@ -15,10 +15,12 @@ tools do).
     aiostreams send TOPIC [--app MODULE:APP] [--json | --key-separator SEP] < lines
     aiostreams dlq show TOPIC [--limit N] [--traceback]
     aiostreams dlq replay TOPIC [--limit N] [--dry-run]
+    aiostreams store upgrade myproject.app:app --store NAME [--unmarked-as FORMAT] [--dry-run]
 
 The commands live in :mod:`aiostreams.commands`, one module each, and each family's parser
 and handlers in a ``*_cli`` module there (``app_cli``: run, describe; ``topics_cli``;
-``records_cli``: tail, send; ``dlq_cli``; ``admin``: topics delete, groups); this module
+``records_cli``: tail, send; ``dlq_cli``; ``admin``: topics delete, groups; ``store_cli``:
+store upgrade); this module
 builds the parser from them and owns what every command shares.
 """
 
@@ -41,6 +43,7 @@ from aiostreams.commands.app_cli import register as register_app
 from aiostreams.commands.dlq_cli import register as register_dlq
 from aiostreams.commands.records_cli import register as register_records
 from aiostreams.commands.run import CurrentStderr, signal_exit_code
+from aiostreams.commands.store_cli import register as register_store
 from aiostreams.commands.target import (
     apply_settings,
     command_line_overrides,
@@ -113,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_admin(commands, topic_commands, tool_parents, _tool_target, _run_tool)
     register_records(commands, tool_parents, _tool_target, _run_tool)
     register_dlq(commands, common, tool_parents, _tool_target, _run_tool)
+    register_store(commands, common, settings, _run_tool)
     return parser
 
 

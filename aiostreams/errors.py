@@ -131,6 +131,21 @@ class TaskFailedError(AiostreamsError):
     """
 
 
+class StoreFormatError(TaskFailedError):
+    """A store's changelog or file holds bytes of another format than the store's (see
+    :mod:`aiostreams.state.store_format`): the task cannot start, and nothing of those
+    bytes was decoded. Fatal for the worker, never a per-record error: the message names
+    the store, where the bytes are, both formats and the command that converts them."""
+
+    def __init__(self, message: str, *, store: str, found: str | None, expected: str,
+                 where: str) -> None:
+        super().__init__(message)
+        self.store = store
+        self.found = found
+        self.expected = expected
+        self.where = where
+
+
 class OffsetOutOfRangeError(TransportError):
     """A consumer's position on a partition is outside the partition's log (its records
     were deleted, or the log is shorter than the position) and the ``offset_out_of_range``

@@ -37,9 +37,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.engine.task_state import TaskState
-from aiostreams.errors import TaskFailedError
+from aiostreams.errors import StoreFormatError, TaskFailedError
 from aiostreams.state.base import restore_each
 from aiostreams.state.owner_epoch import NO_EPOCH, EpochFence
+from aiostreams.state.store_format import check_records, store_format_of
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
 from aiostreams.types import RawRecord, TopicPartition
 
@@ -200,6 +201,8 @@ class Restorer:
                         start = (await consumer.beginning_offsets([tp]))[tp]
                     await self._replay(consumer, store, tp, start, task.task_id, name,
                                        end=end, fence=fence)
+                except StoreFormatError:
+                    raise  # its message names the store, the formats and the fix
                 except Exception as error:
                     failure = TaskFailedError(
                         f"task {task.task_id}: restoring store {name!r} from its changelog "
@@ -257,6 +260,7 @@ class Restorer:
                 if records:
                     if records[-1].offset >= end:
                         records = [record for record in records if record.offset < end]
+                    check_records(store_format_of(store), name, records)  # before any is applied
                     unflushed_bytes += restore_batch(fence.admitted(records))
                     unflushed += len(records)
                 # a fetch of buffered records returns without suspending: let the worker's

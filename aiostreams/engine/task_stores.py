@@ -21,8 +21,9 @@ from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.state.base import StateStore, StoreContext
 from aiostreams.state.overlay import StoreOverlay, view_for
 from aiostreams.state.owner_epoch import NO_EPOCH, owner_headers
+from aiostreams.state.store_format import changelog_headers, store_format_of
 from aiostreams.topology.topology import StoreSpec
-from aiostreams.types import OutgoingRecord, TopicPartition
+from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
 
 class TaskStores:
@@ -30,10 +31,11 @@ class TaskStores:
                  changelog_topics: Mapping[str, str]) -> None:
         self._partition = partition
         self.owner_epoch = NO_EPOCH
-        self._headers = owner_headers(NO_EPOCH)
+        self._format_of: dict[StoreOverlay, Headers] = {}  # each logged store's format header
         self.stores: dict[str, StateStore] = {}
         self._overlays: dict[str, StoreOverlay] = {}
         self._changelog_of: dict[StoreOverlay, str] = {}
+        self._headers_of: dict[StoreOverlay, Headers] = {}  # of its changelog records
         for spec in specs:
             store = spec.factory()
             self.stores[spec.name] = store
@@ -42,12 +44,15 @@ class TaskStores:
             topic = changelog_topics.get(spec.name)
             if spec.logged and topic is not None:
                 self._changelog_of[overlay] = topic
+                self._format_of[overlay] = changelog_headers(store_format_of(store))
+        self.set_owner_epoch(NO_EPOCH)
 
     def set_owner_epoch(self, epoch: int) -> None:
         """The group generation in which this task's owner took it: every changelog
         record it writes from now on carries it (see :mod:`~aiostreams.state.owner_epoch`)."""
         self.owner_epoch = epoch
-        self._headers = owner_headers(epoch)
+        owner = owner_headers(epoch)
+        self._headers_of = {o: (*fmt, *owner) for o, fmt in self._format_of.items()}
 
     @property
     def persistent(self) -> bool:
@@ -80,16 +85,17 @@ class TaskStores:
 
     def apply(self, slot: Slot, released: list[OutgoingRecord | ExternalRecord]) -> None:
         """Apply the retiring ``slot``'s writes to the stores, appending their changelog
-        records to ``released`` (after the slot's own outputs, as a serial run orders them)."""
+        records to ``released`` (after the slot's own outputs, as a serial run orders them),
+        each marked with its store's format."""
         changelog_of = self._changelog_of
-        headers = self._headers
+        headers = self._headers_of
         for overlay, key, value in slot.writes:
             overlay.retire(slot, key, value)
             changelog = changelog_of.get(overlay)
             if changelog is not None:
                 k, v = overlay.store.changelog_record(key, value)
-                released.append(OutgoingRecord(changelog, k, v, None, headers,
-                                               self._partition))
+                released.append(OutgoingRecord(changelog, k, v, None,
+                                               headers[overlay], self._partition))
 
     @staticmethod
     def withdraw(slot: Slot) -> None:

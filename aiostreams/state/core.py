@@ -13,20 +13,32 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from aiostreams.serde import JsonSerde, Serde
-from aiostreams.state.base import TOMBSTONE, StoreState, StoreStateError, check_store_name
+from aiostreams.state.base import (
+    TOMBSTONE,
+    StoreKind,
+    StoreState,
+    StoreStateError,
+    check_store_name,
+)
+from aiostreams.state.store_format import StoreFormat, format_for
 
 __all__ = ["StoreCore"]
 
 
 class StoreCore(ABC):
     """A store's identity and lifecycle fields (``fresh`` starts True, ``state`` CREATED);
-    serdes default to JSON. Subclasses say what :meth:`sort_key` is."""
+    serdes default to JSON. Subclasses say what :meth:`sort_key` is. ``store_format`` is
+    the format of its bytes (:mod:`aiostreams.state.store_format`), from its kind and
+    value serde."""
+
+    kind: StoreKind
 
     def __init__(self, name: str, key_serde: Serde[Any] | None,
                  value_serde: Serde[Any] | None) -> None:
         self.name = check_store_name(name)
         self.key_serde: Serde[Any] = key_serde if key_serde is not None else JsonSerde()
         self.value_serde: Serde[Any] = value_serde if value_serde is not None else JsonSerde()
+        self.store_format: StoreFormat = format_for(self.kind, self.value_serde)
         self.fresh = True
         self.state = StoreState.CREATED
 

@@ -53,6 +53,7 @@ from aiostreams.state.base import (
 )
 from aiostreams.state.core import StoreCore
 from aiostreams.state.sqlite_file import delete_files, in_key_order, rows_between, scalar
+from aiostreams.state.store_format import check_file_format
 from aiostreams.types import RawRecord
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,8 @@ __all__ = ["DEFAULT_CACHE_SIZE", "SQLiteKeyValueStore"]
 DEFAULT_CACHE_SIZE: Final = 10_000
 """Entries the read cache of one store keeps (values known present or absent)."""
 
-SCHEMA_VERSION: Final = 1  # PRAGMA user_version of the files this module writes
+SCHEMA_VERSION: Final = 2  # PRAGMA user_version of the files this module writes
+# (2: a ``meta`` table names the store's format; files of 1 have none, see _check_format)
 _CORRUPT: Final = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
 
 
@@ -157,6 +159,7 @@ class SQLiteKeyValueStore(StoreCore):
                 )
             created = await scalar(
                 db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='kv'") == 0
+            await self._check_format(db, path, created)
             await db.execute(
                 "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) "
                 "WITHOUT ROWID")
@@ -167,6 +170,23 @@ class SQLiteKeyValueStore(StoreCore):
             await db.close()
             raise
         return db, created
+
+    async def _check_format(self, db: aiosqlite.Connection, path: Path, created: bool) -> None:
+        """Refuse a file whose ``meta`` table names another format than the store's, or
+        names none when the format refuses unmarked files (written before the marker: of
+        unknown format); mark a new file, or an unmarked one the format accepts
+        (:mod:`aiostreams.state.store_format`). A refused file is left as it is."""
+        found: str | None = None
+        if not created and await scalar(
+                db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'"):
+            found = await scalar(db, "SELECT value FROM meta WHERE name = 'format'")
+        if not created:
+            check_file_format(self.store_format, self.name, path, found)
+        if found is None:
+            await db.execute(
+                "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            await db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('format', ?)",
+                             (self.store_format.id,))
 
     async def _create_schema(self, db: aiosqlite.Connection) -> None:
         """Hook: more schema on top of the ``kv`` table (the window store's index)."""

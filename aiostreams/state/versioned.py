@@ -197,6 +197,7 @@ class VersionedKeyValueStore(StoreCore):
                               value_serde=cells) if persistent
             else InMemoryWindowStore(name, retention=_UNBOUNDED, key_serde=self.key_serde,
                                      value_serde=cells))
+        self._rows.store_format = self.store_format  # its file holds this store's versions
         self.observed_ms = NO_STREAM_TIME
         self._trim: list[tuple[int, int, Any]] = []
         self._trim_seq = 0

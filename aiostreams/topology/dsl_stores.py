@@ -89,6 +89,8 @@ class TimestampedSerde:
     """A :class:`ValueAndTimestamp` as Kafka Streams' timestamped stores write it: the
     timestamp as 8 bytes of big-endian milliseconds, then ``inner``'s bytes."""
 
+    store_layout = "timestamped"  # a store of these values is kv-/window-timestamped/2
+
     def __init__(self, inner: Serde[Any]) -> None:
         self.inner = inner
 
@@ -156,6 +158,8 @@ class ListSerde:
 class TimedSerde:
     """A ``(time, value)`` pair: 8 bytes of big-endian double, then ``inner``'s bytes
     (session windows store ``(start, aggregate)`` under their end time)."""
+
+    store_layout = "timed"  # a window store of these values is window-timed/1
 
     def __init__(self, inner: Serde[Any]) -> None:
         self.inner = inner

@@ -324,6 +324,12 @@ class MemoryBroker:
             group = self._groups[group_id] = GroupCoordinator(group_id, self.partition_count)
         return group
 
+    def member_count(self, group_id: str) -> int:
+        """How many members group ``group_id`` has now (0 for a group never joined)."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            return 0 if group is None else group.member_count
+
     def new_member_id(self, client_id: str) -> str:
         # Zero-padded so that sorting member ids (the assignment order) is joining order.
         return f"{client_id}-{next(self._member_ids):08d}"

@@ -107,6 +107,10 @@ class GroupCoordinator:
     def is_member(self, member_id: str) -> bool:
         return member_id in self._members
 
+    @property
+    def member_count(self) -> int:
+        return len(self._members)
+
     # -- the two-phase handoff ----------------------------------------------------------
 
     def revocations(self, member_id: str) -> frozenset[TopicPartition]:
