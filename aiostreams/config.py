@@ -185,6 +185,8 @@ TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
     "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",
     "AIOSTREAMS_ORACLE_EXAMPLES": "how many examples the Kafka Streams oracle tests draw",
+    "AIOSTREAMS_FK_CONVERGE_EXAMPLES": "how many interleavings the foreign-key join "
+                                       "convergence test draws",
 }
 """``AIOSTREAMS_*`` variables that are not settings: the project's tools read them (add a
 new one here, or apps refuse to start where it is set)."""

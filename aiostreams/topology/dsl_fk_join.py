@@ -89,13 +89,18 @@ def join_on_foreign_key(this: Table[Any, Any], other: Any, foreign_key: Callable
         builder, "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
         prefix and f"{prefix}subscription-registration", fk_serde,
         SubscriptionSerde(pk_serde), builder.declared_partitions([other.node]))
+    # the result node and its store are named below; the suppliers run when tasks are made
+    names: dict[str, str] = {}
     send = builder.add_processor(
         "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION",
-        lambda: SubscriptionSendProcessor(foreign_key, fk_serde, left_values, left,
-                                          sub_topic.name),
+        lambda: SubscriptionSendProcessor(
+            foreign_key, fk_serde, left_values, left, sub_topic.name,
+            subscriptions=names["sink"], result=names["result"],
+            result_store=names["store"]),
         [this.node], name=prefix and f"{prefix}subscription-registration-processor")
-    builder.add_sink("KTABLE-SINK", sub_topic, [send],
-                     name=prefix and f"{prefix}subscription-registration-sink")
+    names["sink"] = builder.add_sink(
+        "KTABLE-SINK", sub_topic, [send],
+        name=prefix and f"{prefix}subscription-registration-sink")
     sub_source = builder.add_source(
         "KTABLE-SOURCE", [sub_topic], name=prefix and f"{prefix}subscription-registration-source")
     store = builder.store_name("KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE",
@@ -130,18 +135,22 @@ def join_on_foreign_key(this: Table[Any, Any], other: Any, foreign_key: Callable
     resolver = builder.add_processor(
         "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR",
         lambda: ResponseJoinProcessor(primary_getter, left_values, joiner, left,
-                                      sub_topic.name),
+                                      sub_topic.name, names["store"]),
         [response_source], name=prefix and f"{prefix}subscription-response-resolver")
     require_getter_stores(builder, primary_getter, resolver, what)
 
-    result_store = builder.store_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE", materialized)
+    result_store = names["store"] = builder.store_name("KTABLE-FK-JOIN-OUTPUT-STATE-STORE",
+                                                       materialized)
     old_values = OldValues()
-    result = builder.add_processor(
+    # the subscription sender is a parent too: an inner join's local retractions (fk_join)
+    result = names["result"] = builder.add_processor(
         "KTABLE-FK-JOIN-OUTPUT", lambda: TableSourceProcessor(result_store, old_values),
-        [resolver], name=prefix and f"{prefix}result")
+        [resolver, send], name=prefix and f"{prefix}result")
     result_values = value_serde if value_serde is not None else JsonSerde()
     builder.add_store(kv_store_spec(result_store, persistent=persistent, key_serde=pk_serde,
                                     value_serde=TimestampedSerde(result_values)), result)
+    builder.connect_store(result_store, send)
+    builder.connect_store(result_store, resolver)
     return Table(builder, result, StoreGetter(result_store), key_serde=this.key_serde,
                  value_serde=value_serde, store=result_store, old_values=old_values)
 

@@ -356,7 +356,9 @@ async def run_aiostreams(case: Case, *, max_in_flight: int, ordering: str,
     topics (foreign-key joins): piped all at once, a task would merge an internal topic
     with an input topic by timestamp, an interleaving Kafka's driver never produces (it
     finishes each piped record's cascade first); the join's final results agree, its
-    intermediate updates need not."""
+    intermediate updates need not. An input marked ``"racing"`` is not processed before
+    the next is piped (a deviation's race, see ``deviations.py``; Kafka's driver ignores
+    the mark)."""
     several = len(input_topics(case)) > 1 and not case.get("step")
     # With several input topics, a task must wait for all of them to be buffered before it
     # chooses (the chooser_order the oracle is fed); the idle wait is then ended by moving
@@ -371,7 +373,7 @@ async def run_aiostreams(case: Case, *, max_in_flight: int, ordering: str,
                                   value_bytes(record["value"]), record["ts"] / 1000,
                                   headers=tuple((h, bytes.fromhex(x))
                                                 for h, x in record.get("headers", [])))
-            if case.get("step"):
+            if case.get("step") and not record.get("racing"):
                 await driver.process_all()
         await driver.process_all()
         if several:
