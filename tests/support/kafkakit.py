@@ -10,7 +10,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from aiostreams.types import RawRecord
+from aiostreams.transport.base import Transport
+from aiostreams.types import RawRecord, TopicPartition
 
 WORKER = Path(__file__).with_name("kafka_worker.py")
 COUNT_WORKER = Path(__file__).with_name("count_worker.py")
@@ -76,3 +77,28 @@ def _diff(got: list[bytes | None], expected: list[bytes]) -> str:
     dupes = sum((g - e).values())
     lost = sum((e - g).values())
     return f"{lost} lost, {dupes} duplicated of {len(expected)}"
+
+
+async def wait_committed(transport: Transport, group: str, topic: str, partitions: int,
+                         total: int, *, timeout: float) -> float:
+    """Poll ``group``'s committed offsets of ``topic`` (nothing announces a commit to an
+    outsider) until they sum to ``total``; return the seconds that took. Raises
+    AssertionError naming the last sum after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    consumer = transport.consumer(group)
+    await consumer.start()
+    try:
+        while True:
+            offsets = [await consumer.committed(TopicPartition(topic, p))
+                       for p in range(partitions)]
+            done = sum(o or 0 for o in offsets)
+            if done >= total:
+                return loop.time() - started
+            if loop.time() - started > timeout:
+                raise AssertionError(f"group {group!r} committed {done} of {total} records "
+                                     f"of {topic!r} in {timeout:g} s (per partition: "
+                                     f"{offsets})")
+            await asyncio.sleep(0.1)  # a poll interval: the group coordinator tells no one
+    finally:
+        await consumer.stop()
