@@ -325,12 +325,12 @@ class Worker:
         await asyncio.sleep(0)
 
     def _transient(self, error: TransportError) -> bool:
-        """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send or flush
-        is answered by a rewind at the next fetch; under exactly-once any other failure
-        stops the worker (a transactional commit's outcome is in doubt)."""
+        """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send, flush or
+        transactional commit is answered by a rewind at the next fetch; any other failure
+        that passes with time is retried."""
         if any(channel.error is error for channel in self._router.channels()):
             return self._table.rewindable(error)
-        return retriable(error) and not self.config.exactly_once
+        return retriable(error)
 
     # -- committing ---------------------------------------------------------------------
 
