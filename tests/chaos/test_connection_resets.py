@@ -27,6 +27,8 @@ from appkit import create_topic, produce, read_exactly, read_until_all_seen
 from faultproxy import FaultProxy
 from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker, wait_committed
 
+from aiostreams.commands import ExitCode
+from aiostreams.engine.stop_budget import STOP_GRACE
 from aiostreams.localkafka import LocalKafka
 from aiostreams.transport.kafka import KafkaTransport
 
@@ -146,6 +148,47 @@ async def test_a_worker_rides_out_connection_resets_and_commits_the_backlog_soon
         proxied: Proxied, topic_name: Any, tmp_path: Path, fault: str, guarantee: str
 ) -> None:
     await ride_out(proxied, topic_name, tmp_path, fault, guarantee)
+
+
+DRAIN_TIMEOUT = 4.0
+
+
+async def test_a_stop_during_an_outage_keeps_its_budget_and_exits_4_naming_what_it_left(
+        proxied: Proxied, topic_name: Any, tmp_path: Path) -> None:
+    """Issue 33: a stop while the broker is unreachable took ~45 s against its budget
+    (drain_timeout + STOP_GRACE) and exited 0 although its last commit failed."""
+    proxied.proxy.forward()
+    transport = KafkaTransport(proxied.kafka.bootstrap)
+    src, dst, group = topic_name("in"), topic_name("out"), topic_name("app")
+    await create_topic(transport, src, PARTITIONS)
+    await create_topic(transport, dst, PARTITIONS)
+    log_path = tmp_path / "worker.log"
+    with log_path.open("wb") as log:
+        worker = start_worker(
+            proxied.through_proxy, group, src, dst, stderr=log.fileno(), cli=True,
+            WORKER_MAX_DELAY_MS="20", WORKER_MAX_IN_FLIGHT="50",
+            WORKER_DRAIN_TIMEOUT=str(DRAIN_TIMEOUT), WORKER_LOG="ERROR")
+    try:
+        await produce(transport, src, keyed_inputs(40_000, keys=KEYS))
+        await read_exactly(transport, dst, 500, timeout=120)
+        proxied.proxy.blackhole()  # the outage: commits stop landing, work goes on
+        await asyncio.sleep(2.0)  # work processed and not committed piles up meanwhile
+        assert worker.poll() is None
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        code = await stop_worker(worker, timeout=120)
+        took = loop.time() - asked
+    finally:
+        proxied.proxy.forward()
+        await stop_worker(worker, kill=True)
+    text = log_path.read_text(errors="replace")
+    budget = DRAIN_TIMEOUT + STOP_GRACE
+    assert took <= budget + 3.0, f"the stop took {took:.1f} s, its budget is {budget:g} s"
+    assert code == ExitCode.UNCOMMITTED, f"exit code {code}: {tail(log_path)}"
+    assert "stopped without committing the last" in text, tail(log_path)
+    assert f"{src}-0 offsets " in text, tail(log_path)  # each partition, named
+    assert "never retrieved" not in text, tail(log_path)
+    print(f"stop during an outage: {took:.1f} s (budget {budget:g} s), exit code {code}")
 
 
 @pytest.mark.skipif(REPEAT < 1, reason="set AIOSTREAMS_CHAOS_REPEAT=N to repeat N times")

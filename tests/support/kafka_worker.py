@@ -74,6 +74,14 @@ def build() -> ais.App:
     return app
 
 
+def __getattr__(name: str) -> ais.App:
+    """``kafka_worker:app`` for ``aiostreams run`` (built on first use: it reads the
+    environment)."""
+    if name == "app":
+        return build()
+    raise AttributeError(name)
+
+
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("WORKER_LOG", "WARNING"),
                         format="%(asctime)s worker %(levelname)s %(name)s: %(message)s")

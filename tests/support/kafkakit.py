@@ -18,16 +18,21 @@ COUNT_WORKER = Path(__file__).with_name("count_worker.py")
 
 
 def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
-                 stderr: int | None = None, **env: str) -> subprocess.Popen[bytes]:
+                 stderr: int | None = None, cli: bool = False,
+                 **env: str) -> subprocess.Popen[bytes]:
+    """Start ``script``'s app in a process of its own: ``python script`` (``App.run``), or
+    with ``cli`` ``python -m aiostreams run script:app`` (its exit codes)."""
     environment = dict(os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     environment["PYTHONPATH"] = os.pathsep.join(
-        p for p in (repo, environment.get("PYTHONPATH")) if p)
+        p for p in (repo, str(script.parent), environment.get("PYTHONPATH")) if p)
     environment.update({
         "WORKER_BROKER": f"kafka://{bootstrap}", "WORKER_APP": app,
         "WORKER_SRC": src, "WORKER_DST": dst, **env,
     })
-    return subprocess.Popen([sys.executable, str(script)], env=environment, stderr=stderr)
+    command = ([sys.executable, "-m", "aiostreams", "run", f"{script.stem}:app",
+                "--no-progress"] if cli else [sys.executable, str(script)])
+    return subprocess.Popen(command, env=environment, stderr=stderr)
 
 
 async def stop_worker(proc: subprocess.Popen[bytes], *, kill: bool = False,
