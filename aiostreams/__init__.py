@@ -19,6 +19,7 @@ from aiostreams.errors import (
     TaskFailedError,
     TopologyError,
     TransportError,
+    UncommittedStopError,
     UnknownTopicError,
 )
 from aiostreams.lifecycle import Resource, ResourceClosedError
@@ -123,6 +124,7 @@ __all__ = [
     "TopologyError",
     "TransportError",
     "TumblingWindows",
+    "UncommittedStopError",
     "UnknownTopicError",
     "Versioned",
     "VersionedRecord",

@@ -58,6 +58,7 @@ from aiostreams.errors import (
     BrokerUnavailableError,
     ConfigError,
     TopologyError,
+    UncommittedStopError,
 )
 
 T = TypeVar("T")
@@ -164,6 +165,8 @@ def exit_code_for(error: BaseException) -> int:
         return error.code
     if isinstance(error, BrokerUnavailableError):
         return ExitCode.BROKER_UNREACHABLE
+    if isinstance(error, UncommittedStopError):
+        return ExitCode.UNCOMMITTED
     if isinstance(error, ConfigError | TopologyError):
         return ExitCode.USAGE
     return ExitCode.FAILURE

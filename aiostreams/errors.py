@@ -146,6 +146,22 @@ class StoreFormatError(TaskFailedError):
         self.where = where
 
 
+class UncommittedStopError(AiostreamsError):
+    """The app stopped, but its last commit did not land (the broker did not answer within
+    the stop's budget, or refused it): the message names each partition and the offsets
+    processed but not committed. Nothing is lost - those records are processed again at
+    the next start (at-least-once: their outputs may repeat; exactly-once: their
+    transaction was aborted). ``aiostreams run`` exits with code 4.
+    """
+
+    def __init__(self, message: str, uncommitted: dict[tuple[str, int], tuple[int, int]]
+                 ) -> None:
+        super().__init__(message)
+        self.uncommitted = uncommitted
+        """``(topic, partition) -> (committed offset, processed up to)``: the records from
+        the first to just before the second are processed again at the next start."""
+
+
 class OffsetOutOfRangeError(TransportError):
     """A consumer's position on a partition is outside the partition's log (its records
     were deleted, or the log is shorter than the position) and the ``offset_out_of_range``

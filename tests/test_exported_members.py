@@ -50,7 +50,7 @@ EXPECTED = {
     # errors
     "AiostreamsError", "ConfigError", "TopologyError", "CoPartitioningError",
     "TransportError", "BrokerUnavailableError", "UnknownTopicError", "SerializationError",
-    "DeserializationError", "ProcessingError", "TaskFailedError",
+    "DeserializationError", "ProcessingError", "TaskFailedError", "UncommittedStopError",
     "__version__",
 }
 

@@ -71,3 +71,20 @@ async def test_reset_mode_resets_open_and_new_connections(
     writer.close()
     with pytest.raises((ConnectionError, asyncio.IncompleteReadError)):
         await roundtrip(port, b"z")
+
+
+async def test_drop_open_resets_open_connections_and_forwards_new_ones(
+        echo_proxy: tuple[FaultProxy, int]) -> None:
+    proxy, port = echo_proxy
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"x")
+    await writer.drain()
+    assert await reader.readexactly(1) == b"x"
+    assert proxy.drop_open() == 1
+    with pytest.raises((ConnectionError, asyncio.IncompleteReadError)):
+        writer.write(b"y")
+        await writer.drain()
+        await reader.readexactly(1)
+    writer.close()
+    assert await roundtrip(port, b"z") == b"z"
+    assert proxy.drops == 1

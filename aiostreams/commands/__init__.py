@@ -25,6 +25,7 @@ class ExitCode(enum.IntEnum):
     FAILURE = 1
     USAGE = 2
     BROKER_UNREACHABLE = 3
+    UNCOMMITTED = 4  # stopped, but the last commit did not land (UncommittedStopError)
     INTERRUPTED = 130
     PIPE_CLOSED = 141
 

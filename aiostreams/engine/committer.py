@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.external_sink import ExternalSink
+from aiostreams.engine.outage import InDoubtCommitError, show_offsets
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask
@@ -242,11 +243,19 @@ class Committer:
                 await channel.producer.send_offsets_to_transaction(offsets, self._app_id)
             except TransportError as e:
                 # before the commit point: the transaction did not commit, so its tasks
-                # can start again from the last one (a rewind); a failure of
-                # commit_transaction below is in doubt and stops the worker
+                # can start again from the last one (a rewind)
                 channel.error = e
                 raise
-        await channel.producer.commit_transaction()
+        try:
+            await channel.producer.commit_transaction()
+        except TransportError as e:
+            # past the commit point: the transaction may have committed or not - the
+            # rewind settles which before its tasks start again (see InDoubtCommitError)
+            error = InDoubtCommitError(
+                f"{channel.name}: the outcome of the transaction committing "
+                f"{show_offsets(offsets)} is unknown ({e})")
+            channel.error = error
+            raise error from e
         channel.in_transaction = False
 
     async def _flush_sinks(self, everything: bool) -> None:

@@ -4,11 +4,18 @@
   commit (a rewind), for as long as the trouble has lasted at most ``broker_timeout``
   since the last successful commit - except fencing (the task is lost instead) and a
   missing topic (it would fail again);
+* a failed **transactional commit** (exactly-once) is answered the same way: its
+  channel is marked failed - with :class:`InDoubtCommitError` when ``commit_transaction``
+  itself failed, whose outcome is unknown - and its tasks rewound. Before they start
+  again, :func:`settle_in_doubt` makes the transaction coordinator finish an in-doubt
+  transaction (a new producer with the same transactional id is let in only once it
+  has committed or aborted it) and reads the group's committed offsets: the tasks resume
+  past the transaction if it committed, before it if not - nothing lost, nothing
+  duplicated for read_committed readers;
 * any other failure that passes with time (a timeout, a dropped connection, a coordinator
   moving) is retried with backoff (:class:`Outage`) for up to ``broker_timeout`` seconds of
-  continuous trouble - at-least-once only: under exactly-once a transactional commit's
-  outcome is in doubt, so the worker stops and a restart resumes from the last committed
-  transaction;
+  continuous trouble, under both guarantees (under exactly-once every failure of the
+  transactional calls is a channel's, above, so what is retried here committed nothing);
 * anything else stops the worker.
 """
 
@@ -16,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from aiostreams.engine.clock import Clock
 from aiostreams.errors import (
@@ -26,11 +34,52 @@ from aiostreams.errors import (
     TransportError,
     UnknownTopicError,
 )
+from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
 
 _CONNECTION_ERRORS = frozenset({"KafkaConnectionError", "NodeNotReadyError",
                                 "KafkaTimeoutError", "RequestTimedOutError"})
+
+
+class InDoubtCommitError(TransportError):
+    """A transactional commit failed after it was asked for: the transaction may have
+    committed or not. Its tasks are rewound, and :func:`settle_in_doubt` learns which
+    before they start again."""
+
+
+class Fences(Protocol):
+    async def fence(self, task_id: str) -> None: ...
+
+
+class ReadsCommitted(Protocol):
+    async def committed(self, tp: TopicPartition) -> int | None: ...
+
+
+async def settle_in_doubt(in_doubt: dict[TopicPartition, str],
+                          resume_at: dict[TopicPartition, int | None], fences: Fences,
+                          consumer: ReadsCommitted) -> None:
+    """Before tasks whose transactional commit is in doubt start again (``in_doubt``: their
+    partitions, each with its task id): fence each task's transactional id - the
+    coordinator lets a new producer in only once it has committed or aborted the
+    transaction in doubt - then read the group's committed offset of each partition into
+    ``resume_at`` (left as it is where the group has none). Each partition settled leaves
+    ``in_doubt``.
+
+    Cancellation, or a broker that does not answer: what is not settled stays in
+    ``in_doubt``, to be settled at the next attempt."""
+    for task_id in sorted(set(in_doubt.values())):
+        await fences.fence(task_id)
+    for tp in sorted(in_doubt):
+        committed = await consumer.committed(tp)
+        if committed is not None:
+            resume_at[tp] = committed
+        del in_doubt[tp]
+
+
+def show_offsets(offsets: Mapping[TopicPartition, int]) -> str:
+    """``t[0]@5, t[1]@7`` (``nothing`` when empty)."""
+    return ", ".join(f"{tp}@{o}" for tp, o in sorted(offsets.items())) or "nothing"
 
 
 class Outage:

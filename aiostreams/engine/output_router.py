@@ -64,6 +64,15 @@ class OutputRouter:
         channel.owns = self._owns
         self._channels[task_id] = channel
 
+    async def fence(self, task_id: str) -> None:
+        """Start and stop a producer with task ``task_id``'s transactional id (exactly-once):
+        the transaction coordinator lets it in only once it has finished that id's open
+        transaction (committed one whose commit it recorded, aborted any other)."""
+        producer = self._transport.producer(client_id=self._client_id,
+                                            transactional_id=f"{self._app_id}-{task_id}")
+        await producer.start()
+        await close_within(producer.stop(), STOP_GRACE, f"task {task_id}'s fencing producer")
+
     async def close(self, task_id: str, seconds: float = STOP_GRACE) -> None:
         """Forget ``task_id``'s own channel (exactly-once), stopping its producer within
         ``seconds`` (a producer cut off from the broker must not hold the worker)."""

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any, TypeVar
+
+from aiostreams.errors import UncommittedStopError
+from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
 
@@ -20,16 +23,18 @@ STOP_GRACE = 10.0
 """Seconds a stop may take beyond ``drain_timeout`` (commit, leaving the group, closing
 the clients) before it gives up waiting for the broker."""
 CLIENT_CLOSE_MIN = 2.0
-"""Seconds each client still gets to close once the stop's budget is spent."""
+"""Seconds kept, at the end of the stop's budget, for closing the clients (together); a
+client still closing then is abandoned."""
 
 
-async def close_within(closing: Awaitable[None], seconds: float, what: str) -> None:
-    """Await ``closing`` for at most ``max(seconds, CLIENT_CLOSE_MIN)``; past that, log
-    and give up on it (a broker that does not answer must not hold a stop).
+async def close_within(closing: Awaitable[None], seconds: float, what: str, *,
+                       at_least: float = CLIENT_CLOSE_MIN) -> None:
+    """Await ``closing`` for at most ``max(seconds, at_least)``; past that, log and give
+    up on it (a broker that does not answer must not hold a stop).
 
     Cancellation: cancels ``closing`` and propagates."""
     try:
-        async with asyncio.timeout(max(seconds, CLIENT_CLOSE_MIN)):
+        async with asyncio.timeout(max(seconds, at_least)):
             await closing
     except TimeoutError:
         log.warning("worker: gave up waiting for %s to close (the broker did not answer)",
@@ -72,3 +77,26 @@ def _retrieve(job: asyncio.Future[Any]) -> None:
     """Mark a finished job's exception as seen (a caller still waiting re-raises it)."""
     if not job.cancelled():
         job.exception()
+
+
+def not_committed(processed: Mapping[TopicPartition, int],
+                  committed: Mapping[TopicPartition, int]
+                  ) -> dict[TopicPartition, tuple[int, int]]:
+    """Per partition, ``(committed, processed)`` where the tasks processed past the last
+    commit (``processed``: each partition's committable offset)."""
+    return {tp: (committed.get(tp, 0), offset) for tp, offset in sorted(processed.items())
+            if offset > committed.get(tp, 0)}
+
+
+def uncommitted_stop(pending: Mapping[TopicPartition, tuple[int, int]], why: str
+                     ) -> UncommittedStopError:
+    """The error a stop ends with when its last commit did not land (``why``)."""
+    shown = ", ".join(f"{tp} offsets {first}..{end - 1}"
+                      for tp, (first, end) in sorted(pending.items()))
+    count = sum(end - first for first, end in pending.values())
+    return UncommittedStopError(
+        f"stopped without committing the last {count} record(s) processed ({why}): "
+        f"{shown}. Nothing is lost: they are processed again at the next start "
+        "(at-least-once: their outputs may repeat; exactly-once: their transaction was "
+        "aborted). If the broker is down, start again once it is back",
+        {(tp.topic, tp.partition): span for tp, span in pending.items()})

@@ -34,7 +34,7 @@ from typing import Any
 
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.outage import rewindable
+from aiostreams.engine.outage import InDoubtCommitError, rewindable, settle_in_doubt
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.partition_queue import HasUnfetched
@@ -105,6 +105,8 @@ class TaskTable:
         self.task_of: dict[TopicPartition, StreamTask] = {}
         # partitions whose task rewind closed -> the committed offset to start again from
         self.orphans: dict[TopicPartition, int | None] = {}
+        # orphans whose last transactional commit is in doubt -> their task id
+        self.in_doubt: dict[TopicPartition, str] = {}
         self._clock = clock
         self._broker_timeout = broker_timeout
         self.rewinding_since: float | None = None
@@ -289,6 +291,8 @@ class TaskTable:
             committed = {tp: self._committed.get(tp) for tp in task.partitions}
             await self.close(task)
             self.orphans.update(committed)
+            if isinstance(error, InDoubtCommitError):
+                self.in_doubt.update(dict.fromkeys(task.partitions, task.task_id))
         if self._router.is_shared(channel):
             await self._router.replace_shared_producer()
 
@@ -297,6 +301,8 @@ class TaskTable:
         committed offsets. If the broker still does not answer, they stay paused and this
         is tried again at the next fetch; a rebalance that revokes them ends the attempt."""
         owned = consumer.assignment()
+        self.in_doubt = {tp: t for tp, t in self.in_doubt.items() if tp in owned}
+        await settle_in_doubt(self.in_doubt, self.orphans, self._router, consumer)
         pending = {tp: o for tp, o in self.orphans.items() if tp in owned}
         self.orphans = dict(pending)
         fresh = {tp: o for tp, o in pending.items() if tp not in self.task_of}

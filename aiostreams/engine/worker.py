@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.committer import Committer, CommitTimer
@@ -35,7 +35,14 @@ from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stall_watch import StallWatch
-from aiostreams.engine.stop_budget import STOP_GRACE, Shielded, close_within
+from aiostreams.engine.stop_budget import (
+    CLIENT_CLOSE_MIN,
+    STOP_GRACE,
+    Shielded,
+    close_within,
+    not_committed,
+    uncommitted_stop,
+)
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
 from aiostreams.engine.topic_plan import changelog_topic
@@ -45,6 +52,7 @@ from aiostreams.errors import (
     OwnershipLostError,
     TaskFailedError,
     TransportError,
+    UncommittedStopError,
 )
 from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
@@ -77,6 +85,9 @@ class Worker:
         self.clock = clock
         self.state = AppState.CREATED
         self.failure: BaseException | None = None
+        self.uncommitted: UncommittedStopError | None = None
+        """Set by a stop whose last commit did not land (see :meth:`stop`)."""
+        self._uncommitted: dict[TopicPartition, tuple[int, int]] = {}
         self.commits = 0
         self._on_commit = on_commit
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
@@ -182,12 +193,15 @@ class Worker:
         close tasks, leave the group. Idempotent.
 
         Bounded: the whole stop takes at most ``drain_timeout + STOP_GRACE`` seconds of
-        real time, whatever the broker does. The loops are cancelled once a rebalance's
-        revoke under way has returned (its partitions are ours to commit only until then);
-        a commit under way is shielded and finishes first. When the broker does not answer
-        in time (an outage), the commit is abandoned - nothing past the last successful
-        commit is marked done, so those records are processed again at the next start -
-        and the clients are closed without waiting; a log line says what was not committed.
+        real time, whatever the broker does: the commit may use all of it but the last
+        ``CLIENT_CLOSE_MIN`` seconds, in which the tasks and then the clients are closed
+        (each group at once). The loops are cancelled once a rebalance's revoke under way
+        has returned (its partitions are ours to commit only until then); a commit under
+        way is shielded and finishes first. When the broker does not answer in time (an
+        outage) or refuses the last commit, the commit is abandoned - nothing past the
+        last successful commit is marked done, so those records are processed again at
+        the next start - and :meth:`raise_failure` raises
+        :class:`~aiostreams.errors.UncommittedStopError`, naming them.
 
         Cancellation: the remaining steps are skipped and the clients closed; uncommitted
         work is redone by the next owner."""
@@ -202,7 +216,10 @@ class Worker:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.drain_timeout + STOP_GRACE
 
-        def left() -> float:
+        def left() -> float:  # for the commit: the clients' share at the end is kept
+            return max(0.0, deadline - CLIENT_CLOSE_MIN - loop.time())
+
+        def closing_left() -> float:
             return max(0.0, deadline - loop.time())
 
         failed = self.state is AppState.FAILED
@@ -215,20 +232,22 @@ class Worker:
                 await self._commits.settle()
                 await self._revoke(list(self.tasks.values()))
         except TimeoutError:
-            log.error("worker: could not commit before stopping: the broker did not answer "
-                      "within the stop's %.0fs (drain_timeout + %.0fs). Nothing after the last "
-                      "successful commit is marked done: those records (of %s) will be "
-                      "processed again at the next start", self.config.drain_timeout,
-                      STOP_GRACE,
-                      ", ".join(sorted(map(str, self._table.task_of))) or "no partition")
+            self._note_uncommitted(
+                self.tasks.values(), f"the broker did not answer within the stop's "
+                f"{self.config.drain_timeout + STOP_GRACE:.0f} s (drain_timeout + "
+                f"{STOP_GRACE:.0f} s)")
             await self._commits.abandon()
-            for task in list(self.tasks.values()):
-                await self._table.close_quietly(task)
+            await asyncio.gather(*(close_within(self._table.close(task), closing_left(),
+                                                f"task {task.task_id}", at_least=0.25)
+                                   for task in list(self.tasks.values())))
         finally:
+            closings = [self._router.stop(closing_left),
+                        close_within(self._purger.stop(), closing_left(), "the purge client",
+                                     at_least=0.25)]
             if self._consumer is not None:
-                await close_within(self._consumer.stop(), left(), "the consumer")
-            await self._router.stop(left)
-            await close_within(self._purger.stop(), left(), "the purge client")
+                closings.append(close_within(self._consumer.stop(), closing_left(),
+                                             "the consumer", at_least=0.25))
+            await asyncio.gather(*closings)
             await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
@@ -370,12 +389,12 @@ class Worker:
         await asyncio.sleep(0)
 
     def _transient(self, error: TransportError) -> bool:
-        """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send or flush
-        is answered by a rewind at the next fetch; under exactly-once any other failure
-        stops the worker (a transactional commit's outcome is in doubt)."""
+        """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send, flush or
+        transactional commit is answered by a rewind at the next fetch; any other failure
+        that passes with time is retried."""
         if any(channel.error is error for channel in self._router.channels()):
             return self._table.rewindable(error)
-        return retriable(error) and not self.config.exactly_once
+        return retriable(error)
 
     # -- committing ---------------------------------------------------------------------
 
@@ -417,6 +436,8 @@ class Worker:
             self._router.groups(chosen, lambda t: t.task_id), consumer,
             closing=closing, flush_all=flush_all)
         for group, reason in lost:
+            if self.state is AppState.STOPPING:
+                self._note_uncommitted(group, f"{type(reason).__name__}: {reason}")
             await self._table.lose(group, reason, consumer)
         if committed:
             self._table.rewinding_since = None
@@ -465,8 +486,21 @@ class Worker:
             self._enter(AppState.FAILED)
         self._stop_requested.set()
 
+    def _note_uncommitted(self, tasks: Iterable[StreamTask], why: str) -> None:
+        """The stop's last commit of ``tasks`` did not land: note what it leaves undone."""
+        processed = {tp: o for t in tasks for tp, o in t.committable().items()}
+        pending = not_committed(processed, self._committer.committed)
+        if pending:
+            self._uncommitted.update(pending)
+            self.uncommitted = uncommitted_stop(self._uncommitted, why)
+            log.error("worker: %s", self.uncommitted)
+
     def raise_failure(self) -> None:
+        """Raise what stopped the worker, if anything did; after a stop whose last commit
+        did not land, :class:`~aiostreams.errors.UncommittedStopError`."""
         if self.failure is not None:
             if isinstance(self.failure, AiostreamsError):
                 raise self.failure
             raise TaskFailedError(f"the worker stopped: {self.failure}") from self.failure
+        if self.uncommitted is not None:
+            raise self.uncommitted

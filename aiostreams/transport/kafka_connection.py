@@ -6,7 +6,9 @@ Durations are float seconds here and become aiokafka's integer milliseconds only
 aiokafka internals used by the adapters, all in this module or named here so an upgrade has
 one list to check (``aiokafka>=0.13,<0.15``): ``AIOKafkaConsumer._client``,
 ``AIOKafkaProducer.client``, ``AIOKafkaAdminClient._client`` (the ``AIOKafkaClient`` under each),
-and ``AIOKafkaClient.send``/``get_random_node``/``cluster``.
+and ``AIOKafkaClient.send``/``get_random_node``/``cluster``; and
+``AIOKafkaConnection.connected``/``send``, wrapped by
+:mod:`~aiostreams.transport.kafka_broken_connections` when this module is imported.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from aiostreams.errors import (
     TransportError,
     UnknownTopicError,
 )
+from aiostreams.transport.kafka_broken_connections import guard_broken_connections
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+guard_broken_connections()  # every adapter imports this module before it makes a client
 
 SCHEME = "kafka://"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

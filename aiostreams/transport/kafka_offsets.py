@@ -109,7 +109,8 @@ async def list_offsets(consumer: AIOKafkaConsumer, which: str,
             return await list_end_offsets(consumer._client, partitions,
                                           read_committed=read_committed)
         except (TransportError, KafkaError, RuntimeError) as exc:
-            if isinstance(exc, RuntimeError) and not closed_mid_request(exc):
+            # aiokafka's KafkaError is a RuntimeError too: only a bare one may be a bug
+            if type(exc) is RuntimeError and not closed_mid_request(exc):
                 raise
             log.debug("listing end offsets of %s off the fetch path failed (%s); asking "
                       "through the fetch connection", show(partitions), exc)

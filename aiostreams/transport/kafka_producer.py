@@ -135,16 +135,21 @@ class KafkaProducer:
         self._transition(ProducerState.STOPPED)
         if producer is None:
             return
+        # Their outcome no longer matters, but must be retrieved, now or whenever it comes
+        # (a sender that died fails them as the client closes): no "never retrieved".
+        _retrieve_outcomes(self._deliveries)
+        self._deliveries.clear()
         try:
             if state is ProducerState.IN_TRANSACTION:
-                # If this fails the coordinator aborts it after transaction_timeout anyway.
-                with contextlib.suppress(KafkaError, TimeoutError):
+                # If this fails the coordinator aborts it after transaction_timeout anyway;
+                # a producer broken by the network may fail it any way it likes (aiokafka's
+                # transaction manager asserts on a FATAL_ERROR -> ABORTING transition).
+                with contextlib.suppress(KafkaError, TimeoutError, AssertionError,
+                                         RuntimeError):
                     async with asyncio.timeout(self._options.request_timeout):
                         await producer.abort_transaction()
         finally:
             await producer.stop()
-            _consume_outcomes(self._deliveries)
-            self._deliveries.clear()
 
     def partition_for(self, topic: str, key: bytes | None, partitions: int) -> int:
         """Kafka's default partitioner; null keys go round-robin per producer."""
@@ -340,10 +345,10 @@ class KafkaProducer:
         producer = self._require(ProducerState.IN_TRANSACTION, "abort a transaction")
         aborted = list(self._deliveries)
         self._deliveries.clear()
+        _retrieve_outcomes(aborted)  # their outcome no longer matters, whatever happens next
         await self._transactional_call("abort a transaction", producer.abort_transaction())
-        if aborted:  # their outcome no longer matters, but must be retrieved
+        if aborted:
             await asyncio.wait([future for _, future in aborted])
-            _consume_outcomes(aborted)
         self._transition(ProducerState.READY)
 
     async def _transactional_call(self, action: str, call: Any) -> None:
@@ -410,11 +415,16 @@ def _outcome(future: asyncio.Future[Any]) -> BaseException | None:
     return future.exception()
 
 
-def _consume_outcomes(deliveries: list[tuple[str, asyncio.Future[Any]]]) -> None:
-    """Retrieve finished futures' exceptions, so asyncio does not log them as lost."""
+def _retrieve_outcomes(deliveries: list[tuple[str, asyncio.Future[Any]]]) -> None:
+    """Retrieve each future's exception once it is done (at once if it is), so asyncio does
+    not log it as "Future exception was never retrieved"."""
     for _, future in deliveries:
-        if future.done() and not future.cancelled():
-            future.exception()
+        future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _wire(headers: Headers) -> list[tuple[str, bytes | None]]:

@@ -47,9 +47,8 @@ async def proxied_kafka() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
 
 @pytest.mark.parametrize(("fault", "guarantee"), [
     ("partition", "at_least_once"), ("partition", "exactly_once"),
-    # Under exactly-once a reset that lands inside commit_transaction leaves the
-    # transaction in doubt, and the worker stops by design (a restart - the supervisor's -
-    # resumes from the last committed transaction); resets anywhere else are ridden out.
+    # Resets under exactly-once (an in-doubt commit_transaction included) and with a
+    # growing backlog: tests/chaos/test_connection_resets.py.
     ("reset_storm", "at_least_once"),
 ])
 async def test_a_worker_cut_off_from_the_broker_recovers_and_loses_nothing(

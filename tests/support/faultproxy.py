@@ -11,6 +11,8 @@ broker (issue 24): it forwards, delays, black-holes or resets connections on dem
     ...
     proxy.blackhole()   # connections stay open; nothing gets through either way
     proxy.reset()       # every connection is reset (RST), and every new one too
+    proxy.drop_open()   # the open connections are reset once; new ones are forwarded
+    await proxy.drop_every(2.0, duration=20.0)  # a reset of every connection each 2 s
     proxy.forward(delay=0.2)                   # heal, with 200 ms added per chunk
 
 Modes apply at once to open connections and to new ones. The proxy runs on the test's event
@@ -45,9 +47,11 @@ class FaultProxy:
         self.mode = Mode.FORWARD
         self.delay = 0.0
         self.connections = 0  # accepted so far
+        self.drops = 0  # open connections reset by drop_open (and reset) so far
         self._server: asyncio.Server | None = None
         self._open: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._paired = asyncio.Event()  # set whenever a connection is paired upstream
 
     async def start(self) -> int:
         """Listen on a free port of 127.0.0.1; returns it."""
@@ -64,11 +68,37 @@ class FaultProxy:
     def reset(self) -> None:
         """Reset every open connection now; new ones are reset until the mode changes."""
         self.mode = Mode.RESET
+        self.drop_open()
+
+    def drop_open(self) -> int:
+        """Reset every open connection now (a TCP RST to both peers), leaving the mode as it
+        is: in FORWARD mode the peers may connect again at once. Returns how many were
+        reset (``drops`` counts them all)."""
+        dropped = 0
         for client, upstream in list(self._open):
             _rst(client)
             if upstream is not None:
                 _rst(upstream)
+            dropped += 1
         self._open.clear()
+        self.drops += dropped
+        return dropped
+
+    async def drop_every(self, interval: float, *, duration: float) -> None:
+        """Forward, but reset every open connection each ``interval`` seconds for
+        ``duration`` seconds (the first reset at once): connections that keep dying."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + duration
+        self.forward()
+        while loop.time() < end:
+            self.drop_open()
+            await asyncio.sleep(min(interval, max(end - loop.time(), 0.0)))
+
+    async def wait_open(self, count: int = 1) -> None:
+        """Return once at least ``count`` connections are open through the proxy."""
+        while len(self._open) < count:
+            self._paired.clear()
+            await self._paired.wait()
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -92,6 +122,7 @@ class FaultProxy:
             return
         pair = (writer, up_writer)
         self._open.add(pair)
+        self._paired.set()
         pumps = [asyncio.ensure_future(self._pump(reader, up_writer)),
                  asyncio.ensure_future(self._pump(up_reader, writer))]
         for pump in pumps:

@@ -6,7 +6,9 @@ Configured by environment variables so tests can start, SIGTERM and SIGKILL it:
 ``WORKER_GUARANTEE`` (at_least_once | exactly_once), ``WORKER_MAX_DELAY_MS`` (each record
 awaits a random 0..N ms), ``WORKER_INSTANCE`` (group_instance_id / transactional id suffix),
 ``WORKER_SESSION_TIMEOUT`` (seconds; the heartbeat goes every sixth of it),
-``WORKER_DRAIN_TIMEOUT`` (seconds).
+``WORKER_DRAIN_TIMEOUT`` (seconds), ``WORKER_STATE_DIR`` (when set, each record also
+counts its key in a persistent, changelogged SQLite store ``seen``: every commit then reads
+the changelog's end offsets for the checkpoint, as a stateful app's does).
 
 Each output is ``<input value>`` under the input key, so a test can check every input has
 exactly one (or at least one) output and that per-key order holds.
@@ -20,6 +22,9 @@ import os
 import random
 
 import aiostreams as ais
+from aiostreams.serde import LongSerde, StrSerde
+from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.topology.nodes import StoreSpec
 from aiostreams.transport.kafka import KafkaTransport
 
 
@@ -27,10 +32,14 @@ class RandomDelay(ais.Processor[str, str]):
     def __init__(self, max_delay: float) -> None:
         self.max_delay = max_delay
         self.rng = random.Random()
+        self.stateful = bool(os.environ.get("WORKER_STATE_DIR"))
 
     async def process(self, record: ais.Record[str, str]) -> None:
         if self.max_delay > 0:
             await asyncio.sleep(self.rng.random() * self.max_delay)
+        if self.stateful:
+            seen = self.context.store("seen")
+            seen.put(record.key, (await seen.get(record.key) or 0) + 1)
         self.context.forward(record)
 
 
@@ -52,13 +61,25 @@ def build() -> ais.App:
         commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
         group_instance_id=instance,
         max_in_flight=int(env.get("WORKER_MAX_IN_FLIGHT", "1000")),
+        state_dir=env.get("WORKER_STATE_DIR") or None,
     )
     app.topic(env["WORKER_SRC"], key=str, value=str)
     app.topic(env["WORKER_DST"], key=str, value=str)
     delay = float(env.get("WORKER_MAX_DELAY_MS", "0")) / 1000.0
     app.topology.add_source("src", env["WORKER_SRC"]).add_processor(
         "delay", lambda: RandomDelay(delay), "src").add_sink("sink", env["WORKER_DST"], "delay")
+    if env.get("WORKER_STATE_DIR"):
+        app.topology.add_store(StoreSpec("seen", lambda: SQLiteKeyValueStore(
+            "seen", StrSerde(), LongSerde())), "delay")
     return app
+
+
+def __getattr__(name: str) -> ais.App:
+    """``kafka_worker:app`` for ``aiostreams run`` (built on first use: it reads the
+    environment)."""
+    if name == "app":
+        return build()
+    raise AttributeError(name)
 
 
 if __name__ == "__main__":

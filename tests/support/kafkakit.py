@@ -10,23 +10,29 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from aiostreams.types import RawRecord
+from aiostreams.transport.base import Transport
+from aiostreams.types import RawRecord, TopicPartition
 
 WORKER = Path(__file__).with_name("kafka_worker.py")
 COUNT_WORKER = Path(__file__).with_name("count_worker.py")
 
 
 def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
-                 stderr: int | None = None, **env: str) -> subprocess.Popen[bytes]:
+                 stderr: int | None = None, cli: bool = False,
+                 **env: str) -> subprocess.Popen[bytes]:
+    """Start ``script``'s app in a process of its own: ``python script`` (``App.run``), or
+    with ``cli`` ``python -m aiostreams run script:app`` (its exit codes)."""
     environment = dict(os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     environment["PYTHONPATH"] = os.pathsep.join(
-        p for p in (repo, environment.get("PYTHONPATH")) if p)
+        p for p in (repo, str(script.parent), environment.get("PYTHONPATH")) if p)
     environment.update({
         "WORKER_BROKER": f"kafka://{bootstrap}", "WORKER_APP": app,
         "WORKER_SRC": src, "WORKER_DST": dst, **env,
     })
-    return subprocess.Popen([sys.executable, str(script)], env=environment, stderr=stderr)
+    command = ([sys.executable, "-m", "aiostreams", "run", f"{script.stem}:app",
+                "--no-progress"] if cli else [sys.executable, str(script)])
+    return subprocess.Popen(command, env=environment, stderr=stderr)
 
 
 async def stop_worker(proc: subprocess.Popen[bytes], *, kill: bool = False,
@@ -76,3 +82,28 @@ def _diff(got: list[bytes | None], expected: list[bytes]) -> str:
     dupes = sum((g - e).values())
     lost = sum((e - g).values())
     return f"{lost} lost, {dupes} duplicated of {len(expected)}"
+
+
+async def wait_committed(transport: Transport, group: str, topic: str, partitions: int,
+                         total: int, *, timeout: float) -> float:
+    """Poll ``group``'s committed offsets of ``topic`` (nothing announces a commit to an
+    outsider) until they sum to ``total``; return the seconds that took. Raises
+    AssertionError naming the last sum after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    consumer = transport.consumer(group)
+    await consumer.start()
+    try:
+        while True:
+            offsets = [await consumer.committed(TopicPartition(topic, p))
+                       for p in range(partitions)]
+            done = sum(o or 0 for o in offsets)
+            if done >= total:
+                return loop.time() - started
+            if loop.time() - started > timeout:
+                raise AssertionError(f"group {group!r} committed {done} of {total} records "
+                                     f"of {topic!r} in {timeout:g} s (per partition: "
+                                     f"{offsets})")
+            await asyncio.sleep(0.1)  # a poll interval: the group coordinator tells no one
+    finally:
+        await consumer.stop()

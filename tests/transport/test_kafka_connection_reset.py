@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiokafka.errors import KafkaConnectionError
 
 from aiostreams.engine.outage import retriable
-from aiostreams.errors import BrokerUnavailableError
+from aiostreams.errors import BrokerUnavailableError, TransportError
+from aiostreams.transport import kafka_offsets
 from aiostreams.transport.kafka_connection import closed_mid_request
 from aiostreams.transport.kafka_offsets import commit_offsets, read_committed_offset
 from aiostreams.types import TopicPartition
@@ -63,3 +65,36 @@ async def test_any_other_runtime_error_of_a_commit_propagates_as_it_is() -> None
     with pytest.raises(RuntimeError) as raised:
         await commit_offsets(consumer, {TP: 5}, group_id="app", owned=[TP])
     assert raised.value is bug
+
+
+class ConsumerWhoseEndOffsetsFail:
+    """The aiokafka consumer of ``list_offsets``' fallback: its own ``end_offsets`` fails
+    with ``error`` (the off-fetch-path request is made to fail by the test)."""
+
+    _client = None
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.asked = False
+
+    async def end_offsets(self, partitions: Any) -> dict[Any, int]:
+        self.asked = True
+        raise self.error
+
+
+async def test_a_reset_while_listing_changelog_end_offsets_is_broker_trouble(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33: a commit's changelog end-offset lookup met a reset and the raw
+    KafkaConnectionError stopped the worker (aiokafka's KafkaError is a RuntimeError, which
+    the lookup took for a bug). It falls back to aiokafka's own lookup, and a failure there
+    is a TransportError the worker rides out."""
+    async def reset(*args: Any, **kwargs: Any) -> dict[TopicPartition, int]:
+        raise KafkaConnectionError("Connection at 127.0.0.1:9092 closed")
+
+    monkeypatch.setattr(kafka_offsets, "list_end_offsets", reset)
+    consumer = ConsumerWhoseEndOffsetsFail(KafkaConnectionError("closed again"))
+    with pytest.raises(TransportError) as raised:
+        await kafka_offsets.list_offsets(consumer, "end", [TP],  # type: ignore[arg-type]
+                                         read_committed=False)
+    assert consumer.asked, "it did not fall back to aiokafka's own lookup"
+    assert retriable(raised.value)
