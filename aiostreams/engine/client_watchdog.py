@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from aiostreams.errors import ClientFailedError, CorruptFetchError
@@ -123,10 +123,10 @@ class ClientWatchdog:
             troubles.append(self.pending.reason)
         self.degraded = "; ".join(troubles) or None
 
-    def take(self) -> Liveness | None:
+    def take(self, fetching: Collection[TopicPartition] = ()) -> Liveness | None:
         """The verdict the fetch loop must act on by rebuilding the consumer, if any.
-        Raises :class:`ClientFailedError` instead when ``failure_limit`` rebuilds in a row
-        brought no record."""
+        Raises :class:`ClientFailedError` instead, naming the partitions ``fetching``,
+        when ``failure_limit`` rebuilds in a row brought no record."""
         verdict, self.pending = self.pending, None
         if verdict is None:
             return None
@@ -135,7 +135,9 @@ class ClientWatchdog:
             raise ClientFailedError(
                 f"the Kafka consumer failed {self.rebuilds} times in a row, each time "
                 f"rebuilt without fetching a record in between (corrupt_fetch_limit="
-                f"{self.failure_limit}); last: {verdict.reason}. Nothing corrupt was "
+                f"{self.failure_limit}) while fetching partition(s) "
+                f"{', '.join(map(str, sorted(fetching))) or '(none assigned)'}; last: "
+                f"{verdict.reason}. Nothing corrupt was "
                 "accepted and nothing past the last commit is marked done. Check the "
                 "network between this worker and the broker (a device corrupting bytes?) "
                 "and the broker's logs")

@@ -325,7 +325,7 @@ class Worker:
             self._set_failure(error)
 
     async def _fetch_once(self) -> None:
-        dead = self.client_watchdog.take()
+        dead = self.client_watchdog.take(self._table.task_of)
         if dead is not None:
             await self._rebuild_consumer(dead)
         consumer = self._consumer

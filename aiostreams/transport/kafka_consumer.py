@@ -280,12 +280,17 @@ class KafkaConsumer:
     ) -> dict[AioTopicPartition, list[Any]]:
         """One fetch (:func:`~aiostreams.transport.kafka_fetch.fetch_unpaused`); aiokafka's
         position reports go to :meth:`KafkaPositions.recover`, its errors become ours."""
+        before = _positions(consumer)
         try:
             return await fetch_unpaused(consumer, self._paused, self._bridge.arrival(),
                                         timeout, max_records)
         except (NoOffsetForPartitionError, OffsetOutOfRangeError) as exc:
             report = exc  # answered outside the handler: an error it raises is our own
         except CorruptRecordException as exc:
+            # aiokafka has moved past the good records it drained before the corrupt batch
+            # (and dropped them with the exception): back to what we returned, and refetch
+            for aio_tp, offset in before.items():
+                consumer.seek(aio_tp, offset)
             self._drop_connections()
             raise CorruptFetchError(
                 f"a record batch fetched from {self._bootstrap} failed its CRC check "
@@ -508,6 +513,17 @@ class KafkaConsumer:
                 f"cannot {action} {tp}: it is not assigned to this consumer "
                 f"(assignment: {sorted(map(str, self.assignment()))})"
             )
+
+
+def _positions(consumer: AIOKafkaConsumer) -> dict[AioTopicPartition, int]:
+    """aiokafka's valid positions of its assigned partitions (no I/O): at the start of a
+    fetch, one past the last record returned of each."""
+    current = consumer._subscription.subscription
+    assignment = None if current is None else current.assignment
+    if assignment is None:
+        return {}
+    return {tp: assignment.state_value(tp).position for tp in assignment.tps
+            if assignment.state_value(tp).has_valid_position}
 
 
 def _aio(tp: TopicPartition) -> AioTopicPartition:

@@ -6,7 +6,10 @@ Configured by environment variables so tests can start, SIGTERM and SIGKILL it:
 ``WORKER_GUARANTEE`` (at_least_once | exactly_once), ``WORKER_MAX_DELAY_MS`` (each record
 awaits a random 0..N ms), ``WORKER_INSTANCE`` (group_instance_id / transactional id suffix),
 ``WORKER_SESSION_TIMEOUT`` (seconds; the heartbeat goes every sixth of it),
-``WORKER_DRAIN_TIMEOUT`` (seconds).
+``WORKER_DRAIN_TIMEOUT`` (seconds), ``WORKER_BREAK_FETCHER_AFTER`` (after that many
+records, aiokafka's fetcher task dies of a ``KeyError`` in a fetch response, as a flipped
+bit in a topic name kills it; logged as ``breaking aiokafka's fetcher``),
+``WORKER_CORRUPT_FETCH_LIMIT``.
 
 Each output is ``<input value>`` under the input key, so a test can check every input has
 exactly one (or at least one) output and that per-key order holds.
@@ -22,13 +25,34 @@ import random
 import aiostreams as ais
 from aiostreams.transport.kafka import KafkaTransport
 
+APP: ais.App | None = None
+PROCESSED = 0
+
+
+def break_fetcher() -> None:
+    """Make aiokafka's fetcher task die at its next fetch response, of the ``KeyError`` a
+    topic name it did not ask for raises (its own fetch code, reached from outside)."""
+    assert APP is not None and APP._worker is not None
+    fetcher = APP._worker._consumer._consumer._fetcher  # type: ignore[union-attr]
+
+    async def corrupt_response(assignment: object, node_id: int, request: object) -> bool:
+        raise KeyError("TopicPartition(topic='broken-on-purpose', partition=0)")
+
+    fetcher._proc_fetch_request = corrupt_response
+    logging.getLogger("worker").warning("breaking aiokafka's fetcher")
+
 
 class RandomDelay(ais.Processor[str, str]):
     def __init__(self, max_delay: float) -> None:
         self.max_delay = max_delay
         self.rng = random.Random()
+        self.break_after = int(os.environ.get("WORKER_BREAK_FETCHER_AFTER", "0"))
 
     async def process(self, record: ais.Record[str, str]) -> None:
+        global PROCESSED
+        PROCESSED += 1
+        if self.break_after == PROCESSED:
+            break_fetcher()
         if self.max_delay > 0:
             await asyncio.sleep(self.rng.random() * self.max_delay)
         self.context.forward(record)
@@ -52,6 +76,7 @@ def build() -> ais.App:
         commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
         group_instance_id=instance,
         max_in_flight=int(env.get("WORKER_MAX_IN_FLIGHT", "1000")),
+        corrupt_fetch_limit=int(env.get("WORKER_CORRUPT_FETCH_LIMIT", "5")),
     )
     app.topic(env["WORKER_SRC"], key=str, value=str)
     app.topic(env["WORKER_DST"], key=str, value=str)
@@ -64,4 +89,5 @@ def build() -> ais.App:
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("WORKER_LOG", "WARNING"),
                         format="%(asctime)s worker %(levelname)s %(name)s: %(message)s")
-    build().run()
+    APP = build()
+    APP.run()
