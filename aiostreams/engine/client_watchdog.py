@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from aiostreams.errors import ClientFailedError, CorruptFetchError
 from aiostreams.transport.kafka_watchdog import Liveness
@@ -42,6 +42,8 @@ from aiostreams.types import TopicPartition
 log = logging.getLogger("aiostreams.watchdog")
 
 __all__ = ["ClientWatchdog", "Watched"]
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -80,6 +82,7 @@ class ClientWatchdog:
         self.rebuilds = 0  # consumer rebuilds since the last fetched record
         self.detections = 0  # verdicts other than alive, in all
         self._corrupt: dict[TopicPartition, int] = {}
+        self._died = asyncio.Event()  # set while ``pending`` holds a verdict
 
     async def run(self, consumer: Any, channels: Any) -> None:
         """Check every ``interval`` seconds (``consumer()`` and ``channels()`` give what
@@ -105,6 +108,7 @@ class ClientWatchdog:
                               "Rebuilding it: a fresh consumer rejoins the group and the "
                               "tasks start again from their last commit", verdict.reason)
                     self.pending = verdict
+                    self._died.set()
         for channel in list(channels):
             producer = channel.producer
             if not isinstance(producer, Watched):
@@ -128,6 +132,7 @@ class ClientWatchdog:
         Raises :class:`ClientFailedError` instead, naming the partitions ``fetching``,
         when ``failure_limit`` rebuilds in a row brought no record."""
         verdict, self.pending = self.pending, None
+        self._died.clear()
         if verdict is None:
             return None
         self.rebuilds += 1
@@ -142,6 +147,23 @@ class ClientWatchdog:
                 "network between this worker and the broker (a device corrupting bytes?) "
                 "and the broker's logs")
         return verdict
+
+    async def unless_dead(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """Await ``work`` (a fetch), or cancel it and return None as soon as the consumer
+        is judged dead: a fetch can wait forever on a dead client (a rebalance callback
+        waiting for a position only the dead fetcher would have found).
+
+        Cancellation: ``work`` is cancelled too, and awaited."""
+        job = asyncio.ensure_future(work)
+        died = asyncio.ensure_future(self._died.wait())
+        try:
+            await asyncio.wait((job, died), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            died.cancel()
+            if not job.done():
+                job.cancel()
+                await asyncio.wait((job,))
+        return None if job.cancelled() else job.result()
 
     def fetched(self, batch: Mapping[TopicPartition, Sequence[object]]) -> None:
         """Progress: records arrived for the partitions of ``batch`` that have some."""

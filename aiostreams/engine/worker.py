@@ -331,11 +331,14 @@ class Worker:
         consumer = self._consumer
         assert consumer is not None
         try:
-            batch = await consumer.getmany(self.config.poll_timeout,
-                                           self.config.max_poll_records)
+            fetched = await self.client_watchdog.unless_dead(consumer.getmany(
+                self.config.poll_timeout, self.config.max_poll_records))
         except CorruptFetchError as corrupt:
             self.client_watchdog.corrupt_fetch(corrupt)  # raises at the limit
             return  # retried by the next fetch, on a fresh connection
+        if fetched is None:
+            return  # the consumer died: rebuilt at the next step
+        batch = fetched
         self.client_watchdog.fetched(batch)
         touched: dict[str, StreamTask] = {}
         for tp, records in batch.items():

@@ -143,7 +143,7 @@ async def wait_exit(worker: Any, timeout: float) -> int:
     return code
 
 
-@pytest.mark.parametrize("guarantee", ["exactly_once"])
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 async def test_corrupt_fetch_responses_are_recovered_from_and_stop_the_worker_if_they_persist(
         proxied_kafka: tuple[LocalKafka, FaultProxy, str], topic_name: Any, tmp_path: Path,
         guarantee: str) -> None:
@@ -166,14 +166,15 @@ async def test_corrupt_fetch_responses_are_recovered_from_and_stop_the_worker_if
         # byte flipped (the CRC catches those)
         topic_flips = proxy.corrupt(name_in_fetches, times=2)
         await produce(transport, src, inputs[2_000:3_000])
-        await read_exactly(transport, dst, 1_000, timeout=60, read_committed=exactly_once)
+        await asyncio.wait_for(topic_flips.used_up.wait(), 60)
+        await read_until_all_seen(transport, dst, {v for _, v in inputs[:3_000]},
+                                  timeout=60, read_committed=exactly_once)
         crc_flips = proxy.corrupt(b"k1", at=1, bit=0, times=2)  # "k1" -> "k0" in a value
         await produce(transport, src, inputs[3_000:])
+        await asyncio.wait_for(crc_flips.used_up.wait(), 60)
         outputs = await read_until_all_seen(transport, dst, {v for _, v in inputs},
                                             timeout=120, read_committed=exactly_once)
-        proxy.stop_corrupting()
         check_outputs(outputs, inputs, exactly_once=exactly_once)
-        assert topic_flips.done == 2 and crc_flips.done == 2
         assert worker.poll() is None, "the worker exited on a brief corruption"
         text = log.read_text()
         assert "its fetcher task failed" in text, text[-3000:]
@@ -181,8 +182,11 @@ async def test_corrupt_fetch_responses_are_recovered_from_and_stop_the_worker_if
         # persistent: every response holding a record is corrupt
         proxy.corrupt(b"k1", at=1, bit=0)
         more = keyed_inputs(6_100, keys=60)[6_000:]
+        began = time.monotonic()
         await produce(transport, src, more)
         code = await wait_exit(worker, timeout=90)
+        print(f"\n{guarantee}: persistent CRC corruption stopped the worker in "
+              f"{time.monotonic() - began:.2f}s")
     finally:
         proxy.stop_corrupting()
         if worker.poll() is None:
@@ -191,3 +195,33 @@ async def test_corrupt_fetch_responses_are_recovered_from_and_stop_the_worker_if
     assert code != 0
     assert "could not be parsed (corrupt_fetch_limit=3)" in text, text[-3000:]
     assert re.search(rf"partition {re.escape(src)}-\d", text), text[-3000:]
+
+
+async def test_a_topic_name_corrupt_in_every_fetch_stops_the_worker_naming_its_partitions(
+        proxied_kafka: tuple[LocalKafka, FaultProxy, str], topic_name: Any,
+        tmp_path: Path) -> None:
+    kafka, proxy, through_proxy = proxied_kafka
+    transport = KafkaTransport(kafka.bootstrap)
+    src, dst, group = topic_name("in"), topic_name("out"), topic_name("app")
+    await create_topic(transport, src, 2)
+    await create_topic(transport, dst, 2)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as sink:
+        worker = start_worker(through_proxy, group, src, dst, stderr=sink.fileno(),
+                              WORKER_GUARANTEE="exactly_once", WORKER_CORRUPT_FETCH_LIMIT="2")
+    try:
+        proxy.corrupt(src.encode())  # every fetch response naming the topic
+        began = time.monotonic()
+        await produce(transport, src, keyed_inputs(100, keys=10))
+        code = await wait_exit(worker, timeout=40)
+        print(f"\npersistent topic-name corruption stopped the worker in "
+              f"{time.monotonic() - began:.2f}s")
+    finally:
+        proxy.stop_corrupting()
+        if worker.poll() is None:
+            await stop_worker(worker, timeout=60)
+    text = log.read_text()
+    assert code != 0
+    assert "failed 3 times in a row" in text, text[-3000:]
+    assert re.search(rf"while fetching partition\(s\) {re.escape(src)}-0, {re.escape(src)}-1",
+                     text), text[-3000:]

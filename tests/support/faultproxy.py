@@ -53,6 +53,7 @@ class Corruption:
         self.needle, self.at, self.mask, self.api_key = needle, at, 1 << bit, api_key
         self.left = times
         self.done = 0  # responses corrupted so far
+        self.used_up = asyncio.Event()  # set once ``times`` responses were corrupted
 
     def apply(self, api_key: int | None, frame: bytearray) -> None:
         if api_key != self.api_key or self.left == 0:
@@ -64,6 +65,8 @@ class Corruption:
         self.done += 1
         if self.left is not None:
             self.left -= 1
+            if self.left == 0:
+                self.used_up.set()
 
 
 class FaultProxy:
