@@ -116,6 +116,22 @@ class Settings(BaseSettings):
         60.0, gt=0, description="seconds a task's oldest unretired record may hold its "
         "partition's commit before a warning names it and /health reports the app "
         "degraded (HTTP 503); None: never")
+    client_watchdog_interval: float | None = Field(
+        1.0, gt=0, description="seconds between two looks at the Kafka client's own "
+        "background tasks (fetcher, group coordination, heartbeat, sender): one that died, "
+        "or a fetcher without a response for client_stall_timeout while the broker answers, "
+        "is logged as an error, reported on /health (degraded) and the client rebuilt; "
+        "None: never look (a dead client then hangs the worker silently)")
+    client_stall_timeout: float | None = Field(
+        60.0, gt=0, description="seconds a partition the consumer should be fetching may go "
+        "without a fetch response, while the broker answers a probe on a connection of its "
+        "own, before the watchdog rebuilds the consumer; None: only dead tasks count. Keep "
+        "it above request_timeout (40 s): a slow link is not a stall")
+    corrupt_fetch_limit: int = Field(
+        5, ge=1, description="fetches in a row of one partition the client cannot parse "
+        "(CRC mismatch, malformed response), each retried on a fresh connection, or "
+        "rebuilds in a row of a consumer that died before fetching a record, after which "
+        "the worker stops with an error naming the partition")
     default_partitions: int = Field(1, ge=1, description="for topics aiostreams creates")
     max_record_bytes: int = Field(
         1_000_000, ge=8192, description="largest key + value a sink may produce; a bigger "

@@ -67,6 +67,9 @@ def worker_config(app_id: str, s: Settings, topology: Topology,
         node_retry=topology.node_retries,
         stuck_record_warning=s.stuck_record_warning,
         offset_out_of_range=s.offset_out_of_range,
+        client_watchdog_interval=s.client_watchdog_interval,
+        client_stall_timeout=s.client_stall_timeout,
+        corrupt_fetch_limit=s.corrupt_fetch_limit,
     )
 
 

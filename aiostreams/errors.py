@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiostreams.types import TopicPartition
+
 
 class AiostreamsError(Exception):
     """Base class of every error aiostreams raises on purpose."""
@@ -183,3 +188,17 @@ def short_repr(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters, for an error message that names it."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+class ClientFailedError(TransportError):
+    """The Kafka client under a worker died or stopped making progress, and rebuilding it
+    did not help (or could not be done); the message says what died and why."""
+
+
+class CorruptFetchError(TransportError):
+    """A fetch response could not be parsed (a CRC mismatch, a malformed field): nothing
+    of it was accepted. ``partitions`` are those it concerned, as well as can be told."""
+
+    def __init__(self, message: str, *, partitions: tuple[TopicPartition, ...] = ()) -> None:
+        super().__init__(message)
+        self.partitions = partitions

@@ -286,20 +286,26 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
     ``(503, body)``; the body names the state, the task count and, when the app failed, the
     failure. A RUNNING app with a stalled task (its oldest record unretired for
     ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
-    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long;
-    otherwise ``status`` is ``"ok"`` (running) or ``"down"``."""
+    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long; so
+    is one whose Kafka client died under it, until it is rebuilt (``client`` says what
+    died, see :mod:`aiostreams.engine.client_watchdog`); otherwise ``status`` is ``"ok"``
+    (running) or ``"down"``."""
     body: dict[str, Any] = {"app": app.name, "state": app.state.value,
                             "tasks": len(app._tasks)}
     worker = app._worker
     if worker is not None and worker.failure is not None:
         body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
     stalls = worker.stall_watch.stalls if worker is not None else []
+    client_trouble = worker.client_watchdog.degraded if worker is not None else None
     if app.state is not AppState.RUNNING:
         body["status"] = "down"
-    elif stalls:
+    elif stalls or client_trouble:
         body["status"] = "degraded"
-        body["stalled"] = [{"task": s.task_id, "record": s.where,
-                            "seconds": round(s.seconds, 3)} for s in stalls]
+        if stalls:
+            body["stalled"] = [{"task": s.task_id, "record": s.where,
+                                "seconds": round(s.seconds, 3)} for s in stalls]
+        if client_trouble:
+            body["client"] = client_trouble
     else:
         body["status"] = "ok"
     return (200 if body["status"] == "ok" else 503), body

@@ -9,7 +9,9 @@ It is the conductor of a few collaborators, each in a module of its own:
 * :mod:`~aiostreams.engine.output_router` takes each task's retired outputs to its output
   channel (or external sink) and sends them in batches;
 * :mod:`~aiostreams.engine.committer` runs the commit protocol's steps;
-* :mod:`~aiostreams.engine.outage` says which trouble is ridden out and for how long.
+* :mod:`~aiostreams.engine.outage` says which trouble is ridden out and for how long;
+* :mod:`~aiostreams.engine.client_watchdog` notices a Kafka client that died under it
+  (the fetch loop then rebuilds the consumer: :meth:`Worker._rebuild_consumer`).
 
 The fetch loop and the sender run in one :class:`asyncio.TaskGroup`. A commit - from the
 commit timer, a task's request, a rebalance or the stop - runs as a task of its own that its
@@ -26,6 +28,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+from aiostreams.engine.client_watchdog import ClientWatchdog
 from aiostreams.engine.clock import Clock
 from aiostreams.engine.committer import Committer, CommitTimer
 from aiostreams.engine.external_sink import ExternalSink, start_sinks, stop_sinks
@@ -49,6 +52,8 @@ from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
 from aiostreams.errors import (
     AiostreamsError,
+    ClientFailedError,
+    CorruptFetchError,
     OwnershipLostError,
     TaskFailedError,
     TransportError,
@@ -58,6 +63,7 @@ from aiostreams.lifecycle_state import AppState
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
+from aiostreams.transport.kafka_watchdog import Liveness
 from aiostreams.transport.offset_reset import OffsetResets
 from aiostreams.types import TopicPartition
 
@@ -123,6 +129,9 @@ class Worker:
                                 broker_timeout=config.broker_timeout,
                                 on_failed=self._on_task_failed)
         self.stall_watch = StallWatch(config.stuck_record_warning)
+        self.client_watchdog = ClientWatchdog(
+            interval=config.client_watchdog_interval, stall_after=config.client_stall_timeout,
+            failure_limit=config.corrupt_fetch_limit)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -153,8 +162,17 @@ class Worker:
                             default_partitions=self.config.default_partitions)
         await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
                           (t for sub in self.subs for t in sub.source_topics))
-        cfg = self.config
         await self._router.start()
+        await self._start_consumer()
+        self._enter(AppState.RUNNING)
+        self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
+                                                              name="aiostreams-worker")
+        self._commit_timer.start()
+
+    async def _start_consumer(self) -> None:
+        """A new consumer of the group, started and subscribed (it joins at its first
+        fetch)."""
+        cfg = self.config
         self._consumer = self.transport.consumer(
             cfg.app_id,
             client_id=cfg.client_id,
@@ -165,10 +183,6 @@ class Worker:
         )
         await self._consumer.start()
         self._consumer.subscribe(list(self._table.sub_of_topic), self)
-        self._enter(AppState.RUNNING)
-        self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
-                                                              name="aiostreams-worker")
-        self._commit_timer.start()
 
     async def _run_loops(self) -> None:
         """The fetch loop and the sender, together: if one crashes (a bug), the other is
@@ -177,7 +191,10 @@ class Worker:
             async with asyncio.TaskGroup() as group:
                 self._loop_tasks = [
                     group.create_task(self._fetch_loop(), name="aiostreams-fetch"),
-                    group.create_task(self._router.send_loop(), name="aiostreams-send")]
+                    group.create_task(self._router.send_loop(), name="aiostreams-send"),
+                    group.create_task(self.client_watchdog.run(
+                        lambda: self._consumer, self._router.channels),
+                        name="aiostreams-watchdog")]
         except* Exception as crashed:
             log.error("worker: a loop crashed", exc_info=crashed.exceptions[0])
             self._set_failure(crashed.exceptions[0])
@@ -359,9 +376,21 @@ class Worker:
         self._ownership_lost = False
 
     async def _fetch_once(self) -> None:
+        dead = self.client_watchdog.take(self._table.task_of)
+        if dead is not None:
+            await self._rebuild_consumer(dead)
         consumer = self._consumer
         assert consumer is not None
-        batch = await consumer.getmany(self.config.poll_timeout, self.config.max_poll_records)
+        try:
+            fetched = await self.client_watchdog.unless_dead(consumer.getmany(
+                self.config.poll_timeout, self.config.max_poll_records))
+        except CorruptFetchError as corrupt:
+            self.client_watchdog.corrupt_fetch(corrupt)  # raises at the limit
+            return  # retried by the next fetch, on a fresh connection
+        if fetched is None:
+            return  # the consumer died: rebuilt at the next step
+        batch = fetched
+        self.client_watchdog.fetched(batch)
         owned = not (self.tasks or self._table.orphans) or self._owns_tasks()
         if not owned and self.tasks:
             await self._lose_all()  # the batch's records are put back below: no task owns them
@@ -387,6 +416,22 @@ class Worker:
         # retire without awaiting: without this the loop would never let the sender, the
         # commit timer or the application's own coroutines run while input is waiting.
         await asyncio.sleep(0)
+
+    async def _rebuild_consumer(self, dead: Liveness) -> None:
+        """The consumer died (``dead`` says how): lose every task - closed without
+        committing, as after a fence, so their records since the last commit are processed
+        again - and replace the consumer by a fresh one that rejoins the group and starts
+        the tasks again from the committed offsets. Closing the old one runs no revoke
+        (the tasks are gone by then) and is bounded."""
+        old = self._consumer
+        await self._table.lose(list(self.tasks.values()), ClientFailedError(dead.reason),
+                               None)
+        self._table.orphans.clear()
+        if old is not None:
+            await close_within(old.stop(), CLIENT_CLOSE_MIN, "the dead consumer")
+        await self._start_consumer()
+        log.warning("worker: the consumer was rebuilt (%d in a row); it rejoins the group",
+                    self.client_watchdog.rebuilds)
 
     def _transient(self, error: TransportError) -> bool:
         """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send, flush or

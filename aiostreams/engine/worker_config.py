@@ -30,6 +30,9 @@ class WorkerConfig:
     node_retry: Mapping[str, Retry] = field(default_factory=dict)
     stuck_record_warning: float | None = None  # seconds; see engine/stall_watch.py
     offset_out_of_range: str = "earliest"  # see transport/offset_reset.py
+    client_watchdog_interval: float | None = 1.0  # seconds; see engine/client_watchdog.py
+    client_stall_timeout: float | None = 60.0  # seconds
+    corrupt_fetch_limit: int = 5
 
 
 @dataclass

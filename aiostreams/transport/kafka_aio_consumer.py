@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 
 from aiostreams.transport.base import ConsumerOptions
 from aiostreams.transport.kafka_connection import KafkaOptions, to_ms
@@ -44,10 +45,23 @@ def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions,
 async def stop_aiokafka(consumer: Any) -> None:
     """``AIOKafkaConsumer.stop()``, minus a leak of aiokafka 0.14: a consumer without a group
     stopped before its internal reset routine first ran re-raises that routine's
-    cancellation. Ours is re-raised only when this task itself is being cancelled."""
+    cancellation. Ours is re-raised only when this task itself is being cancelled. And a
+    consumer whose fetcher task died (see :mod:`~aiostreams.transport.kafka_watchdog`)
+    re-raises that death from ``stop()`` before closing its connections: they are closed
+    here, and the death (reported already by the watchdog) is not raised again."""
     try:
         await consumer.stop()
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
+    except KafkaError:
+        if not _fetcher_died(consumer):
+            raise
+        await consumer._client.close()
+
+
+def _fetcher_died(consumer: Any) -> bool:
+    task = getattr(getattr(consumer, "_fetcher", None), "_fetch_task", None)
+    return task is not None and task.done() and not task.cancelled() \
+        and task.exception() is not None

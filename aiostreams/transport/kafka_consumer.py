@@ -31,8 +31,11 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.client import ConnectionGroup
+from aiokafka.conn import CloseReason
 from aiokafka.errors import (
     ConsumerStoppedError,
+    CorruptRecordException,
     IllegalStateError,
     KafkaError,
     NoOffsetForPartitionError,
@@ -40,7 +43,7 @@ from aiokafka.errors import (
 )
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import BrokerUnavailableError, TransportError
+from aiostreams.errors import BrokerUnavailableError, CorruptFetchError, TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.kafka_aio_consumer import new_aiokafka_consumer, stop_aiokafka
@@ -59,6 +62,14 @@ from aiostreams.transport.kafka_offsets import (
 )
 from aiostreams.transport.kafka_positions import KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
+from aiostreams.transport.kafka_watchdog import (
+    ALIVE,
+    Liveness,
+    broker_answers,
+    judge,
+    observe_consumer,
+    suspects_stall,
+)
 from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.membership import MembershipLease
 from aiostreams.transport.offset_reset import OffsetResets
@@ -292,11 +303,22 @@ class KafkaConsumer:
     ) -> dict[AioTopicPartition, list[Any]]:
         """One fetch (:func:`~aiostreams.transport.kafka_fetch.fetch_unpaused`); aiokafka's
         position reports go to :meth:`KafkaPositions.recover`, its errors become ours."""
+        before = _positions(consumer)
         try:
             return await fetch_unpaused(consumer, self._paused, self._bridge.arrival(),
                                         timeout, max_records)
         except (NoOffsetForPartitionError, OffsetOutOfRangeError) as exc:
             report = exc  # answered outside the handler: an error it raises is our own
+        except CorruptRecordException as exc:
+            # aiokafka has moved past the good records it drained before the corrupt batch
+            # (and dropped them with the exception): back to what we returned, and refetch
+            for aio_tp, offset in before.items():
+                consumer.seek(aio_tp, offset)
+            self._drop_connections()
+            raise CorruptFetchError(
+                f"a record batch fetched from {self._bootstrap} failed its CRC check "
+                f"({exc}); nothing of it was accepted, the connection was dropped and the "
+                "fetch will be retried", partitions=self._named_in(str(exc))) from exc
         except KafkaError as exc:
             raise TransportError(
                 f"fetching from {self._bootstrap} failed: {exc!r}; "
@@ -447,6 +469,38 @@ class KafkaConsumer:
         return await list_offsets(consumer, which, partitions,
                                   read_committed=self.options.read_committed)
 
+    # -- liveness (see kafka_watchdog) --------------------------------------------------
+
+    async def liveness(self, stall_after: float | None) -> Liveness:
+        """The watchdog's verdict on the aiokafka consumer: a background task dead, or
+        no fetch response for ``stall_after`` seconds while the broker answers a probe on
+        a connection of its own (asked only then). Alive before start and after stop."""
+        consumer = self._consumer
+        if consumer is None or self._state is not ConsumerState.STARTED:
+            return ALIVE
+        seen = observe_consumer(consumer, f"consumer {self.options.client_id!r}")
+        answers = None
+        if suspects_stall(seen, stall_after):
+            answers = await broker_answers(
+                self._kafka.client_kwargs(self._bootstrap, self.options.client_id),
+                self._kafka.request_timeout)
+        return judge(seen, stall_after=stall_after, answers=answers)
+
+    def _drop_connections(self) -> None:
+        """Close the client's fetch connections (not the group coordinator's), so the
+        next fetch opens a fresh one."""
+        client = getattr(self._consumer, "_client", None)
+        for (_, group), conn in list(getattr(client, "_conns", {}).items()):
+            if group == ConnectionGroup.DEFAULT:
+                conn.close(reason=CloseReason.CONNECTION_BROKEN)
+
+    def _named_in(self, text: str) -> tuple[TopicPartition, ...]:
+        """The assigned partitions ``text`` names (aiokafka names one in its errors as
+        ``TopicPartition(topic='t', partition=0)``), else all the assigned ones."""
+        named = tuple(tp for tp in sorted(self.assignment())
+                      if f"topic={tp.topic!r}, partition={tp.partition})" in text)
+        return named or tuple(sorted(self.assignment()))
+
     # -- internals ----------------------------------------------------------------------
 
     @staticmethod
@@ -482,6 +536,17 @@ class KafkaConsumer:
                 f"cannot {action} {tp}: it is not assigned to this consumer "
                 f"(assignment: {sorted(map(str, self.assignment()))})"
             )
+
+
+def _positions(consumer: AIOKafkaConsumer) -> dict[AioTopicPartition, int]:
+    """aiokafka's valid positions of its assigned partitions (no I/O): at the start of a
+    fetch, one past the last record returned of each."""
+    current = consumer._subscription.subscription
+    assignment = None if current is None else current.assignment
+    if assignment is None:
+        return {}
+    return {tp: assignment.state_value(tp).position for tp in assignment.tps
+            if assignment.state_value(tp).has_valid_position}
 
 
 def _aio(tp: TopicPartition) -> AioTopicPartition:

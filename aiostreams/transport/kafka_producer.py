@@ -43,6 +43,7 @@ from aiostreams.transport.kafka_connection import (
     to_ms,
 )
 from aiostreams.transport.kafka_raw_fetch import wire_header_name
+from aiostreams.transport.kafka_watchdog import ALIVE, Liveness, judge, observe_producer
 from aiostreams.transport.lifecycle import PRODUCER_TRANSITIONS as _TRANSITIONS
 from aiostreams.transport.lifecycle import ProducerState, producer_state_error
 from aiostreams.transport.partitioner import KeyPartitioner
@@ -362,6 +363,17 @@ class KafkaProducer:
                 f"cannot {action} for transactional_id {self._transactional_id!r} at "
                 f"{self._bootstrap}: {exc!r}"
             ) from exc
+
+    # -- liveness (see kafka_watchdog) --------------------------------------------------
+
+    async def liveness(self, stall_after: float | None) -> Liveness:
+        """The watchdog's verdict on the aiokafka producer: dead when its sender task
+        is (a producer has no fetch progress to stall on). Alive unless started."""
+        if self._producer is None or self._state not in (ProducerState.READY,
+                                                         ProducerState.IN_TRANSACTION):
+            return ALIVE
+        return judge(observe_producer(self._producer, f"producer {self._client_id!r}"),
+                     stall_after=None, answers=None)
 
     # -- internals ----------------------------------------------------------------------
 

@@ -14,8 +14,14 @@ broker (issue 24): it forwards, delays, black-holes or resets connections on dem
     proxy.drop_open()   # the open connections are reset once; new ones are forwarded
     await proxy.drop_every(2.0, duration=20.0)  # a reset of every connection each 2 s
     proxy.forward(delay=0.2)                   # heal, with 200 ms added per chunk
+    proxy.corrupt(b"-in", times=1)             # flip a bit in the next Fetch response
+                                               # holding b"-in" (FaultProxy(kafka=True))
 
-Modes apply at once to open connections and to new ones. The proxy runs on the test's event
+Modes apply at once to open connections and to new ones. With ``kafka=True`` the proxy
+reads Kafka's framing (a 4-byte size, then the frame): it notes each request's API key by
+correlation id and forwards whole frames, so :meth:`FaultProxy.corrupt` can flip a bit at
+a chosen place of chosen responses (inside a topic name, where no checksum looks, or inside
+a record, where the CRC does). The proxy runs on the test's event
 loop; the client under test is another process (a worker), so its own loop is not involved.
 """
 
@@ -35,6 +41,34 @@ class Mode(enum.Enum):
 
 
 _CHUNK = 65536
+FETCH = 1  # Kafka's API key of Fetch
+
+
+class Corruption:
+    """Which responses to corrupt and where: responses to requests of ``api_key`` whose
+    frame holds ``needle`` get bit ``bit`` of the byte ``at`` bytes into the (first)
+    occurrence flipped; with no needle, the byte ``at`` bytes into the frame. ``times``
+    responses (None: every one until :meth:`FaultProxy.stop_corrupting`)."""
+
+    def __init__(self, needle: bytes | None, at: int, bit: int, api_key: int,
+                 times: int | None) -> None:
+        self.needle, self.at, self.mask, self.api_key = needle, at, 1 << bit, api_key
+        self.left = times
+        self.done = 0  # responses corrupted so far
+        self.used_up = asyncio.Event()  # set once ``times`` responses were corrupted
+
+    def apply(self, api_key: int | None, frame: bytearray) -> None:
+        if api_key != self.api_key or self.left == 0:
+            return
+        start = 0 if self.needle is None else frame.find(self.needle)
+        if start < 0 or start + self.at >= len(frame):
+            return
+        frame[start + self.at] ^= self.mask
+        self.done += 1
+        if self.left is not None:
+            self.left -= 1
+            if self.left == 0:
+                self.used_up.set()
 
 
 class FaultProxy:
@@ -42,7 +76,9 @@ class FaultProxy:
     written to the other, in order, after ``delay`` seconds; in BLACKHOLE mode bytes are
     read and dropped (the peers see a silent network); in RESET mode no connection lives."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, kafka: bool = False) -> None:
+        self.kafka = kafka
+        self.corruption: Corruption | None = None
         self.target: int | None = None
         self.mode = Mode.FORWARD
         self.delay = 0.0
@@ -64,6 +100,19 @@ class FaultProxy:
 
     def blackhole(self) -> None:
         self.mode = Mode.BLACKHOLE
+
+    def corrupt(self, needle: bytes | None = None, *, at: int = 0, bit: int = 5,
+                api_key: int = FETCH, times: int | None = None) -> Corruption:
+        """Flip a bit in responses from now on (see :class:`Corruption`; the default bit,
+        0x20, turns a lowercase ASCII letter uppercase: a topic name stays valid UTF-8 and
+        names a topic that was not asked for). Needs ``kafka=True``."""
+        if not self.kafka:
+            raise ValueError("corrupting responses needs FaultProxy(kafka=True)")
+        self.corruption = Corruption(needle, at, bit, api_key, times)
+        return self.corruption
+
+    def stop_corrupting(self) -> None:
+        self.corruption = None
 
     def reset(self) -> None:
         """Reset every open connection now; new ones are reset until the mode changes."""
@@ -123,8 +172,13 @@ class FaultProxy:
         pair = (writer, up_writer)
         self._open.add(pair)
         self._paired.set()
-        pumps = [asyncio.ensure_future(self._pump(reader, up_writer)),
-                 asyncio.ensure_future(self._pump(up_reader, writer))]
+        if self.kafka:
+            api_keys: dict[int, int] = {}
+            pumps = [asyncio.ensure_future(self._pump_frames(reader, up_writer, api_keys, True)),
+                     asyncio.ensure_future(self._pump_frames(up_reader, writer, api_keys, False))]
+        else:
+            pumps = [asyncio.ensure_future(self._pump(reader, up_writer)),
+                     asyncio.ensure_future(self._pump(up_reader, writer))]
         for pump in pumps:
             self._tasks.add(pump)
             pump.add_done_callback(self._tasks.discard)
@@ -149,6 +203,32 @@ class FaultProxy:
                 if self.delay:
                     await asyncio.sleep(self.delay)  # the injected latency itself
                 sink.write(data)
+                await sink.drain()
+
+
+    async def _pump_frames(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter,
+                           api_keys: dict[int, int], requests: bool) -> None:
+        """Forward whole Kafka frames: requests (noting API key by correlation id) or
+        responses (corrupted per :attr:`corruption`)."""
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while True:
+                size = await source.readexactly(4)
+                frame = bytearray(await source.readexactly(struct.unpack(">i", size)[0]))
+                if self.mode is Mode.BLACKHOLE:
+                    continue
+                if self.mode is Mode.RESET:
+                    return
+                if requests:  # api_key int16, api_version int16, correlation_id int32
+                    api_key, _, correlation = struct.unpack_from(">hhi", frame)
+                    api_keys[correlation] = api_key
+                else:
+                    kind = api_keys.pop(struct.unpack_from(">i", frame)[0], None)
+                    corruption = self.corruption
+                    if corruption is not None:
+                        corruption.apply(kind, frame)
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                sink.write(size + frame)
                 await sink.drain()
 
 

@@ -8,7 +8,10 @@ awaits a random 0..N ms), ``WORKER_INSTANCE`` (group_instance_id / transactional
 ``WORKER_SESSION_TIMEOUT`` (seconds; the heartbeat goes every sixth of it),
 ``WORKER_DRAIN_TIMEOUT`` (seconds), ``WORKER_STATE_DIR`` (when set, each record also
 counts its key in a persistent, changelogged SQLite store ``seen``: every commit then reads
-the changelog's end offsets for the checkpoint, as a stateful app's does).
+the changelog's end offsets for the checkpoint, as a stateful app's does),
+``WORKER_BREAK_FETCHER_AFTER`` (after that many records, aiokafka's fetcher task dies of a
+``KeyError`` in a fetch response, as a flipped bit in a topic name kills it; logged as
+``breaking aiokafka's fetcher``), ``WORKER_CORRUPT_FETCH_LIMIT``.
 
 Each output is ``<input value>`` under the input key, so a test can check every input has
 exactly one (or at least one) output and that per-key order holds.
@@ -27,14 +30,35 @@ from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.topology.nodes import StoreSpec
 from aiostreams.transport.kafka import KafkaTransport
 
+APP: ais.App | None = None
+PROCESSED = 0
+
+
+def break_fetcher() -> None:
+    """Make aiokafka's fetcher task die at its next fetch response, of the ``KeyError`` a
+    topic name it did not ask for raises (its own fetch code, reached from outside)."""
+    assert APP is not None and APP._worker is not None
+    fetcher = APP._worker._consumer._consumer._fetcher  # type: ignore[union-attr]
+
+    async def corrupt_response(assignment: object, node_id: int, request: object) -> bool:
+        raise KeyError("TopicPartition(topic='broken-on-purpose', partition=0)")
+
+    fetcher._proc_fetch_request = corrupt_response
+    logging.getLogger("worker").warning("breaking aiokafka's fetcher")
+
 
 class RandomDelay(ais.Processor[str, str]):
     def __init__(self, max_delay: float) -> None:
         self.max_delay = max_delay
         self.rng = random.Random()
         self.stateful = bool(os.environ.get("WORKER_STATE_DIR"))
+        self.break_after = int(os.environ.get("WORKER_BREAK_FETCHER_AFTER", "0"))
 
     async def process(self, record: ais.Record[str, str]) -> None:
+        global PROCESSED
+        PROCESSED += 1
+        if self.break_after == PROCESSED:
+            break_fetcher()
         if self.max_delay > 0:
             await asyncio.sleep(self.rng.random() * self.max_delay)
         if self.stateful:
@@ -62,6 +86,7 @@ def build() -> ais.App:
         group_instance_id=instance,
         max_in_flight=int(env.get("WORKER_MAX_IN_FLIGHT", "1000")),
         state_dir=env.get("WORKER_STATE_DIR") or None,
+        corrupt_fetch_limit=int(env.get("WORKER_CORRUPT_FETCH_LIMIT", "5")),
     )
     app.topic(env["WORKER_SRC"], key=str, value=str)
     app.topic(env["WORKER_DST"], key=str, value=str)
@@ -85,4 +110,5 @@ def __getattr__(name: str) -> ais.App:
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("WORKER_LOG", "WARNING"),
                         format="%(asctime)s worker %(levelname)s %(name)s: %(message)s")
-    build().run()
+    APP = build()
+    APP.run()
