@@ -34,6 +34,7 @@ from aiostreams.engine.committer import Committer, CommitTimer
 from aiostreams.engine.external_sink import ExternalSink, start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.output_router import OutputRouter
+from aiostreams.engine.ownership import TaskOwnership
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.restore import Restorer
@@ -54,7 +55,6 @@ from aiostreams.errors import (
     AiostreamsError,
     ClientFailedError,
     CorruptFetchError,
-    OwnershipLostError,
     TaskFailedError,
     TransportError,
     UncommittedStopError,
@@ -107,7 +107,6 @@ class Worker:
         self._outside_callback.set()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
-        self._ownership_lost = False  # sticky until the fetch loop has lost the tasks
         self._runner: asyncio.Task[None] | None = None
         self._loop_tasks: list[asyncio.Task[None]] = []
         restorer = Restorer(transport, exactly_once=config.exactly_once,
@@ -116,7 +115,7 @@ class Worker:
                                     client_id=config.client_id,
                                     exactly_once=config.exactly_once, sinks=self._sinks,
                                     request_commit=self.request_commit,
-                                    owns=self._owns_tasks)
+                                    owns=lambda: self._ownership.owns())
         self._committer = Committer(app_id=config.app_id, exactly_once=config.exactly_once,
                                     restorer=restorer, sinks=self._sinks)
         make_task = TaskFactory(
@@ -128,6 +127,8 @@ class Worker:
                                 self._committer.committed, clock=clock,
                                 broker_timeout=config.broker_timeout,
                                 on_failed=self._on_task_failed)
+        self._ownership = TaskOwnership(self._table, lambda: self._consumer,
+                                        self._committer.committed)
         self.stall_watch = StallWatch(config.stuck_record_warning)
         self.client_watchdog = ClientWatchdog(
             interval=config.client_watchdog_interval, stall_after=config.client_stall_timeout,
@@ -294,15 +295,15 @@ class Worker:
         affected = {task_of[tp].task_id: task_of[tp] for tp in revoked if tp in task_of}
         self._outside_callback.clear()
         try:
-            if not self._owns_tasks():  # nothing to drain or commit: they may be others' now
-                await self._lose_all()
+            if not self._ownership.owns():  # nothing to drain or commit: they may be others'
+                await self._ownership.lose_all()
             else:
                 await self._revoke(list(affected.values()))
         finally:
             self._outside_callback.set()
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        self._ownership_lost = False  # the group has just said what this member owns
+        self._ownership.confirmed()
         await self._table.open(assigned, self._consumer)
         self._assigned = True
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
@@ -345,36 +346,6 @@ class Worker:
         if error is not None:
             self._set_failure(error)
 
-    def _owns_tasks(self) -> bool:
-        """Whether this worker may still act as the owner of its tasks: its group
-        membership's lease holds (see :mod:`~aiostreams.transport.membership`). Once false,
-        false until the fetch loop has closed every task (:meth:`_lose_all`): no output,
-        changelog record, commit or checkpoint of theirs goes out meanwhile."""
-        if self._ownership_lost:
-            return False
-        consumer = self._consumer
-        if consumer is None or consumer.owns_assignment():
-            return True
-        self._ownership_lost = True
-        return False
-
-    async def _lose_all(self) -> None:
-        """The group may have given this worker's tasks to others: close every one without
-        committing (dropping their in-flight work and unsent outputs, their checkpoints
-        no longer trusted). The consumer rejoins and the group says what it owns now; a
-        partition it turns out to still own starts again from its last commit, as after a
-        rewind (:meth:`TaskTable.reopen`)."""
-        error = OwnershipLostError(
-            "the group may have moved this worker's partitions to others: no heartbeat "
-            "succeeded within the session timeout, or the coordinator no longer knows this "
-            "member (a frozen process, a long pause, a network cut)")
-        tasks = list(self.tasks.values())
-        committed = {tp: self._committer.committed.get(tp)
-                     for task in tasks for tp in task.partitions}
-        await self._table.lose(tasks, error, self._consumer)
-        self._table.orphans.update(committed)
-        self._ownership_lost = False
-
     async def _fetch_once(self) -> None:
         dead = self.client_watchdog.take(self._table.task_of)
         if dead is not None:
@@ -391,9 +362,7 @@ class Worker:
             return  # the consumer died: rebuilt at the next step
         batch = fetched
         self.client_watchdog.fetched(batch)
-        owned = not (self.tasks or self._table.orphans) or self._owns_tasks()
-        if not owned and self.tasks:
-            await self._lose_all()  # the batch's records are put back below: no task owns them
+        owned = await self._ownership.after_fetch()  # a lost task's records are put back below
         touched: dict[str, StreamTask] = {}
         for tp, records in batch.items():
             task = self._table.task_of.get(tp)
