@@ -11,7 +11,9 @@ It is the conductor of a few collaborators, each in a module of its own:
 * :mod:`~aiostreams.engine.committer` runs the commit protocol's steps;
 * :mod:`~aiostreams.engine.outage` says which trouble is ridden out and for how long;
 * :mod:`~aiostreams.engine.client_watchdog` notices a Kafka client that died under it
-  (the fetch loop then rebuilds the consumer: :meth:`Worker._rebuild_consumer`).
+  (the fetch loop then rebuilds the consumer: :meth:`Worker._rebuild_consumer`);
+* :mod:`~aiostreams.engine.ownership` stops every write of tasks the group may have moved
+  away (a member whose lease ran out) and closes them.
 
 The fetch loop and the sender run in one :class:`asyncio.TaskGroup`. A commit - from the
 commit timer, a task's request, a rebalance or the stop - runs as a task of its own that its
