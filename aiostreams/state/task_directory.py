@@ -14,7 +14,8 @@ under ``<state_dir>/.private/``, which its restore fills from the changelog's st
 which is deleted when the task closes. Private copies left by a process that died are
 swept when another one is made.
 
-Lifecycle: ``CREATED -> HELD -> RELEASED`` (:class:`DirectoryState`). Invariant: while
+Lifecycle: ``CREATED -> HELD -> RELEASED`` (:class:`DirectoryState`), and ``RELEASED -> HELD``
+again for an owner that takes it anew (a global table's copy, reopened). Invariant: while
 ``HELD``, this object holds the lock of :attr:`path`'s task directory (``private`` false) or
 :attr:`path` is a directory no other owner knows (``private`` true).
 
@@ -66,7 +67,9 @@ class TaskDirectory:
     def acquire(self) -> Path:
         """Take the task directory (or, when another owner holds it, a private copy) and
         return its path."""
-        assert self.state is DirectoryState.CREATED, f"task directory {self.task_id} reused"
+        assert self.state is not DirectoryState.HELD, f"task directory {self.task_id} held twice"
+        self.private = False
+        self.root = self.state_dir
         shared = self.state_dir / self.task_id
         shared.mkdir(parents=True, exist_ok=True)
         fd = os.open(shared / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -22,6 +22,10 @@ offsets in ``<state_dir>/global-<topic>/.checkpoint``
    an upsert or delete, in offset order). The updater saves after the bootstrap, every
    ``commit_interval_ms`` while it keeps up, and when it stops.
 
+Workers of one host may share the ``state_dir``: the directory is held by one of them at a
+time (:class:`~aiostreams.state.task_directory.TaskDirectory`); another keeps its copy in a
+private directory, bootstrapped from the topic.
+
 Invariant: a checkpoint never names an offset whose record the file does not hold (the
 checkpoint is written only after the flush of every record before it).
 """
@@ -37,6 +41,7 @@ from aiostreams.serde import BytesSerde, Serde
 from aiostreams.state.base import StoreContext
 from aiostreams.state.checkpoint import CHECKPOINT_FILE, Checkpoint
 from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.state.task_directory import TaskDirectory
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.global_table")
@@ -49,14 +54,21 @@ class LocalCopy:
         self.topic = topic
         self.name = f"global-{topic}"
         self.rows = SQLiteKeyValueStore(self.name, BytesSerde(), value_serde)
+        # every worker keeps its own copy: workers of one host sharing a state_dir take turns
+        # at the directory's lock, and one that finds it held reads into a private copy
+        self.directory = TaskDirectory(state_dir, self.name)
         self.context = StoreContext(task_id=self.name, state_dir=state_dir, partition=0)
-        self.checkpoint = Checkpoint(self.context.task_dir(self.name) / CHECKPOINT_FILE)
+        self.checkpoint = Checkpoint(self.directory.path / CHECKPOINT_FILE)
 
     async def open(self, beginnings: dict[TopicPartition, int],
                    ends: dict[TopicPartition, int]) -> dict[int, int]:
         """Open the file; the offsets per partition to read on from (``{}``: from the
         beginning, the file then empty). Cancellation: the file may be left open; call
         :meth:`close`."""
+        await asyncio.to_thread(self.directory.acquire)
+        self.context = StoreContext(task_id=self.name, state_dir=self.directory.root,
+                                    partition=0)
+        self.checkpoint = Checkpoint(self.directory.path / CHECKPOINT_FILE)
         await self.rows.open(self.context)
         saved = await asyncio.to_thread(self.checkpoint.read)
         why = self._unusable(saved, beginnings, ends)
@@ -100,7 +112,10 @@ class LocalCopy:
         await asyncio.to_thread(self.checkpoint.write, snapshot)
 
     async def close(self) -> None:
-        await self.rows.close()
+        try:
+            await self.rows.close()
+        finally:
+            await asyncio.to_thread(self.directory.release)
 
 
 __all__ = ["LocalCopy"]
