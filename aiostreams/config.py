@@ -200,6 +200,8 @@ TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_KAFKA": "host:port of a running Kafka broker for the tests and benchmarks",
     "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
     "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",
+    "AIOSTREAMS_CHAOS_REPEAT": "how many times the slow tier repeats the fault-injection "
+                               "tests (stalled workers, connection resets, dead clients)",
     "AIOSTREAMS_ORACLE_EXAMPLES": "how many examples the Kafka Streams oracle tests draw",
     "AIOSTREAMS_FK_CONVERGE_EXAMPLES": "how many interleavings the foreign-key join "
                                        "convergence test draws",

@@ -8,7 +8,7 @@ exactly-once, for read_committed readers), it commits the whole backlog within
 ``RECOVERY_BOUND`` seconds of the fault's end, and it stops cleanly afterwards with no
 "never retrieved" exception in its log.
 
-One case per fault is in ``make test``; ``CHAOS_REPEAT=N`` runs every case N
+One case per fault is in ``make test``; ``AIOSTREAMS_CHAOS_REPEAT=N`` runs every case N
 times more (both guarantees, each fault), which ``make test`` does not.
 """
 
@@ -42,7 +42,7 @@ KEYS = 200
 FIRST_BATCH = 10_000  # the backlog the fault finds
 TRICKLE = 400  # records produced every half second while the fault lasts
 LAST_BATCH = 4_000  # produced as the fault ends
-REPEAT = int(os.environ.get("CHAOS_REPEAT", "0"))
+REPEAT = int(os.environ.get("AIOSTREAMS_CHAOS_REPEAT", "0"))
 
 
 @dataclass
@@ -191,7 +191,7 @@ async def test_a_stop_during_an_outage_keeps_its_budget_and_exits_4_naming_what_
     print(f"stop during an outage: {took:.1f} s (budget {budget:g} s), exit code {code}")
 
 
-@pytest.mark.skipif(REPEAT < 1, reason="set CHAOS_REPEAT=N to repeat N times")
+@pytest.mark.skipif(REPEAT < 1, reason="set AIOSTREAMS_CHAOS_REPEAT=N to repeat N times")
 @pytest.mark.timeout(0)
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 @pytest.mark.parametrize("fault", sorted(FAULTS))
