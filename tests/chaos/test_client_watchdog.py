@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
-from faultproxy import FaultProxy
+from faultproxy import FaultProxy, proxied_broker
 from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
 
 from aiostreams.localkafka import LocalKafka
@@ -124,17 +124,8 @@ async def _ends(transport: KafkaTransport, topic: str) -> dict[int, int]:
 async def proxied_kafka() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
     """A broker of its own reached through a Kafka-aware FaultProxy (see
     ``tests/chaos/test_network_faults.py``)."""
-    proxy = FaultProxy(kafka=True)
-    port = await proxy.start()
-    kafka = LocalKafka(proxied_port=port)
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, kafka.start)
-    proxy.target = kafka.proxied_target
-    try:
-        yield kafka, proxy, f"127.0.0.1:{port}"
-    finally:
-        await proxy.stop()
-        await loop.run_in_executor(None, kafka.stop)
+    async with proxied_broker(kafka=True) as started:
+        yield started
 
 
 async def wait_exit(worker: Any, timeout: float) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
-from faultproxy import FaultProxy
+from faultproxy import FaultProxy, proxied_broker
 from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker, wait_committed
 
 from aiostreams.commands import ExitCode
@@ -55,17 +55,8 @@ class Proxied:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def proxied() -> AsyncIterator[Proxied]:
     """One broker for the module, reached by the worker only through a FaultProxy."""
-    proxy = FaultProxy()
-    port = await proxy.start()
-    kafka = LocalKafka(proxied_port=port)
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, kafka.start)
-    proxy.target = kafka.proxied_target
-    try:
-        yield Proxied(kafka, proxy, f"127.0.0.1:{port}")
-    finally:
-        await proxy.stop()
-        await loop.run_in_executor(None, kafka.stop)
+    async with proxied_broker() as (kafka, proxy, address):
+        yield Proxied(kafka, proxy, address)
 
 
 async def resets_every_2s(proxy: FaultProxy) -> None:

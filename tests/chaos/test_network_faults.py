@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
-from faultproxy import FaultProxy
+from faultproxy import FaultProxy, proxied_broker
 from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
 
 from aiostreams.localkafka import LocalKafka
@@ -32,17 +32,8 @@ SESSION_TIMEOUT = 6.0
 async def proxied_kafka() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
     """A broker of its own whose PROXIED listener is reached through a FaultProxy; yields
     the broker, the proxy and the address the worker bootstraps at."""
-    proxy = FaultProxy()
-    port = await proxy.start()
-    kafka = LocalKafka(proxied_port=port)
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, kafka.start)
-    proxy.target = kafka.proxied_target
-    try:
-        yield kafka, proxy, f"127.0.0.1:{port}"
-    finally:
-        await proxy.stop()
-        await loop.run_in_executor(None, kafka.stop)
+    async with proxied_broker() as started:
+        yield started
 
 
 @pytest.mark.parametrize(("fault", "guarantee"), [

@@ -32,6 +32,9 @@ import contextlib
 import enum
 import socket
 import struct
+from collections.abc import AsyncIterator
+
+from aiostreams.localkafka import LocalKafka
 
 
 class Mode(enum.Enum):
@@ -239,3 +242,22 @@ def _rst(writer: asyncio.StreamWriter) -> None:
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.close()
+
+
+@contextlib.asynccontextmanager
+async def proxied_broker(*, kafka: bool = False
+                         ) -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
+    """A broker of its own whose PROXIED listener is reached through a :class:`FaultProxy`
+    (``kafka``: one that reads Kafka's framing); yields the broker, the proxy and the address
+    a worker bootstraps at. Both are stopped on exit."""
+    proxy = FaultProxy(kafka=kafka)
+    port = await proxy.start()
+    broker = LocalKafka(proxied_port=port)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, broker.start)
+    proxy.target = broker.proxied_target
+    try:
+        yield broker, proxy, f"127.0.0.1:{port}"
+    finally:
+        await proxy.stop()
+        await loop.run_in_executor(None, broker.stop)
