@@ -83,7 +83,7 @@ async def test_a_dead_fetcher_task_is_noticed_the_client_rebuilt_and_nothing_los
     with log.open("wb") as sink:
         worker = start_worker(kafka_bootstrap, group, src, dst, stderr=sink.fileno(),
                               WORKER_GUARANTEE=guarantee, WORKER_MAX_DELAY_MS="2",
-                              WORKER_BREAK_FETCHER_AFTER="2000")
+                              WORKER_BREAK_FETCHER_AFTER="2000", WORKER_LOG="INFO")
     try:
         # the fetcher dies at the 2,000th record; what is produced after can only come
         # through a rebuilt consumer

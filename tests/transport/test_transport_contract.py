@@ -371,6 +371,35 @@ async def test_single_member_is_assigned_every_partition_and_reads_them(
     assert {r.tp for r in got} == every
 
 
+async def test_an_assigned_member_owns_its_assignment_in_a_later_generation_than_before(
+    transport: Transport, unique: Callable[[str], str], make_consumer: MakeConsumer,
+) -> None:
+    topic = await make_topic(transport, unique("t"), partitions=2)
+    group = unique("g")
+    first = await make_consumer(group)
+    first.subscribe([topic], RecordingListener("a", []))
+    await poll_until([first], lambda _: len(first.assignment()) == 2)
+    assert first.owns_assignment()
+    before = first.generation
+    assert before >= 0
+    second = await make_consumer(group)
+    second.subscribe([topic], RecordingListener("b", []))
+    await poll_until([first, second], lambda _: len(second.assignment()) == 1
+                     and len(first.assignment()) == 1)
+    assert second.owns_assignment() and first.owns_assignment()
+    assert second.generation > before  # a later owner holds a later generation
+
+
+async def test_a_member_without_a_group_always_owns_its_assignment(
+    transport: Transport, unique: Callable[[str], str], make_consumer: MakeConsumer,
+) -> None:
+    topic = await make_topic(transport, unique("t"))
+    consumer = await make_consumer()
+    consumer.assign([TopicPartition(topic, 0)])
+    assert consumer.owns_assignment()
+    assert consumer.generation == -1
+
+
 async def test_members_split_partitions_disjointly_and_hand_over_after_revoking(
     transport: Transport, unique: Callable[[str], str], make_consumer: MakeConsumer
 ) -> None:
