@@ -50,6 +50,19 @@ def log_times(log: Path, text: str) -> list[float]:
     return times
 
 
+NOTICED = "watchdog: the Kafka client died under the worker"
+
+
+async def until_logged(log: Path, text: str, timeout: float) -> None:
+    """Return once the worker's log has a line containing ``text`` (another process: only
+    its log says so, so read it until it does, within ``timeout`` seconds)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if log_times(log, text):
+                return
+            await asyncio.sleep(0.1)
+
+
 async def committed_all(transport: KafkaTransport, group: str, topic: str, partitions: int,
                         ends: dict[int, int], timeout: float) -> float:
     """Poll the group's committed offsets until they reach ``ends``; returns when (epoch s)."""
@@ -85,11 +98,13 @@ async def test_a_dead_fetcher_task_is_noticed_the_client_rebuilt_and_nothing_los
                               WORKER_GUARANTEE=guarantee, WORKER_MAX_DELAY_MS="2",
                               WORKER_BREAK_FETCHER_AFTER="2000", WORKER_LOG="INFO")
     try:
-        # the fetcher dies at the 2,000th record; what is produced after can only come
-        # through a rebuilt consumer
+        # the fetcher dies at the 2,000th record (at its next fetch request: one already
+        # under way still delivers); what is produced once the watchdog has seen it die can
+        # only come through a rebuilt consumer
         await produce(transport, src, inputs[:3_000])
         await read_until_all_seen(transport, dst, {v for _, v in inputs[:3_000]},
                                   timeout=120, read_committed=exactly_once)
+        await until_logged(log, NOTICED, timeout=30)
         await produce(transport, src, inputs[3_000:])
         outputs = await read_until_all_seen(transport, dst, {v for _, v in inputs},
                                             timeout=120, read_committed=exactly_once)
@@ -100,7 +115,7 @@ async def test_a_dead_fetcher_task_is_noticed_the_client_rebuilt_and_nothing_los
     finally:
         code = await stop_worker(worker, timeout=60)
     broke = log_times(log, "breaking aiokafka's fetcher")
-    noticed = log_times(log, "watchdog: the Kafka client died under the worker")
+    noticed = log_times(log, NOTICED)
     assert broke and noticed, log.read_text()[-3000:]
     assert "its fetcher task failed" in log.read_text()
     assert noticed[0] - broke[0] <= 5.0, f"noticed {noticed[0] - broke[0]:.1f}s after"
