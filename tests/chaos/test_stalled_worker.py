@@ -88,19 +88,71 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
         frozen.send_signal(signal.SIGCONT)
         codes = [await stop_worker(w, timeout=90) for w in workers]
     assert codes == [0, 0, 0]
+    # what the changelogs say, read as a restore reads them ...
+    check(await changelog_values(transport, f"{app}-agg-changelog"),
+          await changelog_values(transport, f"{app}-rekeyed-changelog"), records)
+    # ... and what a new worker restores from them, from scratch: one more record per key
+    # (values 0..6, so every re-keyed group gets some) must land on exact-or-more state
+    extra = [(f"k{i:02d}".encode(), str(i % 7).encode()) for i in range(KEYS)]
+    fresh = start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
+                         WORKER_STATE_DIR=str(tmp_path / "fresh"),
+                         WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT), WORKER_LOG="WARNING")
+    try:
+        seen = await end_offsets(transport, dst)
+        await produce(transport, src, extra)
+        await until_committed_to_end(transport, app, src)
+    finally:
+        assert await stop_worker(fresh, timeout=90) == 0
+    agg, rekeyed = await restored_values(transport, dst, seen)
+    check(agg, rekeyed, records + extra, only=({k.decode() for k, _ in extra},
+                                              {f"g{int(v) % 7}" for _, v in extra}))
+
+
+def check(agg: dict[str, dict[str, int]], rekeyed: dict[str, dict[str, int]],
+          records: list[tuple[bytes, bytes]],
+          only: tuple[set[str], set[str]] | None = None) -> None:
+    """No aggregate below what ``records`` make it (at-least-once may count a record twice,
+    never zero times); ``only`` limits the keys and groups looked at."""
     expected_n = Counter(k.decode() for k, _ in records)
     expected_s: dict[str, int] = defaultdict(int)
     for k, v in records:
         expected_s[k.decode()] += int(v)
-    agg = await changelog_values(transport, f"{app}-agg-changelog")
-    short = {k: (agg.get(k), n) for k, n in expected_n.items()
-             if k not in agg or agg[k]["n"] < n or agg[k]["s"] < expected_s[k]}
-    assert not short, f"aggregates below the input (key: (changelog, inputs)): {short}"
-    rekeyed = await changelog_values(transport, f"{app}-rekeyed-changelog")
     expected_groups = Counter(f"g{int(v) % 7}" for _, v in records)
-    below = {g: (rekeyed.get(g), n) for g, n in expected_groups.items()
-             if rekeyed.get(g, {"n": 0})["n"] < n}
+    keys, groups = only if only is not None else (set(expected_n), set(expected_groups))
+    short = {k: (agg.get(k), expected_n[k]) for k in keys
+             if k not in agg or agg[k]["n"] < expected_n[k] or agg[k]["s"] < expected_s[k]}
+    assert not short, f"aggregates below the input (key: (state, inputs)): {short}"
+    below = {g: (rekeyed.get(g), expected_groups[g]) for g in groups
+             if rekeyed.get(g, {"n": 0})["n"] < expected_groups[g]}
     assert not below, f"re-keyed counts below the input: {below}"
+
+
+async def restored_values(transport: KafkaTransport, dst: str,
+                          since: dict[TopicPartition, int]
+                          ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """The last update per key the fresh worker wrote to ``dst`` (after ``since``): per-key
+    aggregates (``k..``) and re-keyed counts (``g..``)."""
+    consumer = transport.consumer(None)
+    await consumer.start()
+    tps = list(since)
+    agg: dict[str, dict[str, int]] = {}
+    rekeyed: dict[str, dict[str, int]] = {}
+    try:
+        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, since[tp])
+        async with asyncio.timeout(60):
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for got in (await consumer.getmany(0.5)).values():
+                    for record in got:
+                        assert record.key is not None and record.value is not None
+                        key = record.key.decode().strip('"')
+                        (rekeyed if key.startswith("g") else agg)[key] = orjson.loads(
+                            record.value)
+    finally:
+        await consumer.stop()
+    return agg, rekeyed
 
 
 async def until_progress(transport: KafkaTransport, app: str, src: str, count: int) -> None:
@@ -136,6 +188,7 @@ async def until_committed_to_end(transport: KafkaTransport, app: str, src: str) 
 
 
 async def end_offsets(transport: KafkaTransport, topic: str) -> dict[TopicPartition, int]:
+    """``topic``'s end offsets (it has :data:`PARTITIONS` partitions)."""
     consumer = transport.consumer(None)
     await consumer.start()
     try:
