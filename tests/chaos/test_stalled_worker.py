@@ -60,28 +60,33 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
     await create_topic(transport, src, PARTITIONS)
     await create_topic(transport, dst, PARTITIONS)
     records = inputs()
-    third = len(records) // 3
+    third = len(records) // 3  # the frozen worker's share has records in flight
 
     def state_dir(i: int) -> str:
         return str(tmp_path / ("state" if layout == "shared" else f"host{i}"))
 
-    workers = [start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
-                            WORKER_STATE_DIR=state_dir(i),
-                            WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
-                            WORKER_MAX_DELAY_MS="50", WORKER_LOG="WARNING")
-               for i in range(3)]
+    frozen_log = tmp_path / "frozen.log"
+    with frozen_log.open("wb") as sink:
+        workers = [start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
+                                WORKER_STATE_DIR=state_dir(i),
+                                WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
+                                WORKER_MAX_DELAY_MS="50", WORKER_LOG="WARNING",
+                                stderr=sink.fileno() if i == run % 3 else None)
+                   for i in range(3)]
     frozen = workers[run % 3]
     try:
         await produce(transport, src, records[:third])
         await until_progress(transport, app, src, third // 2)
-        # more input while it is frozen, so it has records in flight when it stops and
-        # finds work waiting (and more retiring) the moment it resumes
-        feeding = asyncio.ensure_future(produce(transport, src, records[third:2 * third]))
+        # the rest of the input while it is frozen, so it has records in flight when it
+        # stops, and the others have processed everything by the time it resumes: what it
+        # writes then (its in-flight records, from the state it had) would be the last
+        # word on those keys
+        feeding = asyncio.ensure_future(produce(transport, src, records[third:]))
         frozen.send_signal(signal.SIGSTOP)
         await feeding
         await asyncio.sleep(FROZEN_FOR)  # the fault's length, not a wait for an event
         frozen.send_signal(signal.SIGCONT)
-        await produce(transport, src, records[2 * third:])
+        await until_logged(frozen_log, "away while this worker was out of it")
         await until_committed_to_end(transport, app, src)
         assert [w.poll() for w in workers] == [None, None, None], "a worker exited"
     finally:
@@ -153,6 +158,16 @@ async def restored_values(transport: KafkaTransport, dst: str,
     finally:
         await consumer.stop()
     return agg, rekeyed
+
+
+async def until_logged(log: Path, text: str) -> None:
+    """Return once the worker writing ``log`` logged ``text`` (another process: only its
+    log says so)."""
+    async with asyncio.timeout(120):
+        while True:
+            if text in await asyncio.to_thread(log.read_text, errors="replace"):
+                return
+            await asyncio.sleep(0.2)
 
 
 async def until_progress(transport: KafkaTransport, app: str, src: str, count: int) -> None:
