@@ -11,8 +11,10 @@ ways to lose them without committing (after broker trouble).
 * **revoke** and **close**: a restoring task's restore is cancelled; it is closed without
   a commit (it has retired nothing, and its stores are not whole).
 * **lose** (:meth:`TaskTable.lose`): the group moved the task away while the worker was
-  out of it - the commit was refused or a newer owner fenced the producer. Closed without
-  committing; the partitions stay paused until the consumer rejoins.
+  out of it - the commit was refused, a newer owner fenced the producer, or the member's
+  lease ran out (:mod:`~aiostreams.engine.ownership`). Closed without committing, its
+  checkpoint discarded (its files may hold writes another owner redid differently) and its
+  unsent outputs dropped; the partitions stay paused until the consumer rejoins.
 * **rewind** (:meth:`TaskTable.rewind`) and **reopen** (:meth:`TaskTable.reopen`): a send
   failed for a reason that passes; the channel's tasks are closed without committing and
   started again from their last committed offsets, so every record since is processed
