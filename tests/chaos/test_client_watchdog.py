@@ -28,7 +28,14 @@ from typing import Any
 import pytest
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
 from faultproxy import FaultProxy, proxied_broker
-from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
+from kafkakit import (
+    check_outputs,
+    keyed_inputs,
+    start_worker,
+    stop_worker,
+    until_logged,
+    wait_exit,
+)
 
 from aiostreams.localkafka import LocalKafka
 from aiostreams.transport.kafka import KafkaTransport
@@ -51,16 +58,6 @@ def log_times(log: Path, text: str) -> list[float]:
 
 
 NOTICED = "watchdog: the Kafka client died under the worker"
-
-
-async def until_logged(log: Path, text: str, timeout: float) -> None:
-    """Return once the worker's log has a line containing ``text`` (another process: only
-    its log says so, so read it until it does, within ``timeout`` seconds)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            if log_times(log, text):
-                return
-            await asyncio.sleep(0.1)
 
 
 async def committed_all(transport: KafkaTransport, group: str, topic: str, partitions: int,
@@ -141,12 +138,6 @@ async def proxied_kafka() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
     ``tests/chaos/test_network_faults.py``)."""
     async with proxied_broker(kafka=True) as started:
         yield started
-
-
-async def wait_exit(worker: Any, timeout: float) -> int:
-    loop = asyncio.get_running_loop()
-    code: int = await asyncio.wait_for(loop.run_in_executor(None, worker.wait), timeout)
-    return code
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import pytest
 from appkit import create_topic, produce
-from kafkakit import start_worker, stop_worker
+from kafkakit import start_worker, stop_worker, until_logged
 
 from aiostreams.transport.base import IsolationLevel
 from aiostreams.transport.kafka import KafkaTransport
@@ -158,16 +158,6 @@ async def restored_values(transport: KafkaTransport, dst: str,
     finally:
         await consumer.stop()
     return agg, rekeyed
-
-
-async def until_logged(log: Path, text: str) -> None:
-    """Return once the worker writing ``log`` logged ``text`` (another process: only its
-    log says so)."""
-    async with asyncio.timeout(120):
-        while True:
-            if text in await asyncio.to_thread(log.read_text, errors="replace"):
-                return
-            await asyncio.sleep(0.2)
 
 
 async def until_progress(transport: KafkaTransport, app: str, src: str, count: int) -> None:

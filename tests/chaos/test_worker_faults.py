@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
-from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
+from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker, wait_exit
 
 from aiostreams.engine.worker import STOP_GRACE
 from aiostreams.errors import TransportError
@@ -52,11 +52,6 @@ async def until_led(transport: KafkaTransport, topics: list[str],
         finally:
             await consumer.stop()
         await asyncio.sleep(0.5)  # the broker gets its leadership back meanwhile
-
-
-async def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
-    loop = asyncio.get_running_loop()
-    return await asyncio.wait_for(loop.run_in_executor(None, proc.wait), timeout)
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])

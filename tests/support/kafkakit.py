@@ -44,6 +44,22 @@ async def stop_worker(proc: subprocess.Popen[bytes], *, kill: bool = False,
     return await asyncio.wait_for(loop.run_in_executor(None, proc.wait), timeout)
 
 
+async def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """Wait up to ``timeout`` seconds for the worker to exit; its exit code."""
+    loop = asyncio.get_running_loop()
+    return await asyncio.wait_for(loop.run_in_executor(None, proc.wait), timeout)
+
+
+async def until_logged(log: Path, text: str, timeout: float = 120.0) -> None:
+    """Return once the worker writing ``log`` logged a line containing ``text`` (another
+    process: only its log says so, so read it until it does, within ``timeout`` seconds)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if text in await asyncio.to_thread(log.read_text, errors="replace"):
+                return
+            await asyncio.sleep(0.1)
+
+
 def keyed_inputs(n: int, keys: int) -> list[tuple[bytes, bytes]]:
     """Input i has key k<i % keys> and value '<key>:<sequence number within the key>'."""
     return [(f"k{i % keys}".encode(), f"k{i % keys}:{i // keys}".encode()) for i in range(n)]
