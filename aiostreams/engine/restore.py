@@ -139,9 +139,8 @@ class Restorer:
         the start (after a task was lost, its files may hold writes past the checkpoint
         that the group's other owner redid differently)."""
         checkpoint = self._checkpoint(task)
-        if checkpoint is not None and task.directory is not None \
-                and task.directory.path.exists():
-            await asyncio.to_thread(checkpoint.delete)
+        if checkpoint is not None:
+            await asyncio.to_thread(checkpoint.delete)  # no file (or directory): nothing to do
 
     async def restore(self, task: StreamTask) -> None:
         """Replay each logged store of ``task`` from its changelog (see the module doc).
