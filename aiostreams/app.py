@@ -24,7 +24,7 @@ from aiostreams.app_status import TaskRuns, app_status
 from aiostreams.client_options import client_options
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
-from aiostreams.engine.clock import Clock, LoopClock
+from aiostreams.engine.global_updater import declare_global_table
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import CommitRecord, Worker
 from aiostreams.engine_settings import load_tracing, task_settings, worker_config
@@ -34,6 +34,7 @@ from aiostreams.event_loop import tune_gc as tune_gc
 from aiostreams.lifecycle import Hook, Lifecycle, Resource
 from aiostreams.lifecycle_state import AppState
 from aiostreams.policies import Retry
+from aiostreams.runtime.clock import Clock, LoopClock
 from aiostreams.services import Adaptive, CircuitBreaker, RateLimit
 from aiostreams.services.declared import DeclaredService
 from aiostreams.start_stop import StartStop
@@ -41,7 +42,7 @@ from aiostreams.state.versioned import Versioned
 from aiostreams.status import AppStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
-from aiostreams.topology.global_table import GlobalTable, declare_global_table
+from aiostreams.topology.global_table import GlobalTable
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport

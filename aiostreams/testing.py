@@ -1,6 +1,6 @@
 """Tools for testing stream applications without sleeps.
 
-* :class:`~aiostreams.engine.clock.ManualClock` (re-exported): time moves only when told;
+* :class:`~aiostreams.runtime.clock.ManualClock` (re-exported): time moves only when told;
   :class:`Clock` is the protocol an app's ``clock=`` follows.
 * :class:`Sequencer`: lets a test decide when each awaited step of a processor completes,
   so out-of-order completion is tested deterministically.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
-from aiostreams.engine.clock import Clock, ManualClock, TimerHandle
+from aiostreams.runtime.clock import Clock, ManualClock, TimerHandle
 from aiostreams.test_driver import TopologyTestDriver
 
 

@@ -49,7 +49,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import DeltaSink, ParquetSink, RowSchema, SparkConfig, get_session
 from aiostreams.spark.parquet_sink import DEFAULT_BATCH_ROWS
 from aiostreams.spark.spark_thread import call_on_spark_thread

@@ -23,8 +23,8 @@ import tracemalloc
 from typing import Any
 
 from aiostreams.engine.byte_budget import RECORD_OVERHEAD_BYTES, input_cost
-from aiostreams.engine.clock import ManualClock
 from aiostreams.engine.task import StreamTask, TaskSettings
+from aiostreams.runtime.clock import ManualClock
 from aiostreams.serde import BytesSerde, JsonSerde
 from aiostreams.testing import settle
 from aiostreams.topic import Topic

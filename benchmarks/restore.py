@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from aiostreams.engine.restore import Restorer
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.localkafka.jars import cache_dir
 from aiostreams.state.base import StoreContext
 from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 from benchmarks._broker import kafka_broker

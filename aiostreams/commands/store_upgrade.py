@@ -45,7 +45,6 @@ from typing import Any
 import orjson
 
 from aiostreams.commands import CommandError, UsageError
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.state.checkpoint import CHECKPOINT_FILE, Checkpoint
 from aiostreams.state.sqlite_file import delete_files
 from aiostreams.state.store_format import (
@@ -56,6 +55,7 @@ from aiostreams.state.store_format import (
     format_in,
     store_format_of,
 )
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topology.topology import StoreSpec
 from aiostreams.transport.base import IsolationLevel, TopicSpec, Transport
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.engine.sync_chain import Decoder, Runner
+from aiostreams.runtime.slot import Slot
 from aiostreams.topology.processor import Processor
 from aiostreams.types import RawRecord, Record
 

@@ -3,7 +3,7 @@
 An attempt is bounded by the smaller of ``processing_timeout`` and ``Retry.timeout`` (both
 bound one attempt). The bound is a coarse timeout
 (:mod:`~aiostreams.engine.coarse_timeout`: 4x cheaper than ``asyncio.timeout`` here), paused
-while the record waits for a service's permit (:mod:`~aiostreams.engine.permit_wait`), so
+while the record waits for a service's permit (:mod:`~aiostreams.runtime.permit_wait`), so
 the timeout measures the call and not the queue before it.
 
 An executor runs one attempt at a time, so it takes one block from :meth:`AttemptRunner.
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from aiostreams.engine.coarse_timeout import CoarseTimeouts, ExecutorBlock, granularity_for
-from aiostreams.engine.reorder_buffer import Slot, SlotKind
+from aiostreams.runtime.slot import Slot, SlotKind
 
 __all__ = ["AttemptRunner", "attempt_timeout"]
 

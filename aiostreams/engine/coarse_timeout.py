@@ -123,7 +123,7 @@ class _Bound:
 
     def pause(self) -> None:
         """Stop the clock of this block (a record waiting for a service's permit is not
-        executing, see :mod:`~aiostreams.engine.permit_wait`) until :meth:`resume`. The
+        executing, see :mod:`~aiostreams.runtime.permit_wait`) until :meth:`resume`. The
         time left is kept; a block already expired stays expired."""
         if self._paused_left is None and not self.expired:
             loop = asyncio.get_running_loop()

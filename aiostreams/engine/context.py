@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, Protocol
 
-from aiostreams.engine.clock import TimerHandle
 from aiostreams.engine.failure import Deferred
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
 from aiostreams.errors import TopologyError
+from aiostreams.runtime.clock import TimerHandle
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import Headers, OutgoingRecord, Record
 

@@ -37,8 +37,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from aiostreams.engine.coarse_timeout import ExecutorBlock
-from aiostreams.engine.permit_wait import bind_attempt, bind_executor
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
+from aiostreams.runtime.permit_wait import bind_attempt, bind_executor
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 
 
 class ExecutorPool:

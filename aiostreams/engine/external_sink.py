@@ -28,25 +28,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.transport.base import Transport, read_topic_ids
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
-
-
-@dataclass(slots=True)
-class ExternalRecord:
-    """A retired result bound for ``sink``; ``source``/``offset`` name the input record."""
-
-    sink: str
-    source: TopicPartition
-    offset: int
-    key: Any
-    value: Any
-    timestamp: float
 
 
 @runtime_checkable

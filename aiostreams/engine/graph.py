@@ -34,9 +34,9 @@ from aiostreams.engine.async_chain import (
     step_of,
 )
 from aiostreams.engine.context import NodeContext, TaskHost
-from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.engine.sync_chain import Decoder, Runner, compile_decoder, compile_node
 from aiostreams.policies import Retry
+from aiostreams.runtime.slot import Slot
 from aiostreams.topology.processor import Processor, is_async_processor
 from aiostreams.topology.topology import SinkNode, SourceNode, SubTopology
 from aiostreams.types import RawRecord, Record, TopicPartition

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aiostreams.engine.reorder_buffer import Slot
+from aiostreams.runtime.slot import Slot
 
 
 class HeadOfLine:

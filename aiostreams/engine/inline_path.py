@@ -26,9 +26,10 @@ from typing import Any, Protocol
 
 from aiostreams.engine.graph import SourceExec
 from aiostreams.engine.punctuation import PunctuationQueue
-from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind
+from aiostreams.engine.reorder_buffer import ReorderBuffer
 from aiostreams.engine.task_state import TaskState
 from aiostreams.engine.task_stores import TaskStores
+from aiostreams.runtime.slot import Slot, SlotKind
 from aiostreams.types import RawRecord, TopicPartition
 
 

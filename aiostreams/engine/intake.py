@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from aiostreams.engine.byte_budget import ByteBudget
-from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.partition_queue import HasUnfetched, PartitionGroup
+from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.types import RawRecord, TopicPartition
 
 

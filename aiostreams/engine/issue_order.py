@@ -29,7 +29,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Sequence
 
-from aiostreams.engine.reorder_buffer import Slot, SlotState
+from aiostreams.runtime.slot import Slot, SlotState
 
 
 class IssueOrderGate:

@@ -26,7 +26,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from aiostreams.engine.clock import Clock
 from aiostreams.errors import (
     BrokerUnavailableError,
     CommitFailedError,
@@ -34,6 +33,7 @@ from aiostreams.errors import (
     TransportError,
     UnknownTopicError,
 )
+from aiostreams.runtime.clock import Clock
 from aiostreams.types import TopicPartition
 
 log = logging.getLogger("aiostreams.worker")

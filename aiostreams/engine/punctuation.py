@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiostreams.engine.async_chain import Step, hand_over
-from aiostreams.engine.clock import Clock, TimerHandle
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT
+from aiostreams.runtime.clock import Clock, TimerHandle
+from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import Record
 

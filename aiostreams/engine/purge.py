@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Mapping
 
-from aiostreams.engine.clock import Clock
 from aiostreams.errors import AiostreamsError
+from aiostreams.runtime.clock import Clock
 from aiostreams.transport.base import Admin, Transport
 from aiostreams.types import TopicPartition
 

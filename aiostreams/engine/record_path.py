@@ -36,9 +36,7 @@ from typing import TYPE_CHECKING
 
 from aiostreams.engine.attempt import AttemptRunner, attempt_timeout
 from aiostreams.engine.byte_budget import RECORD_OVERHEAD_BYTES, input_cost, outputs_cost
-from aiostreams.engine.clock import Clock
 from aiostreams.engine.executor_pool import ExecutorPool
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.failure import task_failed_error
 from aiostreams.engine.graph import SourceExec, TaskGraph
 from aiostreams.engine.head_of_line import HeadOfLine
@@ -47,19 +45,15 @@ from aiostreams.engine.intake import Intake
 from aiostreams.engine.issue_order import IssueOrderGate
 from aiostreams.engine.punctuation import Punctuation, PunctuationQueue, punctuation_body
 from aiostreams.engine.recovery import Recovery
-from aiostreams.engine.reorder_buffer import (
-    CURRENT_SLOT,
-    ReorderBuffer,
-    Slot,
-    SlotKind,
-    SlotState,
-    record_slot,
-)
+from aiostreams.engine.reorder_buffer import ReorderBuffer
 from aiostreams.engine.reservation_station import ReservationStation
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState, check_transition
 from aiostreams.engine.task_stores import TaskStores
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Ordering
+from aiostreams.runtime.clock import Clock
+from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot, SlotKind, SlotState, record_slot
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from aiostreams.engine.clock import Clock, TimerHandle
 from aiostreams.engine.failure import Action, dead_letter_record, decide
-from aiostreams.engine.reorder_buffer import Slot, SlotKind, SlotState
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings
 from aiostreams.engine.task_stores import TaskStores
 from aiostreams.policies import Retry
+from aiostreams.runtime.clock import Clock, TimerHandle
+from aiostreams.runtime.slot import Slot, SlotKind, SlotState
 
 log = logging.getLogger("aiostreams.task")
 

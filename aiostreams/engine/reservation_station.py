@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from aiostreams.engine.reorder_buffer import Slot
+from aiostreams.runtime.slot import Slot
 
 
 class ReservationStation:

@@ -30,9 +30,9 @@ from dataclasses import fields
 from typing import Any, Protocol
 
 from aiostreams.engine.context import NodeContext
-from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.reorder_buffer import Slot
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
+from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.slot import Slot
 from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import SinkNode

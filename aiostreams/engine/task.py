@@ -22,20 +22,21 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aiostreams.engine.clock import Clock, TimerHandle
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.graph import TaskGraph
 from aiostreams.engine.head_of_line import HeadOfLine
 from aiostreams.engine.intake import Intake
 from aiostreams.engine.partition_queue import HasUnfetched
 from aiostreams.engine.punctuation import Punctuation, PunctuationCallback
 from aiostreams.engine.record_path import RecordPath
-from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotState
+from aiostreams.engine.reorder_buffer import ReorderBuffer
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState
 from aiostreams.engine.task_stores import TaskStores
 from aiostreams.engine.topic_serdes import TopicSerdes
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Retry
+from aiostreams.runtime.clock import Clock, TimerHandle
+from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.slot import Slot, SlotState
 from aiostreams.state.base import StateStore
 from aiostreams.state.task_directory import TaskDirectory
 from aiostreams.topic import Topic

@@ -34,8 +34,6 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiostreams.engine.clock import Clock
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.outage import InDoubtCommitError, rewindable, settle_in_doubt
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
@@ -47,6 +45,8 @@ from aiostreams.engine.task import StreamTask, TaskSettings, TaskState, task_id_
 from aiostreams.engine.topic_plan import changelog_names
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Retry
+from aiostreams.runtime.clock import Clock
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.reorder_buffer import Slot
+from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.slot import Slot
 from aiostreams.state.base import StateStore, StoreContext
 from aiostreams.state.overlay import StoreOverlay, view_for
 from aiostreams.state.owner_epoch import NO_EPOCH, owner_headers
 from aiostreams.state.store_format import changelog_headers, store_format_of
-from aiostreams.topology.topology import StoreSpec
+from aiostreams.state.store_spec import StoreSpec
 from aiostreams.types import Headers, OutgoingRecord, TopicPartition
 
 

@@ -22,15 +22,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from aiostreams.errors import CoPartitioningError, UnknownTopicError
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import TopicSpec
-
-
-def changelog_topic(app_id: str, store: str) -> str:
-    """The changelog topic of store ``store`` of app (group) ``app_id``: the one place
-    this name is built (Kafka Streams' ``<application.id>-<store>-changelog``)."""
-    return f"{app_id}-{store}-changelog"
 
 
 def wanted_topics(subs: Sequence[SubTopology], dead_letter_topic: str | None) -> set[str]:

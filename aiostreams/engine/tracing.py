@@ -52,10 +52,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import Attributes
 
-from aiostreams.engine.clock import Clock
-from aiostreams.engine.external_sink import ExternalRecord
-from aiostreams.engine.reorder_buffer import Slot
-from aiostreams.engine.trace_hooks import CallTrace
+from aiostreams.runtime.clock import Clock
+from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.slot import Slot
+from aiostreams.runtime.trace_hooks import CallTrace
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, TopicPartition
 
 if TYPE_CHECKING:

@@ -31,7 +31,6 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from aiostreams.engine.client_watchdog import ClientWatchdog
-from aiostreams.engine.clock import Clock
 from aiostreams.engine.committer import Committer, CommitTimer
 from aiostreams.engine.external_sink import ExternalSink, start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
@@ -51,7 +50,6 @@ from aiostreams.engine.stop_budget import (
 )
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
 from aiostreams.errors import (
     AiostreamsError,
@@ -62,6 +60,8 @@ from aiostreams.errors import (
     UncommittedStopError,
 )
 from aiostreams.lifecycle_state import AppState
+from aiostreams.runtime.clock import Clock
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport

@@ -16,7 +16,7 @@ import asyncio
 import weakref
 from typing import Any
 
-from aiostreams.engine.clock import Clock
+from aiostreams.runtime.clock import Clock
 from aiostreams.services.breaker import CircuitBreaker
 from aiostreams.services.limit import Adaptive
 from aiostreams.services.rate import RateLimit

@@ -17,7 +17,7 @@ executing) until the budget refills - it is not failed, so a record the service 
 answer is never dead-lettered because other records' retries spent the budget, and the
 retries still never exceed the budget's share of the calls.
 
-All waiting goes through the :class:`~aiostreams.engine.clock.Clock`, so tests drive it
+All waiting goes through the :class:`~aiostreams.runtime.clock.Clock`, so tests drive it
 with a manual clock. Cancellation: a caller cancelled while waiting for a permit takes no
 place; one cancelled during the call gives its place back and counts no outcome.
 """
@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeVar
 
-from aiostreams.engine.clock import Clock, LoopClock
-from aiostreams.engine.permit_wait import traced_call, waiting_for_permit
-from aiostreams.engine.trace_hooks import CallTrace
+from aiostreams.runtime.clock import Clock, LoopClock
+from aiostreams.runtime.permit_wait import traced_call, waiting_for_permit
+from aiostreams.runtime.trace_hooks import CallTrace
 from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget

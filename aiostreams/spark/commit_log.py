@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import AiostreamsError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark.incarnations import check_incarnations
 from aiostreams.types import TopicPartition
 

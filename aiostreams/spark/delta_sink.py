@@ -63,8 +63,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from pydantic import BaseModel
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import ConfigError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
 from aiostreams.spark.delta_spark import SparkDeltaEngine
 from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch

@@ -61,8 +61,8 @@ import pyarrow as pa
 from pyarrow.parquet import read_schema
 from pydantic import BaseModel
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import ConfigError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark.commit_log import (
     STAGING_DIR,
     CommitLog,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import SerializationError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark.schema import RowSchema, SchemaMismatch
 
 

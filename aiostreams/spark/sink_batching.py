@@ -39,8 +39,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import ConfigError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark.sink_state import (
     SinkFailedError,
     SinkMetrics,

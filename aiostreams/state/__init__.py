@@ -29,11 +29,10 @@ from aiostreams.state.base import (
 )
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.state.store_spec import StoreSpec, window_changelog_config
 from aiostreams.state.versioned import VersionedKeyValueStore, versioned_store
 from aiostreams.state.window import InMemoryWindowStore, SQLiteWindowStore
 from aiostreams.state.window_keys import check_retention
-from aiostreams.topology.internal_topics import window_changelog_config
-from aiostreams.topology.topology import StoreSpec
 
 __all__ = [
     "TOMBSTONE",

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from operator import itemgetter
 from typing import Any, cast
 
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 from aiostreams.state.base import TOMBSTONE, StateStore, StoreKind, WindowStore
 from aiostreams.state.key_identity import key_identity
 from aiostreams.state.window import bound_ms, normalize_window_start

@@ -51,14 +51,13 @@ from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.state.base import TOMBSTONE, StoreContext, StoreKind, check_store_name
 from aiostreams.state.core import StoreCore
 from aiostreams.state.key_identity import key_identity
+from aiostreams.state.store_spec import WINDOW_CHANGELOG_EXTRA_RETENTION, StoreSpec
 from aiostreams.state.window import (
     InMemoryWindowStore,
     SQLiteWindowStore,
     encode_window_key,
     window_start_ms,
 )
-from aiostreams.topology.internal_topics import WINDOW_CHANGELOG_EXTRA_RETENTION
-from aiostreams.topology.topology import StoreSpec
 
 __all__ = [
     "DELETED",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT
+from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.state.base import TOMBSTONE
 from aiostreams.state.versioned import (
     DELETED,

@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.errors import CoPartitioningError, TopologyError
 from aiostreams.serde import JsonSerde, Serde, serde_for
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.state.versioned import Versioned
 from aiostreams.topic import Topic
 from aiostreams.topology.dsl_branch import BranchedStream

@@ -6,7 +6,7 @@ after its first value came, whichever is first, and must return one result per v
 order. Each record gets its own result; results retire in each record's order (the reorder
 buffer's guarantee, as for any async step). A record waiting for its batch to fill is not
 executing (its executor parked, its attempt timeout paused, as for a permit:
-:mod:`aiostreams.engine.permit_wait`).
+:mod:`aiostreams.runtime.permit_wait`).
 
 When a batch call fails, ``retry_per`` decides:
 
@@ -33,9 +33,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from aiostreams.engine.clock import TimerHandle
-from aiostreams.engine.permit_wait import record_trace, waiting_for_permit
-from aiostreams.engine.trace_hooks import CallTrace, SlotTrace
+from aiostreams.runtime.clock import TimerHandle
+from aiostreams.runtime.permit_wait import record_trace, waiting_for_permit
+from aiostreams.runtime.trace_hooks import CallTrace, SlotTrace
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.service import Service
 from aiostreams.topology.dsl_processors import await_result

@@ -8,7 +8,7 @@
    one (single-flight; the record still retires in its own order, with the shared result);
 3. waits for the service's permit (breaker, concurrency place, token) - as a record that is
    not executing: its executor is parked and its attempt's timeout paused (see
-   :mod:`aiostreams.engine.permit_wait`);
+   :mod:`aiostreams.runtime.permit_wait`);
 4. dispatches ``fn``; the step's ``Retry(timeout=)`` (else the service's ``timeout``)
    starts here, at dispatch.
 
@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT
+from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.services.breaker import BreakerState
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.memo import Memo

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiostreams.policies import Retry
 from aiostreams.serde import Serde
-from aiostreams.topology.internal_topics import KV_CHANGELOG_CONFIG
+from aiostreams.state.store_spec import StoreSpec
 from aiostreams.topology.processor import ProcessorSupplier
 
 
@@ -56,15 +56,6 @@ class ExternalSinkNode:
     sink: Any
     parents: tuple[str, ...]
 
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """A state store declared on the topology; ``factory`` makes one instance per task."""
-
-    name: str
-    factory: Callable[[], Any]
-    logged: bool = True
-    changelog_config: tuple[tuple[str, str], ...] = KV_CHANGELOG_CONFIG
 
 
 Node = SourceNode | ProcessorNode | SinkNode | ExternalSinkNode

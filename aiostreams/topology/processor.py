@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar
 from aiostreams.types import Headers, Record
 
 if TYPE_CHECKING:
-    from aiostreams.engine.clock import TimerHandle
+    from aiostreams.runtime.clock import TimerHandle
 
 KIn = TypeVar("KIn")
 VIn = TypeVar("VIn")

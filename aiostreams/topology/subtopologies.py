@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aiostreams.errors import TopologyError
+from aiostreams.state.store_spec import StoreSpec
 from aiostreams.topology.nodes import (
     ExternalSinkNode,
     Node,
     ProcessorNode,
     SinkNode,
     SourceNode,
-    StoreSpec,
     SubTopology,
 )
 

@@ -18,6 +18,7 @@ from typing import Any
 from aiostreams.errors import TopologyError
 from aiostreams.policies import Retry
 from aiostreams.serde import Serde, serde_for
+from aiostreams.state.store_spec import StoreSpec
 from aiostreams.topic import Topic
 from aiostreams.topology.describe import describe_text, mermaid_flowchart
 from aiostreams.topology.nodes import (
@@ -26,7 +27,6 @@ from aiostreams.topology.nodes import (
     ProcessorNode,
     SinkNode,
     SourceNode,
-    StoreSpec,
     SubTopology,
 )
 from aiostreams.topology.processor import Processor, ProcessorSupplier

@@ -9,7 +9,7 @@ import asyncio
 from appkit import create_topic, produce, unique
 
 from aiostreams import App, Processor, Record
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.testing import Sequencer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition

@@ -20,10 +20,10 @@ from appkit import create_topic, unique
 from aiostreams import App
 from aiostreams.commands.store_upgrade import upgrade_store
 from aiostreams.engine.task import task_id_for
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.errors import StoreFormatError
 from aiostreams.serde import JsonSerde
 from aiostreams.state.checkpoint import Checkpoint
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topology.dsl_stores import TimedSerde
 from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aiostreams.engine.topic_plan import changelog_topic
+from aiostreams.state.store_spec import changelog_topic
 from benchmarks.peers.topics import create_topics
 from benchmarks.restore import STORE, time_kafka_streams, time_restore, write_changelog
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot, SlotKind
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot, SlotKind
 from aiostreams.serde import StrSerde
 from aiostreams.state.base import StoreContext
 from aiostreams.state.overlay import StoreOverlay, view_for

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from taskkit import GatedUpper, raw, str_topic
 
-from aiostreams.engine.clock import ManualClock
 from aiostreams.engine.committer import Committer
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
@@ -22,6 +21,7 @@ from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.task_lifecycle import TaskFactory
 from aiostreams.errors import ProducerFencedError, UnknownTopicError
+from aiostreams.runtime.clock import ManualClock
 from aiostreams.testing import Sequencer, settle
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer

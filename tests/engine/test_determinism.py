@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from taskkit import feed, str_topic
 
-from aiostreams.engine.clock import LoopClock
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.runtime.clock import LoopClock
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import StoreSpec, Topology

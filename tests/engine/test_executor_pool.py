@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from aiostreams.engine.coarse_timeout import CoarseTimeouts
 from aiostreams.engine.executor_pool import ExecutorPool
-from aiostreams.engine.permit_wait import waiting_for_permit
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot, SlotKind
+from aiostreams.runtime.permit_wait import waiting_for_permit
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot, SlotKind
 from aiostreams.testing import settle
 
 

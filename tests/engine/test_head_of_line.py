@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from taskkit import MakeTask, feed, gated_topology, raw
 
 from aiostreams.engine.head_of_line import HeadOfLine
-from aiostreams.engine.reorder_buffer import Slot, SlotKind
+from aiostreams.runtime.slot import Slot, SlotKind
 from aiostreams.testing import Sequencer, settle
 from aiostreams.types import TopicPartition
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.errors import ProducerFencedError, UnknownTopicError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.testing import settle
 from aiostreams.transport.base import IsolationLevel, Producer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport

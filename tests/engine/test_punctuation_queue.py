@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.engine.clock import ManualClock
 from aiostreams.engine.punctuation import Punctuation, PunctuationQueue
+from aiostreams.runtime.clock import ManualClock
 from aiostreams.topology.processor import PunctuationType
 
 STREAM, WALL = PunctuationType.STREAM_TIME, PunctuationType.WALL_CLOCK

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiostreams.engine.reorder_buffer import (
-    ReorderBuffer,
-    Slot,
-    SlotKind,
-    SlotState,
-    record_slot,
-)
+from aiostreams.engine.reorder_buffer import ReorderBuffer
+from aiostreams.runtime.slot import Slot, SlotKind, SlotState, record_slot
 from aiostreams.types import RawRecord, TopicPartition
 
 A = TopicPartition("a", 0)

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.engine.reorder_buffer import ReorderBuffer, Slot, SlotKind, SlotState
+from aiostreams.engine.reorder_buffer import ReorderBuffer
 from aiostreams.engine.reservation_station import ReservationStation
+from aiostreams.runtime.slot import Slot, SlotKind, SlotState
 from aiostreams.types import RawRecord
 
 

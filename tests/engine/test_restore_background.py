@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 
 from aiostreams import Processor, Record
-from aiostreams.engine.clock import LoopClock
 from aiostreams.engine.restore import RESTORE_FLUSH_EVERY
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker import CommitRecord, Worker, WorkerConfig
 from aiostreams.errors import TaskFailedError
+from aiostreams.runtime.clock import LoopClock
 from aiostreams.serde import LongSerde, StrSerde
 from aiostreams.state.memory import InMemoryKeyValueStore
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport

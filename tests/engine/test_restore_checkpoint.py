@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from aiostreams import Processor, Record
-from aiostreams.engine.clock import LoopClock
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState
+from aiostreams.runtime.clock import LoopClock
 from aiostreams.serde import LongSerde, StrSerde
 from aiostreams.state.checkpoint import Checkpoint
 from aiostreams.state.sqlite import SQLiteKeyValueStore

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from aiostreams.engine.context import NodeContext
 from aiostreams.engine.graph import NodeExec
-from aiostreams.engine.reorder_buffer import Slot, SlotKind
 from aiostreams.engine.sync_chain import _processor_runner, compile_node
+from aiostreams.runtime.slot import Slot, SlotKind
 from aiostreams.serde import StrSerde
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import SinkNode

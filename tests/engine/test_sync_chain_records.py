@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiostreams.engine.graph import NodeExec
-from aiostreams.engine.reorder_buffer import Slot, SlotKind
 from aiostreams.engine.sync_chain import compile_decoder, compile_node
+from aiostreams.runtime.slot import Slot, SlotKind
 from aiostreams.serde import StrSerde
 from aiostreams.topology.topology import SinkNode
 from aiostreams.types import OutgoingRecord, RawRecord, Record

@@ -19,13 +19,13 @@ from typing import Unpack
 import pytest
 
 from aiostreams import Processor, Record
-from aiostreams.engine.clock import LoopClock
 from aiostreams.engine.task import TaskSettings
-from aiostreams.engine.topic_plan import changelog_topic
 from aiostreams.engine.worker import Worker, WorkerConfig
+from aiostreams.runtime.clock import LoopClock
 from aiostreams.serde import LongSerde, StrSerde
 from aiostreams.state.owner_epoch import EpochFence, record_epoch
 from aiostreams.state.sqlite import SQLiteKeyValueStore
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.state.task_directory import held_elsewhere
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import StoreSpec, Topology

@@ -10,7 +10,6 @@ from taskkit import str_topic
 
 from aiostreams.engine.topic_plan import (
     changelog_names,
-    changelog_topic,
     plan_changelogs,
     plan_topics,
     sub_widths,
@@ -18,6 +17,7 @@ from aiostreams.engine.topic_plan import (
 from aiostreams.errors import CoPartitioningError, UnknownTopicError
 from aiostreams.serde import StrSerde
 from aiostreams.state.memory import InMemoryKeyValueStore
+from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import StoreSpec, SubTopology, Topology
 

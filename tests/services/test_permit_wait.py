@@ -9,8 +9,8 @@ import pytest
 
 from aiostreams.engine.coarse_timeout import CoarseTimeouts
 from aiostreams.engine.executor_pool import ExecutorPool
-from aiostreams.engine.permit_wait import bind_attempt, unbind_attempt, waiting_for_permit
-from aiostreams.engine.reorder_buffer import Slot, SlotKind
+from aiostreams.runtime.permit_wait import bind_attempt, unbind_attempt, waiting_for_permit
+from aiostreams.runtime.slot import Slot, SlotKind
 from aiostreams.services import Service
 from aiostreams.testing import ManualClock, settle
 

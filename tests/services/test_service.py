@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from aiostreams.engine.permit_wait import bind_executor
+from aiostreams.runtime.permit_wait import bind_executor
 from aiostreams.services import (
     Adaptive,
     BreakerState,

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from sparkkit import Order, SimulatedCrash, make_order
 
 from aiostreams import App
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import DeltaSink, DeltaStep, add_delta_sink
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport

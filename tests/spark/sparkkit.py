@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 from pydantic import BaseModel, Field
 
 from aiostreams import App
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import ParquetSink, add_parquet_sink
 from aiostreams.transport.base import TopicSpec, Transport
 from aiostreams.types import OutgoingRecord, TopicPartition

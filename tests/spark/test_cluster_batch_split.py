@@ -14,7 +14,7 @@ from conftest import cluster_session
 from localcluster import LocalSparkCluster
 from pydantic import BaseModel
 
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import ParquetSink, committed_files
 from aiostreams.types import TopicPartition
 

@@ -28,7 +28,7 @@ from localcluster import LocalSparkCluster
 from pydantic import BaseModel
 from sparkkit import Order
 
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import (
     DeltaSink,
     IncompatibleSchemaError,

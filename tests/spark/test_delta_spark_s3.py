@@ -29,8 +29,8 @@ from deltalake import DeltaTable
 from s3kit import HADOOP_AWS, S3Server
 from sparkkit import Order
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import ConfigError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import DeltaSink, SparkConfig
 from aiostreams.spark.delta_identity import transaction_app_id
 from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine

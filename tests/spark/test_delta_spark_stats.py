@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import DeltaSink
 from aiostreams.spark.file_stats import delta_stats
 from aiostreams.types import TopicPartition

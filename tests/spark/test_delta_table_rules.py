@@ -53,7 +53,7 @@ class ReadingWithTextId(BaseModel):
 
 async def write(sink: DeltaSink, values: list[BaseModel],
                 source: TopicPartition = ORDERS, first: int = 0) -> None:
-    from aiostreams.engine.external_sink import ExternalRecord
+    from aiostreams.runtime.external_record import ExternalRecord
 
     await sink.start()
     for i, value in enumerate(values):

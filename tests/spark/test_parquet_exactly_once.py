@@ -23,7 +23,7 @@ from sparkkit import (
 )
 
 from aiostreams import AiostreamsError
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import (
     DatasetLockedError,
     FlushStep,

@@ -22,8 +22,8 @@ from sparkkit import (
     unique,
 )
 
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.errors import SerializationError
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import FlushStep, ParquetSink, SinkState, committed_files
 from aiostreams.spark.parquet_sink import FIRST_WRITE_GUESS
 from aiostreams.spark.spark_thread import THREAD_NAME_PREFIX

@@ -25,8 +25,8 @@ from sparkkit import (
 )
 
 from aiostreams import ConfigError, SerializationError
-from aiostreams.engine.external_sink import ExternalRecord
 from aiostreams.engine.failure import DLQ_HEADER_PREFIX
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark import ParquetSink, SchemaMismatch, committed_files
 from aiostreams.spark.commit_log import LOG_DIR
 from aiostreams.spark.paths import ACCEPTED_FORMS, parse_table_path

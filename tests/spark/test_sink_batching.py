@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiostreams.engine.external_sink import ExternalRecord
+from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.spark.sink_batching import Batch, Batcher
 from aiostreams.spark.sink_state import SinkMetrics
 from aiostreams.types import TopicPartition

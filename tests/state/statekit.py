@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT, Slot, SlotKind
+from aiostreams.runtime.slot import CURRENT_SLOT, Slot, SlotKind
 from aiostreams.state.base import StateStore
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.state.sqlite import SQLiteKeyValueStore

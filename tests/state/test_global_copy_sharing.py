@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiostreams.serde import StrSerde
-from aiostreams.topology.global_state import LocalCopy
+from aiostreams.state.global_copy import LocalCopy
 from aiostreams.types import TopicPartition
 
 

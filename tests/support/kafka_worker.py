@@ -27,7 +27,7 @@ import random
 import aiostreams as ais
 from aiostreams.serde import LongSerde, StrSerde
 from aiostreams.state.sqlite import SQLiteKeyValueStore
-from aiostreams.topology.nodes import StoreSpec
+from aiostreams.state.store_spec import StoreSpec
 from aiostreams.transport.kafka import KafkaTransport
 
 APP: ais.App | None = None

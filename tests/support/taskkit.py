@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from aiostreams import Processor, Record
-from aiostreams.engine.clock import ManualClock
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Ordering
+from aiostreams.runtime.clock import ManualClock
 from aiostreams.serde import StrSerde
 from aiostreams.testing import Sequencer
 from aiostreams.topic import Topic

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Protocol
 
-from aiostreams.engine.reorder_buffer import CURRENT_SLOT
-from aiostreams.engine.trace_hooks import CallTrace, SlotTrace
+from aiostreams.runtime.slot import CURRENT_SLOT
+from aiostreams.runtime.trace_hooks import CallTrace, SlotTrace
 
 __all__ = ["bind_attempt", "bind_executor", "record_trace", "traced_call", "unbind_attempt",
            "waiting_for_permit"]

@@ -1,0 +1,24 @@
+"""A retired result bound for a sink outside Kafka (a Delta or Parquet table, a file, a
+database): what a slot buffers for an external sink node, and what the sink is handed at
+retire (the contract is :class:`aiostreams.sinks.ExternalSink`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiostreams.types import TopicPartition
+
+__all__ = ["ExternalRecord"]
+
+
+@dataclass(slots=True)
+class ExternalRecord:
+    """A retired result bound for ``sink``; ``source``/``offset`` name the input record."""
+
+    sink: str
+    source: TopicPartition
+    offset: int
+    key: Any
+    value: Any
+    timestamp: float
