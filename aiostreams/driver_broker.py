@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiostreams.app import App
-from aiostreams.engine.external_sink import ExternalSink
 from aiostreams.engine.topic_plan import plan_changelogs, plan_topics, sub_widths, wanted_topics
 from aiostreams.errors import TopologyError
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.serde import BytesSerde, Serde
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.memory import MemoryBroker

@@ -50,9 +50,9 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import DeltaSink, ParquetSink, RowSchema, SparkConfig, get_session
-from aiostreams.spark.parquet_sink import DEFAULT_BATCH_ROWS
-from aiostreams.spark.spark_thread import call_on_spark_thread
+from aiostreams.sinks import DeltaSink, ParquetSink, RowSchema, SparkConfig, get_session
+from aiostreams.sinks.parquet_sink import DEFAULT_BATCH_ROWS
+from aiostreams.sinks.spark.spark_thread import call_on_spark_thread
 from aiostreams.types import TopicPartition
 
 

@@ -305,7 +305,7 @@ def jvm_output_to(path: Path) -> Iterator[None]:
 
 def start_spark(workdir: Path, console: Console) -> None:
     """Start the Spark bridge's session before the app runs, quietly, with a spinner."""
-    from aiostreams.spark import get_session
+    from aiostreams.sinks import get_session
 
     with console.status("starting Spark (local mode); its log: spark.log in the working "
                         "directory"), jvm_output_to(workdir / "spark.log"):
@@ -314,7 +314,7 @@ def start_spark(workdir: Path, console: Console) -> None:
 
 def summarize_parquet(parquet_dir: Path) -> None:
     """Read the dataset back with Spark SQL (after the event loop is done: Spark blocks)."""
-    from aiostreams.spark import get_session, stop_session
+    from aiostreams.sinks import get_session, stop_session
 
     spark = get_session()  # the bridge's session, already configured for this machine
     try:

@@ -64,13 +64,13 @@ def test_every_exported_name_exists() -> None:
         assert hasattr(aiostreams, name), name
 
 
-INTERNAL_PACKAGES = ["engine", "topology", "transport", "state", "spark", "commands",
+INTERNAL_PACKAGES = ["engine", "topology", "transport", "state", "sinks", "runtime", "commands",
                      "localkafka"]
 
 USER_MODULES = [
     "aiostreams", "aiostreams.windows", "aiostreams.status", "aiostreams.testing",
     "aiostreams.topology.dsl", "aiostreams.topology.topology", "aiostreams.transport",
-    "aiostreams.state", "aiostreams.spark", "aiostreams.localkafka", "aiostreams.commands",
+    "aiostreams.state", "aiostreams.sinks", "aiostreams.localkafka", "aiostreams.commands",
     "aiostreams.queries", "aiostreams.services",
 ]
 """Modules users import: the package and the documented modules whose ``__all__`` names

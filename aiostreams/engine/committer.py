@@ -32,13 +32,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from aiostreams.engine.external_sink import ExternalSink
 from aiostreams.engine.outage import InDoubtCommitError, show_offsets
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask
 from aiostreams.errors import CommitFailedError, ProducerFencedError, TransportError
 from aiostreams.runtime.clock import Clock, TimerHandle
+from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
 

@@ -17,11 +17,11 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from aiostreams.engine.external_sink import ExternalSink
 from aiostreams.engine.output_channel import OutputChannel
 from aiostreams.engine.stop_budget import STOP_GRACE, close_within
 from aiostreams.errors import ProducerFencedError
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.transport.base import Transport
 from aiostreams.types import OutgoingRecord
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from aiostreams.engine.client_watchdog import ClientWatchdog
 from aiostreams.engine.committer import Committer, CommitTimer
-from aiostreams.engine.external_sink import ExternalSink, start_sinks, stop_sinks
+from aiostreams.engine.external_sink import start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.ownership import TaskOwnership
@@ -61,6 +61,7 @@ from aiostreams.errors import (
 )
 from aiostreams.lifecycle_state import AppState
 from aiostreams.runtime.clock import Clock
+from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology

@@ -5,12 +5,12 @@ Serdes of a topic sink: the ones given, else the topic's declared ones, else the
 known ones, else bytes. ``through`` needs a declared :class:`~aiostreams.topic.Topic`, so
 its serdes and partitions are known when the records are read back.
 
-The bridge is an optional extra: :mod:`aiostreams.spark` is imported only when a stream
+The bridge is an optional extra: :mod:`aiostreams.sinks` is imported only when a stream
 is written to Parquet or Delta, and a missing extra is a
 :class:`~aiostreams.errors.TopologyError` at build time that says what to install.
 
 Invariant: a Spark sink is fed through its validation step (added with it by
-:mod:`aiostreams.spark.attach`), so a value that does not fit the schema fails before the
+:mod:`aiostreams.sinks.attach`), so a value that does not fit the schema fails before the
 sink and follows the dead-letter path; files (or the Delta commit) are durable before the
 offsets they carry are committed.
 """
@@ -65,18 +65,18 @@ def add_spark_sink(stream: Stream[Any, Any], kind: str, path: Any, model: Any,
     """A ``ParquetSink`` (``kind`` "parquet") or ``DeltaSink`` ("delta") fed by
     ``stream`` through its validation step."""
     try:
-        from aiostreams import spark
+        from aiostreams import sinks
     except ImportError as e:  # pragma: no cover - the spark extra is missing
         raise TopologyError(
             f"to_{kind} needs the Spark bridge: pip install 'aiostreams[spark]' ({e})"
         ) from e
     builder = stream.builder
     if kind == "delta":
-        sink: Any = spark.DeltaSink(path, model, **options)
-        spark.add_delta_sink(builder.topology,
+        sink: Any = sinks.DeltaSink(path, model, **options)
+        sinks.add_delta_sink(builder.topology,
                              builder.new_name("KSTREAM-DELTA", name), stream.node, sink)
     else:
-        sink = spark.ParquetSink(path, model, **options)
-        spark.add_parquet_sink(builder.topology,
+        sink = sinks.ParquetSink(path, model, **options)
+        sinks.add_parquet_sink(builder.topology,
                                builder.new_name("KSTREAM-PARQUET", name), stream.node, sink)
     return sink

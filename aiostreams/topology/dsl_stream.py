@@ -303,7 +303,7 @@ class Stream(Generic[K, V]):
         """Write this stream's values (instances of the pydantic ``model``) to a Parquet
         dataset at ``path`` through the Spark bridge, exactly once: files are durable
         before offsets are committed, and replays are dropped. ``options`` go to
-        :class:`aiostreams.spark.ParquetSink` (``partition_by``, ``compression``,
+        :class:`aiostreams.sinks.ParquetSink` (``partition_by``, ``compression``,
         ``engine``, ``include``, ``spark``, ...). Values that do not fit the schema fail
         in a validation step before the sink, so they follow the dead-letter path.
         Returns the sink (its ``metrics`` say what it wrote)."""
@@ -314,7 +314,7 @@ class Stream(Generic[K, V]):
         """Write this stream's values (instances of the pydantic ``model``) to a Delta table
         at ``path``, exactly once for every Delta reader: one Delta commit per batch,
         carrying the source offsets as Delta app transactions, before offsets are
-        committed. ``options`` go to :class:`aiostreams.spark.DeltaSink` (``partition_by``,
+        committed. ``options`` go to :class:`aiostreams.sinks.DeltaSink` (``partition_by``,
         ``include``, ``batch_rows``, ...). Values that do not fit the schema fail in a
         validation step before the sink (the dead-letter path). Returns the sink."""
         return add_spark_sink(self, "delta", path, model, name, options)

@@ -1,6 +1,6 @@
 """Every public name has an entry in the API reference (``docs/reference/api.md``), so the
 mkdocstrings page renders it: each name of ``aiostreams.__all__`` and
-``aiostreams.spark.__all__`` must be the object one of the page's ``::: path`` entries
+``aiostreams.sinks.__all__`` must be the object one of the page's ``::: path`` entries
 names (``__version__``, a plain string, is mentioned in prose). The conversion of Sphinx
 roles that docstrings use is checked on the hook that does it."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiostreams
-import aiostreams.spark
+import aiostreams.sinks
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 API = DOCS / "reference" / "api.md"
@@ -42,7 +42,7 @@ def documented() -> list[Any]:
 def test_every_public_name_has_an_api_reference_entry() -> None:
     objects = documented()
     missing = [f"{module.__name__}.{name}"
-               for module in (aiostreams, aiostreams.spark)
+               for module in (aiostreams, aiostreams.sinks)
                for name in module.__all__
                if not name.startswith("__")
                and not any(obj is getattr(module, name) for obj in objects)]

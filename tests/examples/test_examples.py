@@ -75,7 +75,7 @@ def test_dead_letter_walkthrough_replays_after_the_fix() -> None:
     assert "converted: 4, dead-letter topic now holds: 4" in out
 
 
-PUBLIC_MODULES = {"aiostreams", "aiostreams.cli", "aiostreams.spark"}
+PUBLIC_MODULES = {"aiostreams", "aiostreams.cli", "aiostreams.sinks"}
 INTERNAL_ATTRIBUTES = {"transport", "tasks", "worker", "_transport", "topology"}
 
 

@@ -1,7 +1,7 @@
 """The Spark bridge's fixtures: the process's SparkSession on ``local[2]``, and Spark
 standalone clusters on 127.0.0.1 (:mod:`localcluster`) for the cluster tests.
 
-A process has one SparkSession (:mod:`aiostreams.spark.session`): ``spark`` starts (or
+A process has one SparkSession (:mod:`aiostreams.sinks.spark.session`): ``spark`` starts (or
 returns) the local one; a cluster test module takes the session of a cluster with
 :func:`cluster_session`, which stops whatever session runs first and stops its own at the
 module's end, so the next test asking for ``spark`` gets a local one again. Run cluster
@@ -21,7 +21,7 @@ from deltakit import DELTA_CONF, DELTA_PACKAGE
 from localcluster import LocalSparkCluster
 from s3kit import S3Server
 
-from aiostreams.spark import SparkConfig, get_session, stop_session
+from aiostreams.sinks import SparkConfig, get_session, stop_session
 
 TEST_SPARK = SparkConfig(master="local[2]", driver_memory="1g", app_name="aiostreams-tests")
 

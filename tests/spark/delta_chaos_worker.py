@@ -20,7 +20,7 @@ from deltakit import make_delta_app
 from sparkkit import Order
 
 from aiostreams import App
-from aiostreams.spark import DeltaSink, DeltaStep
+from aiostreams.sinks import DeltaSink, DeltaStep
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.kafka_consumer import KafkaConsumer
 from aiostreams.types import TopicPartition

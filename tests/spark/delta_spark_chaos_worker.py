@@ -16,8 +16,8 @@ from pathlib import Path
 from delta_chaos_worker import KILL_POINTS, KillingSink, chaos_app, die
 from sparkkit import Order
 
-from aiostreams.spark import SparkConfig
-from aiostreams.spark.delta_spark import SparkDeltaEngine
+from aiostreams.sinks import SparkConfig
+from aiostreams.sinks.spark.delta_spark import SparkDeltaEngine
 
 SPARK_KILL_POINTS = ("before_write", "after_spark_write", *KILL_POINTS[1:])
 BATCH_ROWS = 3000

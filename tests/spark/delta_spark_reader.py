@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from aiostreams.spark import get_session, stop_session
-from aiostreams.spark.session import SparkConfig
+from aiostreams.sinks import get_session, stop_session
+from aiostreams.sinks.spark.session import SparkConfig
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ from deltakit import make_delta_app
 from deltalake import DeltaTable
 from sparkkit import Order
 
-from aiostreams.spark import SparkConfig
-from aiostreams.spark.delta_identity import transaction_app_id
+from aiostreams.sinks import SparkConfig
+from aiostreams.sinks.delta_identity import transaction_app_id
 from aiostreams.types import TopicPartition
 
 DONE_LINE = "delta-workers-app: the table holds every input offset"

@@ -21,8 +21,8 @@ from sparkkit import Order, SimulatedCrash, make_order
 
 from aiostreams import App
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import DeltaSink, DeltaStep, add_delta_sink
-from aiostreams.spark.delta_identity import transaction_app_id
+from aiostreams.sinks import DeltaSink, DeltaStep, add_delta_sink
+from aiostreams.sinks.delta_identity import transaction_app_id
 from aiostreams.transport.base import Transport
 from aiostreams.types import TopicPartition
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from aiostreams.spark import SparkConfig
+from aiostreams.sinks import SparkConfig
 
 HOST = "127.0.0.1"
 WORKER_MEMORY = "1200m"

@@ -10,7 +10,7 @@ import sys
 from sparkkit import Order
 
 from aiostreams import App
-from aiostreams.spark import ParquetSink, add_parquet_sink
+from aiostreams.sinks import ParquetSink, add_parquet_sink
 from aiostreams.transport.kafka import KafkaTransport
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from aiostreams import App
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import ParquetSink, add_parquet_sink
+from aiostreams.sinks import ParquetSink, add_parquet_sink
 from aiostreams.transport.base import TopicSpec, Transport
 from aiostreams.types import OutgoingRecord, TopicPartition
 
@@ -191,7 +191,7 @@ def read_with_spark(spark: Any, path: Path, sink: ParquetSink) -> pa.Table:
     path (``_load_from_socket``) leaves its local socket to the garbage collector, which warns
     (``ResourceWarning``; fixed in later pyspark); that one warning is ignored here, while the
     socket is collected, and nowhere else."""
-    from aiostreams.spark import to_spark_schema
+    from aiostreams.sinks import to_spark_schema
 
     df = spark.read.schema(to_spark_schema(sink.schema.arrow_schema)).parquet(str(path))
     with warnings.catch_warnings():

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sparkkit import Order, make_order
 
 from aiostreams import ConfigError
-from aiostreams.spark import RowSchema, SchemaMismatch
+from aiostreams.sinks import RowSchema, SchemaMismatch
 
 pytestmark = pytest.mark.spark
 

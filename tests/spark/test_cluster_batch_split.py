@@ -15,7 +15,7 @@ from localcluster import LocalSparkCluster
 from pydantic import BaseModel
 
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import ParquetSink, committed_files
+from aiostreams.sinks import ParquetSink, committed_files
 from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.chaos, pytest.mark.timeout(300)]

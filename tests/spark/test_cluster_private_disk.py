@@ -10,9 +10,9 @@ from failkit import cause_of, run_until_it_fails
 from localcluster import LocalSparkCluster
 from sparkkit import Order, WatchedSink, make_app, topic_of_orders, unique
 
-from aiostreams.spark import committed_files
-from aiostreams.spark.commit_log import LOG_DIR
-from aiostreams.spark.parquet_writer import UnreachableFilesError
+from aiostreams.sinks import committed_files
+from aiostreams.sinks.commit_log import LOG_DIR
+from aiostreams.sinks.parquet_writer import UnreachableFilesError
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aiostreams.spark.commit_log import CommitLog, DataFile, LogEntry, OffsetRange
+from aiostreams.sinks.commit_log import CommitLog, DataFile, LogEntry, OffsetRange
 
 
 def test_an_entry_with_rows_and_no_files_is_never_appended(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from sparkkit import (
     unique,
 )
 
-from aiostreams.spark import ParquetSink, committed_files
-from aiostreams.spark.commit_log import LOG_DIR, DatasetOwnerError
+from aiostreams.sinks import ParquetSink, committed_files
+from aiostreams.sinks.commit_log import LOG_DIR, DatasetOwnerError
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

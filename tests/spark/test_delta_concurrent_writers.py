@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sparkkit import Order, add_orders
 
-from aiostreams.spark import DeltaSink, SinkFailedError
-from aiostreams.spark.delta_sink import COMMIT_ATTEMPTS
+from aiostreams.sinks import DeltaSink, SinkFailedError
+from aiostreams.sinks.delta_sink import COMMIT_ATTEMPTS
 from aiostreams.types import TopicPartition
 
 ORDERS_0, ORDERS_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

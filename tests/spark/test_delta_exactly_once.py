@@ -27,8 +27,8 @@ from sparkkit import (
 )
 
 from aiostreams import AiostreamsError
-from aiostreams.spark import DeltaSink, DeltaStep, SinkState
-from aiostreams.spark.delta_identity import transaction_app_id
+from aiostreams.sinks import DeltaSink, DeltaStep, SinkState
+from aiostreams.sinks.delta_identity import transaction_app_id
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

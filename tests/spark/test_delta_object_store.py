@@ -24,7 +24,7 @@ from s3kit import HADOOP_AWS, S3Server
 from sparkkit import Order, add_orders
 
 from aiostreams.errors import ConfigError
-from aiostreams.spark import DeltaSink, DeltaStep
+from aiostreams.sinks import DeltaSink, DeltaStep
 from aiostreams.types import TopicPartition
 
 ORDERS_0, ORDERS_1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

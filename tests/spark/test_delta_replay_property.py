@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sparkkit import Order, add_orders
 
-from aiostreams.spark import DeltaSink
+from aiostreams.sinks import DeltaSink
 from aiostreams.types import TopicPartition
 
 SOURCES = (TopicPartition("orders", 0), TopicPartition("orders", 1))

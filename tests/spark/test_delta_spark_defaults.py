@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sparkkit import Order
 
-from aiostreams.spark import DeltaSink
+from aiostreams.sinks import DeltaSink
 
 
 @pytest.mark.parametrize(("engine", "rows"), [("pyarrow", 50_000), ("spark", 200_000)])

@@ -29,14 +29,14 @@ from pydantic import BaseModel
 from sparkkit import Order
 
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import (
+from aiostreams.sinks import (
     DeltaSink,
     IncompatibleSchemaError,
     SparkConfig,
     stop_session,
 )
-from aiostreams.spark.delta_identity import transaction_app_id
-from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine
+from aiostreams.sinks.delta_identity import transaction_app_id
+from aiostreams.sinks.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine
 from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]

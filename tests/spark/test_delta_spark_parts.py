@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.spark.delta_spark import missing_fields, partition_values
+from aiostreams.sinks.spark.delta_spark import missing_fields, partition_values
 
 _SPARK_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
 

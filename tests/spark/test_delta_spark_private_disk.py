@@ -13,8 +13,8 @@ from failkit import cause_of, run_until_it_fails
 from localcluster import LocalSparkCluster
 from sparkkit import Order, topic_of_orders, unique
 
-from aiostreams.spark.delta_identity import transaction_app_id
-from aiostreams.spark.parquet_writer import UnreachableFilesError
+from aiostreams.sinks.delta_identity import transaction_app_id
+from aiostreams.sinks.parquet_writer import UnreachableFilesError
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

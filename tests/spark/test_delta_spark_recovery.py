@@ -23,8 +23,8 @@ from localcluster import LocalSparkCluster
 from sparkkit import Order, SimulatedCrash, create_topic, order_records, produce, unique
 
 from aiostreams import AiostreamsError
-from aiostreams.spark import DeltaStep, SinkState, SparkConfig
-from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine
+from aiostreams.sinks import DeltaStep, SinkState, SparkConfig
+from aiostreams.sinks.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

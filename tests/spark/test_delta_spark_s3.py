@@ -31,11 +31,11 @@ from sparkkit import Order
 
 from aiostreams.errors import ConfigError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import DeltaSink, SparkConfig
-from aiostreams.spark.delta_identity import transaction_app_id
-from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine
-from aiostreams.spark.object_store import s3_filesystem, s3_key, with_s3a_conf
-from aiostreams.spark.parquet_writer import UnreachableFilesError
+from aiostreams.sinks import DeltaSink, SparkConfig
+from aiostreams.sinks.delta_identity import transaction_app_id
+from aiostreams.sinks.object_store import s3_filesystem, s3_key, with_s3a_conf
+from aiostreams.sinks.parquet_writer import UnreachableFilesError
+from aiostreams.sinks.spark.delta_spark import BATCH_DIR_PREFIX, SparkDeltaEngine
 from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -157,7 +157,7 @@ async def test_a_zombie_commit_after_sparks_write_to_s3_leaves_no_duplicate_nor_
 
 async def test_a_batch_whose_files_the_driver_does_not_find_on_s3_never_commits(
         s3_server: S3Server, table: str, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import aiostreams.spark.parquet_writer as writer
+    import aiostreams.sinks.parquet_writer as writer
 
     real = writer._write_with_spark
 

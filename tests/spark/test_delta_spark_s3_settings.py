@@ -7,8 +7,8 @@ import pytest
 from s3kit import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from sparkkit import Order
 
-from aiostreams.spark import DeltaSink, SparkConfig
-from aiostreams.spark.object_store import s3_filesystem, s3a_spark_conf, with_s3a_conf
+from aiostreams.sinks import DeltaSink, SparkConfig
+from aiostreams.sinks.object_store import s3_filesystem, s3a_spark_conf, with_s3a_conf
 
 OPTIONS = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ALLOW_HTTP": "true",
            "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,

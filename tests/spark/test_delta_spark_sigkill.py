@@ -22,8 +22,8 @@ from deltalake import DeltaTable
 from localcluster import LocalSparkCluster
 from sparkkit import Order, topic_of_orders
 
-from aiostreams.spark import stop_session
-from aiostreams.spark.delta_spark import BATCH_DIR_PREFIX
+from aiostreams.sinks import stop_session
+from aiostreams.sinks.spark.delta_spark import BATCH_DIR_PREFIX
 from aiostreams.transport.kafka import KafkaTransport
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,

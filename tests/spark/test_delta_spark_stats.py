@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import DeltaSink
-from aiostreams.spark.file_stats import delta_stats
+from aiostreams.sinks import DeltaSink
+from aiostreams.sinks.file_stats import delta_stats
 from aiostreams.types import TopicPartition
 
 SOURCE = TopicPartition("typed", 0)

@@ -16,7 +16,7 @@ from sparkkit import Order, add_orders, create_topic, order_records, produce, un
 
 from aiostreams import App
 from aiostreams.errors import ConfigError
-from aiostreams.spark import (
+from aiostreams.sinks import (
     DeltaSink,
     IncompatibleSchemaError,
     SchemaMismatch,

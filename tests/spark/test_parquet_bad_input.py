@@ -20,7 +20,7 @@ from sparkkit import (
 
 from aiostreams import AiostreamsError
 from aiostreams.engine.failure import DLQ_HEADER_PREFIX
-from aiostreams.spark import committed_files
+from aiostreams.sinks import committed_files
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

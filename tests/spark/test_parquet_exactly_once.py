@@ -24,7 +24,7 @@ from sparkkit import (
 
 from aiostreams import AiostreamsError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import (
+from aiostreams.sinks import (
     DatasetLockedError,
     FlushStep,
     ParquetSink,
@@ -32,7 +32,7 @@ from aiostreams.spark import (
     SinkState,
     committed_files,
 )
-from aiostreams.spark.commit_log import LOG_DIR, STAGING_DIR
+from aiostreams.sinks.commit_log import LOG_DIR, STAGING_DIR
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

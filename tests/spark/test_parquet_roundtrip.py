@@ -25,7 +25,7 @@ from sparkkit import (
     unique,
 )
 
-from aiostreams.spark import committed_files
+from aiostreams.sinks import committed_files
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

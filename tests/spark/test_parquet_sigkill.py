@@ -16,7 +16,7 @@ from chaoskit import end_offsets, worker_env
 from parquet_chaos_worker import chaos_app, sink_for
 from sparkkit import WatchedSink, create_topic, order_records, produce, read_with_pyarrow
 
-from aiostreams.spark import committed_files
+from aiostreams.sinks import committed_files
 from aiostreams.transport.kafka import KafkaTransport
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.chaos,

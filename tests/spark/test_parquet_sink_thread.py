@@ -24,9 +24,9 @@ from sparkkit import (
 
 from aiostreams.errors import SerializationError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import FlushStep, ParquetSink, SinkState, committed_files
-from aiostreams.spark.parquet_sink import FIRST_WRITE_GUESS
-from aiostreams.spark.spark_thread import THREAD_NAME_PREFIX
+from aiostreams.sinks import FlushStep, ParquetSink, SinkState, committed_files
+from aiostreams.sinks.parquet_sink import FIRST_WRITE_GUESS
+from aiostreams.sinks.spark.spark_thread import THREAD_NAME_PREFIX
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

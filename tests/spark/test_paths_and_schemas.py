@@ -27,10 +27,10 @@ from sparkkit import (
 from aiostreams import ConfigError, SerializationError
 from aiostreams.engine.failure import DLQ_HEADER_PREFIX
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark import ParquetSink, SchemaMismatch, committed_files
-from aiostreams.spark.commit_log import LOG_DIR
-from aiostreams.spark.paths import ACCEPTED_FORMS, parse_table_path
-from aiostreams.spark.schema_evolution import IncompatibleSchemaError, check_appendable
+from aiostreams.sinks import ParquetSink, SchemaMismatch, committed_files
+from aiostreams.sinks.commit_log import LOG_DIR
+from aiostreams.sinks.paths import ACCEPTED_FORMS, parse_table_path
+from aiostreams.sinks.schema_evolution import IncompatibleSchemaError, check_appendable
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 

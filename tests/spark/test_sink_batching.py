@@ -1,4 +1,4 @@
-"""The table sinks' shared batching (aiostreams.spark.sink_batching): the committable-offset
+"""The table sinks' shared batching (aiostreams.sinks.sink_batching): the committable-offset
 rule against a model of what was added and written, chunking, back-pressure by rows, and
 replays dropped against the durable offsets."""
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark.sink_batching import Batch, Batcher
-from aiostreams.spark.sink_state import SinkMetrics
+from aiostreams.sinks.sink_batching import Batch, Batcher
+from aiostreams.sinks.sink_state import SinkMetrics
 from aiostreams.types import TopicPartition
 
 SOURCES = [TopicPartition("in", 0), TopicPartition("in", 1)]

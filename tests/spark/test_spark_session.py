@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-import aiostreams.spark
+import aiostreams.sinks
 from aiostreams import ConfigError
-from aiostreams.spark import SparkConfig, get_session
-from aiostreams.spark.structured import kafka_connector, kafka_connector_config
+from aiostreams.sinks import SparkConfig, get_session
+from aiostreams.sinks.spark.structured import kafka_connector, kafka_connector_config
 
 pytestmark = pytest.mark.spark
 
@@ -73,7 +73,7 @@ def test_the_pinned_pyspark_is_the_one_installed() -> None:
 
 
 def test_the_public_names_are_what_we_mean_to_export() -> None:
-    assert sorted(aiostreams.spark.__all__) == [
+    assert sorted(aiostreams.sinks.__all__) == [
         "DatasetLockedError", "DatasetOwnerError", "DeltaSink", "DeltaStep", "FlushStep",
         "IncompatibleSchemaError", "ParquetSink", "ParquetValidator", "RowSchema",
         "SchemaMismatch", "SinkFailedError", "SinkMetrics", "SinkState", "SparkConfig",

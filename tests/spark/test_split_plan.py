@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.spark.parquet_writer import split_plan, task_byte_budget
+from aiostreams.sinks.parquet_writer import split_plan, task_byte_budget
 
 
 @given(rows=st.integers(0, 10**9), bytes_per_row=st.integers(1, 10**5),

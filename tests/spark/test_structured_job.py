@@ -24,7 +24,7 @@ REPO = HERE.parent.parent
 
 def run_job(args: list[str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)])}
-    return subprocess.run([sys.executable, "-m", "aiostreams.spark.structured", *args],
+    return subprocess.run([sys.executable, "-m", "aiostreams.sinks.spark.structured", *args],
                           capture_output=True, text=True, env=env, timeout=400, check=False)
 
 

@@ -28,9 +28,9 @@ from sparkkit import (
 )
 
 from aiostreams import App
-from aiostreams.spark import DeltaSink, ParquetSink, TableIdentityError
-from aiostreams.spark.commit_log import LOG_DIR
-from aiostreams.spark.delta_identity import TableIdentity
+from aiostreams.sinks import DeltaSink, ParquetSink, TableIdentityError
+from aiostreams.sinks.commit_log import LOG_DIR
+from aiostreams.sinks.delta_identity import TableIdentity
 from aiostreams.transport.base import Transport, read_topic_ids
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition

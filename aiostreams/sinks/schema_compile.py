@@ -1,5 +1,5 @@
 """Compiling a pydantic model (or one field's type) into the typed nodes of
-:mod:`aiostreams.spark.schema_nodes`, by the type table of :mod:`aiostreams.spark.schema`.
+:mod:`aiostreams.sinks.schema_nodes`, by the type table of :mod:`aiostreams.sinks.schema`.
 
 Anything without a Parquet type (``Any``, unions of several types, sets, recursive models,
 fixed-size tuples, maps with non-plain values, ...) is a
@@ -21,7 +21,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from aiostreams.errors import ConfigError
-from aiostreams.spark.schema_nodes import (
+from aiostreams.sinks.schema_nodes import (
     LEAVES,
     DecimalNode,
     Leaf,

@@ -1,4 +1,8 @@
-"""The PySpark bridge: results to Parquet, durable before commit, exactly once.
+"""The lake: results to Delta and Parquet tables, durable before commit, exactly once.
+
+* :class:`ExternalSink` and :class:`ExternalRecord`: the contract every sink keeps with the
+  commit protocol (defined in :mod:`aiostreams.runtime.sink_contract`, so the engine can
+  hold sinks without importing pyarrow or Spark).
 
 * :class:`DeltaSink` + :func:`add_delta_sink`: a Delta Lake table as an external sink (the
   recommended format for new tables: one Delta commit per batch, idempotent by source offsets,
@@ -13,28 +17,32 @@
 * :class:`UnreachableFilesError` (executors wrote where the driver cannot read) and
   :class:`IncompatibleSchemaError` (the model no longer fits the dataset): the sink's loud
   refusals.
-* :mod:`aiostreams.spark.structured`: the scale-out path, a Spark Structured Streaming job
+* :mod:`aiostreams.sinks.spark` (the Spark backend) and
+  :mod:`aiostreams.sinks.spark.structured`: the scale-out path, a Spark Structured Streaming job
   reading Kafka directly (imported on demand).
 
 Requires the ``spark`` extra (``pyspark``, ``pyarrow``, ``deltalake``).
 """
 
-from aiostreams.spark.attach import ParquetValidator, add_delta_sink, add_parquet_sink
-from aiostreams.spark.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
-from aiostreams.spark.delta_identity import TableIdentityError
-from aiostreams.spark.delta_sink import DeltaSink, DeltaStep
-from aiostreams.spark.parquet_sink import FlushStep, ParquetSink
-from aiostreams.spark.parquet_writer import UnreachableFilesError
-from aiostreams.spark.schema import RowSchema, SchemaMismatch, to_spark_schema
-from aiostreams.spark.schema_evolution import IncompatibleSchemaError
-from aiostreams.spark.session import SparkConfig, get_session, stop_session
-from aiostreams.spark.sink_state import SinkFailedError, SinkMetrics, SinkState
+from aiostreams.runtime.sink_contract import ExternalRecord, ExternalSink
+from aiostreams.sinks.attach import ParquetValidator, add_delta_sink, add_parquet_sink
+from aiostreams.sinks.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
+from aiostreams.sinks.delta_identity import TableIdentityError
+from aiostreams.sinks.delta_sink import DeltaSink, DeltaStep
+from aiostreams.sinks.parquet_sink import FlushStep, ParquetSink
+from aiostreams.sinks.parquet_writer import UnreachableFilesError
+from aiostreams.sinks.schema import RowSchema, SchemaMismatch, to_spark_schema
+from aiostreams.sinks.schema_evolution import IncompatibleSchemaError
+from aiostreams.sinks.sink_state import SinkFailedError, SinkMetrics, SinkState
+from aiostreams.sinks.spark.session import SparkConfig, get_session, stop_session
 
 __all__ = [
     "DatasetLockedError",
     "DatasetOwnerError",
     "DeltaSink",
     "DeltaStep",
+    "ExternalRecord",
+    "ExternalSink",
     "FlushStep",
     "IncompatibleSchemaError",
     "ParquetSink",

@@ -25,8 +25,8 @@ Anything else (``Any``, unions of several types, sets, recursive models, ...) is
 :class:`~aiostreams.errors.ConfigError` naming the field's path, raised when the schema is
 built, never when data flows.
 
-The nodes (and :class:`SchemaMismatch`) are in :mod:`aiostreams.spark.schema_nodes`,
-compiling a model into them in :mod:`aiostreams.spark.schema_compile`; this module is the
+The nodes (and :class:`SchemaMismatch`) are in :mod:`aiostreams.sinks.schema_nodes`,
+compiling a model into them in :mod:`aiostreams.sinks.schema_compile`; this module is the
 public path of all the names in its ``__all__``.
 
 Invariant: a value that passes :meth:`RowSchema.check` converts in :meth:`RowSchema.to_table`
@@ -47,13 +47,13 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from aiostreams.errors import ConfigError
-from aiostreams.spark.schema_compile import (
+from aiostreams.sinks.schema_compile import (
     DEFAULT_DECIMAL,
     compile_model,
     compile_type,
     decimal_type,
 )
-from aiostreams.spark.schema_nodes import TIMESTAMP, SchemaMismatch
+from aiostreams.sinks.schema_nodes import TIMESTAMP, SchemaMismatch
 
 __all__ = [
     "DEFAULT_DECIMAL",

@@ -17,21 +17,21 @@ The algorithm (the contract is :mod:`aiostreams.engine.external_sink`):
   over the rest and, on the Spark thread after those conversions, joins them into one Arrow
   table, writes it to a staging directory, renames the complete files into the dataset, and
   appends an entry to the commit log naming the files and, per source partition, the offset
-  range written (:mod:`aiostreams.spark.commit_log`). The log entry is the commit point; it
+  range written (:mod:`aiostreams.sinks.commit_log`). The log entry is the commit point; it
   returns after.
 * :meth:`ParquetSink.pending_offset` and :attr:`ParquetSink.backlogged`: the committable
-  offsets and the back-pressure of :mod:`aiostreams.spark.sink_batching`.
+  offsets and the back-pressure of :mod:`aiostreams.sinks.sink_batching`.
 * :meth:`ParquetSink.start` takes the dataset's writer lock and recovers: it reads the log
   (the durable offsets) and deletes staging leftovers and data files no entry lists. It
   refuses (loudly, before writing) a dataset whose log names another app than the one the
   worker bound the sink to (:meth:`ParquetSink.bind_app`), another incarnation of a source
-  topic (:meth:`ParquetSink.bind_topic_ids`, :mod:`aiostreams.spark.incarnations`), or
-  whose newest file the model no longer fits (:mod:`aiostreams.spark.schema_evolution`).
+  topic (:meth:`ParquetSink.bind_topic_ids`, :mod:`aiostreams.sinks.incarnations`), or
+  whose newest file the model no longer fits (:mod:`aiostreams.sinks.schema_evolution`).
 
 So whatever crashes where, a replay from the committed offsets rewrites exactly the rows
 whose batch has no log entry: the dataset holds each input's results once.
 
-Invariants (asserted): those of :mod:`aiostreams.spark.sink_batching`, and the durable
+Invariants (asserted): those of :mod:`aiostreams.sinks.sink_batching`, and the durable
 offset never passes a record that was not written.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once, but its write runs
@@ -63,7 +63,7 @@ from pydantic import BaseModel
 
 from aiostreams.errors import ConfigError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark.commit_log import (
+from aiostreams.sinks.commit_log import (
     STAGING_DIR,
     CommitLog,
     LogEntry,
@@ -71,38 +71,38 @@ from aiostreams.spark.commit_log import (
     merge_ranges,
     offset_ranges,
 )
-from aiostreams.spark.incarnations import known_ids
-from aiostreams.spark.parquet_writer import (
+from aiostreams.sinks.incarnations import known_ids
+from aiostreams.sinks.parquet_writer import (
     COMPRESSIONS,
     Engine,
     move_into_dataset,
     write_staged,
 )
-from aiostreams.spark.paths import parse_table_path
-from aiostreams.spark.rows import rows_to_table
-from aiostreams.spark.schema_evolution import check_appendable
-from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.sink_batching import (
+from aiostreams.sinks.paths import parse_table_path
+from aiostreams.sinks.rows import rows_to_table
+from aiostreams.sinks.schema_evolution import check_appendable
+from aiostreams.sinks.sink_batching import (
     FIRST_WRITE_GUESS,
     Batcher,
     Offsets,
     stop_table_sink,
     write_taken,
 )
-from aiostreams.spark.sink_columns import TableColumns
-from aiostreams.spark.sink_state import (
+from aiostreams.sinks.sink_columns import TableColumns
+from aiostreams.sinks.sink_state import (
     SinkFailedError,
     SinkMetrics,
     SinkState,
     move_to,
 )
-from aiostreams.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
+from aiostreams.sinks.spark.session import SparkConfig, get_session
+from aiostreams.sinks.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
 from aiostreams.types import TopicPartition
 
 __all__ = ["FIRST_WRITE_GUESS", "FlushStep", "ParquetSink", "SinkFailedError", "SinkMetrics",
            "SinkState"]
 
-log = logging.getLogger("aiostreams.spark")
+log = logging.getLogger("aiostreams.sinks")
 
 DEFAULT_BATCH_ROWS: dict[Engine, int] = {"pyarrow": 50_000, "spark": 500_000}
 """Rows per write unless ``batch_rows`` says otherwise. Spark's fixed cost per job is large,
@@ -144,7 +144,7 @@ class _Written:
 class ParquetSink:
     """Writes the values reaching it (instances of ``model``) to the Parquet dataset at
     ``path``: a local or mounted directory, as a path or a ``file:`` URI
-    (:mod:`aiostreams.spark.paths`; a relative path is resolved now, against the current
+    (:mod:`aiostreams.sinks.paths`; a relative path is resolved now, against the current
     directory). On a cluster it must be the same shared directory for the driver and every
     executor. See the module docstring.
 
@@ -184,7 +184,7 @@ class ParquetSink:
                 f"driver and every executor (it renames files atomically and locks the "
                 f"dataset with flock; neither engine can do that on {where.scheme}://); got "
                 f"{where.given!r}. For hdfs:// and s3a:// tables, run the Structured "
-                "Streaming job (python -m aiostreams.spark.structured), which hands the "
+                "Streaming job (python -m aiostreams.sinks.spark.structured), which hands the "
                 "path to Spark")
         self.path = where.local
         if engine not in ("spark", "pyarrow"):
@@ -298,7 +298,7 @@ class ParquetSink:
 
     @property
     def backlogged(self) -> bool:
-        """See :attr:`aiostreams.spark.sink_batching.Batcher.backlogged`."""
+        """See :attr:`aiostreams.sinks.sink_batching.Batcher.backlogged`."""
         return self._batch.backlogged
 
     def durable_offset(self, source: TopicPartition) -> int | None:
@@ -336,7 +336,7 @@ class ParquetSink:
 
     async def stop(self) -> None:
         """Flush (when running) and release the writer lock. Idempotent. The SparkSession
-        stays up (one per process; see :mod:`aiostreams.spark.session`). Cancellation: the
+        stays up (one per process; see :mod:`aiostreams.sinks.spark.session`). Cancellation: the
         flush behaves as in :meth:`flush`; the lock is released in any case."""
 
         async def release() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from aiostreams.spark.delta_identity import TableIdentityError
+from aiostreams.sinks.delta_identity import TableIdentityError
 
 __all__ = ["check_incarnations", "known_ids"]
 

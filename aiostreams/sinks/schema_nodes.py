@@ -1,4 +1,4 @@
-"""The typed nodes of a :class:`~aiostreams.spark.schema.RowSchema`: one per field (and per
+"""The typed nodes of a :class:`~aiostreams.sinks.schema.RowSchema`: one per field (and per
 list item, map key and value), each knowing its Arrow type, how to check a Python value
 against it, and how to build an Arrow column from many values.
 
@@ -8,7 +8,7 @@ overflow). Columns are built column by column from the models' attributes (``pa.
 per leaf column, ``StructArray``/``ListArray`` assembled around them).
 
 :class:`SchemaMismatch` is defined here, below the nodes that raise it, and belongs to
-:mod:`aiostreams.spark.schema` (its ``__module__``, which dead-letter headers name).
+:mod:`aiostreams.sinks.schema` (its ``__module__``, which dead-letter headers name).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class SchemaMismatch(ValueError):
     ``Order.tags[3]``); ``reason`` says what was expected."""
 
     # Its public home: dead-letter headers name an error by module and class, and this
-    # one has always been aiostreams.spark.schema.SchemaMismatch.
-    __module__ = "aiostreams.spark.schema"
+    # one has always been aiostreams.sinks.schema.SchemaMismatch.
+    __module__ = "aiostreams.sinks.schema"
 
     def __init__(self, reason: str, path: str = "") -> None:
         super().__init__(reason, path)

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from aiostreams.errors import SerializationError
-from aiostreams.spark.delta_sink import DeltaSink
-from aiostreams.spark.parquet_sink import ParquetSink
-from aiostreams.spark.schema import SchemaMismatch
+from aiostreams.sinks.delta_sink import DeltaSink
+from aiostreams.sinks.parquet_sink import ParquetSink
+from aiostreams.sinks.schema import SchemaMismatch
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import Topology
 from aiostreams.types import Record

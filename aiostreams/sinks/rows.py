@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from aiostreams.errors import SerializationError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark.schema import RowSchema, SchemaMismatch
+from aiostreams.sinks.schema import RowSchema, SchemaMismatch
 
 
 def rows_to_table(rows: Sequence[ExternalRecord], schema: RowSchema, *, sink: str,
@@ -33,7 +33,7 @@ def rows_to_table(rows: Sequence[ExternalRecord], schema: RowSchema, *, sink: st
                 raise SerializationError(
                     f"sink {sink!r}: the result of {r.source}@{r.offset} does not fit the "
                     f"{table_kind}: {e}. Nothing was written; attach the sink with "
-                    f"aiostreams.spark.{attach}(...) so such values are checked before it and "
+                    f"aiostreams.sinks.{attach}(...) so such values are checked before it and "
                     "take the dead-letter path", topic=r.source.topic) from None
     return schema.to_table([r.value for r in rows], _metadata(rows, schema))
 

@@ -1,6 +1,6 @@
 """The columns of a table sink (Delta or Parquet): the row schema of its model, the
 partition columns checked once at construction, and the per-value check a processor runs
-before the sink (:func:`~aiostreams.spark.attach.add_parquet_sink`).
+before the sink (:func:`~aiostreams.sinks.attach.add_parquet_sink`).
 
 Partition columns are str, int, bool or date columns, named once each, and leave at least
 one column for the files. An empty string cannot be a partition value: Hive-style
@@ -18,7 +18,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from aiostreams.errors import ConfigError
-from aiostreams.spark.schema import RowSchema, SchemaMismatch
+from aiostreams.sinks.schema import RowSchema, SchemaMismatch
 
 __all__ = ["PARTITION_TYPES", "TableColumns"]
 

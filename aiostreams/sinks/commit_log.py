@@ -11,7 +11,7 @@ Layout under the dataset path::
 Names starting with ``_`` or ``.`` are skipped by Spark's and pyarrow's readers, so readers
 only ever see the data files, and each of those appears by an atomic rename once complete.
 
-A batch is written in three steps (see :class:`~aiostreams.spark.parquet_sink.FlushStep`):
+A batch is written in three steps (see :class:`~aiostreams.sinks.parquet_sink.FlushStep`):
 files complete in staging → renamed into the dataset → log entry written (temp name, fsync,
 linked into place, directory fsynced). The entry is the commit point. Invariants:
 
@@ -25,7 +25,7 @@ linked into place, directory fsynced). The entry is the commit point. Invariants
 
 One incarnation per source topic: each entry records the ids (Kafka topic ids) of its
 source topics where the writing sink knew them, and a sink whose source topic now has
-another id refuses to start (:mod:`aiostreams.spark.incarnations`); entries without ids
+another id refuses to start (:mod:`aiostreams.sinks.incarnations`); entries without ids
 (format 1 and 2, or no id known) check nothing.
 
 One writer per dataset: :meth:`CommitLog.acquire` takes an exclusive ``flock``, released
@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from aiostreams.errors import AiostreamsError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark.incarnations import check_incarnations
+from aiostreams.sinks.incarnations import check_incarnations
 from aiostreams.types import TopicPartition
 
 try:
@@ -63,7 +63,7 @@ __all__ = ["LOG_DIR", "STAGING_DIR", "CommitLog", "DataFile", "DatasetLockedErro
            "OffsetRange", "Recovery", "committed_files", "fsync_path", "is_data_file",
            "merge_ranges", "offset_ranges"]
 
-log = logging.getLogger("aiostreams.spark")
+log = logging.getLogger("aiostreams.sinks")
 
 LOG_DIR = "_aiostreams_log"
 STAGING_DIR = "_staging"
@@ -261,7 +261,7 @@ class CommitLog:
             "each app its own path (a renamed app is another app: give it a new path)")
 
     def check_incarnations(self, current: Mapping[str, str | None]) -> None:
-        """Raise :class:`~aiostreams.spark.delta_identity.TableIdentityError` if a source
+        """Raise :class:`~aiostreams.sinks.delta_identity.TableIdentityError` if a source
         topic's id recorded by the log is not its ``current`` one."""
         for topic, (recorded, batch) in sorted(self.topic_ids.items()):
             check_incarnations({topic: recorded}, current, table=f"the dataset {self.dataset}",

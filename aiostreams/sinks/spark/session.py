@@ -2,7 +2,7 @@
 
 Spark allows one active session per JVM, and starting one costs seconds, so aiostreams keeps
 exactly one per process. It starts lazily, on the Spark thread
-(:mod:`aiostreams.spark.spark_thread`), the first time something needs it (a sink with
+(:mod:`aiostreams.sinks.spark.spark_thread`), the first time something needs it (a sink with
 ``engine="spark"`` starts it in ``start()``), and stops at interpreter exit or on
 :func:`stop_session`.
 
@@ -34,11 +34,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from aiostreams.errors import ConfigError
-from aiostreams.spark.spark_thread import call_on_spark_thread
+from aiostreams.sinks.spark.spark_thread import call_on_spark_thread
 
 __all__ = ["SparkConfig", "get_session", "running_config", "stop_session"]
 
-log = logging.getLogger("aiostreams.spark")
+log = logging.getLogger("aiostreams.sinks")
 
 _LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
 
@@ -108,7 +108,7 @@ def running_config() -> SparkConfig | None:
 def get_session(config: SparkConfig | None = None) -> Any:
     """The process's SparkSession, started with ``config`` (default :class:`SparkConfig`)
     if none runs. Blocks while it starts (seconds): from async code call it on the Spark
-    thread (:func:`~aiostreams.spark.spark_thread.run_on_spark_thread`). Raises
+    thread (:func:`~aiostreams.sinks.spark.spark_thread.run_on_spark_thread`). Raises
     :class:`ConfigError` if a session runs with another config."""
     return call_on_spark_thread(_get_or_start, config)
 
@@ -121,7 +121,7 @@ def _get_or_start(config: SparkConfig | None) -> Any:
                 raise ConfigError(
                     f"a SparkSession already runs in this process with {_config!r}; one "
                     f"session per process: pass the same SparkConfig (or none), or call "
-                    f"aiostreams.spark.stop_session() first to start one with {config!r}")
+                    f"aiostreams.sinks.stop_session() first to start one with {config!r}")
             return _session
         chosen = config or SparkConfig()
         _fresh_jvm_for(chosen)

@@ -2,7 +2,7 @@
 
 Where one aiostreams process is not enough, or the dataset lives on an object store, Spark
 itself reads the topic (its Kafka source, ``spark-sql-kafka-0-10``), parses each value as JSON
-into the model's schema (the same :class:`~aiostreams.spark.schema.RowSchema` the Parquet
+into the model's schema (the same :class:`~aiostreams.sinks.schema.RowSchema` the Parquet
 sink uses), and writes Parquet with its file sink. Exactly once comes from Spark's checkpoint
 (the Kafka offsets of each micro-batch) and its ``_spark_metadata`` log (the files of each
 committed batch), which Spark's readers honour.
@@ -11,7 +11,7 @@ committed batch), which Spark's readers honour.
 
     run_structured_job("127.0.0.1:9092", "orders", "/data/orders", Order, "/data/orders.ckpt")
 
-    python -m aiostreams.spark.structured --bootstrap 127.0.0.1:9092 --topic orders \\
+    python -m aiostreams.sinks.spark.structured --bootstrap 127.0.0.1:9092 --topic orders \\
         --path /data/orders --model shop.models:Order --checkpoint /data/orders.ckpt
 
 The connector is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark's version>``, always:
@@ -29,7 +29,7 @@ unless the caller sets it: records of aborted transactions, which an ``exactly_o
 leaves behind whenever an attempt is killed or fenced, never reach the dataset. ``--option``
 passes any other option of Spark's Kafka source, ``--conf`` a Spark setting, ``--packages``
 more Maven packages (``hadoop-aws`` for ``s3a://``). ``--path`` and ``--checkpoint`` are
-parsed strictly (:mod:`aiostreams.spark.paths`; relative paths are made absolute here, not
+parsed strictly (:mod:`aiostreams.sinks.paths`; relative paths are made absolute here, not
 left to Spark's default filesystem). Bad options, and a path Spark has no filesystem for,
 end the command with one ``error:`` line and exit code 2.
 
@@ -37,7 +37,7 @@ Values are parsed with ``mode=FAILFAST``: a value that is not JSON of the model 
 query with Spark's error (nothing of that micro-batch is committed), never a half-null row.
 ``bytes`` fields must be base64 in the JSON (``ser_json_bytes="base64"`` on the model).
 
-The session is the process's one SparkSession (:mod:`aiostreams.spark.session`); the job
+The session is the process's one SparkSession (:mod:`aiostreams.sinks.spark.session`); the job
 blocks the calling thread, so run it from a thread or its own process, not an event loop.
 """
 
@@ -57,15 +57,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from aiostreams.errors import ConfigError
-from aiostreams.spark.paths import parse_table_path
-from aiostreams.spark.schema import METADATA_COLUMNS, RowSchema, to_spark_schema
-from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.spark_errors import explain_setup_failure
+from aiostreams.sinks.paths import parse_table_path
+from aiostreams.sinks.schema import METADATA_COLUMNS, RowSchema, to_spark_schema
+from aiostreams.sinks.spark.session import SparkConfig, get_session
+from aiostreams.sinks.spark.spark_errors import explain_setup_failure
 
 __all__ = ["DEFAULT_SOURCE_OPTIONS", "StructuredRun", "kafka_connector",
            "kafka_connector_config", "main", "run_structured_job", "source_options"]
 
-log = logging.getLogger("aiostreams.spark")
+log = logging.getLogger("aiostreams.sinks")
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
@@ -155,7 +155,7 @@ def run_structured_job(
     ``maxOffsetsPerTrigger``, ...) over :data:`DEFAULT_SOURCE_OPTIONS`: the job reads with
     ``kafka.isolation.level=read_committed`` unless this sets it explicitly.
     Raises :class:`ConfigError` for bad arguments, for options or a path Spark refuses when
-    the query starts (:class:`~aiostreams.spark.spark_errors.MissingFileSystemError` when
+    the query starts (:class:`~aiostreams.sinks.spark.spark_errors.MissingFileSystemError` when
     Spark has no filesystem for the path's scheme), and if another session already runs in
     this process without the connector; :class:`RuntimeError` if the query fails later."""
     if trigger_once == (processing_time is not None):
@@ -315,7 +315,7 @@ def _packages(values: Sequence[str]) -> tuple[str, ...]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m aiostreams.spark.structured",
+        prog="python -m aiostreams.sinks.spark.structured",
         description="Kafka topic (JSON values of a pydantic model) to Parquet, with Spark "
                     "Structured Streaming. Reads committed records only (aborted "
                     "transactions are skipped) unless --option kafka.isolation.level="

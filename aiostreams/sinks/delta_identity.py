@@ -6,7 +6,7 @@ A Delta sink records its identity in the table's metadata when it creates the ta
 description carries it; Spark and every other Delta client keep it). A sink then refuses,
 loudly and before writing, a table whose identity names another app, a batch from a source
 topic the table was not created for, or a source topic whose id (its incarnation, see
-:mod:`aiostreams.spark.incarnations`) is not the one recorded: their durable offsets (the app
+:mod:`aiostreams.sinks.incarnations`) is not the one recorded: their durable offsets (the app
 transactions below) are another stream's, and appending would drop this stream's records at
 or below them as replays, or mix two streams in one table. A table whose identity has no
 id for a source topic (written before ids were recorded) gets it recorded at the sink's

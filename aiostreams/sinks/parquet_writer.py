@@ -41,8 +41,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from aiostreams.errors import AiostreamsError
-from aiostreams.spark.commit_log import DataFile, fsync_path
-from aiostreams.spark.session import SparkConfig, get_session
+from aiostreams.sinks.commit_log import DataFile, fsync_path
+from aiostreams.sinks.spark.session import SparkConfig, get_session
 
 __all__ = ["COMPRESSIONS", "Engine", "UnreachableFilesError", "move_into_dataset",
            "write_staged", "write_staged_to_store"]

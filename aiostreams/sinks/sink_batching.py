@@ -41,13 +41,13 @@ from typing import Generic, Protocol, TypeVar
 
 from aiostreams.errors import ConfigError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark.sink_state import (
+from aiostreams.sinks.sink_state import (
     SinkFailedError,
     SinkMetrics,
     SinkState,
     raise_write_failure,
 )
-from aiostreams.spark.spark_thread import run_on_spark_thread
+from aiostreams.sinks.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
 
 __all__ = ["FIRST_WRITE_GUESS", "Batch", "Batcher", "Chunk", "Offsets", "TableSink",

@@ -20,19 +20,19 @@ The steps of :meth:`SparkDeltaEngine.commit` (blocking; on the writer thread):
 
 1. A table that does not exist yet is created (schema, partition columns, the sink's
    identity in its description) and the commit is built on its version 0; a table created
-   meanwhile by another writer is a :class:`~aiostreams.spark.delta_table.CommitRace`.
+   meanwhile by another writer is a :class:`~aiostreams.sinks.delta_table.CommitRace`.
 2. A model with fields the table lacks (new optional ones; :mod:`schema_evolution` refused
    the rest at start) first merges them into the table's schema in a commit of its own, with
    no rows, then raises ``CommitRace`` so the batch is checked again on that newer snapshot.
 3. Spark writes the batch under ``<table>/aiostreams-spark-<uuid>/`` (Hive-style partition
    directories below it), split into tasks under ``spark.rpc.message.maxSize``
-   (:func:`~aiostreams.spark.parquet_writer.write_staged`); the driver counts the rows in the
+   (:func:`~aiostreams.sinks.parquet_writer.write_staged`); the driver counts the rows in the
    files it sees and raises ``UnreachableFilesError`` unless they are all the batch's, so a
    batch with rows and no files never commits.
 4. :meth:`SparkDeltaEngine.files_written` (a no-op hook for fault-injection tests).
 5. One commit: an ``add`` per file (its path, partition values from its directory,
    size, the stats Delta readers skip files by, read from its footer by
-   :mod:`~aiostreams.spark.file_stats`) and the batch's app transactions. A lost race
+   :mod:`~aiostreams.sinks.file_stats`) and the batch's app transactions. A lost race
    removes the batch's directory (no commit lists its files) and raises ``CommitRace``.
 
 Files of a write that crashed before its commit are in no commit: no Delta reader sees them;
@@ -62,12 +62,12 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction
 
-from aiostreams.spark.delta_identity import TableIdentity
-from aiostreams.spark.delta_table import WRITER, CommitRace
-from aiostreams.spark.file_stats import delta_stats
-from aiostreams.spark.object_store import s3_filesystem, s3_key
-from aiostreams.spark.parquet_writer import write_staged, write_staged_to_store
-from aiostreams.spark.session import SparkConfig
+from aiostreams.sinks.delta_identity import TableIdentity
+from aiostreams.sinks.delta_table import WRITER, CommitRace
+from aiostreams.sinks.file_stats import delta_stats
+from aiostreams.sinks.object_store import s3_filesystem, s3_key
+from aiostreams.sinks.parquet_writer import write_staged, write_staged_to_store
+from aiostreams.sinks.spark.session import SparkConfig
 
 __all__ = ["BATCH_DIR_PREFIX", "SparkDeltaEngine", "missing_fields"]
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from aiostreams.spark.session import SparkConfig
+from aiostreams.sinks.spark.session import SparkConfig
 
 __all__ = ["s3_filesystem", "s3_key", "s3a_spark_conf", "with_s3a_conf"]
 

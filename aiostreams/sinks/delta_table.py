@@ -1,6 +1,6 @@
 """The delta-rs calls of the Delta sink: open a table's newest snapshot, append one batch.
 
-Blocking; called on the writer thread only (:mod:`aiostreams.spark.spark_thread`).
+Blocking; called on the writer thread only (:mod:`aiostreams.sinks.spark.spark_thread`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from aiostreams.spark.delta_identity import TableIdentity
+from aiostreams.sinks.delta_identity import TableIdentity
 
 __all__ = ["CommitRace", "open_table", "record_identity", "write_batch"]
 

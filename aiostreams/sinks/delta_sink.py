@@ -11,11 +11,11 @@ through ``deltalake`` (delta-rs):
 
 * :meth:`DeltaSink.add` (event loop, at retire) buffers the record; a record at or below its
   source partition's durable offset (as last read from the table) is a replay and dropped
-  (the buffer, back-pressure and committable offsets: :mod:`aiostreams.spark.sink_batching`).
+  (the buffer, back-pressure and committable offsets: :mod:`aiostreams.sinks.sink_batching`).
 * :meth:`DeltaSink.flush` (event loop, in a commit, before offsets are committed) hands the
-  buffer to the writer thread (:mod:`aiostreams.spark.spark_thread`), which opens the table's
+  buffer to the writer thread (:mod:`aiostreams.sinks.spark.spark_thread`), which opens the table's
   newest snapshot, reads each source partition's durable offset from it again
-  (``transaction_version`` of :func:`~aiostreams.spark.delta_identity.transaction_app_id`),
+  (``transaction_version`` of :func:`~aiostreams.sinks.delta_identity.transaction_app_id`),
   drops the rows at or below it, and appends the rest as ONE Delta commit carrying, per source
   partition, the app transaction ``(app_id, highest offset written)``. The Delta commit is the
   commit point: readers see all of the batch or none of it, and nothing staged. delta-rs does
@@ -33,13 +33,13 @@ through ``deltalake`` (delta-rs):
   between: never twice. (``ParquetSink`` keeps one writer per dataset, with a lock.)
 * :meth:`DeltaSink.start` opens the table if it exists and refuses, before anything is
   written: a table written for another app or source, or for another incarnation of a
-  source topic (:class:`TableIdentityError`; :mod:`aiostreams.spark.incarnations`), other
+  source topic (:class:`TableIdentityError`; :mod:`aiostreams.sinks.incarnations`), other
   partition columns, or a model that no longer fits its schema
-  (:class:`~aiostreams.spark.schema_evolution.IncompatibleSchemaError`, naming the field). A
+  (:class:`~aiostreams.sinks.schema_evolution.IncompatibleSchemaError`, naming the field). A
   new optional field is accepted and merged into the table's schema by the next commit
   (``schema_mode="merge"``).
 
-Invariants (asserted): those of :mod:`aiostreams.spark.sink_batching`, and a commit's
+Invariants (asserted): those of :mod:`aiostreams.sinks.sink_batching`, and a commit's
 transaction version of a source partition is past its durable offset.
 
 Cancellation: a cancelled :meth:`flush` raises ``CancelledError`` at once; its write runs to
@@ -65,29 +65,29 @@ from pydantic import BaseModel
 
 from aiostreams.errors import ConfigError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.spark.delta_identity import TableIdentity, transaction_app_id
-from aiostreams.spark.delta_spark import SparkDeltaEngine
-from aiostreams.spark.delta_table import CommitRace, open_table, record_identity, write_batch
-from aiostreams.spark.incarnations import check_incarnations, known_ids
-from aiostreams.spark.object_store import with_s3a_conf
-from aiostreams.spark.paths import parse_table_path
-from aiostreams.spark.rows import rows_to_table
-from aiostreams.spark.schema_evolution import check_appendable
-from aiostreams.spark.session import SparkConfig, get_session
-from aiostreams.spark.sink_batching import Batcher, stop_table_sink, write_taken
-from aiostreams.spark.sink_columns import TableColumns
-from aiostreams.spark.sink_state import (
+from aiostreams.sinks.delta_identity import TableIdentity, transaction_app_id
+from aiostreams.sinks.delta_table import CommitRace, open_table, record_identity, write_batch
+from aiostreams.sinks.incarnations import check_incarnations, known_ids
+from aiostreams.sinks.object_store import with_s3a_conf
+from aiostreams.sinks.paths import parse_table_path
+from aiostreams.sinks.rows import rows_to_table
+from aiostreams.sinks.schema_evolution import check_appendable
+from aiostreams.sinks.sink_batching import Batcher, stop_table_sink, write_taken
+from aiostreams.sinks.sink_columns import TableColumns
+from aiostreams.sinks.sink_state import (
     SinkFailedError,
     SinkMetrics,
     SinkState,
     move_to,
 )
-from aiostreams.spark.spark_thread import run_on_spark_thread
+from aiostreams.sinks.spark.delta_spark import SparkDeltaEngine
+from aiostreams.sinks.spark.session import SparkConfig, get_session
+from aiostreams.sinks.spark.spark_thread import run_on_spark_thread
 from aiostreams.types import TopicPartition
 
 __all__ = ["DEFAULT_BATCH_ROWS", "DeltaSink", "DeltaStep"]
 
-log = logging.getLogger("aiostreams.spark")
+log = logging.getLogger("aiostreams.sinks")
 
 COMMIT_ATTEMPTS = 8
 """Commits of one batch tried against successively newer snapshots before the sink fails."""
@@ -123,17 +123,17 @@ class DeltaSink:
     unset ones come from the environment). See the module docstring.
 
     ``partition_by``: str, int, bool or date columns. ``include``/``key_type``/
-    ``metadata_prefix``: metadata columns, as for :class:`~aiostreams.spark.ParquetSink`.
+    ``metadata_prefix``: metadata columns, as for :class:`~aiostreams.sinks.ParquetSink`.
     ``batch_rows`` (default :data:`DEFAULT_BATCH_ROWS` for the engine) and
     ``batch_interval`` (seconds): a write starts once that many rows wait,
     or once the oldest has waited ``batch_interval`` less the last write's duration.
     ``sources``: the topics feeding the sink, recorded in the table's identity when it is
     created (default: the topics of the first batch). ``target_file_size``: bytes per data
     file (delta-rs' default when None). ``engine``: ``"pyarrow"`` (delta-rs) or ``"spark"``
-    (Spark writes the files, delta-rs commits them: :mod:`aiostreams.spark.delta_spark`;
+    (Spark writes the files, delta-rs commits them: :mod:`aiostreams.sinks.spark.delta_spark`;
     ``spark`` configures the session; on ``s3a://`` its ``fs.s3a.*`` settings are derived
     from ``storage_options`` unless ``spark.conf`` sets them:
-    :mod:`aiostreams.spark.object_store`; ``hadoop-aws`` must be on Spark's classpath).
+    :mod:`aiostreams.sinks.object_store`; ``hadoop-aws`` must be on Spark's classpath).
     """
 
     def __init__(
@@ -308,7 +308,7 @@ class DeltaSink:
 
     @property
     def backlogged(self) -> bool:
-        """See :attr:`aiostreams.spark.sink_batching.Batcher.backlogged`."""
+        """See :attr:`aiostreams.sinks.sink_batching.Batcher.backlogged`."""
         return self._batch.backlogged
 
     def durable_offset(self, source: TopicPartition) -> int | None:
