@@ -8,6 +8,8 @@ one-record-at-a-time run.
 from aiostreams.app import App, run_event_loop
 from aiostreams.clients import AppConsumer, AppProducer
 from aiostreams.config import Settings, load_settings
+from aiostreams.dsl.builder import Stream, Table
+from aiostreams.dsl.global_table import GlobalTable
 from aiostreams.errors import (
     AiostreamsError,
     BrokerUnavailableError,
@@ -48,8 +50,6 @@ from aiostreams.state import kv_store, window_store
 from aiostreams.state.versioned import Versioned, VersionedRecord, versioned_store
 from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl import Stream, Table
-from aiostreams.topology.global_table import GlobalTable
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Headers, Record, TopicPartition

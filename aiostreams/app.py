@@ -24,7 +24,8 @@ from aiostreams.app_status import TaskRuns, app_status
 from aiostreams.client_options import client_options
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
 from aiostreams.config import Settings, load_settings
-from aiostreams.engine.global_updater import declare_global_table
+from aiostreams.dsl.builder import Stream, StreamsBuilder, Table
+from aiostreams.dsl.global_table import GlobalTable, declare_global_table
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import CommitRecord, Worker
 from aiostreams.engine_settings import load_tracing, task_settings, worker_config
@@ -41,8 +42,6 @@ from aiostreams.start_stop import StartStop
 from aiostreams.state.versioned import Versioned
 from aiostreams.status import AppStatus
 from aiostreams.topic import Topic
-from aiostreams.topology.dsl import Stream, StreamsBuilder, Table
-from aiostreams.topology.global_table import GlobalTable
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
@@ -157,13 +156,13 @@ class App(StartStop):
         return self.topology.node_retries
 
     def stream(self, *topics: Topic | str, name: str | None = None) -> Stream[Any, Any]:
-        """A :class:`~aiostreams.topology.dsl.Stream` reading ``topics``."""
+        """A :class:`~aiostreams.dsl.builder.Stream` reading ``topics``."""
         return self._builder.stream(*topics, name=name)
 
     def table(self, topic: Topic | str, *, name: str | None = None,
               materialized: str | None = None, persistent: bool = False,
               versioned: Versioned | None = None) -> Table[Any, Any]:
-        """A :class:`~aiostreams.topology.dsl.Table` of ``topic``: its latest value per
+        """A :class:`~aiostreams.dsl.builder.Table` of ``topic``: its latest value per
         key, in a changelog-backed store (``materialized`` names it). With
         ``versioned=ais.Versioned(history_retention=...)`` the store keeps each key's
         history, and stream-table joins read the value valid at each record's timestamp."""
@@ -176,7 +175,7 @@ class App(StartStop):
         starts; join streams with it by ``stream.join_global(table, key_selector, joiner)``.
         ``persistent`` (default: when the app has a ``state_dir``): kept in SQLite under
         ``state_dir`` with a checkpoint, so a restart reads only the records after it.
-        See :mod:`aiostreams.topology.global_table`."""
+        See :mod:`aiostreams.dsl.global_table`."""
         declared = topic if isinstance(topic, Topic) else (
             self.topology.topic(topic) or self.topic(topic))
         state_dir = self.settings.state_dir

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiostreams.errors import AiostreamsError
+from aiostreams.processors.store_values import ValueAndTimestamp
 from aiostreams.serde import Serde
 from aiostreams.state.base import StateStore, StoreKind, WindowStore
-from aiostreams.topology.dsl_stores import ValueAndTimestamp
 from aiostreams.transport.partitioner import default_partition
 
 if TYPE_CHECKING:

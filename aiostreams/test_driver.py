@@ -50,17 +50,17 @@ from typing import Any
 from aiostreams.app import App
 from aiostreams.config import Settings
 from aiostreams.driver_broker import DriverBroker
+from aiostreams.dsl.global_table import global_tables_of
 from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot, commit_trace
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskFactory
 from aiostreams.engine.worker_config import CommitRecord
 from aiostreams.errors import TaskFailedError
+from aiostreams.processors.store_values import plain_value
 from aiostreams.runtime.clock import ManualClock
 from aiostreams.state.key_identity import EncodedKey
 from aiostreams.state.store_spec import changelog_topic
 from aiostreams.testing_global_feeder import GlobalFeeder
-from aiostreams.topology.dsl_stores import plain_value
-from aiostreams.topology.global_table import global_tables_of
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition

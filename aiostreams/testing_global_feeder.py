@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiostreams.dsl.global_table import GlobalTable
 from aiostreams.serde import Serde
-from aiostreams.topology.global_table import GlobalTable
 from aiostreams.transport.memory_broker import MemoryBroker
 
 __all__ = ["GlobalFeeder"]

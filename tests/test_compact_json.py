@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiostreams import compact_json
+from aiostreams.processors.suppress import BufferEntry, BufferEntrySerde
 from aiostreams.serde import JsonSerde
-from aiostreams.topology.suppress import BufferEntry, BufferEntrySerde
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=50)

@@ -69,7 +69,7 @@ INTERNAL_PACKAGES = ["engine", "topology", "transport", "state", "sinks", "runti
 
 USER_MODULES = [
     "aiostreams", "aiostreams.windows", "aiostreams.status", "aiostreams.testing",
-    "aiostreams.topology.dsl", "aiostreams.topology.topology", "aiostreams.transport",
+    "aiostreams.dsl", "aiostreams.topology.topology", "aiostreams.transport",
     "aiostreams.state", "aiostreams.sinks", "aiostreams.localkafka", "aiostreams.commands",
     "aiostreams.queries", "aiostreams.services",
 ]

@@ -1,7 +1,7 @@
 """No import circles in the package, every import counted (see ``import_graph`` in
 tests/support for how the graph is read).
 
-One circle is allowed, and only among the fluent DSL classes (``topology/dsl*.py``): their
+One circle is allowed, and only among the fluent DSL classes (``aiostreams/dsl/``): their
 methods return each other (``Stream.group_by → GroupedStream``, ``GroupedStream.count →
 Table``, ``Table.to_stream → Stream``), like Kafka's ``KStreamImpl`` and ``KTableImpl``.
 Everything they build on (processors, windows, stores, the topology) is below them.
@@ -15,7 +15,7 @@ from import_graph import circles, import_graph, imported
 
 
 def is_fluent_dsl(module: str) -> bool:
-    return module.startswith("aiostreams.topology.dsl")
+    return module.startswith("aiostreams.dsl.")
 
 
 def test_the_only_import_circle_is_among_the_fluent_dsl_classes() -> None:

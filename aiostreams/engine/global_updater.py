@@ -16,21 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.errors import TopologyError
 from aiostreams.state.global_store import GlobalStore
-from aiostreams.topic import Topic
-from aiostreams.topology.global_table import GlobalTable, register_global_table
 from aiostreams.transport.base import IsolationLevel, Transport
 from aiostreams.types import RawRecord, TopicPartition
 
 if TYPE_CHECKING:
-    from aiostreams.topology.topology import Topology
+    pass
 
-__all__ = ["declare_global_table", "global_table_updater"]
+__all__ = ["global_table_updater"]
 
 log = logging.getLogger("aiostreams.global_table")
 
@@ -93,26 +90,6 @@ async def global_table_updater(transport: Transport, store: GlobalStore, *,
                 await local.close()
         finally:
             await consumer.stop()
-
-
-def declare_global_table(topology: Topology, topic: Topic, transport: Callable[[], Transport],
-                         add_resource: Callable[[str, Callable[[], Any]], Any],
-                         poll_timeout: float, read_committed: bool,
-                         state_dir: Path | None = None,
-                         save_interval: float = 30.0) -> GlobalTable:
-    """``topic`` as a global table of ``topology``, its updater an app resource (made by
-    ``add_resource(name, factory)``) reading through ``transport()``; ``read_committed``
-    under exactly-once (a global table never sees an aborted or open transaction's
-    records, as Kafka's global consumer does); with ``state_dir``, kept on disk across
-    restarts and saved every ``save_interval`` seconds."""
-    table = GlobalTable(topic, state_dir)
-    register_global_table(topology, table)
-    add_resource(f"global-table:{topic.name}",
-                 lambda: global_table_updater(transport(), table.store,
-                                              poll_timeout=poll_timeout,
-                                              read_committed=read_committed,
-                                              save_interval=save_interval))
-    return table
 
 
 def _apply_batch(store: GlobalStore, batch: dict[TopicPartition, list[RawRecord]]) -> None:

@@ -21,10 +21,10 @@ from aiostreams import App
 from aiostreams.commands.store_upgrade import upgrade_store
 from aiostreams.engine.task import task_id_for
 from aiostreams.errors import StoreFormatError
+from aiostreams.processors.store_values import TimedSerde
 from aiostreams.serde import JsonSerde
 from aiostreams.state.checkpoint import Checkpoint
 from aiostreams.state.store_spec import changelog_topic
-from aiostreams.topology.dsl_stores import TimedSerde
 from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport

@@ -57,7 +57,7 @@ def test_sphinx_roles_render_as_code_names() -> None:
         hooks = importlib.import_module("hooks")
     finally:
         sys.path.remove(str(DOCS))
-    html = ("see :class:<code>~aiostreams.topology.dsl.Stream</code> and "
+    html = ("see :class:<code>~aiostreams.dsl.builder.Stream</code> and "
             ":meth:<code>App.start</code>, not :ref:<code>x</code>")
     assert hooks.strip_roles(html) == ("see <code>Stream</code> and <code>App.start</code>, "
                                        "not :ref:<code>x</code>")

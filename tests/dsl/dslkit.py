@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiostreams import App, Topic
-from aiostreams.topology.dsl_stores import plain_value
+from aiostreams.processors.store_values import plain_value
 from aiostreams.transport.memory import MemoryBroker
 from aiostreams.transport.partitioner import default_partition
 from aiostreams.types import OutgoingRecord, TopicPartition

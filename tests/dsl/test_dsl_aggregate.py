@@ -8,7 +8,7 @@ import pytest
 from dslkit import In, broker_of, make_app, produce, run_app
 
 from aiostreams import TopologyError
-from aiostreams.topology.dsl import Table
+from aiostreams.dsl.builder import Table
 
 
 def lines_app(**settings: Any) -> tuple[Any, Any, Any]:

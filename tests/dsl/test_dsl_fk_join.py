@@ -17,9 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiostreams import App, TopologyError
-from aiostreams.serde import LongSerde, StrSerde
-from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.fk_join_wire import (
+from aiostreams.processors.fk_join_wire import (
     CombinedKey,
     CombinedKeySerde,
     Instruction,
@@ -29,6 +27,8 @@ from aiostreams.topology.fk_join_wire import (
     SubscriptionSerde,
     hash128,
 )
+from aiostreams.serde import LongSerde, StrSerde
+from aiostreams.test_driver import TopologyTestDriver
 
 
 def long_bytes(v: int) -> bytes:

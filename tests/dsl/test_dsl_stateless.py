@@ -9,9 +9,9 @@ import pytest
 from dslkit import In, make_app, produce, random_yields, run_app
 
 from aiostreams import Retry, TopologyError
+from aiostreams.dsl.builder import StreamsBuilder
 from aiostreams.errors import TaskFailedError
 from aiostreams.state.memory import InMemoryKeyValueStore
-from aiostreams.topology.dsl import StreamsBuilder
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import StoreSpec, Topology
 from aiostreams.types import Record

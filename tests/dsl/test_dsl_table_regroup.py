@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiostreams import App, TopologyError
+from aiostreams.processors.table_regroup import Change, ChangeSerde
 from aiostreams.serde import LongSerde
-from aiostreams.topology.table_regroup import Change, ChangeSerde
 
 
 def users_app(**settings: Any) -> tuple[App, Any, Any]:

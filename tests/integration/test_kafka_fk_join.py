@@ -3,7 +3,7 @@ order ``o1 -> c06|x`` joined to ``c06|x+A``; then, produced at once, ``o1 -> non
 foreign key) and ``o1 -> c03|z`` (no such customer). The delete for ``none|y`` comes back
 after ``o1`` changed again and is dropped as stale, and Kafka Streams' inner join answers
 nothing for ``c03``, so it keeps ``c06|x+A``; aiostreams' join retracts it (see
-``aiostreams/topology/fk_join.py``, "Convergence")."""
+``aiostreams/processors/fk_join.py``, "Convergence")."""
 
 from __future__ import annotations
 

@@ -55,10 +55,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiostreams import App, Versioned
+from aiostreams.dsl.builder import Stream, Table
+from aiostreams.dsl.cogrouped import CogroupedStream, TimeWindowedCogroupedStream
+from aiostreams.dsl.grouped_table import GroupedTable
 from aiostreams.test_driver import TopologyTestDriver
-from aiostreams.topology.dsl import Stream, Table
-from aiostreams.topology.dsl_cogroup import CogroupedStream, TimeWindowedCogroupedStream
-from aiostreams.topology.dsl_grouped_table import GroupedTable
 from aiostreams.windows import (
     HoppingWindows,
     JoinWindows,

@@ -7,7 +7,7 @@ store drops unemitted (whole 60 s segments) included.
 
 Kafka throttles these emissions to one per second of wall-clock time; the oracle sets that
 interval to 0 (``java/Oracle.java``), which is what aiostreams does (no wall-clock
-dependence); see :mod:`aiostreams.topology.emit_final`."""
+dependence); see :mod:`aiostreams.processors.emit_final`."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
+from aiostreams.processors.service_caller import ServiceCaller
+from aiostreams.processors.steps import StepLimiter
 from aiostreams.services import BreakerState, CircuitBreaker, DeclaredService, Overloaded
 from aiostreams.testing import ManualClock, settle
-from aiostreams.topology.dsl_processors import StepLimiter
-from aiostreams.topology.dsl_service import ServiceCaller
 
 
 class Switchable:

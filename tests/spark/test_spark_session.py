@@ -74,7 +74,8 @@ def test_the_pinned_pyspark_is_the_one_installed() -> None:
 
 def test_the_public_names_are_what_we_mean_to_export() -> None:
     assert sorted(aiostreams.sinks.__all__) == [
-        "DatasetLockedError", "DatasetOwnerError", "DeltaSink", "DeltaStep", "FlushStep",
+        "DatasetLockedError", "DatasetOwnerError", "DeltaSink", "DeltaStep", "ExternalRecord",
+        "ExternalSink", "FlushStep",
         "IncompatibleSchemaError", "ParquetSink", "ParquetValidator", "RowSchema",
         "SchemaMismatch", "SinkFailedError", "SinkMetrics", "SinkState", "SparkConfig",
         "TableIdentityError", "UnreachableFilesError", "add_delta_sink", "add_parquet_sink",

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiostreams.errors import StoreFormatError
+from aiostreams.processors.store_values import TimedSerde, TimestampedSerde, ValueAndTimestamp
 from aiostreams.serde import JsonSerde, LongSerde
 from aiostreams.state import SQLiteKeyValueStore, StoreContext, StoreKind
 from aiostreams.state.store_format import (
@@ -21,7 +22,6 @@ from aiostreams.state.store_format import (
     format_for,
     format_in,
 )
-from aiostreams.topology.dsl_stores import TimedSerde, TimestampedSerde, ValueAndTimestamp
 from aiostreams.types import RawRecord
 
 formats = st.sampled_from(sorted(FORMATS.values(), key=lambda f: f.id))

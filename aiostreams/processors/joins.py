@@ -1,0 +1,126 @@
+"""The stream-table and table-table join processors, and the value getter of a joined
+table (see :mod:`aiostreams.dsl.join_wiring` for the semantics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from aiostreams.processors.table_changes import NO_TIMESTAMP, old_value, update
+from aiostreams.processors.tables import ValueGetter
+from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.types import Record
+from aiostreams.windows import to_ms
+
+JoinKind = Literal["inner", "left", "outer"]
+AnyRecord = Record[Any, Any]
+
+class StreamTableJoinProcessor(Processor[Any, Any]):
+    """Joins each stream record with the table's current value of its key."""
+
+    def __init__(self, getter: ValueGetter, joiner: Callable[[Any, Any], Any],
+                 left: bool) -> None:
+        self.getter = getter
+        self.joiner = joiner
+        self.left = left
+        self.skipped = 0
+
+    async def process(self, record: AnyRecord) -> None:
+        if record.key is None and record.value is not None and self.left:
+            # KIP-962 (Kafka 3.7+): a left join keeps a null-key record, with no table side
+            self.context.forward(record.with_value(self.joiner(record.value, None)))
+            return
+        if record.key is None or record.value is None:
+            self.skipped += 1
+            return
+        other = await self.getter.get(self.context, record.key)
+        if other is None and not self.left:
+            return
+        self.context.forward(record.with_value(self.joiner(record.value, other)))
+
+
+def table_join_result(kind: JoinKind, joiner: Callable[[Any, Any], Any], left: Any,
+                      right: Any) -> Any:
+    """The value of a table-table join for one key, ``None`` when it has none."""
+    if kind == "inner":
+        present = left is not None and right is not None
+    elif kind == "left":
+        present = left is not None
+    else:
+        present = left is not None or right is not None
+    return joiner(left, right) if present else None
+
+
+class TableTableJoinProcessor(Processor[Any, Any]):
+    """One side of a table-table join, with Kafka Streams' forwarding rules
+    (``KTableKTable{Inner,Left,Right,Outer}Join``): on an update ``(new, old)`` of this
+    side, read the other side's value and timestamp, then
+
+    * the other side has no value: an inner join, and the right side of a left join, emit
+      nothing; the left side of a left join and both sides of an outer join emit nothing
+      either when ``new`` and ``old`` are both absent, else the result stamped with the
+      update's own timestamp;
+    * else the result, stamped with the later of the two sides' timestamps.
+
+    The result is ``joiner(left, right)``, or ``None`` (a delete) when this side's new
+    value is absent - except on the right side of a left join, which always joins the left
+    value with the new right one (possibly ``None``)."""
+
+    def __init__(self, other: ValueGetter, joiner: Callable[[Any, Any], Any],
+                 kind: JoinKind, this_is_left: bool) -> None:
+        self.other = other
+        self.joiner = joiner
+        self.kind = kind
+        self.this_is_left = this_is_left
+
+    async def process(self, record: AnyRecord) -> None:
+        if record.key is None:
+            return
+        new, old = record.value, old_value(record)
+        other, other_ms = await self.other.get_stamped(self.context, record.key)
+        left_side_of_left = self.kind == "left" and self.this_is_left
+        keeps_unmatched = self.kind == "outer" or left_side_of_left
+        ts = to_ms(record.timestamp)
+        if other is None:
+            if not keeps_unmatched or (new is None and old is None):
+                return
+            stamp = ts
+        else:
+            stamp = max(ts, other_ms)
+        left, right = (new, other) if self.this_is_left else (other, new)
+        if self.kind == "left" and not self.this_is_left:
+            result = self.joiner(left, right)
+        elif new is None and (other is None or self.kind != "outer"):
+            result = None
+        else:
+            result = self.joiner(left, right)
+        self.context.forward(update(record, result, None, stamp / 1000))
+
+
+class JoinedTableGetter(ValueGetter):
+    def __init__(self, left: ValueGetter, right: ValueGetter,
+                 joiner: Callable[[Any, Any], Any], kind: JoinKind) -> None:
+        self.left = left
+        self.right = right
+        self.joiner = joiner
+        self.kind = kind
+        self.stores = tuple(dict.fromkeys((*left.stores, *right.stores)))
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        return (await self.get_stamped(ctx, key))[0]
+
+    async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        left, left_ms = await self.left.get_stamped(ctx, key)
+        right, right_ms = await self.right.get_stamped(ctx, key)
+        result = table_join_result(self.kind, self.joiner, left, right)
+        return result, max(left_ms, right_ms) if result is not None else NO_TIMESTAMP
+
+
+__all__ = [
+    "JoinKind",
+    "JoinedTableGetter",
+    "StreamTableJoinProcessor",
+    "TableTableJoinProcessor",
+    "table_join_result",
+]

@@ -1,0 +1,196 @@
+"""The processors of windowed aggregations, with Kafka Streams' semantics (3.9).
+
+Both track stream time over the records that reach *them*
+(:class:`~aiostreams.topology.stream_time.NodeStreamTime`), so they await every earlier
+record of the task first; the steps upstream still run concurrently.
+
+**Time windows.** A record with a null key is skipped (a null *value* is aggregated, as in
+Kafka Streams). For each window containing the record's timestamp: a window with
+``end <= stream time - grace`` is closed and the record is dropped for it (counted as
+late); otherwise ``new = adder(key, value, old or initial)`` is stored with its timestamp,
+the maximum timestamp of the records that made it, and forwarded as
+``(Windowed(key, start, end), new)`` stamped with that timestamp. A ``None`` result deletes
+the window.
+
+**Sessions.** The sessions of the key that the record can merge with are those with
+``end >= ts - gap`` and ``start <= ts + gap`` that the store still holds (its own time,
+:class:`~aiostreams.topology.stream_time.StoreTime`: the greatest session end written,
+hides sessions ending at or before ``store time - retention``). The merged session spans
+them and the record; if its end is before ``stream time - grace - gap`` the record is late
+and dropped. Otherwise each merged session is deleted and forwarded as a tombstone stamped
+with *its* end - unless the merged session is just ``[ts, ts]`` (an existing one-point
+session at the same time is updated in place, with no tombstone) - and the new aggregate is
+stored under the merged end and forwarded stamped with that end. Session results carry no
+headers (Kafka Streams makes them new records; time-window updates keep the input's).
+
+Invariants: a time window is never written or forwarded once ``end + grace <= stream
+time``; a session is never extended once ``end + gap + grace < stream time``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiostreams.processors.store_values import ValueAndTimestamp, WindowAccess, window_access
+from aiostreams.processors.tables import ValueGetter
+from aiostreams.topology.processor import Processor, ProcessorContext
+from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
+from aiostreams.types import Record
+from aiostreams.windows import (
+    LateRecords,
+    SessionWindows,
+    TimeWindows,
+    Windowed,
+    restamped,
+    to_ms,
+)
+
+AnyRecord = Record[Any, Any]
+_NO_END = float("inf")
+
+
+class WindowedAggregate(Processor[Any, Any]):
+    """What every windowed aggregation holds: its store, initializer and adder, where late
+    records go, its counters (``dropped_late``, ``skipped``) and its own stream time."""
+
+    def __init__(self, store: str, start: Callable[[], Any],
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+        self.store_name = store
+        self.start = start
+        self.adder = adder
+        self.late = late
+        self.dropped_late = 0
+        self.skipped = 0
+        self._time = NodeStreamTime()
+
+    def _skipped(self, record: AnyRecord, *, null_values: bool = False) -> bool:
+        """True (and counted) for a record without a key (or, with ``null_values``, without
+        a value): Kafka Streams skips those in windowed aggregations."""
+        if record.key is None or (null_values and record.value is None):
+            self.skipped += 1
+            return True
+        return False
+
+
+class TimeWindowAggregateProcessor(WindowedAggregate):
+    """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
+    timestamp (:class:`~aiostreams.processors.store_values.ValueAndTimestamp`)."""
+
+    forwards_updates = True
+    """Whether each update is forwarded (emit on window update, Kafka's default); the
+    emit-on-window-close subclass forwards closed windows instead."""
+
+    def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+        super().__init__(store, start, adder, late)
+        self.windows = windows
+
+    async def process(self, record: AnyRecord) -> None:
+        if self._skipped(record):
+            return
+        key, value, ctx = record.key, record.value, self.context
+        ts = to_ms(record.timestamp)
+        close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms
+        store = window_access(ctx.store(self.store_name))
+        for start_ms, end_ms in self.windows.windows_for(ts):
+            if end_ms <= close_ms:
+                self.dropped_late += 1
+                self.late.record(ctx.node_name, record)
+                continue
+            start = start_ms / 1000
+            old = await store.get(key, start)
+            if old is None:
+                stamp, new = ts, self.adder(key, value, self.start())
+            else:
+                stamp, new = max(ts, to_ms(old.timestamp)), self.adder(key, value, old.value)
+            if new is None:
+                store.delete(key, start)
+            else:
+                store.put(key, start, ValueAndTimestamp(new, stamp / 1000))
+            if self.forwards_updates:
+                ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
+
+
+class SessionAggregateProcessor(WindowedAggregate):
+    """See the module docstring. The store maps ``(key, session end)`` to
+    ``(session start, aggregate)``."""
+
+    forwards_updates = True
+    """Whether each update (and merged-away tombstone) is forwarded; the
+    emit-on-window-close subclass forwards closed sessions instead."""
+
+    def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
+                 start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
+                 merger: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+        super().__init__(store, start, adder, late)
+        self.windows = windows
+        self.merger = merger
+        self._store_time = StoreTime(retention_ms)
+
+    async def process(self, record: AnyRecord) -> None:
+        if self._skipped(record):
+            return
+        key, value, ctx = record.key, record.value, self.context
+        gap = self.windows.gap_ms
+        ts = to_ms(record.timestamp)
+        close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms - gap
+        store: WindowAccess = window_access(ctx.store(self.store_name))
+        visible_from = max(ts - gap, self._store_time.earliest_visible())
+        found = [(to_ms(end), to_ms(stored[0]), stored[1]) for end, stored in
+                 await store.fetch(key, visible_from / 1000, _NO_END)
+                 if to_ms(stored[0]) <= ts + gap]
+        first = min([ts, *(s for _, s, _ in found)])
+        last = max([ts, *(e for e, _, _ in found)])
+        if last < close_ms:
+            self.dropped_late += 1
+            self.late.record(ctx.node_name, record)
+            return
+        aggregate = self.start()
+        for _, _, old in found:
+            aggregate = self.merger(key, aggregate, old)
+        if (first, last) != (ts, ts):
+            for end_ms, start_ms, _ in found:
+                store.delete(key, end_ms / 1000)
+                self._store_time.advance(end_ms)
+                if self.forwards_updates:
+                    ctx.forward(restamped(
+                        record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms,
+                        headers=()))
+        aggregate = self.adder(key, value, aggregate)
+        if aggregate is None:
+            store.delete(key, last / 1000)
+        else:
+            store.put(key, last / 1000, (first / 1000, aggregate))
+        self._store_time.advance(last)
+        if self.forwards_updates:
+            ctx.forward(restamped(record, Windowed(key, first / 1000, last / 1000), aggregate,
+                                  last, headers=()))
+
+
+class TimeWindowGetter(ValueGetter):
+    """A time-windowed table's value of a :class:`Windowed` key."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self.stores = (store,)
+
+    async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        if not isinstance(key, Windowed):
+            return None
+        return await self._lookup(window_access(ctx.store(self.store)), key)
+
+    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
+        stored = await store.get(key.key, key.start)
+        return None if stored is None else stored.value
+
+
+class SessionGetter(TimeWindowGetter):
+    """A session-windowed table's value of a :class:`Windowed` key (stored under its end,
+    with its start)."""
+
+    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
+        stored = await store.get(key.key, key.end)
+        if stored is None or to_ms(stored[0]) != to_ms(key.start):
+            return None
+        return stored[1]
