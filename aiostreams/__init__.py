@@ -5,9 +5,9 @@ of records in flight, yet outputs, state and committed offsets are exactly those
 one-record-at-a-time run.
 """
 
+from aiostreams import moved  # noqa: F401 (installs the finder of the paths that moved in 0.4)
 from aiostreams.app import App, run_event_loop
 from aiostreams.clients import AppConsumer, AppProducer
-from aiostreams.config import Settings, load_settings
 from aiostreams.dsl.builder import Stream, Table
 from aiostreams.dsl.global_table import GlobalTable
 from aiostreams.errors import (
@@ -24,8 +24,9 @@ from aiostreams.errors import (
     UncommittedStopError,
     UnknownTopicError,
 )
-from aiostreams.lifecycle import Resource, ResourceClosedError
-from aiostreams.lifecycle_state import AppState
+from aiostreams.lifecycle.resources import Resource, ResourceClosedError
+from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.serde import (
     BytesSerde,
@@ -46,9 +47,9 @@ from aiostreams.services import (
     Overloaded,
     RateLimit,
 )
+from aiostreams.settings.config import Settings, load_settings
 from aiostreams.state import kv_store, window_store
 from aiostreams.state.versioned import Versioned, VersionedRecord, versioned_store
-from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.processor import Processor, ProcessorContext, PunctuationType
 from aiostreams.topology.topology import StoreSpec, Topology

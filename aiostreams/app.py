@@ -20,27 +20,27 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from aiostreams.app_status import TaskRuns, app_status
-from aiostreams.client_options import client_options
 from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
-from aiostreams.config import Settings, load_settings
 from aiostreams.dsl.builder import Stream, StreamsBuilder, Table
 from aiostreams.dsl.global_table import GlobalTable, declare_global_table
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import CommitRecord, Worker
-from aiostreams.engine_settings import load_tracing, task_settings, worker_config
 from aiostreams.errors import ConfigError
-from aiostreams.event_loop import run_event_loop as run_event_loop
-from aiostreams.event_loop import tune_gc as tune_gc
-from aiostreams.lifecycle import Hook, Lifecycle, Resource
-from aiostreams.lifecycle_state import AppState
+from aiostreams.lifecycle.event_loop import run_event_loop as run_event_loop
+from aiostreams.lifecycle.event_loop import tune_gc as tune_gc
+from aiostreams.lifecycle.resources import Hook, Lifecycle, Resource
+from aiostreams.lifecycle.start_stop import StartStop
+from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.app_status import TaskRuns, app_status
+from aiostreams.ops.status import AppStatus
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock, LoopClock
 from aiostreams.services import Adaptive, CircuitBreaker, RateLimit
 from aiostreams.services.declared import DeclaredService
-from aiostreams.start_stop import StartStop
+from aiostreams.settings.client_options import client_options
+from aiostreams.settings.config import Settings, load_settings
+from aiostreams.settings.engine import load_tracing, task_settings, worker_config
 from aiostreams.state.versioned import Versioned
-from aiostreams.status import AppStatus
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
@@ -48,7 +48,7 @@ from aiostreams.transport.base import Transport
 from aiostreams.windows import LateRecords
 
 if TYPE_CHECKING:
-    from aiostreams.queries import ReadOnlyStore
+    from aiostreams.ops.queries import ReadOnlyStore
 
 log = logging.getLogger("aiostreams.app")
 
@@ -200,7 +200,7 @@ class App(StartStop):
         ``.on_late(hook)``)."""
         return self._builder.late
 
-    # -- lifecycle (ordering: aiostreams.lifecycle) ---------------------------------------
+    # -- lifecycle (ordering: aiostreams.lifecycle.resources) ----------------------------
 
     def on_startup(self, hook: Hook) -> Hook:
         """Decorate an ``async def hook()`` to run in ``start()``, before the consumer
@@ -279,7 +279,8 @@ class App(StartStop):
         return self._transport
 
     def _transport_options(self) -> dict[str, Any]:
-        """Kafka client options from the settings (see :mod:`aiostreams.client_options`)."""
+        """Kafka client options from the settings (see
+        :mod:`aiostreams.settings.client_options`)."""
         return client_options(self.settings)
 
     def _task_settings(self) -> TaskSettings:
@@ -419,9 +420,9 @@ class App(StartStop):
 
     def store(self, name: str) -> ReadOnlyStore:
         """A read-only view of table or window store ``name`` across the tasks of this
-        worker, for interactive queries (:mod:`aiostreams.queries`): reads see retired
+        worker, for interactive queries (:mod:`aiostreams.ops.queries`): reads see retired
         state only. Raises ``UnknownStoreError`` for a name the topology lacks."""
-        from aiostreams.queries import store_view
+        from aiostreams.ops.queries import store_view
         return store_view(self, name)
 
     @property
@@ -431,5 +432,5 @@ class App(StartStop):
 
     def status(self) -> AppStatus:
         """A read-only snapshot of the app, its worker and its tasks (see
-        :mod:`aiostreams.status`); cheap enough for every scrape or status-line tick."""
+        :mod:`aiostreams.ops.status`); cheap enough for every scrape or status-line tick."""
         return app_status(self.name, self.state, self._worker, self._task_runs)

@@ -51,7 +51,6 @@ from aiostreams.commands.target import (
     settings_for_tools,
 )
 from aiostreams.commands.topics_cli import register as register_topics
-from aiostreams.config import Settings
 from aiostreams.engine.task import TASK_FAILURE_LOG_MARK
 from aiostreams.errors import (
     AiostreamsError,
@@ -60,6 +59,7 @@ from aiostreams.errors import (
     TopologyError,
     UncommittedStopError,
 )
+from aiostreams.settings.config import Settings
 
 T = TypeVar("T")
 DEFAULT_CONNECT_TIMEOUT = 10.0

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from aiostreams.errors import ConfigError, DeserializationError, UnknownTopicError
-from aiostreams.start_stop import StartStop
+from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.topic import Topic
 from aiostreams.transport.base import Consumer, IsolationLevel, Producer, TopicSpec, Transport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition

@@ -41,7 +41,7 @@ def bounds_text(metadata: list[Any]) -> str:
 
 
 def settings_table() -> str:
-    from aiostreams.config import Settings
+    from aiostreams.settings.config import Settings
 
     rows = ["| setting | environment variable | type and allowed values | default | meaning |",
             "| --- | --- | --- | --- | --- |"]

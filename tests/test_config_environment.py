@@ -7,7 +7,7 @@ import os
 import pytest
 
 from aiostreams import App, ConfigError, load_settings
-from aiostreams.config import TOOL_VARIABLES, check_environment
+from aiostreams.settings.config import TOOL_VARIABLES, check_environment
 
 
 @pytest.fixture(autouse=True)

@@ -68,10 +68,10 @@ INTERNAL_PACKAGES = ["engine", "topology", "transport", "state", "sinks", "runti
                      "localkafka"]
 
 USER_MODULES = [
-    "aiostreams", "aiostreams.windows", "aiostreams.status", "aiostreams.testing",
+    "aiostreams", "aiostreams.windows", "aiostreams.ops.status", "aiostreams.testing",
     "aiostreams.dsl", "aiostreams.topology.topology", "aiostreams.transport",
     "aiostreams.state", "aiostreams.sinks", "aiostreams.localkafka", "aiostreams.commands",
-    "aiostreams.queries", "aiostreams.services",
+    "aiostreams.ops.queries", "aiostreams.services",
 ]
 """Modules users import: the package and the documented modules whose ``__all__`` names
 what users hold (window specs, status views, test tools, the classes the DSL returns, a

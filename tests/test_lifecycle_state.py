@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aiostreams import App, AppState
-from aiostreams.lifecycle_state import TRANSITIONS
+from aiostreams.lifecycle.state import TRANSITIONS
 
 
 def reachable_from_created() -> set[AppState]:

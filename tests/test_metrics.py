@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from aiostreams import App, Processor, Record, TaskFailedError
-from aiostreams.metrics import AppTotals, MetricsServer, TaskTracker
-from aiostreams.progress import ProgressLine, Sample, rate, render
+from aiostreams.ops.metrics import AppTotals, MetricsServer, TaskTracker
+from aiostreams.ops.progress import ProgressLine, Sample, rate, render
 from aiostreams.runtime.clock import ManualClock
 from aiostreams.testing import Sequencer, settle
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport

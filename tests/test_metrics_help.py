@@ -6,7 +6,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from aiostreams import App
-from aiostreams.metrics import MetricsServer
+from aiostreams.ops.metrics import MetricsServer
 
 
 async def test_every_metric_help_text_says_what_it_counts() -> None:

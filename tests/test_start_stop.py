@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiostreams.start_stop import StartStop
+from aiostreams.lifecycle.start_stop import StartStop
 
 
 class Recorder(StartStop):

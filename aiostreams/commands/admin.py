@@ -13,8 +13,8 @@ from typing import Any
 from aiostreams.commands import CommandError, UsageError
 from aiostreams.commands.groups import ResetTo, parse_datetime, reset_group, show_groups
 from aiostreams.commands.target import client_transport
-from aiostreams.config import Settings
 from aiostreams.errors import UnknownTopicError
+from aiostreams.settings.config import Settings
 from aiostreams.transport.base import Transport
 
 ToolTarget = Callable[[argparse.Namespace], tuple[Settings, Any]]

@@ -17,7 +17,7 @@ from aiostreams.commands.admin import RunTool, ToolTarget
 from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
 from aiostreams.commands.render import decoder
 from aiostreams.commands.target import client_transport
-from aiostreams.config import Settings
+from aiostreams.settings.config import Settings
 
 
 def register(commands: Any, common: argparse.ArgumentParser,

@@ -30,8 +30,8 @@ from rich.console import Console
 from aiostreams.app import App
 from aiostreams.commands import ExitCode, UsageError
 from aiostreams.commands.target import probe_broker
-from aiostreams.metrics import MetricsServer, TaskTracker
-from aiostreams.progress import ProgressLine
+from aiostreams.ops.metrics import MetricsServer, TaskTracker
+from aiostreams.ops.progress import ProgressLine
 
 
 class CurrentStderr:

@@ -33,7 +33,7 @@ from typing import Any
 
 from aiostreams.commands import ExitCode
 from aiostreams.commands.run import Reporter
-from aiostreams.config import Settings
+from aiostreams.settings.config import Settings
 
 _IDLE_WAKE = 1.0
 """Seconds between checks of the workers while no restart is due (a SIGCHLD wakes it)."""

@@ -1,6 +1,6 @@
 """What a command acts on: an app named ``MODULE:APP``, its settings, and the broker.
 
-Settings a command line gives go through :func:`~aiostreams.config.load_settings`, so a bad
+Settings a command line gives go through :func:`~aiostreams.settings.config.load_settings`, so a bad
 key or value is rejected naming the key. Precedence, highest first: ``--set``/``--broker``,
 then what the app's code (and its own config file) set, then ``AIOSTREAMS_*`` environment
 variables, then ``--config FILE``.
@@ -18,8 +18,8 @@ from typing import Any
 
 from aiostreams.app import App
 from aiostreams.commands import UsageError
-from aiostreams.config import Settings, load_settings
 from aiostreams.errors import ConfigError
+from aiostreams.settings.config import Settings, load_settings
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
 

@@ -6,7 +6,7 @@ into tasks: every worker holds all of it in a :class:`GlobalStore`, filled by it
 consumer (:func:`global_table_updater`, no consumer group, every partition assigned):
 
 1. **Bootstrap.** When the app starts - before its worker joins the group and before any
-   record is processed (it runs as an app resource; see :mod:`aiostreams.lifecycle`) - the
+   record is processed (it runs as an app resource; see :mod:`aiostreams.lifecycle.resources`) - the
    consumer reads every partition from its beginning up to the end offsets it found then.
    Under ``exactly_once`` it reads committed records only.
 2. **Keep up.** It then goes on consuming in the background until the app stops; a join

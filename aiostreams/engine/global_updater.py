@@ -2,7 +2,7 @@
 assigned) filling the table's :class:`~aiostreams.state.global_store.GlobalStore`.
 
 1. **Bootstrap.** When the app starts - before its worker joins the group and before any
-   record is processed (it runs as an app resource; see :mod:`aiostreams.lifecycle`) - the
+   record is processed (it runs as an app resource; see :mod:`aiostreams.lifecycle.resources`) - the
    consumer reads every partition from its beginning up to the end offsets it found then.
    Under ``exactly_once`` it reads committed records only.
 2. **Keep up.** It then goes on consuming in the background until the app stops.

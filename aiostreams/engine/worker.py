@@ -59,7 +59,7 @@ from aiostreams.errors import (
     TransportError,
     UncommittedStopError,
 )
-from aiostreams.lifecycle_state import AppState
+from aiostreams.lifecycle.state import AppState
 from aiostreams.runtime.clock import Clock
 from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.state.store_spec import changelog_topic

@@ -1,5 +1,5 @@
 """The worker's vocabulary: its configuration, and what a commit wrote (its lifecycle is
-the app's: :class:`~aiostreams.lifecycle_state.AppState`)."""
+the app's: :class:`~aiostreams.lifecycle.state.AppState`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``run`` number of ``TaskStatus`` (:class:`aiostreams.app_status.TaskRuns`): one per
+"""The ``run`` number of ``TaskStatus`` (:class:`aiostreams.ops.app_status.TaskRuns`): one per
 task object, 1, 2, ... in the order first seen, held weakly."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from aiostreams.app_status import TaskRuns
+from aiostreams.ops.app_status import TaskRuns
 
 
 class Task:

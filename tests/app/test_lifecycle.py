@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from aiostreams import App
-from aiostreams.lifecycle import ResourceClosedError
+from aiostreams.lifecycle.resources import ResourceClosedError
 
 
 def make_app(**settings: object) -> App:
@@ -137,7 +137,7 @@ def test_hooks_must_be_async_and_resources_named_once() -> None:
 
 
 async def test_a_test_driver_runs_steps_that_use_resources_inside_app_lifecycle() -> None:
-    from aiostreams.test_driver import TopologyTestDriver
+    from aiostreams.testing.driver import TopologyTestDriver
 
     app = make_app()
     log: list[str] = []

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 import aiostreams
-from aiostreams.metrics import MetricsServer
+from aiostreams.ops.metrics import MetricsServer
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiostreams import App, Processor, Record, TumblingWindows
-from aiostreams.queries import KeyNotLocalError, StoreNotReadyError, UnknownStoreError
+from aiostreams.ops.queries import KeyNotLocalError, StoreNotReadyError, UnknownStoreError
 from aiostreams.state import kv_store
 from aiostreams.testing import Sequencer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport

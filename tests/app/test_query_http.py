@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from aiostreams import App, TumblingWindows
-from aiostreams.metrics import MetricsServer
+from aiostreams.ops.metrics import MetricsServer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.transport.partitioner import murmur2
 

@@ -8,7 +8,7 @@ import asyncio
 from appkit import create_topic, produce, read_exactly, unique
 
 from aiostreams import App, Processor, Record, Retry
-from aiostreams.config import Settings
+from aiostreams.settings.config import Settings
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 
 

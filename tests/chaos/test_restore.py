@@ -31,7 +31,7 @@ from kafkakit import COUNT_WORKER, start_worker, stop_worker
 
 from aiostreams import App
 from aiostreams.serde import LongSerde
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.transport.base import IsolationLevel
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import OutgoingRecord, TopicPartition

@@ -14,7 +14,7 @@ import pytest
 from dslkit import In, make_app, produce, run_app
 
 from aiostreams import App
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.windows import (
     SessionWindowedSerde,
     SessionWindows,

@@ -28,7 +28,7 @@ from aiostreams.processors.fk_join_wire import (
     hash128,
 )
 from aiostreams.serde import LongSerde, StrSerde
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 
 
 def long_bytes(v: int) -> bytes:

@@ -19,7 +19,7 @@ from dslkit import In, broker_of, make_app, produce, run_app
 from aiostreams import App, ConfigError, TopologyError
 from aiostreams.engine.global_updater import global_table_updater
 from aiostreams.state.global_store import GlobalStore
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.transport.memory import MemoryTransport
 from aiostreams.transport.memory_broker import MemoryBroker
 from aiostreams.types import OutgoingRecord

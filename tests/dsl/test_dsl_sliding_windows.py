@@ -13,7 +13,7 @@ from dslkit import In, produce, run_app
 
 from aiostreams import App
 from aiostreams.errors import ConfigError
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.windows import SlidingWindows, TimeWindowedSerde
 
 

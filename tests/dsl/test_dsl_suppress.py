@@ -14,7 +14,7 @@ from dslkit import In, produce, run_app
 from aiostreams import App, TopologyError
 from aiostreams.errors import ConfigError, TaskFailedError
 from aiostreams.processors.suppress import SuppressBufferFullError
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.windows import (
     TimeWindowedSerde,
     TumblingWindows,

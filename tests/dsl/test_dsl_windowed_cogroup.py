@@ -12,7 +12,7 @@ import pytest
 from dslkit import In, produce, run_app
 
 from aiostreams import App, ConfigError
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.windows import SessionWindows, TimeWindowedSerde, TumblingWindows
 
 

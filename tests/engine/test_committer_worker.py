@@ -16,7 +16,7 @@ from aiostreams import App, Processor, Record
 from aiostreams.engine.task import StreamTask, TaskSettings
 from aiostreams.engine.worker import Worker, WorkerConfig
 from aiostreams.errors import TransportError
-from aiostreams.lifecycle_state import AppState
+from aiostreams.lifecycle.state import AppState
 from aiostreams.runtime.clock import Clock, LoopClock, ManualClock
 from aiostreams.serde import StrSerde
 from aiostreams.testing import Sequencer, settle

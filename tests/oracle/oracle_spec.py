@@ -58,7 +58,7 @@ from aiostreams import App, Versioned
 from aiostreams.dsl.builder import Stream, Table
 from aiostreams.dsl.cogrouped import CogroupedStream, TimeWindowedCogroupedStream
 from aiostreams.dsl.grouped_table import GroupedTable
-from aiostreams.test_driver import TopologyTestDriver
+from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.windows import (
     HoppingWindows,
     JoinWindows,

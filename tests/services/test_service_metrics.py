@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
-from aiostreams.metrics import AppTotals
-from aiostreams.progress import render
+from aiostreams.ops.metrics import AppTotals
+from aiostreams.ops.progress import render
 from aiostreams.services import DeclaredService, Overloaded
 from aiostreams.services.prometheus import service_metrics, service_status
 from aiostreams.testing import ManualClock, settle

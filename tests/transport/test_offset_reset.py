@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.config import load_settings
 from aiostreams.errors import ConfigError, OffsetOutOfRangeError
+from aiostreams.settings.config import load_settings
 from aiostreams.transport.base import ConsumerOptions
 from aiostreams.transport.offset_reset import (
     OffsetReset,

@@ -14,8 +14,8 @@ from appkit import create_topic, produce, read_exactly
 
 import aiostreams as ais
 from aiostreams.errors import OffsetOutOfRangeError
-from aiostreams.lifecycle_state import AppState
-from aiostreams.metrics import metrics_registry
+from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.metrics import metrics_registry
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
 from aiostreams.types import TopicPartition

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from aiostreams.engine.worker import CommitRecord
-from aiostreams.lifecycle_state import AppState
+from aiostreams.lifecycle.state import AppState
 from aiostreams.types import TopicPartition
 
 

@@ -42,11 +42,11 @@ from prometheus_client.core import (
 
 from aiostreams.app import App
 from aiostreams.engine.task import StreamTask, TaskMetrics
-from aiostreams.lifecycle_state import AppState
-from aiostreams.query_http import add_store_routes
+from aiostreams.lifecycle.start_stop import StartStop
+from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.query_http import add_store_routes
+from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
-from aiostreams.start_stop import StartStop
-from aiostreams.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.transport.base import Consumer
 from aiostreams.types import TopicPartition
 
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["AppCollector", "AppTotals", "MetricsServer", "TaskTracker", "health",
            "metrics_registry", "retire_lag"]
 
-log = logging.getLogger("aiostreams.metrics")
+log = logging.getLogger("aiostreams.ops.metrics")
 
 DEFAULT_HOST = "127.0.0.1"
 COMMIT_LATENCY_BUCKETS: tuple[float, ...] = (

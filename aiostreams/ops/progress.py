@@ -5,7 +5,7 @@
     enricher ▸ 4,210 rec/s · in-flight 37 · buffered 120 · retire lag 0.21s · retries 3 ·
         dead letters 1 · commits 12          (one line on the terminal)
 
-Rates are computed between two ticks from :class:`~aiostreams.task_totals.TaskTracker` totals
+Rates are computed between two ticks from :class:`~aiostreams.ops.task_totals.TaskTracker` totals
 (records retired or released are not counted twice: ``rec/s`` is records *fetched into*
 tasks per second, which in steady state is the processing rate). The line is redrawn in place
 and removed when the app stops; log lines are printed above it through the same console.
@@ -21,8 +21,8 @@ from rich.live import Live
 from rich.text import Text
 
 from aiostreams.app import App
+from aiostreams.ops.task_totals import AppTotals, TaskTracker
 from aiostreams.services.prometheus import service_status
-from aiostreams.task_totals import AppTotals, TaskTracker
 
 TICK = 0.5
 """Seconds between two redraws (and two samples of the totals)."""

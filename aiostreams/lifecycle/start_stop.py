@@ -16,7 +16,7 @@ __all__ = ["StartStop"]
 
 class StartStop(ABC):
     """A base for clients and servers entered with ``async with`` (not an app's
-    :class:`~aiostreams.lifecycle.Resource`, which the app opens and closes)."""
+    :class:`~aiostreams.lifecycle.resources.Resource`, which the app opens and closes)."""
 
     __slots__ = ()
 

@@ -1,7 +1,7 @@
 """The test driver's private broker: topics as the worker sizes them, records placed as Kafka
 places them, and what the tasks produced, read back decoded.
 
-Used by :class:`~aiostreams.test_driver.TopologyTestDriver`, which is the consumer and the
+Used by :class:`~aiostreams.testing.driver.TopologyTestDriver`, which is the consumer and the
 producer of its tasks: piped input and task outputs are appended here, in order; outputs to
 external sinks (Parquet, Delta) go to those sinks instead.
 

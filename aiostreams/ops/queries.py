@@ -43,7 +43,7 @@ from aiostreams.transport.partitioner import default_partition
 
 if TYPE_CHECKING:
     from aiostreams.engine.task import StreamTask
-    from aiostreams.lifecycle_state import AppState
+    from aiostreams.lifecycle.state import AppState
     from aiostreams.topology.topology import SubTopology
     from aiostreams.transport.base import Transport
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from aiostreams.config import Settings
 from aiostreams.errors import ConfigError
+from aiostreams.settings.config import Settings
 
 
 def client_options(s: Settings) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """App-wide totals over every task an app has run: what the progress line, the final
-summary and the metrics read (re-exported by :mod:`aiostreams.metrics`).
+summary and the metrics read (re-exported by :mod:`aiostreams.ops.metrics`).
 
 The engine keeps plain counters per task (:class:`~aiostreams.engine.task.TaskMetrics`);
 a rebalance closes tasks, and with them their counters, so :class:`TaskTracker` remembers

@@ -1,4 +1,4 @@
-"""Building ``App.status()``: the read-only views of :mod:`aiostreams.status` from the
+"""Building ``App.status()``: the read-only views of :mod:`aiostreams.ops.status` from the
 worker and its live tasks.
 
 The views hold copies (``MappingProxyType`` over fresh dicts), never the engine's objects.
@@ -16,8 +16,8 @@ from types import MappingProxyType
 
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.worker import Worker
-from aiostreams.lifecycle_state import AppState
-from aiostreams.status import AppStatus, TaskStatus, WorkerStatus
+from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.status import AppStatus, TaskStatus, WorkerStatus
 
 
 class TaskRuns:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aiostreams.config import Settings
 from aiostreams.engine.task import TaskSettings
 from aiostreams.engine.worker import WorkerConfig
 from aiostreams.errors import ConfigError
 from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.settings.config import Settings
 from aiostreams.topology.topology import Topology
 
 if TYPE_CHECKING:

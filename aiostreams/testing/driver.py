@@ -17,7 +17,7 @@ repartition topics as wide as the widest input), keys are placed by Kafka's part
 there is one task per sub-topology and partition, as a worker owning everything would run.
 
 What it does not do: no consumer group, no fetch loop, no producer. The driver is the
-consumer and the producer (its broker side: :mod:`~aiostreams.driver_broker`):
+consumer and the producer (its broker side: :mod:`~aiostreams.testing.driver_broker`):
 :meth:`process_all` hands every record appended to a source topic (piped, or produced by a
 task, as for repartition topics) to its task, lets the tasks run, and repeats until nothing
 is left to do. So processing is deterministic and awaited, and time
@@ -48,8 +48,6 @@ from types import TracebackType
 from typing import Any
 
 from aiostreams.app import App
-from aiostreams.config import Settings
-from aiostreams.driver_broker import DriverBroker
 from aiostreams.dsl.global_table import global_tables_of
 from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot, commit_trace
 from aiostreams.engine.task import StreamTask
@@ -58,9 +56,11 @@ from aiostreams.engine.worker_config import CommitRecord
 from aiostreams.errors import TaskFailedError
 from aiostreams.processors.store_values import plain_value
 from aiostreams.runtime.clock import ManualClock
+from aiostreams.settings.config import Settings
 from aiostreams.state.key_identity import EncodedKey
 from aiostreams.state.store_spec import changelog_topic
-from aiostreams.testing_global_feeder import GlobalFeeder
+from aiostreams.testing.driver_broker import DriverBroker
+from aiostreams.testing.global_feeder import GlobalFeeder
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition

@@ -1,4 +1,4 @@
-"""Interactive queries over HTTP, on the metrics server (:mod:`aiostreams.queries` in
+"""Interactive queries over HTTP, on the metrics server (:mod:`aiostreams.ops.queries` in
 process).
 
 Routes (registered by :func:`add_store_routes`):
@@ -42,7 +42,7 @@ from pydantic_core import to_jsonable_python
 
 from aiostreams.app import App
 from aiostreams.errors import DeserializationError
-from aiostreams.queries import (
+from aiostreams.ops.queries import (
     KeyNotLocalError,
     ReadOnlyStore,
     StoreNotReadyError,
@@ -52,7 +52,7 @@ from aiostreams.queries import (
 from aiostreams.serde import BytesSerde, FloatSerde, IntSerde, LongSerde, Serde
 from aiostreams.state.base import StoreKind
 
-log = logging.getLogger("aiostreams.queries")
+log = logging.getLogger("aiostreams.ops.queries")
 
 PEER_TIMEOUT = 2.0
 """Seconds to wait for a peer's partitions when looking for a key's owner."""

@@ -1,0 +1,10 @@
+"""Operating a running app: its status views (:mod:`~aiostreams.ops.status`), Prometheus
+metrics and the health/status server (:mod:`~aiostreams.ops.metrics`), progress and lag,
+interactive queries and their HTTP face (:mod:`~aiostreams.ops.queries`,
+:mod:`~aiostreams.ops.query_http`).
+
+Everything here reads the app through its inspection interface (``App.inspect()``), never
+through its private members; nothing below the app imports this package.
+"""
+
+__all__: list[str] = []
