@@ -32,6 +32,7 @@ from aiostreams.lifecycle.resources import Hook, Lifecycle, Resource
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.app_status import TaskRuns, app_status
+from aiostreams.ops.inspection import Inspection
 from aiostreams.ops.status import AppStatus
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock, LoopClock
@@ -427,8 +428,14 @@ class App(StartStop):
 
     @property
     def _tasks(self) -> dict[str, StreamTask]:
-        """The worker's live tasks (engine objects: internal; read :meth:`status`)."""
         return dict(self._worker.tasks) if self._worker is not None else {}
+
+    def inspect(self) -> Inspection:
+        """A look inside at this instant, for operations tools (metrics, health, queries,
+        the CLI, the test driver): the live worker and tasks, engine objects that are
+        read, never changed (see :mod:`aiostreams.ops.inspection`). Programs read
+        :meth:`status` instead."""
+        return Inspection(self._worker, self._tasks, self._task_settings)
 
     def status(self) -> AppStatus:
         """A read-only snapshot of the app, its worker and its tasks (see

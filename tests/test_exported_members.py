@@ -71,7 +71,7 @@ USER_MODULES = [
     "aiostreams", "aiostreams.windows", "aiostreams.ops.status", "aiostreams.testing",
     "aiostreams.dsl", "aiostreams.topology.topology", "aiostreams.transport",
     "aiostreams.state", "aiostreams.sinks", "aiostreams.localkafka", "aiostreams.commands",
-    "aiostreams.ops.queries", "aiostreams.services",
+    "aiostreams.ops.queries", "aiostreams.ops.inspection", "aiostreams.services",
 ]
 """Modules users import: the package and the documented modules whose ``__all__`` names
 what users hold (window specs, status views, test tools, the classes the DSL returns, a

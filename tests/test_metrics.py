@@ -258,7 +258,7 @@ async def test_health_is_degraded_naming_a_record_stuck_at_the_head_and_warns_on
             warnings = [r.getMessage() for r in caplog.records if r.name == "aiostreams.stall"]
             assert len(warnings) == 1 and "record in[0]@0 has not retired" in warnings[0]
             sequencer.release("stuck")
-            await app._worker.next_commit()  # type: ignore[union-attr]  # internal
+            await app.inspect().worker.next_commit()  # type: ignore[union-attr]  # internal
             clock.advance(1.0)
             status, body = await health(url)
             assert (status, body["status"]) == (200, "ok")
@@ -337,7 +337,7 @@ async def test_head_of_line_wait_shows_in_the_scrape_and_the_status_view(
     produce(broker, "in", ["ok-1", "ok-2"])
     await app.start()
     await committed_up_to_end(app, broker, "in")
-    task = app._tasks["0_1"]  # the engine's figures (tests/engine/test_head_of_line.py),
+    task = app.inspect().tasks["0_1"]  # the engine's figures (tests/engine/test_head_of_line.py),
     task.head_of_line.total, task.head_of_line.longest = 7.25, 4.5  # set to known ones
     task.head_of_line.blocked = 3
     samples = await scrape(server.url)

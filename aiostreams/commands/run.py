@@ -113,7 +113,7 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
             return stopped_code()
         started = True
         reporter.say(f"app {app.name!r} running on {app.settings.broker} "
-                     f"({len(app._tasks)} task(s) so far)")
+                     f"({len(app.inspect().tasks)} task(s) so far)")
         if interrupted.is_set():
             app.request_stop()
         if options.progress:
@@ -159,7 +159,7 @@ async def _start_unless_interrupted(app: App, interrupted: asyncio.Event) -> boo
 
 def summary(app: App, tracker: TaskTracker) -> str:
     t = tracker.totals(app)
-    verb = "failed" if app._worker is not None and app._worker.failure is not None else "stopped"
+    verb = "failed" if app.inspect().failure is not None else "stopped"
     return (f"app {app.name!r} {verb}: {t.records_in} record(s) in, {t.records_out} out, "
             f"{t.retries} retries, {t.dead_lettered} dead letter(s), {t.skipped} skipped, "
             f"{t.commits} commit(s)")

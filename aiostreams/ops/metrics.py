@@ -40,10 +40,10 @@ from prometheus_client.core import (
     Metric,
 )
 
-from aiostreams.app import App
 from aiostreams.engine.task import StreamTask, TaskMetrics
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.query_http import add_store_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
@@ -154,11 +154,11 @@ class AppCollector:
         for s in AppState:
             state.add_metric([name, s.value], 1.0 if app.state is s else 0.0)
         yield state
-        tasks = sorted(app._tasks.values(), key=lambda t: t.task_id)
+        tasks = sorted(app.inspect().tasks.values(), key=lambda t: t.task_id)
         yield _gauge("aiostreams_tasks", "Tasks this worker runs.", ["app"],
                      [([name], len(tasks))])
         yield from self._task_metrics(name, tasks)
-        commits = app._worker.commits if app._worker is not None else 0
+        commits = app.inspect().commits
         yield _counter("aiostreams_commits", "Commits that committed offsets.", ["app"],
                        [([name], commits)])
         latency = HistogramMetricFamily(
@@ -233,7 +233,7 @@ class AppCollector:
         yield lag
 
     def _offset_resets(self, name: str) -> Metric:
-        worker = self.app._worker
+        worker = self.app.inspect().worker
         resets = worker.offset_resets if worker is not None else None
         counts = sorted(resets.counts.items(), key=lambda item: (
             item[0][0], item[0][1], item[0][2].value)) if resets is not None else []
@@ -246,7 +246,7 @@ class AppCollector:
              for (topic, partition, reason), count in counts])
 
     def _committed(self, tp: TopicPartition) -> int | None:
-        worker = self.app._worker
+        worker = self.app.inspect().worker
         # the position the task started from, until it retires something of its own
         return worker.committed_offset(tp) if worker is not None else None
 
@@ -291,8 +291,8 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
     died, see :mod:`aiostreams.engine.client_watchdog`); otherwise ``status`` is ``"ok"``
     (running) or ``"down"``."""
     body: dict[str, Any] = {"app": app.name, "state": app.state.value,
-                            "tasks": len(app._tasks)}
-    worker = app._worker
+                            "tasks": len(app.inspect().tasks)}
+    worker = app.inspect().worker
     if worker is not None and worker.failure is not None:
         body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
     stalls = worker.stall_watch.stalls if worker is not None else []
@@ -389,7 +389,7 @@ class MetricsServer(StartStop):
                             content_type="application/json")
 
     async def _refresh_end_offsets(self) -> None:
-        tps = [tp for task in self.app._tasks.values() for tp in task.partitions]
+        tps = [tp for task in self.app.inspect().tasks.values() for tp in task.partitions]
         if not tps:
             self.collector.end_offsets = {}
             return

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from aiostreams.app import App
+from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.task_totals import AppTotals, TaskTracker
 from aiostreams.services.prometheus import service_status
 

@@ -31,7 +31,7 @@ where a worker keeps its tasks.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -48,6 +48,13 @@ if TYPE_CHECKING:
     from aiostreams.transport.base import Transport
 
 
+class LiveTasks(Protocol):
+    """What queries read of an :class:`~aiostreams.ops.inspection.Inspection`."""
+
+    @property
+    def tasks(self) -> Mapping[str, StreamTask]: ...
+
+
 class QueryHost(Protocol):
     """What queries need of the app (:class:`aiostreams.App` is one): a protocol, so this
     module does not import the app module, which imports it for ``App.store``."""
@@ -60,8 +67,7 @@ class QueryHost(Protocol):
     @property
     def state(self) -> AppState: ...
 
-    @property
-    def _tasks(self) -> dict[str, StreamTask]: ...
+    def inspect(self) -> LiveTasks: ...
 
     def build(self) -> list[SubTopology]: ...
 
@@ -114,7 +120,7 @@ def local_stores(app: QueryHost, name: str) -> list[LocalStore]:
 
     The only function that reaches into the engine for queries: ``App.status()`` gives
     read-only views of the tasks but not their stores, so this reads ``App._tasks``."""
-    tasks = app._tasks  # the live tasks: App.status() gives no access to their stores
+    tasks = app.inspect().tasks  # the live tasks: App.status() gives no access to their stores
     found: list[LocalStore] = []
     for task in tasks.values():
         store = task.stores.get(name)

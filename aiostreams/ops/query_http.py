@@ -40,8 +40,8 @@ from aiohttp import web
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from aiostreams.app import App
 from aiostreams.errors import DeserializationError
+from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.queries import (
     KeyNotLocalError,
     ReadOnlyStore,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aiostreams.app import App
     from aiostreams.engine.task import StreamTask, TaskMetrics
+    from aiostreams.ops.inspection import OperatedApp as App
 
 __all__ = ["AppTotals", "TaskTracker", "retire_lag"]
 
@@ -59,7 +59,7 @@ class TaskTracker:
         self._seen: dict[int, TaskMetrics] = {}
 
     def observe(self, app: App) -> None:
-        for task in app._tasks.values():
+        for task in app.inspect().tasks.values():
             self._seen.setdefault(id(task.metrics), task.metrics)
 
     def watch_commits(self, app: App) -> None:
@@ -69,7 +69,7 @@ class TaskTracker:
     def totals(self, app: App) -> AppTotals:
         self.observe(app)
         metrics = list(self._seen.values())
-        tasks = list(app._tasks.values())
+        tasks = list(app.inspect().tasks.values())
         now = app.clock.wall_time()
         return AppTotals(
             records_in=sum(m.records_in for m in metrics),
@@ -80,6 +80,6 @@ class TaskTracker:
             in_flight=sum(t.in_flight for t in tasks),
             buffered=sum(t.buffered() for t in tasks),
             retire_lag=max((retire_lag(t, now) for t in tasks), default=0.0),
-            commits=app._worker.commits if app._worker is not None else 0,
+            commits=app.inspect().commits,
             tasks=len(tasks),
         )

@@ -150,7 +150,7 @@ class TopologyTestDriver:
             raise RuntimeError(f"a driver starts once; this one is {self.state.value}")
         app = self.app
         subs = app.build()
-        task_settings = app._task_settings()
+        task_settings = app.inspect().task_settings()
         widths = self._out.create_topics(subs)
         state_dir = self._state_dir or app.settings.state_dir
         if state_dir is None and any(sub.stores for sub in subs):

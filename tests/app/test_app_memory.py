@@ -211,8 +211,8 @@ async def test_repartition_records_are_purged_once_committed() -> None:
      .count().to_stream().to(counts))
     async with app:
         await app.wait_until_caught_up(timeout=10)
-        assert app._worker is not None  # internal: forces a commit now
-        await app._worker.commit()
+        assert app.inspect().worker is not None  # internal: forces a commit now
+        await app.inspect().worker.commit()
     tp = TopicPartition(f"{name}-by-word-repartition", 0)
     assert broker.beginning_offset(tp) == broker.end_offset(tp) == 50
     assert broker.topic_config(tp.topic)["retention.ms"] == "-1"

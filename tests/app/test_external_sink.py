@@ -159,7 +159,7 @@ async def test_at_least_once_commits_stop_at_a_sinks_first_buffered_record_until
     app.topic(src, key=str, value=str)
     app.topology.add_source("src", src).add_external_sink("files", sink, "src")
     async with app:
-        worker = app._worker  # internal: awaits the worker's next commit
+        worker = app.inspect().worker  # internal: awaits the worker's next commit
         assert worker is not None
         sink.expected_added = 50
         await produce(transport, src, [(b"k", f"v{i}".encode()) for i in range(50)])

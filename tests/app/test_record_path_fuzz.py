@@ -94,7 +94,7 @@ async def run(serdes: str, is_async: bool, records: list[OutgoingRecord]) -> int
         async with asyncio.timeout(20):
             while any((broker.committed("fuzz", tp) or 0) < broker.end_offset(tp)
                       for tp in tps):
-                worker = app._worker  # internal: awaits the worker's next commit
+                worker = app.inspect().worker  # internal: awaits the worker's next commit
                 assert worker is not None and worker.failure is None
                 await worker.next_commit()
         assert (status := app.status().worker) is not None and status.failure is None

@@ -53,7 +53,7 @@ async def test_status_shows_in_flight_records_then_the_committed_offsets() -> No
             if sum(t.in_flight for t in status.tasks) == 6:
                 seen_in_flight.set()
             else:
-                await app._worker.next_commit()  # type: ignore[union-attr]  # internal
+                await app.inspect().worker.next_commit()  # type: ignore[union-attr]  # internal
         assert status.state is AppState.RUNNING
         assert [t.task_id for t in status.tasks] == ["0_0", "0_1"]
         assert {tp for t in status.tasks for tp in t.partitions} == {

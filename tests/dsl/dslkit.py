@@ -106,7 +106,7 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
     app.commit_log = log
     await app.start()
     try:
-        worker = app._worker  # internal: waits for the worker's stop request
+        worker = app.inspect().worker  # internal: waits for the worker's stop request
         assert worker is not None
         stopping = asyncio.ensure_future(worker.stop_requested())
         try:
@@ -129,7 +129,7 @@ async def run_app(app: App, outputs: Sequence[Topic] = (), *,
                  topic.value_serde.deserialize(topic.name, r.value), r.timestamp)
                 for r in broker.records(topic.name)
             ]
-        for task in app._tasks.values():  # internal: reads the tasks' stores
+        for task in app.inspect().tasks.values():  # internal: reads the tasks' stores
             for name, store in task.stores.items():
                 contents = result.stores.setdefault(name, {})
                 async for k, v in store.range(None, None):

@@ -82,7 +82,7 @@ async def test_an_in_doubt_transactional_commit_is_settled_and_nothing_repeats(
             await produce(transport, "in", [(b"k", v.encode())
                                             for v in values[start:start + 50]])
             await app.wait_until_caught_up(timeout=30)
-        assert app._worker is not None and app._worker.failure is None
+        assert app.inspect().worker is not None and app.inspect().worker.failure is None
     assert transport.flaky is not None and transport.flaky.failed
     out = [r.value.decode() for r in broker.records("out", 0) if r.value is not None]
     assert out == [v.upper() for v in values]

@@ -279,7 +279,7 @@ async def test_wait_until_caught_up_waits_for_a_restoring_task_with_no_new_input
     app = App(APP, transport=MemoryTransport(broker), commit_interval_ms=10)
     add_counting(app.topology, probe)
     async with app:
-        worker = app._worker
+        worker = app.inspect().worker
         assert worker is not None
         async with asyncio.timeout(BOUND):
             waiter = asyncio.ensure_future(app.wait_until_caught_up())

@@ -57,10 +57,10 @@ async def test_repartition_and_changelog_topics_get_kafka_streams_configs_and_ar
      .count(materialized="counts").to_stream().to(counts))
     async with app:
         await app.wait_until_caught_up(timeout=120)
-        assert app._worker is not None  # internal: forces a commit now
-        await app._worker.commit()
+        assert app.inspect().worker is not None  # internal: forces a commit now
+        await app.inspect().worker.commit()
         repartition = f"{group}-by-word-repartition"
-        changelog = app._worker.changelog_topic("counts")
+        changelog = app.inspect().worker.changelog_topic("counts")
         purged = await beginning_offsets(transport, repartition, 2)
     assert sum(purged.values()) == 700, purged  # everything consumed was deleted
 

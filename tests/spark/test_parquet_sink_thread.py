@@ -120,7 +120,7 @@ async def test_at_least_once_files_follow_batch_rows_not_the_commit_interval(
                        batch_interval=3600.0)
     app = make_app(unique("batches"), transport, topic, sink, commit_interval_ms=20)
     async with app:
-        worker = app._worker  # internal: awaits the worker's next commit
+        worker = app.inspect().worker  # internal: awaits the worker's next commit
         assert worker is not None
         for n in range(10):
             await produce(transport, topic, order_records(range(100 * n, 100 * (n + 1))))

@@ -37,8 +37,8 @@ PROCESSED = 0
 def break_fetcher() -> None:
     """Make aiokafka's fetcher task die at its next fetch response, of the ``KeyError`` a
     topic name it did not ask for raises (its own fetch code, reached from outside)."""
-    assert APP is not None and APP._worker is not None
-    fetcher = APP._worker._consumer._consumer._fetcher  # type: ignore[union-attr]
+    assert APP is not None and APP.inspect().worker is not None
+    fetcher = APP.inspect().worker._consumer._consumer._fetcher  # type: ignore[union-attr]
 
     async def corrupt_response(assignment: object, node_id: int, request: object) -> bool:
         raise KeyError("TopicPartition(topic='broken-on-purpose', partition=0)")
