@@ -9,9 +9,9 @@ nothing), unless ``AIOSTREAMS_KAFKA=host:port`` names one that is already runnin
 Deselect them with ``-m "not kafka"`` on a machine without Java and Maven.
 
 ``make test`` runs the suite on several processes (pytest-xdist, ``-n N --dist loadgroup``):
-each worker process starts its own broker on first use, as a single process does. Tests that
-share a process-wide server or session are kept on one worker by the group named after their
-marker (:data:`XDIST_GROUPS`), and so run one at a time, as they did before.
+each worker process starts its own broker on first use, as a single process does; the tests
+that share a process-wide server (Spark, the oracle's JVM, the schema registry) stay on one
+worker (tests/support/suite_scheduling.py).
 """
 
 from __future__ import annotations
@@ -19,18 +19,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
 
 from aiostreams.localkafka import LocalKafka
-
-XDIST_GROUPS = ("spark", "oracle", "registry", "chaos")
-"""Markers whose tests stay on one xdist worker, first match wins: ``spark`` (one
-SparkSession per process; the cluster tests each start a master, a worker and an executor
-JVM, one cluster at a time), ``oracle`` (one Kafka Streams JVM per session), ``registry``
-(one Apicurio registry per session), ``chaos`` (SIGSTOPs, broker restarts and timing
-bounds that assume no other fault-injection test runs at the same time)."""
 
 # Hypothesis's default deadline (200 ms an example) measures the machine's load, not the
 # behaviour: with the suite on parallel workers an example may be slowed by a neighbour and
@@ -39,14 +33,15 @@ settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give each test with one of :data:`XDIST_GROUPS`' markers its ``xdist_group`` (before
-    pytest-xdist reads the groups; without xdist the mark does nothing)."""
-    for item in items:
-        group = next((name for name in XDIST_GROUPS if item.get_closest_marker(name)), None)
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup``: :class:`suite_scheduling.SuiteScheduling` (the servers a
+    directory shares stay on one worker); other ``--dist`` modes are pytest-xdist's own."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from suite_scheduling import SuiteScheduling
+
+    return SuiteScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
