@@ -7,6 +7,11 @@ nothing), unless ``AIOSTREAMS_KAFKA=host:port`` names one that is already runnin
     AIOSTREAMS_KAFKA=127.0.0.1:9092 python -m pytest -m kafka
 
 Deselect them with ``-m "not kafka"`` on a machine without Java and Maven.
+
+``make test`` runs the suite on several processes (pytest-xdist, ``-n N --dist loadgroup``):
+each worker process starts its own broker on first use, as a single process does; the tests
+that share a process-wide server (Spark, the oracle's JVM, the schema registry) stay on one
+worker (tests/support/suite_scheduling.py).
 """
 
 from __future__ import annotations
@@ -14,10 +19,29 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from aiostreams.localkafka import LocalKafka
+
+# Hypothesis's default deadline (200 ms an example) measures the machine's load, not the
+# behaviour: with the suite on parallel workers an example may be slowed by a neighbour and
+# reported as flaky. pytest-timeout still bounds every test.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup``: :class:`suite_scheduling.SuiteScheduling` (the servers a
+    directory shares stay on one worker); other ``--dist`` modes are pytest-xdist's own."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from suite_scheduling import SuiteScheduling
+
+    return SuiteScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

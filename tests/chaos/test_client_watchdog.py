@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
 from faultproxy import FaultProxy, proxied_broker
 from kafkakit import (
@@ -41,7 +42,8 @@ from aiostreams.localkafka import LocalKafka
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 
-pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(420),
+              pytest.mark.asyncio(loop_scope="module")]
 
 REPEAT = max(1, int(os.environ.get("AIOSTREAMS_CHAOS_REPEAT", "1")))
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) worker (\w+) ")
@@ -132,12 +134,22 @@ async def _ends(transport: KafkaTransport, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-@pytest.fixture
-async def proxied_kafka() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
-    """A broker of its own reached through a Kafka-aware FaultProxy (see
-    ``tests/chaos/test_network_faults.py``)."""
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_broker() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
+    """A broker of the module's own (each test has its own topics and group) reached
+    through a Kafka-aware FaultProxy (see ``tests/chaos/test_network_faults.py``)."""
     async with proxied_broker(kafka=True) as started:
         yield started
+
+
+@pytest.fixture
+def proxied_kafka(module_broker: tuple[LocalKafka, FaultProxy, str]
+                  ) -> tuple[LocalKafka, FaultProxy, str]:
+    """The module's broker and proxy (healed: forwarding, corrupting nothing), and the
+    address the worker bootstraps at."""
+    module_broker[1].forward()
+    module_broker[1].stop_corrupting()
+    return module_broker
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])

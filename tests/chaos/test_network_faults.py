@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from appkit import create_topic, produce, read_exactly, read_until_all_seen
 from faultproxy import FaultProxy, proxied_broker
 from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
@@ -23,17 +24,27 @@ from kafkakit import check_outputs, keyed_inputs, start_worker, stop_worker
 from aiostreams.localkafka import LocalKafka
 from aiostreams.transport.kafka import KafkaTransport
 
-pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(420),
+              pytest.mark.asyncio(loop_scope="module")]
 
 SESSION_TIMEOUT = 6.0
 
 
-@pytest.fixture
-async def proxied_kafka() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
-    """A broker of its own whose PROXIED listener is reached through a FaultProxy; yields
-    the broker, the proxy and the address the worker bootstraps at."""
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_broker() -> AsyncIterator[tuple[LocalKafka, FaultProxy, str]]:
+    """A broker of the module's own (each test has its own topics and group) whose PROXIED
+    listener is reached through a FaultProxy."""
     async with proxied_broker() as started:
         yield started
+
+
+@pytest.fixture
+def proxied_kafka(module_broker: tuple[LocalKafka, FaultProxy, str]
+                  ) -> tuple[LocalKafka, FaultProxy, str]:
+    """The module's broker, the proxy (healed: forwarding) and the address the worker
+    bootstraps at."""
+    module_broker[1].forward()
+    return module_broker
 
 
 @pytest.mark.parametrize(("fault", "guarantee"), [
