@@ -6,9 +6,10 @@ It is the conductor of a few collaborators, each in a module of its own:
   creates at start;
 * :mod:`~aiostreams.engine.task_lifecycle` opens and closes the tasks as the group assigns
   and revokes partitions, and loses or rewinds them after broker trouble;
-* :mod:`~aiostreams.engine.output_router` takes each task's retired outputs to its output
-  channel (or external sink) and sends them in batches;
-* :mod:`~aiostreams.engine.committer` runs the commit protocol's steps;
+* :mod:`~aiostreams.engine.worker_core` delivers each fetched batch to the tasks and
+  commits them (the commit protocol of :mod:`~aiostreams.engine.committer`), with the
+  :mod:`~aiostreams.engine.output_router` that takes each task's retired outputs to its
+  output channel (or external sink) - the same core the test driver runs;
 * :mod:`~aiostreams.engine.outage` says which trouble is ridden out and for how long;
 * :mod:`~aiostreams.engine.client_watchdog` notices a Kafka client that died under it
   (the fetch loop then rebuilds the consumer: :meth:`Worker._rebuild_consumer`);
@@ -28,36 +29,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from aiostreams.engine.client_watchdog import ClientWatchdog
-from aiostreams.engine.committer import Committer, CommitTimer
+from aiostreams.engine.committer import CommitTimer
 from aiostreams.engine.external_sink import start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
-from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.ownership import TaskOwnership
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
-from aiostreams.engine.restore import Restorer
 from aiostreams.engine.stall_watch import StallWatch
-from aiostreams.engine.stop_budget import (
-    CLIENT_CLOSE_MIN,
-    STOP_GRACE,
-    Shielded,
-    close_within,
-    not_committed,
-    uncommitted_stop,
-)
+from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, STOP_GRACE, Shielded, close_within
 from aiostreams.engine.task import StreamTask
-from aiostreams.engine.task_lifecycle import TaskFactory, TaskTable
+from aiostreams.engine.task_lifecycle import TaskTable
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
+from aiostreams.engine.worker_core import Fetcher, WorkerCore
 from aiostreams.errors import (
     AiostreamsError,
     ClientFailedError,
     CorruptFetchError,
     TaskFailedError,
     TransportError,
-    UncommittedStopError,
 )
 from aiostreams.lifecycle.state import AppState
 from aiostreams.runtime.clock import Clock
@@ -76,17 +68,10 @@ __all__ = ["STOP_GRACE", "CommitRecord", "Worker", "WorkerConfig"]
 
 
 class Worker:
-    def __init__(
-        self,
-        subs: Sequence[SubTopology],
-        topics: Mapping[str, Topic],
-        transport: Transport,
-        config: WorkerConfig,
-        clock: Clock,
-        *,
-        on_commit: Callable[[CommitRecord], None] | None = None,
-        external_sinks: Sequence[ExternalSink] = (),
-    ) -> None:
+    def __init__(self, subs: Sequence[SubTopology], topics: Mapping[str, Topic],
+                 transport: Transport, config: WorkerConfig, clock: Clock, *,
+                 on_commit: Callable[[CommitRecord], None] | None = None,
+                 external_sinks: Sequence[ExternalSink] = ()) -> None:
         self.subs = list(subs)
         self.topics = dict(topics)
         self.transport = transport
@@ -94,14 +79,7 @@ class Worker:
         self.clock = clock
         self.state = AppState.CREATED
         self.failure: BaseException | None = None
-        self.uncommitted: UncommittedStopError | None = None
-        """Set by a stop whose last commit did not land (see :meth:`stop`)."""
-        self._uncommitted: dict[TopicPartition, tuple[int, int]] = {}
-        self.commits = 0
-        self._on_commit = on_commit
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
-        self._sink_flush_requested = False
-        self._committed_event = asyncio.Event()
         self._assigned = False  # set by the first assignment (even an empty one)
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits = Shielded()
@@ -112,21 +90,18 @@ class Worker:
         self._consumer: Consumer | None = None
         self._runner: asyncio.Task[None] | None = None
         self._loop_tasks: list[asyncio.Task[None]] = []
-        restorer = Restorer(transport, exactly_once=config.exactly_once,
-                            state_dir=config.state_dir)
-        self._router = OutputRouter(transport, app_id=config.app_id,
-                                    client_id=config.client_id,
-                                    exactly_once=config.exactly_once, sinks=self._sinks,
-                                    request_commit=self.request_commit,
-                                    owns=lambda: self._ownership.owns())
-        self._committer = Committer(app_id=config.app_id, exactly_once=config.exactly_once,
-                                    restorer=restorer, sinks=self._sinks)
-        make_task = TaskFactory(
-            config.app_id, config.task, self.topics, clock, emit=self._router.emit,
-            on_failed=self._on_task_failed, request_commit=self.request_commit,
-            node_retry=config.node_retry, state_dir=config.state_dir,
-            on_pause=self._on_pause, has_unfetched=self._has_unfetched)
-        self._table = TaskTable(self.subs, make_task, self._router, restorer,
+        self._core = WorkerCore(transport, app_id=config.app_id, client_id=config.client_id,
+                                exactly_once=config.exactly_once, state_dir=config.state_dir,
+                                sinks=self._sinks, clock=clock,
+                                request_commit=self.request_commit,
+                                owns=lambda: self._ownership.owns(), on_commit=on_commit)
+        self._router = self._core.router
+        self._committer = self._core.committer
+        make_task = self._core.task_factory(
+            config.task, self.topics, node_retry=config.node_retry,
+            on_failed=self._on_task_failed,
+            fetcher=Fetcher(lambda: self._consumer, lambda tp: tp in self._table.task_of))
+        self._table = TaskTable(self.subs, make_task, self._router, self._core.restorer,
                                 self._committer.committed, clock=clock,
                                 broker_timeout=config.broker_timeout,
                                 on_failed=self._on_task_failed)
@@ -143,6 +118,11 @@ class Worker:
 
     def _enter(self, new: AppState) -> None:
         self.state = self.state.advance(new, who="worker")
+
+    @property
+    def commits(self) -> int:
+        """How many commits moved an offset."""
+        return self._core.commits
 
     @property
     def tasks(self) -> dict[str, StreamTask]:
@@ -178,13 +158,10 @@ class Worker:
         fetch)."""
         cfg = self.config
         self._consumer = self.transport.consumer(
-            cfg.app_id,
-            client_id=cfg.client_id,
+            cfg.app_id, client_id=cfg.client_id,
             isolation_level=IsolationLevel.of(cfg.exactly_once),
-            group_instance_id=cfg.group_instance_id,
-            max_poll_records=cfg.max_poll_records,
-            offset_out_of_range=cfg.offset_out_of_range,
-        )
+            group_instance_id=cfg.group_instance_id, max_poll_records=cfg.max_poll_records,
+            offset_out_of_range=cfg.offset_out_of_range)
         await self._consumer.start()
         self._consumer.subscribe(list(self._table.sub_of_topic), self)
 
@@ -253,7 +230,7 @@ class Worker:
                 await self._commits.settle()
                 await self._revoke(list(self.tasks.values()))
         except TimeoutError:
-            self._note_uncommitted(
+            self._core.note_uncommitted(
                 self.tasks.values(), f"the broker did not answer within the stop's "
                 f"{self.config.drain_timeout + STOP_GRACE:.0f} s (drain_timeout + "
                 f"{STOP_GRACE:.0f} s)")
@@ -314,27 +291,11 @@ class Worker:
     def changelog_topic(self, store: str) -> str:
         return changelog_topic(self.config.app_id, store)
 
-    def _has_unfetched(self, tp: TopicPartition, next_offset: int) -> bool:
-        consumer = self._consumer
-        if consumer is None:
-            return False
-        highwater = consumer.highwater(tp)
-        return highwater is not None and highwater > next_offset
-
     async def _revoke(self, tasks: list[StreamTask]) -> None:
         await self._table.revoke(tasks, self.config.drain_timeout, self._commit_closing)
 
     async def _commit_closing(self, tasks: list[StreamTask]) -> None:
         await self.commit(tasks, closing=True)
-
-    def _on_pause(self, tp: TopicPartition, paused: bool) -> None:
-        consumer = self._consumer
-        if consumer is None or tp not in self._table.task_of:
-            return
-        if paused:
-            consumer.pause([tp])
-        else:
-            consumer.resume([tp])
 
     # -- fetching -----------------------------------------------------------------------
 
@@ -366,20 +327,9 @@ class Worker:
         batch = fetched
         self.client_watchdog.fetched(batch)
         owned = await self._ownership.after_fetch()  # a lost task's records are put back below
-        touched: dict[str, StreamTask] = {}
-        for tp, records in batch.items():
-            task = self._table.task_of.get(tp)
-            if task is None:
-                if records:
-                    # never drop fetched records: read them again when a task owns them
-                    consumer.seek(tp, records[0].offset)
-                    consumer.pause([tp])
-                continue
-            if records:
-                task.enqueue(tp, records)
-                touched[task.task_id] = task
-        for task in touched.values():
-            task.pump()
+        for tp, first in self._core.deliver(batch, self._table.task_of).items():
+            consumer.seek(tp, first)  # never drop fetched records: read them again when a
+            consumer.pause([tp])      # task owns them
         if owned:  # reopen lost partitions only once the lease holds again
             await self._table.recover(consumer)
         if self._commit_timer.take():  # one commit per tick or request, not one per fetch
@@ -422,7 +372,7 @@ class Worker:
         """Make the next commit flush every external sink, backlogged or not (an
         at-least-once commit flushes only backlogged ones): for callers that wait for the
         committed offsets to reach the end of the input."""
-        self._sink_flush_requested = True
+        self._core.request_sink_flush()
 
     def _check_stalls(self) -> None:
         self.stall_watch.check(self.tasks.values(), self.clock.monotonic())
@@ -441,30 +391,20 @@ class Worker:
 
     async def _commit(self, tasks: Sequence[StreamTask] | None, closing: bool
                       ) -> dict[TopicPartition, int]:
-        flush_all = closing or self.config.exactly_once or self._sink_flush_requested
-        self._sink_flush_requested = False
         consumer = self._consumer
         if consumer is None:
             return {}
-        started = self.clock.monotonic()
         # a restoring task is never committed: its offsets stay where the group has them
         chosen = self._table.committing(self.tasks.values() if tasks is None else tasks)
-        committed, lost = await self._committer.commit(
-            self._router.groups(chosen, lambda t: t.task_id), consumer,
-            closing=closing, flush_all=flush_all)
+        committed, lost = await self._core.commit(chosen, consumer, closing=closing)
         for group, reason in lost:
             if self.state is AppState.STOPPING:
-                self._note_uncommitted(group, f"{type(reason).__name__}: {reason}")
+                self._core.note_uncommitted(group, f"{type(reason).__name__}: {reason}")
             await self._table.lose(group, reason, consumer)
         if committed:
             self._table.rewinding_since = None
-            self.commits += 1
-            if self._on_commit is not None:
-                self._on_commit(CommitRecord(committed, self.clock.monotonic() - started))
-            await self._purger.after_commit(self._committer.committed)
-        # wake whoever waits for the next commit, even an empty one (nothing left to do)
-        event, self._committed_event = self._committed_event, asyncio.Event()
-        event.set()
+            await self._purger.after_commit(self._core.committed)
+        self._core.announce_commit()
         return committed
 
     async def stop_requested(self) -> None:
@@ -483,13 +423,7 @@ class Worker:
 
     async def next_commit(self) -> None:
         """Wait for the next commit (or for the worker to stop). Cancellation-safe."""
-        stopped = asyncio.ensure_future(self._stopped.wait())
-        committed = asyncio.ensure_future(self._committed_event.wait())
-        try:
-            await asyncio.wait([stopped, committed], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-            committed.cancel()
+        await self._core.next_commit(self._stopped)
 
     # -- failure ------------------------------------------------------------------------
 
@@ -503,15 +437,6 @@ class Worker:
             self._enter(AppState.FAILED)
         self._stop_requested.set()
 
-    def _note_uncommitted(self, tasks: Iterable[StreamTask], why: str) -> None:
-        """The stop's last commit of ``tasks`` did not land: note what it leaves undone."""
-        processed = {tp: o for t in tasks for tp, o in t.committable().items()}
-        pending = not_committed(processed, self._committer.committed)
-        if pending:
-            self._uncommitted.update(pending)
-            self.uncommitted = uncommitted_stop(self._uncommitted, why)
-            log.error("worker: %s", self.uncommitted)
-
     def raise_failure(self) -> None:
         """Raise what stopped the worker, if anything did; after a stop whose last commit
         did not land, :class:`~aiostreams.errors.UncommittedStopError`."""
@@ -519,5 +444,5 @@ class Worker:
             if isinstance(self.failure, AiostreamsError):
                 raise self.failure
             raise TaskFailedError(f"the worker stopped: {self.failure}") from self.failure
-        if self.uncommitted is not None:
-            raise self.uncommitted
+        if self._core.uncommitted is not None:
+            raise self._core.uncommitted

@@ -10,18 +10,22 @@
         await driver.advance_wall_clock(60.0)      # wall-clock punctuations, retries
 
 The driver runs the app's real tasks (:class:`~aiostreams.engine.task.StreamTask`: reorder
-buffer, ordering, retries, dead letters, punctuations, stores) on a private
+buffer, ordering, retries, dead letters, punctuations, stores) through the worker's own
+step-wise core (:mod:`~aiostreams.engine.worker_core`), on a private
 :class:`~aiostreams.transport.memory.MemoryBroker` and a :class:`ManualClock`. Topics get the
 partition counts the app would create them with (declared, else ``default_partitions``;
 repartition topics as wide as the widest input), keys are placed by Kafka's partitioner, and
 there is one task per sub-topology and partition, as a worker owning everything would run.
 
-What it does not do: no consumer group, no fetch loop, no producer. The driver is the
-consumer and the producer (its broker side: :mod:`~aiostreams.testing.driver_broker`):
-:meth:`process_all` hands every record appended to a source topic (piped, or produced by a
-task, as for repartition topics) to its task, lets the tasks run, and repeats until nothing
-is left to do. So processing is deterministic and awaited, and time
-moves only when the test moves it:
+What it does not do: no consumer group, no fetch loop, no background sender, no
+transactions. The driver is the fetcher and the sender (its broker side:
+:mod:`~aiostreams.testing.driver_broker`): :meth:`process_all` sends the outputs retired so far,
+hands every record appended to a source topic (piped, or produced by a task, as for
+repartition topics) to its task as the worker hands it a fetched batch, lets the tasks run,
+and repeats until nothing is left to do. A commit is the worker's commit (as at-least-once):
+outputs sent and flushed, external sinks flushed, changelog marks taken and stores flushed,
+offsets committed for the app's group, checkpoints written. So processing is deterministic
+and awaited, and time moves only when the test moves it:
 
 * **stream time** follows the timestamps of the records piped (default: the clock's wall
   time), so stream-time punctuations fire as those records are processed;
@@ -29,11 +33,12 @@ moves only when the test moves it:
   falls due (wall-clock punctuations, retry backoffs, task idling, the commit interval) in
   due order, processing what each one causes before the next.
 
-Invariants: :meth:`process_all` returns only when every record appended to a source topic
-has been handed to its task and no task has work it can do now (what is left in flight waits
-for the clock: a retry backoff, an idle deadline); outputs are appended to the broker in
-retire order; offsets are committed only by :meth:`commit` (or a ``ctx.commit()`` request,
-or the commit interval), never past an unretired record.
+Invariants, asserted: :meth:`process_all` returns only when every record appended to a
+source topic has been handed to its task and no task has work it can do now (what is left
+in flight waits for the clock: a retry backoff, an idle deadline); outputs are appended to
+the broker in retire order, each before any record is handed to a task after it retired;
+offsets are committed only by :meth:`commit` (or a ``ctx.commit()`` request, or the commit
+interval), never past an unretired record (the committer checks each task's commit point).
 """
 
 from __future__ import annotations
@@ -49,19 +54,16 @@ from typing import Any
 
 from aiostreams.app import App
 from aiostreams.dsl.global_table import global_tables_of
-from aiostreams.engine.committer import CommitTimer, advance, commit_snapshot, commit_trace
-from aiostreams.engine.task import StreamTask
-from aiostreams.engine.task_lifecycle import TaskFactory
-from aiostreams.engine.worker_config import CommitRecord
+from aiostreams.engine.worker_core import CommitTimer, StreamTask, WorkerCore, changelog_topic
 from aiostreams.errors import TaskFailedError
 from aiostreams.processors.store_values import plain_value
 from aiostreams.runtime.clock import ManualClock
 from aiostreams.settings.config import Settings
 from aiostreams.state.key_identity import EncodedKey
-from aiostreams.state.store_spec import changelog_topic
 from aiostreams.testing.driver_broker import DriverBroker
 from aiostreams.testing.global_feeder import GlobalFeeder
 from aiostreams.topology.topology import Topology
+from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition
 
@@ -133,11 +135,12 @@ class TopologyTestDriver:
         self._temp_dir: Path | None = None
         self._task_of: dict[TopicPartition, StreamTask] = {}
         self._fed: dict[TopicPartition, int] = {}
-        self._committed: dict[TopicPartition, int] = {}
         self._commit_timer = CommitTimer(
             self.clock, self.app.settings.commit_interval_ms / 1000.0)
-        self._out = DriverBroker(self.app, on_backlog=self._commit_timer.request)
+        self._out = DriverBroker(self.app)
         self.broker = self._out.broker
+        self._core: WorkerCore | None = None  # built by start(), with the state directory
+        self._consumer: Consumer | None = None  # the group's offsets: commits go through it
         self._snapshots: dict[str, dict[Any, Any]] = {}
         self._globals: GlobalFeeder | None = None
 
@@ -162,11 +165,14 @@ class TopologyTestDriver:
         for sink in self._out.sinks.values():
             await sink.start()
         self.state = DriverState.RUNNING
-        make_task = TaskFactory(
-            app.name, task_settings, app.topology.topics, self.clock,
-            emit=lambda task_id, records: self._out.emit(records), on_failed=self._on_failed,
-            request_commit=self._commit_timer.request, node_retry=app.node_retries,
-            state_dir=state_dir)
+        transport = self._out.transport
+        self._core = core = WorkerCore(
+            transport, app_id=app.name, client_id=f"{app.name}-test-driver",
+            exactly_once=False, state_dir=state_dir, sinks=self._out.sinks, clock=self.clock,
+            request_commit=self._commit_timer.request, on_commit=app.commit_log.append)
+        await core.router.start()
+        make_task = core.task_factory(task_settings, app.topology.topics,
+                                      node_retry=app.node_retries, on_failed=self._on_failed)
         for sub in subs:
             for partition in range(widths[sub.id]):
                 task = make_task(sub, partition,
@@ -176,6 +182,9 @@ class TopologyTestDriver:
                 for tp in task.partitions:
                     self._task_of[tp] = task
                     self._fed[tp] = 0
+        self._consumer = transport.consumer(app.name)
+        await self._consumer.start()
+        self._consumer.assign(list(self._task_of))
         self._commit_timer.start()
         await self.process_all()
 
@@ -191,6 +200,10 @@ class TopologyTestDriver:
                 await task.close()
             for sink in self._out.sinks.values():
                 await sink.stop()
+            if self._core is not None:
+                await self._core.router.stop(lambda: PROCESS_TIMEOUT)
+            if self._consumer is not None:
+                await self._consumer.stop()
         finally:
             if self._temp_dir is not None:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
@@ -254,10 +267,7 @@ class TopologyTestDriver:
         deadline = loop.time() + timeout
         rounds = 0
         while True:
-            self._feed()
-            if self._out.emit_error is not None:
-                error, self._out.emit_error = self._out.emit_error, None
-                raise error
+            await self._feed()
             if self.failure is not None or (self._quiescent() and not self._unfed()):
                 break
             rounds += 1
@@ -272,6 +282,7 @@ class TopologyTestDriver:
         if self.failure is not None:
             self.state = DriverState.FAILED
             raise self.failure
+        assert self._quiescent() and not self._unfed(), "process_all returns only when idle"
         if self._commit_timer.requested:
             await self.commit()
 
@@ -293,22 +304,21 @@ class TopologyTestDriver:
 
     async def commit(self) -> dict[TopicPartition, int]:
         """Flush the stores and external sinks and commit what every task has retired
-        (offsets for the app's group on the private broker). Returns what was committed."""
+        (offsets for the app's group on the private broker), as the worker commits: see
+        :mod:`~aiostreams.engine.committer` for the steps (a persistent store's checkpoint
+        is written too). Returns what was committed.
+
+        Cancellation: do not cancel it; a cancelled commit commits nothing more."""
         self._require_running("commit")
+        core, consumer = self._core, self._consumer
+        assert core is not None and consumer is not None, "set by start()"
         self._commit_timer.take()
-        offsets = commit_snapshot(self.tasks.values(), self._committed)
-        trace = commit_trace(self.tasks.values())
-        for sink in self._out.sinks.values():
-            await sink.flush()
-        for task in self.tasks.values():
-            await task.flush_stores()
-        if offsets:
-            self.broker.commit_offsets(self.app.name, offsets)
-            advance(self._committed, offsets)
-            self.app.commit_log.append(CommitRecord(dict(offsets), 0.0))
-        if trace is not None:
-            trace.committed(offsets)
-        return offsets
+        core.request_sink_flush()  # every sink, backlogged or not, as the driver always did
+        committed, lost = await core.commit(list(self.tasks.values()), consumer)
+        # the driver's consumer is assigned every source partition, outside any group
+        assert not lost, f"the driver's commit was refused: {lost}"
+        core.announce_commit()
+        return committed
 
     def committed(self, topic: str, partition: int = 0) -> int | None:
         """The app's committed offset of a partition (the next offset to read), or None."""
@@ -352,25 +362,36 @@ class TopologyTestDriver:
             f"cannot {action}: the driver is {self.state.value}; use `async with "
             "TopologyTestDriver(app) as driver:` (or await driver.start())")
 
-    def _feed(self) -> None:
-        """Hand every record appended to a source partition since the last feed to its
-        task (which may process it at once and produce more). As the worker does with a
-        fetch: every new record goes in first, then each task that got some is pumped."""
+    async def _feed(self) -> None:
+        """Send what the tasks retired, then hand every record appended to a source
+        partition since the last feed to its task (which may process it at once and
+        produce more), and again until nothing new arrives. As the worker does with a
+        fetch (:meth:`~aiostreams.engine.worker_core.WorkerCore.deliver`): every new record
+        goes in first, then each task that got some is pumped. Raises the error of an
+        output that could not be produced (e.g. to an undeclared topic)."""
+        core = self._core
+        assert core is not None, "set by start()"
+        await self._send(core)
         if self._globals is not None:
             self._globals.feed()
-        progressed = True
-        while progressed and self.failure is None:
-            touched: dict[str, StreamTask] = {}
-            for tp, task in self._task_of.items():
+        while self.failure is None:
+            batch: dict[TopicPartition, list[RawRecord]] = {}
+            for tp, fed in self._fed.items():
                 end = self._deliverable(tp)
-                fed = self._fed[tp]
                 if fed < end:
                     self._fed[tp] = end
-                    task.enqueue(tp, self.broker.records(tp.topic, tp.partition)[fed:end])
-                    touched[task.task_id] = task
-            for task in touched.values():
-                task.pump()
-            progressed = bool(touched)
+                    batch[tp] = self.broker.records(tp.topic, tp.partition)[fed:end]
+            if not batch:
+                return
+            unowned = core.deliver(batch, self._task_of)
+            assert not unowned, f"every source partition has its task: {unowned}"
+            await self._send(core)
+
+    async def _send(self, core: WorkerCore) -> None:
+        await core.send()
+        # in retire order, and each before any later record is handed to a task
+        assert not any(channel.pending for channel in core.router.channels()), \
+            "the driver's producer appends every output it is given at once"
 
     def _unfed(self) -> int:
         return sum(self._deliverable(tp) - fed for tp, fed in self._fed.items())
