@@ -9,15 +9,12 @@ processors, which keeps a chain on the engine's inline fast path); passing an ``
 def`` raises at build time and names the ``*_async`` variant to use.
 
 The ``*_async`` variants await the function for each record while the engine runs many
-records at once; what they take (``retry``, ``concurrency``, ``service``, ``coalesce_by``,
-``memoize``) and why they take no ordering parameter is in
-:mod:`aiostreams.dsl.async_step_wiring`. ``split()`` is in
-:mod:`aiostreams.dsl.branched`, the exits (topics, Spark) in
-:mod:`aiostreams.dsl.sink_wiring`, joins in :mod:`aiostreams.dsl.join_wiring`.
+records at once; what they take and why they take no ordering parameter is in
+:mod:`aiostreams.dsl.async_step_wiring`; ``split()`` is in :mod:`aiostreams.dsl.branched`,
+the exits in :mod:`aiostreams.dsl.sink_wiring`, joins in :mod:`aiostreams.dsl.join_wiring`.
 
 Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_async``,
-``process``) mark the stream *key-changed*: grouping or joining it then inserts a
-repartition topic first.
+``process``) mark it *key-changed*: grouping or joining it first inserts a repartition topic.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How long a stopping worker waits for the broker: a stop is bounded, whatever the broker
-does (issue 24).
+does.
 
 The whole stop takes at most ``drain_timeout + STOP_GRACE`` seconds; a client whose close
 does not return within its share is abandoned with a log line.

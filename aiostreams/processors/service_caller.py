@@ -1,4 +1,4 @@
-"""How an async step calls its user function through a declared service (issue 20).
+"""How an async step calls its user function through a declared service.
 
 ``map_values_async(fn, service=svc, coalesce_by=key_fn)`` gives the step a
 :class:`ServiceCaller` in place of its plain :class:`StepLimiter` call. Each call:

@@ -1,4 +1,4 @@
-"""Records waiting for a service's permit are not executing (issue 20).
+"""Records waiting for a service's permit are not executing.
 
 A record whose async step calls a declared service
 (:class:`~aiostreams.services.service.Service`) may have to wait before its call goes out:

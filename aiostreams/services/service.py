@@ -9,7 +9,7 @@
 3. a **token** of the rate limit.
 
 Only then is the call *dispatched*: its timeout and its latency start there, so time spent
-queued for a permit never times a call out (issue 20: with 1,000 records in flight and
+queued for a permit never times a call out (once, with 1,000 records in flight and
 ``timeout=0.5`` the engine's own timeout used to count queueing, and 425 calls that had
 answered were called again). A retry (``attempt > 0``) must first find room in the
 **retry budget**; without it, the retry is *held* (as a record waiting for a permit: not

@@ -52,8 +52,14 @@ from aiostreams.state.base import (
     restore_each,
 )
 from aiostreams.state.core import StoreCore
-from aiostreams.state.sqlite_file import delete_files, in_key_order, rows_between, scalar
-from aiostreams.state.store_format import check_file_format
+from aiostreams.state.sqlite_file import (
+    SCHEMA_VERSION,
+    delete_files,
+    in_key_order,
+    prepare_file,
+    rows_between,
+    scalar,
+)
 from aiostreams.types import RawRecord
 
 log = logging.getLogger(__name__)
@@ -63,8 +69,6 @@ __all__ = ["DEFAULT_CACHE_SIZE", "SQLiteKeyValueStore"]
 DEFAULT_CACHE_SIZE: Final = 10_000
 """Entries the read cache of one store keeps (values known present or absent)."""
 
-SCHEMA_VERSION: Final = 2  # PRAGMA user_version of the files this module writes
-# (2: a ``meta`` table names the store's format; files of 1 have none, see _check_format)
 _CORRUPT: Final = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
 
 
@@ -145,24 +149,7 @@ class SQLiteKeyValueStore(StoreCore):
         """A configured connection to ``path``, and whether its table was just created."""
         db = await aiosqlite.connect(path, isolation_level=None)
         try:
-            mode = await scalar(db, "PRAGMA journal_mode=WAL")
-            if mode != "wal":
-                log.warning("store %r: SQLite refused WAL mode for %s (journal_mode=%s); "
-                            "commits will be slower", self.name, path, mode)
-            await db.execute("PRAGMA synchronous=FULL")
-            version = await scalar(db, "PRAGMA user_version")
-            if version > SCHEMA_VERSION:
-                raise ConfigError(
-                    f"store {self.name!r}: {path} was written by a newer aiostreams (schema "
-                    f"{version}, this one reads {SCHEMA_VERSION}); run that version, or delete "
-                    "the file to restore the store from its changelog"
-                )
-            created = await scalar(
-                db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='kv'") == 0
-            await self._check_format(db, path, created)
-            await db.execute(
-                "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) "
-                "WITHOUT ROWID")
+            created = await prepare_file(db, path, self.name, self.store_format)
             await self._create_schema(db)
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             await self._load(db)
@@ -170,23 +157,6 @@ class SQLiteKeyValueStore(StoreCore):
             await db.close()
             raise
         return db, created
-
-    async def _check_format(self, db: aiosqlite.Connection, path: Path, created: bool) -> None:
-        """Refuse a file whose ``meta`` table names another format than the store's, or
-        names none when the format refuses unmarked files (written before the marker: of
-        unknown format); mark a new file, or an unmarked one the format accepts
-        (:mod:`aiostreams.state.store_format`). A refused file is left as it is."""
-        found: str | None = None
-        if not created and await scalar(
-                db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'"):
-            found = await scalar(db, "SELECT value FROM meta WHERE name = 'format'")
-        if not created:
-            check_file_format(self.store_format, self.name, path, found)
-        if found is None:
-            await db.execute(
-                "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            await db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('format', ?)",
-                             (self.store_format.id,))
 
     async def _create_schema(self, db: aiosqlite.Connection) -> None:
         """Hook: more schema on top of the ``kv`` table (the window store's index)."""

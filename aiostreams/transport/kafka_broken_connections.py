@@ -1,5 +1,5 @@
-"""A broken aiokafka connection is never used again, whatever the event loop raises
-(issue 33). Installed once per process by :mod:`~aiostreams.transport.kafka_connection`.
+"""A broken aiokafka connection is never used again, whatever the event loop raises.
+Installed once per process by :mod:`~aiostreams.transport.kafka_connection`.
 
 **The bug (aiokafka 0.13-0.14, seen with uvloop).** aiokafka pools one connection per broker
 and connection group, and hands a pooled one out while ``AIOKafkaConnection.connected()``

@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.client import ConnectionGroup
-from aiokafka.conn import CloseReason
 from aiokafka.errors import (
     ConsumerStoppedError,
     CorruptRecordException,
-    IllegalStateError,
     KafkaError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -53,23 +50,11 @@ from aiostreams.transport.kafka_connection import (
     closed_mid_request,
     start_or_unavailable,
 )
+from aiostreams.transport.kafka_consumer_queries import KafkaConsumerQueries, aio
 from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
 from aiostreams.transport.kafka_lease import install_lease, lease_generation
-from aiostreams.transport.kafka_offsets import (
-    commit_offsets,
-    list_offsets,
-    read_committed_offset,
-)
 from aiostreams.transport.kafka_positions import KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
-from aiostreams.transport.kafka_watchdog import (
-    ALIVE,
-    Liveness,
-    broker_answers,
-    judge,
-    observe_consumer,
-    suspects_stall,
-)
 from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.membership import MembershipLease
 from aiostreams.transport.offset_reset import OffsetResets
@@ -82,7 +67,7 @@ __all__ = ["KafkaConsumer"]
 _CLIENT_ERRORS = (KafkaError, TransportError, ConsumerStoppedError)
 
 
-class KafkaConsumer:
+class KafkaConsumer(KafkaConsumerQueries):
     """A consumer of a Kafka cluster: a group member (``subscribe``) or manually assigned.
 
     Invariant: ``getmany`` returns records only of partitions in ``assignment()``, in offset
@@ -146,7 +131,7 @@ class KafkaConsumer:
         self._lease = install_lease(consumer, self._kafka.session_timeout,
                                     self._kafka.max_poll_interval)
         if self._manual is not None:
-            consumer.assign([_aio(tp) for tp in self._manual])
+            consumer.assign([aio(tp) for tp in self._manual])
 
     async def stop(self) -> None:
         """Revoke everything owned (``on_partitions_revoked``), leave the group and close.
@@ -207,10 +192,10 @@ class KafkaConsumer:
         self._topics_known.unverified.update(tp.topic for tp in new)
         self._manual = new
         if self._consumer is not None:
-            self._consumer.assign([_aio(tp) for tp in new])
+            self._consumer.assign([aio(tp) for tp in new])
             for tp in new:  # aiokafka resets every position on assign; restore kept ones
                 if tp in self._next_offsets:
-                    self._consumer.seek(_aio(tp), self._next_offsets[tp])
+                    self._consumer.seek(aio(tp), self._next_offsets[tp])
         for tp in self._next_offsets.keys() - new:
             del self._next_offsets[tp]
         self._paused &= new
@@ -408,135 +393,12 @@ class KafkaConsumer:
         self._next_offsets[tp] = offset
         self._bridge.wake()
 
-    def highwater(self, tp: TopicPartition) -> int | None:
-        """The high watermark from the last fetch response for ``tp`` (no I/O), or None."""
-        consumer = self._consumer
-        if consumer is None or tp not in self.assignment():
-            return None
-        try:
-            value = consumer.highwater(_aio(tp))
-        except (KafkaError, IllegalStateError, AssertionError):
-            return None
-        return value if isinstance(value, int) else None
-
-    async def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record ``getmany`` returns for ``tp`` (waits, up to
-        ``request_timeout``, for the committed offset when none was read yet)."""
-        consumer = self._require_client("ask the position of")
-        self._require_assigned(tp, "ask the position of")
-        # an unknown topic: aiokafka would wait request_timeout, then fail
-        await self._topics_known.verify(consumer._client)
-        try:
-            await self._positions.start_if_unpositioned(consumer, _aio(tp))
-            position: int = await consumer.position(_aio(tp))
-        except (KafkaError, IllegalStateError) as exc:
-            raise TransportError(f"cannot get the position of {tp}: {exc!r}") from exc
-        return position
-
-    # -- offsets (see kafka_offsets) -----------------------------------------------------
-
-    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit ``offsets`` (next offset to read) for the group; all or none are stored.
-
-        Raises :class:`CommitFailedError` for a partition this consumer does not hold now,
-        or when the group rebalanced under it.
-        """
-        consumer = self._require_client("commit")
-        group_id = self.options.require_group("commit")
-        await commit_offsets(consumer, offsets, group_id=group_id, owned=self.assignment())
-
-    async def committed(self, tp: TopicPartition) -> int | None:
-        if self.options.group_id is None:
-            return None
-        consumer = self._require_client("read the committed offset")
-        return await read_committed_offset(consumer, tp, self.options.group_id)
-
-    async def end_offsets(
-        self, partitions: Collection[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        """The offset after the last record (the last stable offset for read_committed)."""
-        return await self._list_offsets("end", partitions)
-
-    async def beginning_offsets(
-        self, partitions: Collection[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        return await self._list_offsets("beginning", partitions)
-
-    async def _list_offsets(self, which: str, partitions: Collection[TopicPartition]
-                            ) -> dict[TopicPartition, int]:
-        consumer = self._require_client(f"read {which} offsets")
-        await self._topics_known.check_partitions(consumer._client, partitions)
-        return await list_offsets(consumer, which, partitions,
-                                  read_committed=self.options.read_committed)
-
-    # -- liveness (see kafka_watchdog) --------------------------------------------------
-
-    async def liveness(self, stall_after: float | None) -> Liveness:
-        """The watchdog's verdict on the aiokafka consumer: a background task dead, or
-        no fetch response for ``stall_after`` seconds while the broker answers a probe on
-        a connection of its own (asked only then). Alive before start and after stop."""
-        consumer = self._consumer
-        if consumer is None or self._state is not ConsumerState.STARTED:
-            return ALIVE
-        seen = observe_consumer(consumer, f"consumer {self.options.client_id!r}")
-        answers = None
-        if suspects_stall(seen, stall_after):
-            answers = await broker_answers(
-                self._kafka.client_kwargs(self._bootstrap, self.options.client_id),
-                self._kafka.request_timeout)
-        return judge(seen, stall_after=stall_after, answers=answers)
-
-    def _drop_connections(self) -> None:
-        """Close the client's fetch connections (not the group coordinator's), so the
-        next fetch opens a fresh one."""
-        client = getattr(self._consumer, "_client", None)
-        for (_, group), conn in list(getattr(client, "_conns", {}).items()):
-            if group == ConnectionGroup.DEFAULT:
-                conn.close(reason=CloseReason.CONNECTION_BROKEN)
-
     def _named_in(self, text: str) -> tuple[TopicPartition, ...]:
         """The assigned partitions ``text`` names (aiokafka names one in its errors as
         ``TopicPartition(topic='t', partition=0)``), else all the assigned ones."""
         named = tuple(tp for tp in sorted(self.assignment())
                       if f"topic={tp.topic!r}, partition={tp.partition})" in text)
         return named or tuple(sorted(self.assignment()))
-
-    # -- internals ----------------------------------------------------------------------
-
-    @staticmethod
-    def _in_aiokafka_assignment(
-        consumer: AIOKafkaConsumer, partitions: Collection[TopicPartition]
-    ) -> list[AioTopicPartition]:
-        """The partitions aiokafka holds too (during a rebalance the application may still
-        own partitions aiokafka already gave up; acting on those is moot)."""
-        held = consumer.assignment()
-        return [aio_tp for aio_tp in map(_aio, partitions) if aio_tp in held]
-
-    def _transition(self, new: ConsumerState) -> None:
-        lifecycle.check_consumer_transition(self._state, new)
-        self._state = new
-
-    def _require_client(self, action: str) -> AIOKafkaConsumer:
-        """The aiokafka consumer, also while ``stop()`` runs ``on_partitions_revoked`` (the
-        callback commits what was processed: that must work)."""
-        if self._state is ConsumerState.STOPPING and self._consumer is not None:
-            return self._consumer
-        return self._require_started(action)
-
-    def _require_started(self, action: str) -> AIOKafkaConsumer:
-        lifecycle.require_consumer_started(self._state, action)
-        if self._consumer is None:
-            raise TransportError(
-                f"cannot {action}: the consumer is still connecting; await its start() first")
-        return self._consumer
-
-    def _require_assigned(self, tp: TopicPartition, action: str) -> None:
-        if tp not in self.assignment():
-            raise TransportError(
-                f"cannot {action} {tp}: it is not assigned to this consumer "
-                f"(assignment: {sorted(map(str, self.assignment()))})"
-            )
-
 
 def _positions(consumer: AIOKafkaConsumer) -> dict[AioTopicPartition, int]:
     """aiokafka's valid positions of its assigned partitions (no I/O): at the start of a
@@ -547,8 +409,3 @@ def _positions(consumer: AIOKafkaConsumer) -> dict[AioTopicPartition, int]:
         return {}
     return {tp: assignment.state_value(tp).position for tp in assignment.tps
             if assignment.state_value(tp).has_valid_position}
-
-
-def _aio(tp: TopicPartition) -> AioTopicPartition:
-    return AioTopicPartition(tp.topic, tp.partition)
-

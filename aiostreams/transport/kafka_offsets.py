@@ -8,7 +8,7 @@ Why: aiokafka sends ``end_offsets`` on the consumer's default connection to the 
 where the broker answers requests in order, so each call waits behind the fetch in flight
 (up to ``fetch_max_wait``, 0.5 s). A worker that checkpoints SQLite stores asks for its
 changelogs' end offsets once per task at every commit: with 8 tasks a commit took ~3.7 s
-and an at-least-once app committed 36,000 of a 40,000-record backlog in 30 s (issue 24).
+and an at-least-once app committed 36,000 of a 40,000-record backlog in 30 s.
 
 Here the partitions are grouped by leader and each broker gets one request, sent on
 aiokafka's *coordination* connection group (a second connection per broker, which carries

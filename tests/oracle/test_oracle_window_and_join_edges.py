@@ -1,5 +1,6 @@
-"""The reproductions of issue 17, each its own case: Kafka Streams' output is pinned to what
-the issue states, and aiostreams must give it byte for byte for every max_in_flight and
+"""Window and join edges found wrong once (session merges and tombstones, window stamps,
+null keys in a left join, per-window stream time), each its own case: Kafka Streams' output
+is pinned, and aiostreams must give it byte for byte for every max_in_flight and
 ordering, with an async step completing in a random order in front."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ RUNS = [(n, o) for n in (1, 7, 64, 1024) for o in ("key", "partition")]
 
 def aggregate(windows: dict[str, Any], inputs: list[tuple[str | None, int, int]],
               kind: str = "count") -> dict[str, Any]:
-    return {"id": "issue17", "outputs": ["out"],
+    return {"id": "window-and-join-edges", "outputs": ["out"],
             "inputs": [{"topic": "in", "key": k, "value": v, "ts": ts} for k, v, ts in inputs],
             "ops": [{"op": "stream", "id": "in", "topic": "in"},
                     {"op": "group_by_key", "id": "g", "from": "in"},
@@ -32,7 +33,7 @@ def expect(oracle: OracleJVM, case: dict[str, Any], stated: str) -> None:
     concurrency setting."""
     assert describe(oracle_outputs(oracle, prepare(case))["out"]) == stated
     for seed, (max_in_flight, ordering) in enumerate(RUNS):
-        check(oracle, "issue17", case, max_in_flight=max_in_flight, ordering=ordering,
+        check(oracle, "window-and-join-edges", case, max_in_flight=max_in_flight, ordering=ordering,
               seed=seed)
 
 
@@ -66,7 +67,7 @@ def test_a_same_time_session_merge_emits_no_tombstone(oracle: OracleJVM) -> None
 
 def test_a_null_key_survives_a_stream_table_left_join(oracle: OracleJVM) -> None:
     # item 5 (KIP-962): the null-key record is joined with a null table side
-    case = {"id": "issue17", "outputs": ["out"],
+    case = {"id": "window-and-join-edges", "outputs": ["out"],
             "ops": [{"op": "stream", "id": "s", "topic": "in"},
                     {"op": "table", "id": "t", "topic": "tin"},
                     {"op": "left_join", "id": "j", "from": "s", "other": "t"},
