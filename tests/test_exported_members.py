@@ -101,6 +101,21 @@ def test_every_export_has_a_docstring_of_its_own() -> None:
     assert [name for name, obj in exported() if not (own_doc(obj) or "").strip()] == []
 
 
+def test_no_package_shows_a_public_name_it_does_not_list() -> None:
+    """httpx's rule: what a package offers is its ``__all__``; any other public attribute
+    (an import its code uses, a helper) is a name users would start to rely on."""
+    unlisted = {}
+    for package in ["aiostreams", *(f"aiostreams.{p}" for p in INTERNAL_PACKAGES),
+                    "aiostreams.dsl", "aiostreams.ops", "aiostreams.testing",
+                    "aiostreams.settings", "aiostreams.lifecycle", "aiostreams.services"]:
+        module = importlib.import_module(package)
+        extra = [n for n in vars(module) if not n.startswith("_")
+                 and n not in module.__all__ and not inspect.ismodule(getattr(module, n))]
+        if extra:
+            unlisted[package] = extra
+    assert unlisted == {}
+
+
 def test_every_internal_package_declares_what_it_offers_users() -> None:
     missing = [p for p in INTERNAL_PACKAGES
                if not hasattr(importlib.import_module(f"aiostreams.{p}"), "__all__")]

@@ -15,8 +15,6 @@ Exit codes (:class:`ExitCode`) mean the same for every command:
   a Unix tool killed by SIGPIPE has (128 + 13).
 """
 
-from __future__ import annotations
-
 import enum
 
 

@@ -1,8 +1,6 @@
 """Transports: where records come from and go to (``memory://`` and ``kafka://``)."""
 
-from __future__ import annotations
-
-from aiostreams.errors import ConfigError
+from aiostreams.errors import ConfigError as _ConfigError
 from aiostreams.transport.base import Transport
 
 
@@ -16,7 +14,7 @@ def transport_for_url(url: str, **options: object) -> Transport:
         from aiostreams.transport.kafka import KafkaTransport
 
         return KafkaTransport.from_url(url, **options)
-    raise ConfigError(
+    raise _ConfigError(
         f"unsupported broker URL {url!r}: use memory://[name] or kafka://host:port[,host:port]"
     )
 
