@@ -1,9 +1,10 @@
 """``aiostreams groups [show [GROUP]]`` and ``aiostreams groups reset GROUP --to-earliest |
 --to-datetime WHEN | --shift N``: the consumer groups of a Kafka cluster.
 
-``show`` prints, per group, its state and members (member id, client id, host, assigned
-partitions) and, per partition it has committed, the committed offset, the end offset and
-the lag (end - committed).
+``show`` prints, per group, its state, its group protocol (``classic``, or ``consumer``: the
+KIP-848 protocol of Kafka 4) and members (member id, client id, host, assigned partitions)
+and, per partition it has committed, the committed offset, the end offset and the lag
+(end - committed).
 
 ``reset`` moves a group's committed offsets, for every partition it has committed (or the
 partitions of ``--topic`` topics): to each partition's earliest offset, to the first offset
@@ -21,46 +22,28 @@ groups to show.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Sequence
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as KafkaTP
 
 from aiostreams.commands import CommandError, UsageError
+from aiostreams.errors import TransportError
 from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.kafka_connection import start_or_unavailable
-
-EMPTY_STATES = frozenset({"Empty", "Dead"})
+from aiostreams.transport.kafka_groups import GroupDescription, describe_group
 
 
 class ResetTo(enum.Enum):
     EARLIEST = "earliest"
     DATETIME = "datetime"
     SHIFT = "shift"
-
-
-@dataclasses.dataclass(frozen=True)
-class Member:
-    member_id: str
-    client_id: str
-    host: str
-    partitions: tuple[tuple[str, int], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupInfo:
-    group: str
-    state: str
-    members: tuple[Member, ...]
 
 
 def _kafka(transport: Transport) -> KafkaTransport:
@@ -99,22 +82,12 @@ class _Clients:
         finally:
             await self.admin.close()
 
-    async def describe(self, group: str) -> GroupInfo:
-        # one group per request: aiokafka 0.14 misreads a response describing several
-        (response,) = await self.admin.describe_consumer_groups([group])
-        data: dict[str, Any] = response.to_object()["groups"][0]
-        if data["error_code"]:
-            raise CommandError(f"group {group!r}: the broker answered error code "
-                               f"{data['error_code']}")
-        members = []
-        for m in data["members"]:
-            assigned: list[tuple[str, int]] = []
-            if m["member_assignment"]:
-                decoded = ConsumerProtocolMemberAssignment.decode(m["member_assignment"])
-                assigned = sorted((t, p) for t, ps in decoded.assignment for p in ps)
-            members.append(Member(m["member_id"], m["client_id"],
-                                  m["client_host"].lstrip("/"), tuple(assigned)))
-        return GroupInfo(group, data["state"], tuple(members))
+    async def describe(self, group: str) -> GroupDescription:
+        """The group whichever protocol it runs (classic or KIP-848)."""
+        try:
+            return await describe_group(self.admin, group, bootstrap=self.transport.bootstrap)
+        except TransportError as exc:
+            raise CommandError(str(exc)) from None
 
     async def committed(self, group: str) -> dict[KafkaTP, int]:
         offsets = await self.admin.list_consumer_group_offsets(group)
@@ -145,11 +118,11 @@ async def show_groups(transport: Transport, group: str | None) -> int:
     return 0
 
 
-def _print_group(info: GroupInfo, committed: dict[KafkaTP, int],
+def _print_group(info: GroupDescription, committed: dict[KafkaTP, int],
                  ends: dict[KafkaTP, int]) -> None:
     lag = sum(max(0, ends[tp] - off) for tp, off in committed.items())
     print(f"group {info.group!r}: {info.state}, {len(info.members)} member(s), "
-          f"lag {lag}", flush=True)
+          f"lag {lag}, protocol {info.protocol.value}", flush=True)
     for m in info.members:
         parts = ", ".join(f"{t}[{p}]" for t, p in m.partitions) or "none"
         print(f"  member {m.member_id} (client {m.client_id!r} on {m.host}): {parts}")

@@ -1,4 +1,5 @@
-"""``python -m aiostreams.localkafka fetch|run``: download the broker's jars, or run a broker.
+"""``python -m aiostreams.localkafka fetch|run [--version V]``: download the broker's jars, or
+run a broker (of release ``V``: 3.9.1 or 4.4.0; default ``$AIOSTREAMS_KAFKA_VERSION``).
 
 ``run`` prints the bootstrap address on stdout, and on stderr the variables to export:
 ``AIOSTREAMS_BROKER=kafka://...`` (what apps, examples and the CLI read) and
@@ -15,22 +16,33 @@ import sys
 import threading
 from types import FrameType
 
-from aiostreams.localkafka import LocalKafka, LocalKafkaError
+from aiostreams.localkafka import (
+    DEFAULT_KAFKA_VERSION,
+    RELEASES,
+    VERSION_VARIABLE,
+    LocalKafka,
+    LocalKafkaError,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m aiostreams.localkafka")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("fetch", help="download the broker's jars into the cache")
+    fetch = commands.add_parser("fetch", help="download the broker's jars into the cache")
     run = commands.add_parser("run", help="start a broker on 127.0.0.1 until Ctrl-C/SIGTERM")
+    for command in (fetch, run):
+        command.add_argument(
+            "--version", default=None, choices=sorted(RELEASES),
+            help=f"the Kafka release (default: ${VERSION_VARIABLE}, else "
+                 f"{DEFAULT_KAFKA_VERSION})")
     run.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for start")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
-            print(LocalKafka().ensure_jars())
+            print(LocalKafka(version=args.version).ensure_jars())
             return 0
-        return _run(LocalKafka(port=args.port), args.timeout)
+        return _run(LocalKafka(port=args.port, version=args.version), args.timeout)
     except LocalKafkaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

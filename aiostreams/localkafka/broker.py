@@ -23,14 +23,14 @@ import weakref
 from pathlib import Path
 from types import TracebackType
 
-from aiostreams.localkafka.jars import LocalKafkaError, cache_dir, ensure_jars
+from aiostreams.localkafka.errors import LocalKafkaError
+from aiostreams.localkafka.jars import cache_dir, ensure_jars
 from aiostreams.localkafka.probe import metadata_answers
+from aiostreams.localkafka.releases import KafkaRelease, kafka_release
 
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
-LOG4J_PROPERTIES = Path(__file__).with_name("log4j.properties")
-TOOLS_LOG4J_PROPERTIES = Path(__file__).with_name("tools-log4j.properties")
 _NODE_ID = 1
 _BROKER_HEAP = ("-Xms512m", "-Xmx1g")
 _TOOL_HEAP = ("-Xmx256m",)
@@ -57,7 +57,8 @@ class BrokerState(enum.Enum):
 
 
 class LocalKafka:
-    """One Kafka 3.9 broker+controller in a child JVM, reachable at :attr:`bootstrap`.
+    """One Kafka broker+controller in a child JVM, reachable at :attr:`bootstrap`, of the
+    release :attr:`release` (3.9 or 4.x: :mod:`aiostreams.localkafka.releases`).
 
     Invariants: the process, when there is one, leads its own process group (a terminal's
     Ctrl-C does not reach it; :meth:`stop` does), and is ended by :meth:`stop`, by the context
@@ -70,9 +71,12 @@ class LocalKafka:
     """
 
     def __init__(self, *, port: int | None = None, cache: Path | None = None,
-                 proxied_port: int | None = None) -> None:
+                 proxied_port: int | None = None, version: str | None = None) -> None:
         """``port``: the client port to bind (default: a free one). ``cache``: where jars
-        are cached (default: :func:`aiostreams.localkafka.jars.cache_dir`).
+        are cached (default: :func:`aiostreams.localkafka.jars.cache_dir`). ``version``:
+        the Kafka release to run (default: ``$AIOSTREAMS_KAFKA_VERSION``, else
+        :data:`~aiostreams.localkafka.releases.DEFAULT_KAFKA_VERSION`); an unknown one
+        raises :class:`LocalKafkaError` here, before anything starts.
 
         ``proxied_port``: also open a second listener (``PROXIED``, on a free port:
         :attr:`proxied_target`) that tells its clients to connect to ``proxied_port``, where
@@ -80,6 +84,7 @@ class LocalKafka:
         bootstrapped at ``127.0.0.1:<proxied_port>`` then talks to the broker only through
         the proxy, while clients of :attr:`bootstrap` talk to it directly: a network fault
         between one client and the broker."""
+        self.release: KafkaRelease = kafka_release(version)
         self._proxied_port = proxied_port
         self.proxied_target: int | None = None
         self._requested_port = port
@@ -112,13 +117,14 @@ class LocalKafka:
 
     def ensure_jars(self) -> Path:
         """The directory of the broker's jars, downloaded with ``mvn`` on first use."""
-        return ensure_jars(self._cache)
+        return ensure_jars(self._cache, self.release)
 
     def tool_command(self, main_class: str, *args: str) -> list[str]:
-        """A ``java`` command line running ``main_class`` (e.g. ``kafka.tools.ConsoleProducer``)
-        from the broker's jars, with warnings on stderr. Needs no running broker."""
+        """A ``java`` command line running ``main_class`` from the broker's jars, with
+        warnings on stderr. Needs no running broker. The console tools' class names differ
+        between releases: take them from :attr:`release` (``release.console_producer``)."""
         return [_java(), *_TOOL_HEAP, "-Djava.awt.headless=true",
-                f"-Dlog4j.configuration=file:{TOOLS_LOG4J_PROPERTIES}", "-cp",
+                self.release.logging.option(self.release.tools_log_config), "-cp",
                 str(self.ensure_jars() / "*"), main_class, *args]
 
     def start(self, timeout: float = 60.0) -> None:
@@ -208,7 +214,7 @@ class LocalKafka:
 
     def __repr__(self) -> str:
         where = f" at {HOST}:{self._port}" if self._port is not None else ""
-        return f"<LocalKafka {self._state.value}{where}>"
+        return f"<LocalKafka {self.release.version} {self._state.value}{where}>"
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -242,6 +248,7 @@ class LocalKafka:
             "broker.session.timeout.ms": "2000",
             "broker.heartbeat.interval.ms": "500",
         }
+        properties.update(self.release.server_properties)
         if self.proxied_target is not None:
             properties["listeners"] += f",PROXIED://{HOST}:{self.proxied_target}"
             properties["advertised.listeners"] += f",PROXIED://{HOST}:{self._proxied_port}"
@@ -357,7 +364,7 @@ class LocalKafka:
     def _jvm_properties(self) -> list[str]:
         return [
             "-Djava.awt.headless=true",
-            f"-Dlog4j.configuration=file:{LOG4J_PROPERTIES}",
+            self.release.logging.option(self.release.broker_log_config),
             f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
         ]
 

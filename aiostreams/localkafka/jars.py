@@ -7,6 +7,7 @@ Where the cache lives (first that applies):
    ``aiostreams`` package also holds ``pyproject.toml``); the repo's ``.gitignore`` ignores it;
 3. ``~/.cache/aiostreams``.
 
+Each release (:mod:`aiostreams.localkafka.releases`) has its own pom and its own directory.
 Invariant: ``<cache>/kafka-<version>/libs`` is complete exactly when the marker file next to it
 holds the SHA-256 of the pom it was resolved from. The marker is written only after ``mvn``
 succeeded, so an interrupted or failed download (or an edited pom) is redone from scratch. A file
@@ -22,16 +23,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-KAFKA_VERSION = "3.9.1"
-"""The Apache Kafka release whose jars ``pom.xml`` pins."""
+from aiostreams.localkafka.errors import LocalKafkaError
+from aiostreams.localkafka.releases import DEFAULT_KAFKA_VERSION, KafkaRelease, kafka_release
 
-POM = Path(__file__).with_name("pom.xml")
+KAFKA_VERSION = DEFAULT_KAFKA_VERSION
+"""The Apache Kafka release LocalKafka runs unless told otherwise (kept for old imports:
+:data:`aiostreams.localkafka.releases.DEFAULT_KAFKA_VERSION`)."""
+
+__all__ = ["KAFKA_VERSION", "LocalKafkaError", "cache_dir", "ensure_jars"]
+
 _MARKER = ".complete"
 _MVN_TIMEOUT = 900.0
-
-
-class LocalKafkaError(RuntimeError):
-    """The local broker could not be fetched, started or stopped; the message says why."""
 
 
 def cache_dir() -> Path:
@@ -45,20 +47,19 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "aiostreams"
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
-
-
-def ensure_jars(cache: Path | None = None) -> Path:
-    """Return the directory of the broker's jars, downloading them first if needed.
+def ensure_jars(cache: Path | None = None, release: KafkaRelease | None = None) -> Path:
+    """Return the directory of ``release``'s jars (default: :func:`kafka_release`'s choice),
+    downloading them first if needed.
 
     Blocking: the first call runs ``mvn`` (a minute or so on a cold ``~/.m2``); later calls
     only read the marker file.
     """
-    home = (cache if cache is not None else cache_dir()) / f"kafka-{KAFKA_VERSION}"
+    release = release if release is not None else kafka_release()
+    version = release.version
+    home = (cache if cache is not None else cache_dir()) / f"kafka-{version}"
     libs = home / "libs"
     marker = home / _MARKER
-    digest = _pom_digest()
+    digest = hashlib.sha256(release.pom.read_bytes()).hexdigest()
     if _is_complete(marker, digest):
         return libs
     home.mkdir(parents=True, exist_ok=True)
@@ -68,11 +69,11 @@ def ensure_jars(cache: Path | None = None) -> Path:
             return libs
         marker.unlink(missing_ok=True)
         shutil.rmtree(libs, ignore_errors=True)
-        _run_maven(libs)
-        if not any(libs.glob(f"kafka_2.13-{KAFKA_VERSION}.jar")):
+        _run_maven(release, libs)
+        if not any(libs.glob(f"kafka_2.13-{version}.jar")):
             raise LocalKafkaError(
-                f"mvn finished but {libs} holds no kafka_2.13-{KAFKA_VERSION}.jar; "
-                f"check {POM} pins org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"
+                f"mvn finished but {libs} holds no kafka_2.13-{version}.jar; "
+                f"check {release.pom} pins org.apache.kafka:kafka_2.13:{version}"
             )
         marker.write_text(digest + "\n")
     return libs
@@ -85,7 +86,7 @@ def _is_complete(marker: Path, digest: str) -> bool:
         return False
 
 
-def _run_maven(libs: Path) -> None:
+def _run_maven(release: KafkaRelease, libs: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise LocalKafkaError(
@@ -94,7 +95,7 @@ def _run_maven(libs: Path) -> None:
             "running broker instead."
         )
     command = [
-        mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+        mvn, "-q", "-B", "-f", str(release.pom), "dependency:copy-dependencies",
         "-DincludeScope=runtime", f"-DoutputDirectory={libs}",
     ]
     try:
@@ -109,7 +110,7 @@ def _run_maven(libs: Path) -> None:
     if result.returncode != 0:
         output = (result.stdout + result.stderr).strip().splitlines()[-30:]
         raise LocalKafkaError(
-            f"mvn failed (exit {result.returncode}) downloading Kafka {KAFKA_VERSION}'s jars "
+            f"mvn failed (exit {result.returncode}) downloading Kafka {release.version}'s jars "
             f"into {libs}; check the network access to Maven Central (or the mirror in "
             "~/.m2/settings.xml). Its last output:\n" + "\n".join(output)
         )

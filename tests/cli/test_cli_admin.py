@@ -79,7 +79,7 @@ async def test_groups_show_members_and_lag_per_partition(
     code, out, err = await run("groups", "show", group, "--broker",
                                f"kafka://{kafka_bootstrap}")
     assert code == 0, err
-    assert f"group {group!r}: Stable, 1 member(s), lag 9" in out
+    assert f"group {group!r}: Stable, 1 member(s), lag 9, protocol classic" in out
     assert re.search(rf"member \S+ \(client 'the-member' on 127\.0\.0\.1\): "
                      rf"{topic}\[0\], {topic}\[1\]", out), out
     assert re.search(rf"{topic}\s+0\s+4\s+10\s+6$", out, re.M), out

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from aiostreams import App
-from aiostreams.localkafka import BrokerState, LocalKafka, LocalKafkaError
+from aiostreams.localkafka import RELEASES, BrokerState, LocalKafka, LocalKafkaError, kafka_release
 from aiostreams.localkafka import broker as broker_module
 from aiostreams.localkafka.__main__ import broker_variables
 from aiostreams.transport.base import TopicSpec
@@ -129,3 +129,21 @@ async def test_restart_keeps_the_address_and_the_records(
     finally:
         await asyncio.to_thread(kafka.stop)
     assert kafka.state is BrokerState.CLOSED
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+async def test_the_release_the_session_does_not_run_starts_and_serves(
+        topic_name: Callable[[str], str]) -> None:
+    """The session's broker proves its release; this proves the other (3.9 logs through
+    log4j 1, 4.x through log4j 2: a wrong logging option and the broker never looks
+    started)."""
+    others = [v for v in RELEASES if v != kafka_release().version]
+    for version in others:
+        kafka = LocalKafka(version=version)
+        await asyncio.to_thread(kafka.start, 120.0)
+        try:
+            assert (await produce_and_read_back(kafka.bootstrap, topic_name("t"), [b"x"])
+                    == [b"x"])
+        finally:
+            await asyncio.to_thread(kafka.stop)

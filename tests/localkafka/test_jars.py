@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aiostreams.localkafka import KAFKA_VERSION, LocalKafkaError, cache_dir
+from aiostreams.localkafka import LocalKafkaError, cache_dir, kafka_release
 from aiostreams.localkafka.jars import ensure_jars
+
+KAFKA_VERSION = kafka_release().version  # what ensure_jars() fetches in this environment
 
 FAKE_MVN = """#!/bin/sh
 echo run >> "{calls}"
