@@ -144,8 +144,7 @@ class TaskTable:
             await self._router.open(task.task_id)
             try:
                 await task.open_stores()
-                positions = {tp: await consumer.position(tp) for tp in tps} if consumer \
-                    else {}
+                positions = await self._start_positions(consumer, tps)
                 if not task.changelog_partitions:
                     await task.initialize()
             except BaseException:
@@ -163,6 +162,28 @@ class TaskTable:
                     consumer.pause(tps)  # nothing is fetched for it until it runs
                 self._updater.add(task)
             self._check()
+
+    async def _start_positions(self, consumer: Consumer | None,
+                               tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where the task's partitions start: the consumer's positions, and under
+        exactly-once no earlier than the committed offsets read *after* the task's
+        transactional producer fenced the previous owner. The consumer fetched the committed
+        offsets when the partitions were assigned, before that fence: a previous owner's
+        transaction that committed in between (it was still in flight, or its commit landed
+        late) would otherwise have its records processed twice, outputs and all."""
+        if consumer is None:
+            return {}
+        positions = {tp: await consumer.position(tp) for tp in tps}
+        if self._router.exactly_once:
+            for tp in tps:
+                committed = await consumer.committed(tp)
+                if committed is not None and committed > positions[tp]:
+                    log.warning("%s: the previous owner committed up to %d after this worker "
+                                "read %d; starting at %d (its records are not processed "
+                                "again)", tp, committed, positions[tp], committed)
+                    consumer.seek(tp, committed)
+                    positions[tp] = committed
+        return positions
 
     def restored(self, task: StreamTask) -> None:
         """``task``'s stores are whole and it runs: let its held records flow and resume
