@@ -13,6 +13,9 @@ The per-record path never waits for SQLite:
 * ``get`` looks in the LRU read cache, then in the pending writes, then queries the file.
 * ``flush`` (the engine's commit) writes everything pending in one transaction with
   ``executemany``: one commit per flush, never one per record.
+* under exactly-once, ``seal`` (at the commit's snapshot) sets apart what a transaction
+  holds and ``flush_sealed`` (once it committed) writes only that, with the changelog
+  mark, in one SQLite transaction (:mod:`aiostreams.state.changelog_mark`).
 
 Keys are identified by their serialized bytes, in memory as on disk, and ``range`` walks
 them in that byte order (SQLite compares BLOBs with ``memcmp``), merging the pending writes
@@ -25,6 +28,12 @@ Invariants:
 * ``_pending`` holds the writes applied since the last flush began, ``_flushing`` the batch
   being committed; a key's newest write is in ``_pending``, else ``_flushing``, else the
   file;
+* ``_sealed`` is a copy of ``_pending`` taken at ``seal``: a sealed write stays in
+  ``_pending`` until the file holds it, so reads never look at ``_sealed``, and a sealed
+  flush that fails loses nothing (the next seal takes the write again); ``flush`` clears
+  it (it writes newer values of the same keys);
+* the file's ``meta`` row ``changelog`` (``changelog_mark``) is written only in the
+  transaction that writes the data it speaks for;
 * flushes never overlap (``_flush_lock``), so batches reach the file in apply order.
 """
 
@@ -51,6 +60,7 @@ from aiostreams.state.base import (
     StoreStateError,
     restore_each,
 )
+from aiostreams.state.changelog_mark import ChangelogMark, read_mark, write_mark
 from aiostreams.state.core import StoreCore
 from aiostreams.state.sqlite_file import (
     SCHEMA_VERSION,
@@ -114,6 +124,8 @@ class SQLiteKeyValueStore(StoreCore):
         self._db: aiosqlite.Connection | None = None
         self._pending: Pending = {}
         self._flushing: Pending = {}
+        self._sealed: Pending = {}
+        self.changelog_mark: ChangelogMark | None = None
         self._cache: OrderedDict[bytes, Any] = OrderedDict()
         self._flushes = 0  # completed flushes and wipes: a DB read older than one is stale
         self._flush_lock = asyncio.Lock()
@@ -153,6 +165,7 @@ class SQLiteKeyValueStore(StoreCore):
             await self._create_schema(db)
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             await self._load(db)
+            self.changelog_mark = None if created else await read_mark(db)
         except BaseException:
             await db.close()
             raise
@@ -173,6 +186,7 @@ class SQLiteKeyValueStore(StoreCore):
         await self._settle()
         db, self._db = self._db, None
         self._pending = {}
+        self._sealed = {}
         self._cache.clear()
         if db is not None:
             await db.close()
@@ -189,6 +203,7 @@ class SQLiteKeyValueStore(StoreCore):
             delete_files(self.path)
             self._pending = {}
             self._flushing = {}
+            self._sealed = {}
             self._cache.clear()
             self._flushes += 1
             self._reset()
@@ -356,8 +371,8 @@ class SQLiteKeyValueStore(StoreCore):
 
     # -- flush ----------------------------------------------------------------------------
 
-    async def flush(self) -> None:
-        """Commit every pending write in one transaction.
+    async def flush(self, mark: ChangelogMark | None = None) -> None:
+        """Commit every pending write, and ``mark`` when given, in one transaction.
 
         Cancellation: the transaction itself is shielded and runs to its end (commit, or
         rollback on error); the cancelled call puts its batch back in front of newer
@@ -367,11 +382,14 @@ class SQLiteKeyValueStore(StoreCore):
         async with self._flush_lock:
             db = self._require_open()
             await self._settle()
-            if not self._pending and not self._needs_housekeeping():
+            self._sealed = {}  # older values of keys this flush writes
+            if not (self._pending or self._needs_housekeeping(sealed=False)
+                    or self._new_mark(mark)):
                 return
             batch, self._pending = self._pending, {}
             self._flushing = batch
-            task = asyncio.get_running_loop().create_task(self._commit(db, batch))
+            task = asyncio.get_running_loop().create_task(
+                self._commit(db, batch, mark, sealed=False))
             task.add_done_callback(_retrieve_exception)
             self._write_task = task
             try:
@@ -384,8 +402,43 @@ class SQLiteKeyValueStore(StoreCore):
                 self._flushing = {}
             self._flushes += 1
             self._flushed(batch)
+            self.changelog_mark = mark or self.changelog_mark
 
-    async def _commit(self, db: aiosqlite.Connection, batch: Pending) -> None:
+    def seal(self) -> None:
+        """Set apart the writes applied so far for :meth:`flush_sealed` (O(pending))."""
+        self._sealed = dict(self._pending)
+        self._sealing()
+
+    async def flush_sealed(self, mark: ChangelogMark | None) -> None:
+        """Commit the sealed writes, and ``mark`` when given, in one transaction; writes
+        applied after the seal stay pending.
+
+        Cancellation: as :meth:`flush` (the transaction runs to its end); the sealed
+        writes are still pending either way, so a later seal takes them again."""
+        async with self._flush_lock:
+            db = self._require_open()
+            await self._settle()
+            batch, self._sealed = self._sealed, {}
+            if not (batch or self._needs_housekeeping(sealed=True) or self._new_mark(mark)):
+                return
+            task = asyncio.get_running_loop().create_task(
+                self._commit(db, batch, mark, sealed=True))
+            task.add_done_callback(_retrieve_exception)
+            self._write_task = task
+            await asyncio.shield(task)
+            self._flushes += 1
+            pending = self._pending
+            for kb, vb in batch.items():
+                if pending.get(kb, _MISS) == vb:  # not written again since the seal
+                    del pending[kb]
+            self._flushed(batch)
+            self.changelog_mark = mark or self.changelog_mark
+
+    def _new_mark(self, mark: ChangelogMark | None) -> bool:
+        return mark is not None and mark != self.changelog_mark
+
+    async def _commit(self, db: aiosqlite.Connection, batch: Pending,
+                      mark: ChangelogMark | None, *, sealed: bool) -> None:
         # Lists made here, before the first await: a cancelled flush merges newer writes
         # into ``batch`` while this transaction still runs. They are sorted on the
         # store's thread (SQLite inserts keys in B-tree order about 1.5x as fast).
@@ -399,19 +452,25 @@ class SQLiteKeyValueStore(StoreCore):
                     "ON CONFLICT (k) DO UPDATE SET v = excluded.v", in_key_order(puts))
             if deletes:
                 await db.executemany("DELETE FROM kv WHERE k = ?", in_key_order(deletes))
-            await self._housekeep(db)
+            await self._housekeep(db, sealed=sealed)
+            if mark is not None:
+                await write_mark(db, mark)
             await db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error, ValueError):
                 await db.execute("ROLLBACK")
             raise
 
-    def _needs_housekeeping(self) -> bool:
-        """Hook: whether ``flush`` has work besides pending writes (window retention)."""
+    def _needs_housekeeping(self, *, sealed: bool) -> bool:
+        """Hook: whether a flush has work besides pending writes (window retention);
+        ``sealed``: a sealed flush, which goes only as far as the seal saw."""
         return False
 
-    async def _housekeep(self, db: aiosqlite.Connection) -> None:
+    async def _housekeep(self, db: aiosqlite.Connection, *, sealed: bool) -> None:
         """Hook: more statements inside the flush transaction."""
+
+    def _sealing(self) -> None:
+        """Hook: note what a sealed flush's housekeeping may go up to (at ``seal``)."""
 
     def _flushed(self, batch: Pending) -> None:
         """Hook: ``batch`` is committed."""
