@@ -16,8 +16,8 @@ from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState
 from aiostreams.runtime.clock import LoopClock
 from aiostreams.serde import LongSerde, StrSerde
-from aiostreams.state.checkpoint import Checkpoint
 from aiostreams.state.changelog_mark import ChangelogMark
+from aiostreams.state.checkpoint import Checkpoint
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import StoreSpec, Topology
