@@ -131,7 +131,8 @@ def oracle(records: list[RawRecord]) -> Expected:
 
 async def contents(task: StreamTask) -> Expected:
     counts = {k: v async for k, v in task.stores["counts"].range(None, None)}
-    windows = {k: v async for k, v in task.stores["windows"].fetch_all(-1e12, 1e12)}
+    window_store: Any = task.stores["windows"]
+    windows = {k: v async for k, v in window_store.fetch_all(-1e12, 1e12)}
     versioned: Any = task.stores["versions"]
     versions = {f"k{i}": await versioned.versions(f"k{i}") for i in range(KEYS)}
     return counts, windows, {k: v for k, v in versions.items() if v}
@@ -175,7 +176,7 @@ class Owner:
     async def stop(self) -> None:
         await self.task.close()
         await self.router.close(self.task.task_id)  # an open transaction is aborted
-        await self.router.stop(5.0)
+        await self.router.stop(lambda: 5.0)
         await self.consumer.stop()
 
 
@@ -224,7 +225,7 @@ def record_of(r: RawRecord) -> OutgoingRecord:
 
 
 def kill_at(point: str, owner: Owner, monkeypatch: pytest.MonkeyPatch,
-            image: Callable[[], None]) -> None:
+            image: Callable[[], object]) -> None:
     """Make ``owner``'s next commit take the crash image and die at ``point``."""
     def die() -> None:
         image()
