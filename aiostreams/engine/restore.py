@@ -76,6 +76,13 @@ per update, so an upper bound of what it holds): memory stays bounded whatever t
 record size."""
 
 
+REPLAY_POLL = 0.1
+"""Seconds a replay's fetch waits for records. Short: the records are all there, and a
+fetch that returns none - the changelog's last records are transaction markers or an
+aborted transaction's, which a read_committed consumer never returns - would otherwise
+hold a tail restore of a few records for the whole wait."""
+
+
 RESTORE_GC_THRESHOLD = 10_000
 """The cyclic garbage collector's generation-0 threshold while a replay runs (CPython's
 default is 700); see :class:`YoungGarbageWindow`."""
@@ -274,7 +281,7 @@ class Restorer:
         flushing: asyncio.Task[None] | None = None
         try:
             while position < end:
-                records = (await consumer.getmany(1.0)).get(tp)
+                records = (await consumer.getmany(REPLAY_POLL)).get(tp)
                 if records:
                     if records[-1].offset >= end:
                         records = [record for record in records if record.offset < end]
