@@ -105,7 +105,7 @@ async def restore_line(log: Path, since: int, timeout: float) -> tuple[int, int,
     offset it started from, seconds (0 records when the file was up to date)."""
     async with asyncio.timeout(timeout):
         while True:
-            text = log.read_bytes()[since:].decode(errors="replace")
+            text = (await asyncio.to_thread(log.read_bytes))[since:].decode(errors="replace")
             found = RESTORED.search(text)
             if found:
                 return int(found[1]), int(found[2]), float(found[4])
