@@ -17,7 +17,8 @@ import aiosqlite
 from aiostreams.serde import Serde
 from aiostreams.state.base import StoreKind
 from aiostreams.state.memory_window import InMemoryWindowStore
-from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, Pending, SQLiteKeyValueStore
+from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, SQLiteKeyValueStore
+from aiostreams.state.sqlite_write_back import Pending
 from aiostreams.state.window_keys import (
     START_BIAS,
     START_BYTES,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from taskkit import raw, str_topic
 
-import aiostreams.state.sqlite as sqlite_module
+import aiostreams.state.sqlite_write_back as write_back
 from aiostreams import Processor, Record
 from aiostreams.engine.committer import Committer
 from aiostreams.engine.output_router import OutputRouter
@@ -255,7 +255,7 @@ def kill_at(point: str, owner: Owner, monkeypatch: pytest.MonkeyPatch,
             await write_mark(db, mark)
             die()  # the data and the mark are written, the COMMIT is not
 
-        monkeypatch.setattr(sqlite_module, "write_mark", marked)
+        monkeypatch.setattr(write_back, "write_mark", marked)
     elif point == "after flush_sealed_stores":
         real_flush = owner.task.flush_sealed_stores
 
