@@ -35,6 +35,7 @@ from aiostreams.engine.topic_plan import changelog_names
 from aiostreams.runtime.clock import ManualClock
 from aiostreams.state.changelog_mark import ChangelogMark, write_mark
 from aiostreams.state.declarations import kv_store, window_store
+from aiostreams.state.owner_epoch import owner_headers
 from aiostreams.state.versioned import versioned_store
 from aiostreams.testing import settle
 from aiostreams.topology.topology import Topology
@@ -312,5 +313,30 @@ async def test_a_crash_at_any_point_of_a_commit_leaves_no_aborted_write_and_repl
         await second.process(records[committed:])
         await second.commit()
         assert await contents(second.task) == oracle(records)
+    finally:
+        await second.stop()
+
+
+async def test_a_replay_from_the_mark_skips_a_deposed_owners_late_record(
+        tmp_path: Path) -> None:
+    """The mark carries its writer's owner epoch: a record a deposed owner (a lower epoch)
+    appended after it is skipped by the replay from it, as a checkpoint's epoch did."""
+    broker = new_broker()
+    records = inputs()
+    first = await start_owner(broker, tmp_path)
+    await first.process(records[:FIRST])
+    await first.commit()
+    epoch = first.task.owner_epoch
+    assert epoch >= 0
+    counts = first.task.stores["counts"]
+    changelog = first.task.changelog_partitions["counts"]
+    key, value = counts.changelog_record("k0", 999)
+    await first.stop()
+    broker.append([(OutgoingRecord(changelog.topic, key, value, None,
+                                   owner_headers(epoch - 1)), 0)])
+    second = await start_owner(broker, tmp_path)
+    try:
+        assert second.restorer.restored_records == 1  # the late record was read ...
+        assert (await contents(second.task))[0] == oracle(records[:FIRST])[0]  # ... not applied
     finally:
         await second.stop()
