@@ -340,3 +340,40 @@ async def test_a_replay_from_the_mark_skips_a_deposed_owners_late_record(
         assert (await contents(second.task))[0] == oracle(records[:FIRST])[0]  # ... not applied
     finally:
         await second.stop()
+
+
+LATE = 5  # records that retire while the second commit is under way
+
+
+@pytest.mark.parametrize("point", sorted(COMMITTED))
+async def test_writes_retired_during_a_commit_never_reach_the_file_with_it(
+        point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records that retire while a commit is under way (after its snapshot) belong to the
+    next transaction: however the commit ends, the file holds none of their writes."""
+    broker = new_broker()
+    records = inputs()
+    live, image_dir = tmp_path / "live", tmp_path / "image"
+    first = await start_owner(broker, live)
+    await first.process(records[:FIRST])
+    await first.commit()
+    await first.process(records[FIRST:FIRST + SECOND])
+    producer = first.router.channel_of(first.task.task_id).producer
+    send_offsets = producer.send_offsets_to_transaction
+
+    async def late_records_then_offsets(*args: Any, **kwargs: Any) -> None:
+        await first.process(records[FIRST + SECOND:FIRST + SECOND + LATE])
+        await send_offsets(*args, **kwargs)
+
+    monkeypatch.setattr(producer, "send_offsets_to_transaction", late_records_then_offsets)
+    kill_at(point, first, monkeypatch, lambda: shutil.copytree(live, image_dir))
+    with pytest.raises(Killed):
+        await first.commit()
+    monkeypatch.undo()
+    await first.stop()
+
+    second = await start_owner(broker, image_dir)
+    try:
+        assert second.position == FIRST + SECOND
+        assert await contents(second.task) == oracle(records[:FIRST + SECOND])
+    finally:
+        await second.stop()
