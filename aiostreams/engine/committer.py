@@ -29,8 +29,9 @@ channel's lock: they share no partition, so each only advances its own entries o
 
 Invariants, asserted: a committed offset never moves back; after a full sink flush no sink
 holds a record below the snapshot; nothing is committed past an output whose send failed
-(the failed channel's error is raised before step 5); under exactly-once no store file is
-written between the snapshot and the transaction's commit.
+(the failed channel's error is raised before step 5). Under exactly-once no store file is
+written between the snapshot and the transaction's commit (by construction: step 6 is the
+only writer; ``tests/engine/test_exactly_once_crash_points.py`` crashes at every step).
 """
 
 from __future__ import annotations
