@@ -20,7 +20,8 @@ rewrites its own section of ``benchmarks/RESULTS.md`` and draws ``docs/img/peers
 The engine and restore benchmarks also run alone (``python -m benchmarks.engine``,
 ``benchmarks.restore``); the other single-purpose benchmarks are modules of their own:
 ``benchmarks.kafka_throughput``, ``benchmarks.retry``, ``benchmarks.state``,
-``benchmarks.parquet``.
+``benchmarks.parquet``, ``benchmarks.eos_restart`` (restart after ``kill -9`` under
+exactly-once: the store's tail against a full replay).
 """
 
 from __future__ import annotations

@@ -3,17 +3,24 @@ nothing.
 
 1. **snapshot** (:func:`commit_snapshot`): take the committable offsets of every task (one
    past each partition's last retired record - each task asserts it never passes an
-   unretired one) *and*, in the same synchronous step, every output retired so far;
+   unretired one) *and*, in the same synchronous step, every output retired so far
+   (``exactly_once``: and seal the state stores - the writes of those same records);
 2. **send**: hand those outputs (changelog records included) to the producer and flush it
    (durable on the broker);
 3. **sinks**: flush the external sinks (at-least-once: only the backlogged ones, unless
    the commit closes tasks) and lower each offset to the first record a sink holds that is
    not durable (see :mod:`aiostreams.engine.external_sink`);
-4. **marks**: note the changelog end offsets for the checkpoint, then flush the state
-   stores;
+4. **marks** (``at_least_once``): note the changelog end offsets for the checkpoint, then
+   flush the state stores;
 5. **commit** the offsets (``exactly_once``: send them to the transaction and commit it -
-   the transaction holds exactly the outputs of the records whose offsets it commits);
-6. **checkpoint**: write the local checkpoint (see :mod:`aiostreams.engine.restore`).
+   the transaction holds exactly the outputs of the records whose offsets it commits -
+   while the changelogs' stable ends are read for the marks);
+6. **checkpoint** (``at_least_once``): write the local checkpoint (see
+   :mod:`aiostreams.engine.restore`); **sealed state** (``exactly_once``): write what step 1
+   sealed to the store files, each with its changelog mark, in one SQLite transaction
+   per store (:mod:`aiostreams.state.changelog_mark`). Only now: a store file never holds
+   a write of a transaction that has not committed. A crash before it leaves the files
+   behind the changelog, and the next owner replays the committed tail from the marks.
 
 Under ``exactly_once`` with no external sink, the groups (one transaction each, see
 :mod:`aiostreams.engine.output_channel`) run these steps concurrently, each under its
@@ -22,7 +29,9 @@ channel's lock: they share no partition, so each only advances its own entries o
 
 Invariants, asserted: a committed offset never moves back; after a full sink flush no sink
 holds a record below the snapshot; nothing is committed past an output whose send failed
-(the failed channel's error is raised before step 5).
+(the failed channel's error is raised before step 5). Under exactly-once no store file is
+written between the snapshot and the transaction's commit (by construction: step 6 is the
+only writer; ``tests/engine/test_exactly_once_crash_points.py`` crashes at every step).
 """
 
 from __future__ import annotations
@@ -176,6 +185,9 @@ class Committer:
         # the channel now was retired before the snapshot; later outputs wait for the next
         # commit (transaction)
         offsets = commit_snapshot(tasks, self.committed)
+        if self._exactly_once:
+            for task in tasks:
+                task.seal_stores()
         trace = commit_trace(tasks)  # with the snapshot: the records it covers
         if trace is None:
             return await self._commit_steps(channel, tasks, consumer, closing, flush_all,
@@ -214,10 +226,15 @@ class Committer:
                 raise AssertionError(f"a sink holds records below {offsets} after a full "
                                      f"flush: {capped}")
             offsets = capped
+        if self._exactly_once:
+            # 5. commit, reading the marks meanwhile; 6. the sealed state
+            marks = await self._commit_reading_marks(channel, tasks, consumer, offsets)
+            advance(self.committed, offsets)
+            for task in tasks:
+                await task.flush_sealed_stores(marks.get(task.task_id, {}))
+            return offsets
         # 4. marks, then the stores
-        checkpoint_now = not self._exactly_once or closing
-        marks = (await self._restorer.changelog_marks(tasks, consumer) if checkpoint_now
-                 else {})
+        marks = await self._restorer.changelog_marks(tasks, consumer)
         for task in tasks:
             await task.flush_stores()
         # 5. commit
@@ -230,6 +247,31 @@ class Committer:
             await self._restorer.write_checkpoints(tasks, marks)
         advance(self.committed, offsets)
         return offsets
+
+    async def _commit_reading_marks(self, channel: OutputChannel, tasks: list[StreamTask],
+                                    consumer: Consumer, offsets: dict[TopicPartition, int]
+                                    ) -> dict[str, dict[TopicPartition, int]]:
+        """Step 5 under exactly-once, with the changelogs' stable ends read at the same
+        time (their round trips overlap). Any stable end read after the snapshot is a
+        mark the sealed writes may carry: everything committed below it is this owner's
+        earlier transactions (in the files) or this transaction (being written); the
+        records of this transaction may lie above it, and are replayed again harmlessly."""
+        reading = asyncio.get_running_loop().create_task(
+            self._restorer.changelog_marks(tasks, consumer))
+        try:
+            if channel.transactional:
+                await self._commit_transaction(channel, offsets)
+        except BaseException:
+            reading.cancel()
+            await asyncio.wait([reading])
+            raise
+        try:
+            return await reading
+        except TransportError as e:
+            # the files keep their older marks: a longer tail to replay, nothing wrong
+            log.warning("worker: reading the changelogs' ends for the store marks failed "
+                        "(%s); the stores are written with their previous marks", e)
+            return {}
 
     async def _commit_transaction(self, channel: OutputChannel,
                                   offsets: dict[TopicPartition, int]) -> None:

@@ -19,9 +19,17 @@ task that was lost (its commit refused, its lease run out) discards its checkpoi
 next owner here restores from the start too. With ``at_least_once`` it is
 written after every commit (outputs and changelog flushed → offsets committed → stores
 flushed → checkpoint); a crash between those steps leaves an older checkpoint, and the
-replay from it re-applies absolute values, which is harmless. With ``exactly_once`` the
-files may hold writes of an aborted transaction, so the checkpoint is deleted when a task
-starts and written only after the final commit of a clean close.
+replay from it re-applies absolute values, which is harmless.
+
+With ``exactly_once`` the checkpoint file is not used (it is deleted when a task starts):
+each store file carries its own **mark** (:mod:`~aiostreams.state.changelog_mark`),
+written in the SQLite transaction that writes the state it speaks for, and a store file
+is written only after the Kafka transaction holding those writes committed
+(:mod:`~aiostreams.engine.committer`, step 6). So a file never holds an aborted write, and
+a persistent store replays the changelog from its mark: after a crash, only the
+committed tail since the last commit. A file without a mark (new, of an older version,
+or of a store the changelog does not match) is wiped and restored from the start. A
+replay's flushes write marks too, so a restore cut short resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from aiostreams.engine.task_state import TaskState
 from aiostreams.errors import StoreFormatError, TaskFailedError
 from aiostreams.state.base import restore_each
+from aiostreams.state.changelog_mark import ChangelogMark, TransactionalStore
 from aiostreams.state.owner_epoch import NO_EPOCH, EpochFence
 from aiostreams.state.store_format import check_records, store_format_of
 from aiostreams.transport.base import Consumer, IsolationLevel, Transport
@@ -65,6 +74,13 @@ RESTORE_FLUSH_BYTES = 64 * 1024 * 1024
 """...or once this many key and value bytes were buffered since its last flush (counted
 per update, so an upper bound of what it holds): memory stays bounded whatever the
 record size."""
+
+
+REPLAY_POLL = 0.1
+"""Seconds a replay's fetch waits for records. Short: the records are all there, and a
+fetch that returns none - the changelog's last records are transaction markers or an
+aborted transaction's, which a read_committed consumer never returns - would otherwise
+hold a tail restore of a few records for the whole wait."""
 
 
 RESTORE_GC_THRESHOLD = 10_000
@@ -158,6 +174,8 @@ class Restorer:
                          else ({}, {}))
         if checkpoint is not None and self._exactly_once:
             checkpoint.delete()
+        if self._exactly_once:
+            saved, epochs = _marks_of(task)
         starts: dict[str, int | None] = {}
         for name, tp in changelogs.items():
             store = task.stores[name]
@@ -244,7 +262,15 @@ class Restorer:
             store, "restore_batch", lambda records: restore_each(store, records))
         distinct: Callable[[], int] | None = (
             (lambda: int(store.pending_writes)) if hasattr(store, "pending_writes") else None)
+
+        def flush(upto: int) -> Any:
+            """The store's flush, marked: the file then holds every record below ``upto``."""
+            if isinstance(store, TransactionalStore):
+                return store.flush(ChangelogMark.at(tp, upto, fence.high))
+            return store.flush()
+
         position = start
+        applied_to = start  # one past the last record buffered
         count = 0
         unflushed = 0  # records since the last flush
         unflushed_bytes = 0
@@ -255,13 +281,15 @@ class Restorer:
         flushing: asyncio.Task[None] | None = None
         try:
             while position < end:
-                records = (await consumer.getmany(1.0)).get(tp)
+                records = (await consumer.getmany(REPLAY_POLL)).get(tp)
                 if records:
                     if records[-1].offset >= end:
                         records = [record for record in records if record.offset < end]
                     check_records(store_format_of(store), name, records)  # before any is applied
                     unflushed_bytes += restore_batch(fence.admitted(records))
                     unflushed += len(records)
+                    if records:
+                        applied_to = records[-1].offset + 1
                 # a fetch of buffered records returns without suspending: let the worker's
                 # other tasks, its fetch loop and its commits run between batches
                 await asyncio.sleep(0)
@@ -270,7 +298,7 @@ class Restorer:
                 if full or unflushed_bytes >= RESTORE_FLUSH_BYTES:
                     if flushing is not None:
                         await flushing
-                    flushing = asyncio.get_running_loop().create_task(store.flush())
+                    flushing = asyncio.get_running_loop().create_task(flush(applied_to))
                     count += unflushed
                     unflushed = unflushed_bytes = 0
                 position = await consumer.position(tp)
@@ -281,7 +309,7 @@ class Restorer:
                     last_log = now
             if flushing is not None:
                 await flushing
-            await store.flush()
+            await flush(end)
             count += unflushed
         finally:
             if flushing is not None and not flushing.done():
@@ -323,3 +351,22 @@ class Restorer:
                 # epoch is the highest any of it carries
                 epochs = dict.fromkeys(offsets, task.owner_epoch)
                 await asyncio.to_thread(checkpoint.write, offsets, epochs)
+
+
+def _marks_of(task: StreamTask) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The offsets and epochs the marks of ``task``'s store files give for their changelog
+    partitions (under exactly-once, in place of the checkpoint's). A mark of another
+    partition than the store's (a file copied from elsewhere) is not trusted."""
+    offsets: dict[TopicPartition, int] = {}
+    epochs: dict[TopicPartition, int] = {}
+    for name, tp in task.changelog_partitions.items():
+        store = task.stores[name]
+        mark = store.changelog_mark if isinstance(store, TransactionalStore) else None
+        if mark is not None and mark.tp == tp:
+            offsets[tp] = mark.offset
+            epochs[tp] = mark.epoch
+        elif mark is not None:
+            log.warning("task %s: the file of store %r is marked for %s, not its changelog "
+                        "partition %s: restoring it from the changelog's start",
+                        task.task_id, name, mark.tp, tp)
+    return offsets, epochs

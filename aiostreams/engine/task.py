@@ -279,6 +279,14 @@ class StreamTask:
     async def flush_stores(self) -> None:
         await self._task_stores.flush()
 
+    def seal_stores(self) -> None:
+        """Set apart the state writes retired so far (exactly-once: with the snapshot)."""
+        self._task_stores.seal()
+
+    async def flush_sealed_stores(self, ends: dict[TopicPartition, int]) -> None:
+        """Write what :meth:`seal_stores` set apart, marked with the changelog ``ends``."""
+        await self._task_stores.flush_sealed(ends)
+
     def __repr__(self) -> str:
         return f"<StreamTask {self.task_id} {self.state.value} in_flight={len(self._rob)}>"
 

@@ -8,7 +8,9 @@ over the overlays; a write lands in the current slot (``CURRENT_SLOT``) and its 
 
 Invariant: a slot's writes reach the store only through :meth:`TaskStores.apply` (at
 retirement, in issue order) or leave the overlays through :meth:`TaskStores.withdraw` (a
-failed attempt); each logged write is followed by exactly one changelog record.
+failed attempt); each logged write is followed by exactly one changelog record. Under
+exactly-once a store's file gets only what :meth:`TaskStores.seal` set apart, once the
+transaction holding it committed (:meth:`TaskStores.flush_sealed`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.runtime.slot import Slot
 from aiostreams.state.base import StateStore, StoreContext
+from aiostreams.state.changelog_mark import ChangelogMark, TransactionalStore
 from aiostreams.state.overlay import StoreOverlay, view_for
 from aiostreams.state.owner_epoch import NO_EPOCH, owner_headers
 from aiostreams.state.store_format import changelog_headers, store_format_of
@@ -78,6 +81,27 @@ class TaskStores:
     async def flush(self) -> None:
         for store in self.stores.values():
             await store.flush()
+
+    def seal(self) -> None:
+        """Set apart every store's writes applied so far (at the commit's snapshot)."""
+        for store in self.stores.values():
+            if isinstance(store, TransactionalStore):
+                store.seal()
+
+    async def flush_sealed(self, ends: dict[TopicPartition, int]) -> None:
+        """Write what :meth:`seal` set apart, each persistent logged store with its mark:
+        its changelog partition's offset in ``ends`` and this owner's epoch (the highest of
+        every record below it: earlier owners' were restored before this one wrote). A
+        store that keeps no file just flushes."""
+        changelogs = self.changelog_partitions
+        for name, store in self.stores.items():
+            if not isinstance(store, TransactionalStore):
+                await store.flush()
+                continue
+            tp = changelogs.get(name)
+            end = ends.get(tp) if tp is not None else None
+            await store.flush_sealed(None if tp is None or end is None
+                                     else ChangelogMark.at(tp, end, self.owner_epoch))
 
     async def close(self) -> None:
         for store in self.stores.values():

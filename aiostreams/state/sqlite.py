@@ -13,6 +13,9 @@ The per-record path never waits for SQLite:
 * ``get`` looks in the LRU read cache, then in the pending writes, then queries the file.
 * ``flush`` (the engine's commit) writes everything pending in one transaction with
   ``executemany``: one commit per flush, never one per record.
+* under exactly-once, ``seal`` (at the commit's snapshot) sets apart what a transaction
+  holds and ``flush_sealed`` (once it committed) writes only that, with the changelog
+  mark, in one SQLite transaction (:mod:`aiostreams.state.changelog_mark`).
 
 Keys are identified by their serialized bytes, in memory as on disk, and ``range`` walks
 them in that byte order (SQLite compares BLOBs with ``memcmp``), merging the pending writes
@@ -25,13 +28,18 @@ Invariants:
 * ``_pending`` holds the writes applied since the last flush began, ``_flushing`` the batch
   being committed; a key's newest write is in ``_pending``, else ``_flushing``, else the
   file;
+* ``_sealed`` is a copy of ``_pending`` taken at ``seal``: a sealed write stays in
+  ``_pending`` until the file holds it, so reads never look at ``_sealed``, and a sealed
+  flush that fails loses nothing (the next seal takes the write again); ``flush`` clears
+  it (it writes newer values of the same keys);
+* the file's ``meta`` row ``changelog`` (``changelog_mark``) is written only in the
+  transaction that writes the data it speaks for;
 * flushes never overlap (``_flush_lock``), so batches reach the file in apply order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 from collections import OrderedDict
@@ -51,15 +59,17 @@ from aiostreams.state.base import (
     StoreStateError,
     restore_each,
 )
+from aiostreams.state.changelog_mark import ChangelogMark, read_mark
 from aiostreams.state.core import StoreCore
 from aiostreams.state.sqlite_file import (
     SCHEMA_VERSION,
     delete_files,
-    in_key_order,
     prepare_file,
     rows_between,
     scalar,
 )
+from aiostreams.state.sqlite_write_back import MISS as _MISS
+from aiostreams.state.sqlite_write_back import Pending, SQLiteWriteBack
 from aiostreams.types import RawRecord
 
 log = logging.getLogger(__name__)
@@ -80,13 +90,10 @@ class _Absent:
 
 
 _ABSENT: Final = _Absent()  # a cached "no such key"
-_MISS: Final = object()  # not in this dict
-
-Pending = dict[bytes, bytes | None]
-"""Serialized key -> serialized value, or None for a delete."""
 
 
-class SQLiteKeyValueStore(StoreCore):
+
+class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
     """Key-value state in a SQLite file, with a pending write-back dict and a read cache.
 
     ``cache_size`` bounds the read cache (entries; 0 disables it). Values read back from the
@@ -114,6 +121,8 @@ class SQLiteKeyValueStore(StoreCore):
         self._db: aiosqlite.Connection | None = None
         self._pending: Pending = {}
         self._flushing: Pending = {}
+        self._sealed: Pending = {}
+        self.changelog_mark: ChangelogMark | None = None
         self._cache: OrderedDict[bytes, Any] = OrderedDict()
         self._flushes = 0  # completed flushes and wipes: a DB read older than one is stale
         self._flush_lock = asyncio.Lock()
@@ -153,6 +162,7 @@ class SQLiteKeyValueStore(StoreCore):
             await self._create_schema(db)
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             await self._load(db)
+            self.changelog_mark = None if created else await read_mark(db)
         except BaseException:
             await db.close()
             raise
@@ -173,6 +183,7 @@ class SQLiteKeyValueStore(StoreCore):
         await self._settle()
         db, self._db = self._db, None
         self._pending = {}
+        self._sealed = {}
         self._cache.clear()
         if db is not None:
             await db.close()
@@ -189,6 +200,7 @@ class SQLiteKeyValueStore(StoreCore):
             delete_files(self.path)
             self._pending = {}
             self._flushing = {}
+            self._sealed = {}
             self._cache.clear()
             self._flushes += 1
             self._reset()
@@ -354,82 +366,6 @@ class SQLiteKeyValueStore(StoreCore):
         on_file = await scalar(db, "SELECT count(*) FROM kv")
         return int(on_file) + sum(1 for v in self._pending.values() if v is not None)
 
-    # -- flush ----------------------------------------------------------------------------
-
-    async def flush(self) -> None:
-        """Commit every pending write in one transaction.
-
-        Cancellation: the transaction itself is shielded and runs to its end (commit, or
-        rollback on error); the cancelled call puts its batch back in front of newer
-        pending writes, so nothing is lost and a later flush writes it (again, harmlessly).
-        On an error the batch is likewise kept for the next flush, and the error raised.
-        """
-        async with self._flush_lock:
-            db = self._require_open()
-            await self._settle()
-            if not self._pending and not self._needs_housekeeping():
-                return
-            batch, self._pending = self._pending, {}
-            self._flushing = batch
-            task = asyncio.get_running_loop().create_task(self._commit(db, batch))
-            task.add_done_callback(_retrieve_exception)
-            self._write_task = task
-            try:
-                await asyncio.shield(task)
-            except BaseException:
-                batch.update(self._pending)  # writes applied meanwhile are newer
-                self._pending = batch
-                raise
-            finally:
-                self._flushing = {}
-            self._flushes += 1
-            self._flushed(batch)
-
-    async def _commit(self, db: aiosqlite.Connection, batch: Pending) -> None:
-        # Lists made here, before the first await: a cancelled flush merges newer writes
-        # into ``batch`` while this transaction still runs. They are sorted on the
-        # store's thread (SQLite inserts keys in B-tree order about 1.5x as fast).
-        puts = [(k, v) for k, v in batch.items() if v is not None]
-        deletes = [(k,) for k, v in batch.items() if v is None]
-        await db.execute("BEGIN")
-        try:
-            if puts:
-                await db.executemany(
-                    "INSERT INTO kv (k, v) VALUES (?, ?) "
-                    "ON CONFLICT (k) DO UPDATE SET v = excluded.v", in_key_order(puts))
-            if deletes:
-                await db.executemany("DELETE FROM kv WHERE k = ?", in_key_order(deletes))
-            await self._housekeep(db)
-            await db.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error, ValueError):
-                await db.execute("ROLLBACK")
-            raise
-
-    def _needs_housekeeping(self) -> bool:
-        """Hook: whether ``flush`` has work besides pending writes (window retention)."""
-        return False
-
-    async def _housekeep(self, db: aiosqlite.Connection) -> None:
-        """Hook: more statements inside the flush transaction."""
-
-    def _flushed(self, batch: Pending) -> None:
-        """Hook: ``batch`` is committed."""
-
-    async def _settle(self) -> None:
-        """Wait for the transaction of a cancelled flush to end (its outcome is known:
-        its batch is back in pending either way)."""
-        task = self._write_task
-        if task is not None and not task.done():
-            await asyncio.wait([task])
-
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name!r} {self.state.value} "
                 f"pending={len(self._pending)} path={self.path}>")
-
-
-def _retrieve_exception(task: asyncio.Task[None]) -> None:
-    # The flush that started the task reports its error; this only marks it as seen
-    # when that flush was cancelled and is no longer there to await it.
-    if not task.cancelled():
-        task.exception()

@@ -49,6 +49,7 @@ from typing import Any, Final, NamedTuple
 from aiostreams.errors import ConfigError
 from aiostreams.serde import JsonSerde, Serde, serde_for
 from aiostreams.state.base import TOMBSTONE, StoreContext, StoreKind, check_store_name
+from aiostreams.state.changelog_mark import ChangelogMark
 from aiostreams.state.core import StoreCore
 from aiostreams.state.key_identity import key_identity
 from aiostreams.state.store_spec import WINDOW_CHANGELOG_EXTRA_RETENTION, StoreSpec
@@ -198,6 +199,7 @@ class VersionedKeyValueStore(StoreCore):
                                      value_serde=cells))
         self._rows.store_format = self.store_format  # its file holds this store's versions
         self.observed_ms = NO_STREAM_TIME
+        self._sealed_ms = NO_STREAM_TIME  # observed_ms when the store was last sealed
         self._trim: list[tuple[int, int, Any]] = []
         self._trim_seq = 0
         self.in_flight = InFlightTimes()
@@ -226,13 +228,54 @@ class VersionedKeyValueStore(StoreCore):
         self._trim.clear()
         self.fresh = True
 
-    async def flush(self) -> None:
+    @property
+    def changelog_mark(self) -> ChangelogMark | None:
+        return self._rows.changelog_mark if isinstance(self._rows, SQLiteWindowStore) else None
+
+    async def flush(self, mark: ChangelogMark | None = None) -> None:
         """Drop the versions no read can see any more, then flush the backend."""
-        cutoff = self.observed_ms - self.history_retention_ms
+        await self._trim_below(self.observed_ms - self.history_retention_ms, sealed=False)
+        await self._flush_rows(mark)
+
+    def seal(self) -> None:
+        """Set apart the versions applied so far (see
+        :class:`~aiostreams.state.changelog_mark.TransactionalStore`)."""
+        self._sealed_ms = self.observed_ms
+        if isinstance(self._rows, SQLiteWindowStore):
+            self._rows.seal()
+
+    async def flush_sealed(self, mark: ChangelogMark | None) -> None:
+        """Write the sealed versions (and ``mark``); then drop what no read can see as
+        of the sealed stream time, leaving alone keys with versions not written yet (they
+        may belong to a transaction that does not commit): those drops go to the next
+        sealed flush."""
+        if isinstance(self._rows, SQLiteWindowStore):
+            await self._rows.flush_sealed(mark)
+        else:
+            await self._rows.flush()
+        await self._trim_below(self._sealed_ms - self.history_retention_ms, sealed=True)
+
+    async def _flush_rows(self, mark: ChangelogMark | None) -> None:
+        if isinstance(self._rows, SQLiteWindowStore):
+            await self._rows.flush(mark)
+        else:
+            await self._rows.flush()
+
+    async def _trim_below(self, cutoff: int, *, sealed: bool) -> None:
+        deferred: list[tuple[int, int, Any]] = []
         while self._trim and self._trim[0][0] <= cutoff:
-            _, _, key = heapq.heappop(self._trim)
-            await self._drop_invisible(key, cutoff)
-        await self._rows.flush()
+            entry = heapq.heappop(self._trim)
+            if sealed and self._has_unwritten(entry[2]):
+                deferred.append(entry)
+                continue
+            await self._drop_invisible(entry[2], cutoff)
+        for entry in deferred:
+            heapq.heappush(self._trim, entry)
+
+    def _has_unwritten(self, key: Any) -> bool:
+        """Whether ``key`` may have versions the file does not hold yet."""
+        rows = self._rows
+        return isinstance(rows, SQLiteWindowStore) and rows.has_pending(self._key_bytes(key))
 
     async def _drop_invisible(self, key: Any, cutoff: int) -> None:
         versions = await self.versions(key)

@@ -17,7 +17,8 @@ import aiosqlite
 from aiostreams.serde import Serde
 from aiostreams.state.base import StoreKind
 from aiostreams.state.memory_window import InMemoryWindowStore
-from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, Pending, SQLiteKeyValueStore
+from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, SQLiteKeyValueStore
+from aiostreams.state.sqlite_write_back import Pending
 from aiostreams.state.window_keys import (
     START_BIAS,
     START_BYTES,
@@ -71,6 +72,7 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         self._pending_by_key: dict[bytes, set[bytes]] = {}
         self._dropped_below: int | None = None  # the cutoff the file was last cleaned to
         self._cleaning_below: int | None = None  # the cutoff of the running flush
+        self._sealed_cutoff: int | None = None  # the cutoff when the store was sealed
 
     @property
     def retained_from(self) -> float:
@@ -105,6 +107,10 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
             self._retention.observe(ms)
             super().restore(composite, value)
             self._note_pending(kb, composite)
+
+    def has_pending(self, kb: bytes) -> bool:
+        """Whether key ``kb`` may have windows written but not flushed."""
+        return bool(self._pending_by_key.get(kb))
 
     def _note_pending(self, kb: bytes, composite: bytes) -> None:
         keys = self._pending_by_key.get(kb)
@@ -196,19 +202,29 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
             if latest is not None:
                 self._retention.observe(START_BYTES.unpack(latest)[0] - START_BIAS)
 
-    def _needs_housekeeping(self) -> bool:
-        cutoff = self._retention.cutoff_ms
+    def _cutoff(self, sealed: bool) -> int | None:
+        """The retention line a flush drops windows below: a sealed flush only the one
+        its writes saw (a later write's stream time may belong to an aborted transaction)."""
+        return self._sealed_cutoff if sealed else self._retention.cutoff_ms
+
+    def _sealing(self) -> None:
+        self._sealed_cutoff = self._retention.cutoff_ms
+
+    def _needs_housekeeping(self, *, sealed: bool) -> bool:
+        cutoff = self._cutoff(sealed)
         return cutoff is not None and (self._dropped_below is None
                                        or cutoff > self._dropped_below)
 
-    async def _housekeep(self, db: aiosqlite.Connection) -> None:
-        cutoff = self._cleaning_below = self._retention.cutoff_ms
+    async def _housekeep(self, db: aiosqlite.Connection, *, sealed: bool) -> None:
+        cutoff = self._cleaning_below = self._cutoff(sealed)
         if cutoff is not None:
             await db.execute("DELETE FROM kv WHERE substr(k, -8) < ?",
                              (START_BYTES.pack(cutoff + START_BIAS),))
 
     def _flushed(self, batch: Pending) -> None:
-        self._dropped_below = self._cleaning_below
+        cleaned = self._cleaning_below
+        if cleaned is not None and (self._dropped_below is None or cleaned > self._dropped_below):
+            self._dropped_below = cleaned
         by_key = self._pending_by_key
         for composite in batch:
             if composite in self._pending:
@@ -227,6 +243,7 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         self._pending_by_key = {}
         self._dropped_below = None
         self._cleaning_below = None
+        self._sealed_cutoff = None
 
 
 _GONE: Final = object()

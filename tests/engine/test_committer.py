@@ -114,7 +114,8 @@ async def rig(*, exactly_once: bool) -> Rig:
     for obj, names in ((channel.producer, ("send_batch", "flush", "begin_transaction",
                                            "send_offsets_to_transaction",
                                            "commit_transaction")),
-                       (consumer, ("commit",)), (task, ("flush_stores",))):
+                       (consumer, ("commit",)),
+                       (task, ("flush_stores", "flush_sealed_stores"))):
         for name in names:
             spy(steps, obj, name, lambda name=name: hooks.get(name, lambda: None)())
     return Rig(broker, consumer, channel, committer, task, seq, steps, hooks)
@@ -146,8 +147,10 @@ async def test_exactly_once_commits_outputs_and_offsets_in_one_transaction() -> 
 
     r.hooks["commit_transaction"] = at_commit_point
     assert await r.commit() == {IN: 2}
-    assert r.steps == ["begin_transaction", "send_batch", "flush", "flush_stores",
-                       "send_offsets_to_transaction", "commit_transaction"]
+    # the state stores are written only once the transaction committed
+    assert r.steps == ["begin_transaction", "send_batch", "flush",
+                       "send_offsets_to_transaction", "commit_transaction",
+                       "flush_sealed_stores"]
     assert seen_before_commit == [(None, 0)]  # neither offsets nor outputs before it
     assert r.broker.committed("app", IN) == 2
     assert (await reader.end_offsets([OUT]))[OUT] == 2

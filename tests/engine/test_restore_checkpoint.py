@@ -16,6 +16,7 @@ from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState
 from aiostreams.runtime.clock import LoopClock
 from aiostreams.serde import LongSerde, StrSerde
+from aiostreams.state.changelog_mark import ChangelogMark
 from aiostreams.state.checkpoint import Checkpoint
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.topic import Topic
@@ -35,11 +36,11 @@ class GatedSQLiteStore(SQLiteKeyValueStore):
         self.gate = gate
         self.waiting = waiting
 
-    async def flush(self) -> None:
+    async def flush(self, mark: ChangelogMark | None = None) -> None:
         if self.gate is not None:
             self.waiting.set()
             await self.gate.wait()
-        await super().flush()
+        await super().flush(mark)
 
 
 class Noop(Processor[str, str]):

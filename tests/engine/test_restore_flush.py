@@ -14,6 +14,7 @@ from aiostreams.engine import restore as restore_module
 from aiostreams.engine.restore import Restorer
 from aiostreams.serde import BytesSerde
 from aiostreams.state.base import StoreContext
+from aiostreams.state.changelog_mark import ChangelogMark
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import OutgoingRecord, TopicPartition
@@ -29,10 +30,10 @@ class CountingStore(SQLiteKeyValueStore):
         super().__init__("s", BytesSerde(), BytesSerde())
         self.flushed: list[int] = []
 
-    async def flush(self) -> None:
+    async def flush(self, mark: ChangelogMark | None = None) -> None:
         if self.pending_writes:
             self.flushed.append(self.pending_writes)
-        await super().flush()
+        await super().flush(mark)
 
 
 async def replay(tmp_path: Path, updates: int, keys: int) -> CountingStore:

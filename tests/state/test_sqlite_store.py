@@ -251,7 +251,7 @@ async def test_failed_flush_keeps_its_writes_for_the_next_flush(
     store = await open_store(SQLiteKeyValueStore, "s", StrSerde())
     store.apply("a", 1)
 
-    async def disk_full(db: aiosqlite.Connection) -> None:
+    async def disk_full(db: aiosqlite.Connection, *, sealed: bool) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(store, "_housekeep", disk_full)
@@ -272,10 +272,10 @@ async def test_cancelled_flush_loses_no_write_and_never_reorders_them(
     release = asyncio.Event()
     original = store._housekeep
 
-    async def slow(db: aiosqlite.Connection) -> None:
+    async def slow(db: aiosqlite.Connection, *, sealed: bool) -> None:
         entered.set()
         await release.wait()
-        await original(db)
+        await original(db, sealed=sealed)
 
     monkeypatch.setattr(store, "_housekeep", slow)
     store.apply("a", "first")

@@ -1,0 +1,379 @@
+"""Exactly-once state survives a crash at every point of a commit, and replays only the tail.
+
+A task with three persistent logged stores (key-value counts, window counts, a versioned
+store) commits one transaction cleanly, then is "killed" at one point of its second commit:
+the state directory is copied as it is on disk at that moment (what `kill -9` leaves; the
+SQLite WAL included, so a SQLite transaction under way is in the image uncommitted) and
+the commit stops there. A new owner (same memory broker: it fences the old producer, whose
+open transaction is dropped) restores from that image and must hold exactly the state of
+the records whose offsets the group committed - never a write of the transaction that did
+not commit - having replayed no more than the second transaction's changelog records. It
+then processes the rest, and its state equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from taskkit import raw, str_topic
+
+import aiostreams.state.sqlite_write_back as write_back
+from aiostreams import Processor, Record
+from aiostreams.engine.committer import Committer
+from aiostreams.engine.output_router import OutputRouter
+from aiostreams.engine.restore import Restorer
+from aiostreams.engine.task import StreamTask, TaskSettings
+from aiostreams.engine.task_lifecycle import TaskFactory
+from aiostreams.engine.topic_plan import changelog_names
+from aiostreams.runtime.clock import ManualClock
+from aiostreams.state.changelog_mark import ChangelogMark, write_mark
+from aiostreams.state.declarations import kv_store, window_store
+from aiostreams.state.owner_epoch import owner_headers
+from aiostreams.state.versioned import versioned_store
+from aiostreams.testing import settle
+from aiostreams.topology.topology import Topology
+from aiostreams.transport.base import Consumer
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+
+APP = "app"
+IN = TopicPartition("in", 0)
+FIRST, SECOND, REST = 40, 10, 15  # records in the first commit, the killed one, after
+KEYS = 7
+WINDOW = 10.0
+STORES = 3
+
+
+class Killed(BaseException):
+    """The process died here (nothing after this point runs)."""
+
+
+class Progress:
+    """How many records the processor finished; :attr:`reached` is set at :attr:`target`."""
+
+    def __init__(self) -> None:
+        self.finished = 0
+        self.target = 0
+        self.reached = asyncio.Event()
+
+    def expect(self, more: int) -> None:
+        self.target = self.finished + more
+        self.reached.clear()
+
+    def finish(self) -> None:
+        self.finished += 1
+        if self.finished >= self.target:
+            self.reached.set()
+
+
+class WriteAll(Processor[str, str]):
+    """Per record: its key's count, its key's count in its 10-s window, and its value as a
+    version of its key at its timestamp."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    async def process(self, record: Record[str, str]) -> None:
+        try:
+            await self.write(record)
+        finally:
+            self.progress.finish()
+
+    async def write(self, record: Record[str, str]) -> None:
+        ctx = self.context
+        counts = ctx.store("counts")
+        counts.put(record.key, (await counts.get(record.key) or 0) + 1)
+        windows = ctx.store("windows")
+        start = record.timestamp // WINDOW * WINDOW
+        windows.put(record.key, start, (await windows.get(record.key, start) or 0) + 1)
+        await ctx.store("versions").put(record.key, record.value, record.timestamp)
+
+
+def topology(progress: Progress | None = None) -> Topology:
+    shared = progress or Progress()
+    return (Topology().add_source("src", str_topic("in"))
+            .add_processor("write", lambda: WriteAll(shared), "src")
+            .add_store(kv_store("counts", persistent=True, key_serde=str, value_serde=int),
+                       "write")
+            .add_store(window_store("windows", retention=1e6, persistent=True,
+                                    key_serde=str, value_serde=int), "write")
+            .add_store(versioned_store("versions", history_retention=1e6, persistent=True,
+                                       key_serde=str, value_serde=str), "write"))
+
+
+def inputs() -> list[RawRecord]:
+    return [raw("in", 0, i, f"k{i % KEYS}", f"v{i}", timestamp=100.0 + 3 * i)
+            for i in range(FIRST + SECOND + REST)]
+
+
+Expected = tuple[dict[str, int], dict[tuple[str, float], int], dict[str, list[tuple[int, str]]]]
+
+
+def oracle(records: list[RawRecord]) -> Expected:
+    """The three stores after a serial run of ``records``."""
+    counts: Counter[str] = Counter()
+    windows: Counter[tuple[str, float]] = Counter()
+    versions: dict[str, list[tuple[int, str]]] = {}
+    for r in records:
+        assert r.key is not None and r.value is not None
+        key = r.key.decode()
+        counts[key] += 1
+        windows[(key, r.timestamp // WINDOW * WINDOW)] += 1
+        versions.setdefault(key, []).append((round(r.timestamp * 1000), r.value.decode()))
+    return dict(counts), dict(windows), versions
+
+
+async def contents(task: StreamTask) -> Expected:
+    counts = {k: v async for k, v in task.stores["counts"].range(None, None)}
+    window_store: Any = task.stores["windows"]
+    windows = {k: v async for k, v in window_store.fetch_all(-1e12, 1e12)}
+    versioned: Any = task.stores["versions"]
+    versions = {f"k{i}": await versioned.versions(f"k{i}") for i in range(KEYS)}
+    return counts, windows, {k: v for k, v in versions.items() if v}
+
+
+class _Listener:
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        pass
+
+
+@dataclass
+class Owner:
+    """One process owning the task: its consumer, producer (channel), task and commit."""
+
+    consumer: Consumer
+    router: OutputRouter
+    task: StreamTask
+    restorer: Restorer
+    committer: Committer
+    position: int
+    progress: Progress
+
+    async def process(self, records: list[RawRecord]) -> None:
+        self.progress.expect(len(records))
+        self.task.enqueue(IN, records)
+        self.task.pump()
+        async with asyncio.timeout(10.0):  # a bound that fails a broken build, not a wait
+            await self.progress.reached.wait()
+        await settle()  # the pump each finished record scheduled retires it
+        assert self.task.committable().get(IN) == records[-1].offset + 1
+
+    async def commit(self) -> None:
+        channel = self.router.channel_of(self.task.task_id)
+        _, lost = await self.committer.commit([(channel, [self.task])], self.consumer,
+                                              closing=False, flush_all=True)
+        assert lost == []
+
+    async def stop(self) -> None:
+        await self.task.close()
+        await self.router.close(self.task.task_id)  # an open transaction is aborted
+        await self.router.stop(lambda: 5.0)
+        await self.consumer.stop()
+
+
+async def start_owner(broker: MemoryBroker, state_dir: Path) -> Owner:
+    """What a worker does when it gets the task: fence the old producer, open the stores,
+    restore them, start from the group's committed offset."""
+    transport = MemoryTransport(broker)
+    consumer = transport.consumer(APP)
+    await consumer.start()
+    consumer.subscribe(["in"], _Listener())
+    await consumer.getmany(0.0)
+    assert consumer.assignment() == {IN}
+    router = OutputRouter(transport, app_id=APP, client_id="t", exactly_once=True, sinks={},
+                          request_commit=lambda: None)
+    await router.start()
+    progress = Progress()
+    top = topology(progress)
+    make = TaskFactory(APP, TaskSettings(), top.topics, ManualClock(), emit=router.emit,
+                       on_failed=lambda t, e: None, request_commit=lambda: None,
+                       node_retry={}, state_dir=state_dir)
+    task = make(top.build()[0], 0, [IN])
+    task.owner_epoch = consumer.generation
+    await router.open(task.task_id)
+    await task.open_stores()
+    restorer = Restorer(transport, exactly_once=True, state_dir=state_dir)
+    await restorer.restore(task)
+    await task.initialize()
+    position = await consumer.committed(IN) or 0
+    task.seed_position(IN, position)
+    committer = Committer(app_id=APP, exactly_once=True, restorer=restorer, sinks={})
+    committer.committed[IN] = position
+    return Owner(consumer, router, task, restorer, committer, position, progress)
+
+
+def new_broker() -> MemoryBroker:
+    broker = MemoryBroker()
+    broker.create_topic("in", 1)
+    for changelog in changelog_names(APP, topology().build()[0]).values():
+        broker.create_topic(changelog, 1)
+    broker.append((record_of(r), 0) for r in inputs())
+    return broker
+
+
+def record_of(r: RawRecord) -> OutgoingRecord:
+    return OutgoingRecord("in", r.key, r.value, r.timestamp)
+
+
+def kill_at(point: str, owner: Owner, monkeypatch: pytest.MonkeyPatch,
+            image: Callable[[], object]) -> None:
+    """Make ``owner``'s next commit take the crash image and die at ``point``."""
+    def die() -> None:
+        image()
+        raise Killed(point)
+
+    producer = owner.router.channel_of(owner.task.task_id).producer
+    if point.startswith("before "):
+        name = point.removeprefix("before ")
+        target: Any = owner.task if name == "flush_sealed_stores" else producer
+        real = getattr(target, name)
+
+        async def before(*args: Any, **kwargs: Any) -> Any:
+            die()
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(target, name, before)
+    elif point == "after commit_transaction":
+        real_commit = producer.commit_transaction
+
+        async def after() -> None:
+            await real_commit()
+            die()
+
+        monkeypatch.setattr(producer, "commit_transaction", after)
+    elif point == "inside the first store's SQLite transaction":
+        async def marked(db: Any, mark: ChangelogMark) -> None:
+            await write_mark(db, mark)
+            die()  # the data and the mark are written, the COMMIT is not
+
+        monkeypatch.setattr(write_back, "write_mark", marked)
+    elif point == "after flush_sealed_stores":
+        real_flush = owner.task.flush_sealed_stores
+
+        async def flushed(ends: dict[TopicPartition, int]) -> None:
+            await real_flush(ends)
+            die()
+
+        monkeypatch.setattr(owner.task, "flush_sealed_stores", flushed)
+    else:
+        raise AssertionError(point)
+
+
+CRASH_POINTS = [
+    "before send_batch",
+    "before flush",
+    "before send_offsets_to_transaction",
+    "before commit_transaction",
+    "after commit_transaction",
+    "inside the first store's SQLite transaction",
+    "before flush_sealed_stores",
+    "after flush_sealed_stores",
+]
+COMMITTED = {"after commit_transaction", "inside the first store's SQLite transaction",
+             "before flush_sealed_stores", "after flush_sealed_stores"}
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+async def test_a_crash_at_any_point_of_a_commit_leaves_no_aborted_write_and_replays_the_tail(
+        point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = new_broker()
+    records = inputs()
+    live, image_dir = tmp_path / "live", tmp_path / "image"
+    first = await start_owner(broker, live)
+    await first.process(records[:FIRST])
+    await first.commit()
+    await first.process(records[FIRST:FIRST + SECOND])
+    kill_at(point, first, monkeypatch, lambda: shutil.copytree(live, image_dir))
+    with pytest.raises(Killed):
+        await first.commit()
+    monkeypatch.undo()
+    await first.stop()  # what the dead process held goes (its files are in the image)
+
+    second = await start_owner(broker, image_dir)
+    try:
+        committed = FIRST + SECOND if point in COMMITTED else FIRST
+        assert second.position == committed
+        assert await contents(second.task) == oracle(records[:committed])
+        # the tail only: at most the killed transaction's changelog records, never the
+        # first commit's again
+        tail = STORES * SECOND if point in COMMITTED else 0
+        assert second.restorer.restored_records <= tail
+        if point != "after flush_sealed_stores" and point in COMMITTED:
+            assert second.restorer.restored_records == tail
+        await second.process(records[committed:])
+        await second.commit()
+        assert await contents(second.task) == oracle(records)
+    finally:
+        await second.stop()
+
+
+async def test_a_replay_from_the_mark_skips_a_deposed_owners_late_record(
+        tmp_path: Path) -> None:
+    """The mark carries its writer's owner epoch: a record a deposed owner (a lower epoch)
+    appended after it is skipped by the replay from it, as a checkpoint's epoch did."""
+    broker = new_broker()
+    records = inputs()
+    first = await start_owner(broker, tmp_path)
+    await first.process(records[:FIRST])
+    await first.commit()
+    epoch = first.task.owner_epoch
+    assert epoch >= 0
+    counts = first.task.stores["counts"]
+    changelog = first.task.changelog_partitions["counts"]
+    key, value = counts.changelog_record("k0", 999)
+    await first.stop()
+    broker.append([(OutgoingRecord(changelog.topic, key, value, None,
+                                   owner_headers(epoch - 1)), 0)])
+    second = await start_owner(broker, tmp_path)
+    try:
+        assert second.restorer.restored_records == 1  # the late record was read ...
+        assert (await contents(second.task))[0] == oracle(records[:FIRST])[0]  # ... not applied
+    finally:
+        await second.stop()
+
+
+LATE = 5  # records that retire while the second commit is under way
+
+
+@pytest.mark.parametrize("point", sorted(COMMITTED))
+async def test_writes_retired_during_a_commit_never_reach_the_file_with_it(
+        point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records that retire while a commit is under way (after its snapshot) belong to the
+    next transaction: however the commit ends, the file holds none of their writes."""
+    broker = new_broker()
+    records = inputs()
+    live, image_dir = tmp_path / "live", tmp_path / "image"
+    first = await start_owner(broker, live)
+    await first.process(records[:FIRST])
+    await first.commit()
+    await first.process(records[FIRST:FIRST + SECOND])
+    producer = first.router.channel_of(first.task.task_id).producer
+    send_offsets = producer.send_offsets_to_transaction
+
+    async def late_records_then_offsets(*args: Any, **kwargs: Any) -> None:
+        await first.process(records[FIRST + SECOND:FIRST + SECOND + LATE])
+        await send_offsets(*args, **kwargs)
+
+    monkeypatch.setattr(producer, "send_offsets_to_transaction", late_records_then_offsets)
+    kill_at(point, first, monkeypatch, lambda: shutil.copytree(live, image_dir))
+    with pytest.raises(Killed):
+        await first.commit()
+    monkeypatch.undo()
+    await first.stop()
+
+    second = await start_owner(broker, image_dir)
+    try:
+        assert second.position == FIRST + SECOND
+        assert await contents(second.task) == oracle(records[:FIRST + SECOND])
+    finally:
+        await second.stop()
