@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -43,11 +44,14 @@ CHECKPOINT_VERSION: Final = 2
 
 
 class Checkpoint:
-    """The checkpoint file at ``path``."""
+    """The checkpoint file at ``path``. Writes (and deletes) of one instance are serialized:
+    a write still running in a thread when its caller was cancelled (``asyncio.to_thread``
+    cannot stop it) finishes before the next one starts, so two never share the temp file."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._tmp = self.path.with_name(self.path.name + ".tmp")
+        self._writing = threading.Lock()
 
     def read(self) -> dict[TopicPartition, int]:
         """The saved offsets; ``{}`` when the file is missing or unusable (logged)."""
@@ -109,6 +113,10 @@ class Checkpoint:
                                for tp, epoch in (epochs or {}).items() if tp in offsets)
         data = orjson.dumps({"version": CHECKPOINT_VERSION, "offsets": entries,
                              "epochs": epoch_entries})
+        with self._writing:
+            self._replace_with(data)
+
+    def _replace_with(self, data: bytes) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -128,8 +136,9 @@ class Checkpoint:
 
     def delete(self) -> None:
         """Remove the file (and a leftover temp file); nothing happens when there is none."""
-        self.path.unlink(missing_ok=True)
-        self._tmp.unlink(missing_ok=True)
+        with self._writing:
+            self.path.unlink(missing_ok=True)
+            self._tmp.unlink(missing_ok=True)
         _fsync_dir(self.path.parent)
 
     def __repr__(self) -> str:

@@ -106,7 +106,8 @@ class LocalCopy:
     async def save(self, offsets: dict[int, int]) -> None:
         """Flush the rows, then checkpoint ``offsets`` (one past the last record applied
         per partition). Cancellation: the flush completes or is redone by the next save;
-        the checkpoint is then not written."""
+        a checkpoint write already in its thread still completes (before any later one:
+        :class:`~aiostreams.state.checkpoint.Checkpoint` serializes them)."""
         snapshot = {TopicPartition(self.topic, p): o for p, o in offsets.items()}
         await self.rows.flush()
         await asyncio.to_thread(self.checkpoint.write, snapshot)
