@@ -10,7 +10,7 @@ Deselect them with ``-m "not kafka"`` on a machine without Java and Maven.
 
 ``make test`` runs the suite on several processes (pytest-xdist, ``-n N --dist loadgroup``):
 each worker process starts its own broker on first use, as a single process does; the tests
-that share a process-wide server (Spark, the oracle's JVM, the schema registry) stay on one
+that share a process-wide server (Spark and its clusters, the schema registry) stay on one
 worker (tests/support/suite_scheduling.py).
 """
 
