@@ -4,6 +4,10 @@
 # Both install what they need into .venv first (Python packages; `test` also the Kafka jars).
 
 PYTHON ?= python3
+# pytest's worker processes in `make test` (pytest-xdist; tests/support/suite_scheduling.py
+# says which tests share one). Most of the suite waits on brokers, JVMs and worker
+# processes, so more workers than cores pays; TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
@@ -31,7 +35,7 @@ typecheck: install
 
 unit: install
 	$(BIN)/python -m aiostreams.localkafka fetch
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # The compatibility run: a representative set of broker tests on the Kafka release the
 # suite's broker does not run (aiostreams/localkafka/releases.py; the suite: 3.9.1).

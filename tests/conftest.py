@@ -13,18 +13,22 @@ Deselect them with ``-m "not kafka"`` on a machine without Java and Maven.
 
 ``make test`` runs the suite on several processes (pytest-xdist, ``-n N --dist loadgroup``):
 each worker process starts its own broker on first use, as a single process does; the tests
-that share a process-wide server (Spark, the oracle's JVM, the schema registry) stay on one
+that share a process-wide server (Spark and its clusters, the schema registry) stay on one
 worker (tests/support/suite_scheduling.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from hypothesis import settings
 
 from aiostreams.localkafka import LocalKafka
@@ -56,7 +60,32 @@ def kafka_bootstrap() -> Iterator[str]:
         yield configured
         return
     with LocalKafka() as kafka:
+        # a thread of its own: this fixture may be set up while a test's loop runs
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(asyncio.run, _until_groups_are_coordinated(kafka.bootstrap)).result()
         yield kafka.bootstrap
+
+
+async def _until_groups_are_coordinated(bootstrap: str, timeout: float = 60.0) -> None:
+    """Return once the broker names a coordinator for groups. A new broker creates its
+    offsets topic on the first such request and answers "not available" until it has; in
+    one process the first tests made that request long before a test needed it, on several
+    workers each has a new broker (``aiostreams store-upgrade`` then fails on its group
+    check: it does not retry)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    await admin.find_coordinator("aiostreams-tests-probe")
+                    return
+                except KafkaError as error:
+                    if not error.retriable:
+                        raise
+                await asyncio.sleep(0.2)  # polling the broker: nothing announces it
+    finally:
+        await admin.close()
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ pytest-xdist hands out *work units*; all tests of a unit run on one worker, one 
 other. Here a unit is:
 
 * a whole directory of :data:`SHARED` (``tests/spark``: the process's one SparkSession and
-  the standalone clusters, one at a time; ``tests/oracle``: one Kafka Streams JVM a session;
-  ``tests/registry``: one Apicurio registry a session), so each server starts once, on one
-  worker, as in a run on one process;
+  the standalone clusters, one at a time; ``tests/registry``: one Apicurio registry a
+  session), so each server starts once, on one worker, as in a run on one process;
 * a whole module of :data:`BY_MODULE` (``tests/chaos``: a module's tests share its
-  module-scoped broker and run one after another, as their timing bounds were measured);
+  module-scoped broker; ``tests/oracle``: a worker running oracle modules starts one Kafka
+  Streams JVM for them, at most one a worker);
 * any other test on its own.
 
 Units start longest first (:data:`FIRST`, then by number of tests), so the long ones do not
@@ -27,8 +27,8 @@ from __future__ import annotations
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
-SHARED = ("tests/spark/", "tests/oracle/", "tests/registry/")
-BY_MODULE = ("tests/chaos/",)
+SHARED = ("tests/spark/", "tests/registry/")
+BY_MODULE = ("tests/chaos/", "tests/oracle/")
 FIRST = ("tests/spark/", "tests/chaos/", "tests/oracle/", "tests/registry/")
 """Prefixes of the units handed out first, in this order (the longest ones)."""
 
