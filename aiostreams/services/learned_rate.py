@@ -72,6 +72,9 @@ IN_USE = 0.8
 MIN_RATE = 0.1
 """The lowest rate (calls/s): one call every 10 s still tells the service is back."""
 
+EPSILON = 1e-6
+"""Seconds below which a wait is none (float time has no finer grain near 1e9 s)."""
+
 BACKOFF_START = 0.05
 """Seconds dispatch pauses after a slow-down without ``Retry-After``, doubling while
 calls sent after the last pause are refused and none accepted...
@@ -102,7 +105,6 @@ class LearnedRate:
         self._backoff = 0.0
         self._backoff_at = -math.inf
         self._start = now
-        self._paused = 0.0
         self._taken = 0
         self._accepted = 0
         self._refused = 0
@@ -121,7 +123,10 @@ class LearnedRate:
         pace = self.pace(now)
         self._refill(now, pace)
         token = 0.0 if pace is None or self._tokens >= 1.0 else (1.0 - self._tokens) / pace
-        return max(0.0, pause, token)
+        wait = max(0.0, pause, token)
+        # below a microsecond is now: at a monotonic clock of 1e9 s, now + 1e-7 == now, and
+        # a timer set that close would find the same wait again, for ever
+        return wait if wait >= EPSILON else 0.0
 
     def take(self, now: float) -> None:
         """A call goes out now (after :meth:`wait` said 0)."""
@@ -149,7 +154,7 @@ class LearnedRate:
             # nothing is accepted (a service refusing everything is not pacing us)
             self._backoff = min(BACKOFF_MAX, max(BACKOFF_START, 2 * self._backoff))
             self._backoff_at = now
-            self._pause_until(now, now + self._backoff, own=True)
+            self._pause_until(now + self._backoff)
         if dispatched_at >= self._last_cut and not self.told and (
                 self.rate is None or self._accepted_since_cut):
             self._cut(now)
@@ -160,24 +165,21 @@ class LearnedRate:
         self._at = max(self._at, now)
         assert self._tokens <= 1.0
 
-    def _pause_until(self, now: float, until: float, own: bool = False) -> None:
-        """Pause dispatch until ``until``. An ``own`` pause (a backoff) does not count in
-        the period's length; one the service asked for does (a server that says "retry
-        after the window resets" accepts its rate over the whole window)."""
-        if until > self.paused_until:
-            if own:
-                self._paused += until - max(now, self.paused_until)
-            self.paused_until = until
+    def _pause_until(self, until: float) -> None:
+        """Pause dispatch until ``until``. Paused time counts in the period's length: a
+        server that says "retry after the window resets" accepts its rate over the whole
+        window, and the backoff's own pauses are short."""
+        self.paused_until = max(self.paused_until, until)
 
     def _heed(self, now: float, hint: RateHint) -> None:
         if hint.retry_after is not None:
-            self._pause_until(now, now + hint.retry_after)
+            self._pause_until(now + hint.retry_after)
         if hint.limit is not None and hint.window:
             self.rate = self.ceiling = max(MIN_RATE, hint.limit / hint.window)
             self.told = True
         if hint.remaining is not None and hint.reset_after is not None:
             if hint.remaining < 1.0:
-                self._pause_until(now, now + hint.reset_after)
+                self._pause_until(now + hint.reset_after)
             elif hint.reset_after > 0:
                 self._cap = max(MIN_RATE, hint.remaining / hint.reset_after)
                 self._cap_until = now + hint.reset_after
@@ -201,10 +203,12 @@ class LearnedRate:
 
     def _roll(self, now: float) -> None:
         """End the period if it is due (see the module docstring)."""
-        duration = now - self._start - self._paused
-        if now - self._start < PERIOD or self._accepted + self._refused < MIN_PERIOD_CALLS:
+        duration = now - self._start
+        if duration < PERIOD or self._accepted + self._refused < MIN_PERIOD_CALLS:
             return
-        if self._refused and not self.told:
+        if self._refused and not self._accepted:
+            pass  # refused everything: down, not pacing us (the backoff paces this)
+        elif self._refused and not self.told:
             self.ceiling = max(MIN_RATE, self._accepted / duration)
             self.rate = max(MIN_RATE, self.ceiling * (1 - MARGIN))
             self._probing = 0
@@ -223,5 +227,4 @@ class LearnedRate:
                         self.upper = None  # passed without a refusal: stale
         self._start = now
         self._taken = self._accepted = self._refused = 0
-        self._paused = 0.0
         assert self.rate is None or self.rate >= MIN_RATE
