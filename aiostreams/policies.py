@@ -95,10 +95,8 @@ class Retry:
         ``retry_on`` lists it."""
         if attempts_made >= self.attempts or isinstance(error, DeserializationError):
             return False
-        told = getattr(error, _RETRYABLE_MARK, None)
-        if told is not None:
-            return bool(told)
-        return isinstance(error, self.retry_on)
+        told = marked_retryable(error)
+        return told if told is not None else isinstance(error, self.retry_on)
 
     def delay(self, attempts_made: int, rng: Callable[[], float] = random.random) -> float:
         """Seconds to wait before attempt ``attempts_made + 1``."""
@@ -119,7 +117,16 @@ def mark_retryable(error: BaseException, retryable: bool | None) -> None:
     setattr(error, _RETRYABLE_MARK, retryable)
 
 
+def marked_retryable(error: BaseException) -> bool | None:
+    """What :func:`mark_retryable` said of ``error`` (None: nothing, or let retry_on
+    decide): a marked error came from a service's call and is that call's, not the
+    attempt's (a call's own timeout is no processing timeout)."""
+    told = getattr(error, _RETRYABLE_MARK, None)
+    return None if told is None else bool(told)
+
+
 NO_RETRY = Retry()
 """The default: one attempt, no retry."""
 
-__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry", "mark_retryable"]
+__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry", "mark_retryable",
+           "marked_retryable"]

@@ -25,7 +25,7 @@ from aiostreams.engine.failure import Action, dead_letter_record, decide
 from aiostreams.engine.reorder_buffer import Slot, SlotKind, SlotState
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings
 from aiostreams.engine.task_stores import TaskStores
-from aiostreams.policies import Retry
+from aiostreams.policies import Retry, marked_retryable
 
 log = logging.getLogger("aiostreams.task")
 
@@ -51,7 +51,8 @@ class Recovery:
         """``slot``'s attempt raised ``error`` (not a cancellation)."""
         TaskStores.withdraw(slot)
         slot.reset_buffers()
-        if isinstance(error, TimeoutError) and self._attempt_timeout is not None:
+        if isinstance(error, TimeoutError) and self._attempt_timeout is not None \
+                and marked_retryable(error) is None:  # a service call's timeout is its own
             error = TimeoutError(
                 f"processing took longer than its {self._attempt_timeout}s timeout "
                 "(processing_timeout / Retry.timeout)"
