@@ -94,3 +94,9 @@ def test_a_slow_down_never_counts_as_an_attempt(refusals: list[float | None]) ->
         assert service.held == 0 and service.stats.held_total == (1 if refusals else 0)
 
     asyncio.run(scenario())
+
+
+def test_the_rate_follows_a_server_that_doubles_its_rate() -> None:
+    server = RateBoundServer(rate=lambda t: 50.0 if t < 20 else 100.0, burst=10.0, seed=2)
+    seconds = server.run(LearnedRate(0.0), 60.0)
+    assert throughput(seconds[40:]) >= 0.9 * 100  # probed past the stale ceiling
