@@ -24,9 +24,12 @@ spread evenly, at the learned ``rate``):
   dispatch until then; ``RateLimit-Remaining: 0`` pauses until the reset; remaining calls
   over the seconds to the reset cap the pace until the reset; a policy (``limit`` per
   ``window``) is the rate, not probed past;
-- a slow-down without ``Retry-After`` pauses dispatch ``BACKOFF_START`` seconds, doubling
-  while calls sent after the pause are refused, up to ``BACKOFF_MAX`` (an accepted answer
-  resets it).
+- a cut never goes below what the service accepted over the last ``PERIOD`` (it took
+  that much): a service that refuses beyond a *concurrency* keeps its throughput, and its
+  concurrency limit does the work;
+- a slow-down without ``Retry-After``, when nothing was accepted for a ``PERIOD``, pauses
+  dispatch ``BACKOFF_START`` seconds, doubling while calls sent after the pause are
+  refused, up to ``BACKOFF_MAX`` (an accepted answer resets it).
 
 A pure state machine on explicit times (tests drive it with no clock; the service's
 :class:`~aiostreams.services.dispatch_gate.DispatchGate` asks it when the next call may go).
@@ -38,6 +41,7 @@ tokens never exceed one.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from aiostreams.services.contract import RateHint
 
@@ -76,10 +80,8 @@ EPSILON = 1e-6
 """Seconds below which a wait is none (float time has no finer grain near 1e9 s)."""
 
 BACKOFF_START = 0.05
-"""Seconds dispatch pauses after a slow-down without ``Retry-After``, doubling while
-calls sent after the last pause are refused and none accepted...
-
-"""
+"""Seconds dispatch pauses after a slow-down without ``Retry-After`` when nothing was
+accepted for a period, doubling while calls sent after the last pause are refused..."""
 
 BACKOFF_MAX = 2.0
 """...up to this (then one call every 2 s sees whether the service takes calls again)."""
@@ -102,6 +104,8 @@ class LearnedRate:
         self._probing = 0
         self.upper: float | None = None  # the pace of the last refusal
         self._accepted_since_cut = 0
+        self._accepted_at: deque[float] = deque()  # answers accepted in the last PERIOD
+        self._flights: deque[tuple[float, int]] = deque()  # (time, calls out), falling
         self._backoff = 0.0
         self._backoff_at = -math.inf
         self._start = now
@@ -136,22 +140,41 @@ class LearnedRate:
             self._tokens -= 1.0
         self._taken += 1
 
-    def on_answer(self, now: float, hint: RateHint) -> None:
-        """The service accepted a call (any answer but a slow-down)."""
+    def on_answer(self, now: float, hint: RateHint, in_flight: int = 0) -> None:
+        """The service accepted a call (any answer but a slow-down) sent with
+        ``in_flight`` calls out."""
+        flights = self._flights  # a monotonic deque: its head is the window's maximum
+        while flights and flights[-1][1] <= in_flight:
+            flights.pop()
+        flights.append((now, in_flight))
         self._roll(now)
         self._accepted += 1
         self._accepted_since_cut += 1
         self._backoff = 0.0
+        self._accepted_at.append(now)
         self._heed(now, hint)
 
+    def is_rate_refusal(self, now: float, in_flight: int) -> bool:
+        """Was a call refused with ``in_flight`` calls out refused for its rate? Yes when
+        the service accepted calls sent with twice as many out within the last period
+        (so the number out is not why), or accepted none (nothing says otherwise); a
+        service refusing beyond a *concurrency* refuses only calls sent with more out
+        than the ones it accepts - its concurrency limit's business, not the rate's."""
+        flights = self._flights
+        while flights and flights[0][0] <= now - PERIOD:
+            flights.popleft()
+        return not flights or in_flight * 2 <= flights[0][1]
+
     def on_slow_down(self, dispatched_at: float, now: float, hint: RateHint) -> None:
-        """The service refused a call dispatched at ``dispatched_at``: slow down."""
+        """The service refused a call dispatched at ``dispatched_at`` for its rate (see
+        :meth:`is_rate_refusal`): slow down."""
         self._roll(now)
         self._refused += 1
         self._heed(now, hint)
-        if hint.retry_after is None and dispatched_at >= self._backoff_at:
-            # sent after the last backoff began: it was not enough - double it while
-            # nothing is accepted (a service refusing everything is not pacing us)
+        if hint.retry_after is None and dispatched_at >= self._backoff_at \
+                and not self._recent(now):
+            # nothing accepted for a period, and this was sent after the last backoff
+            # began: double it (a service refusing everything is not pacing us)
             self._backoff = min(BACKOFF_MAX, max(BACKOFF_START, 2 * self._backoff))
             self._backoff_at = now
             self._pause_until(now + self._backoff)
@@ -191,11 +214,21 @@ class LearnedRate:
             after = self.ceiling * (1 - MARGIN)  # refused while probing: back under it
         else:
             after = before * CUT
+        # never below what the service accepted over the last period: it takes that much
+        # (a service refusing beyond a concurrency, not a rate, keeps its throughput)
+        after = max(after, self._recent(now) / PERIOD * (1 - MARGIN))
         self.rate = max(MIN_RATE, min(before, after))
         assert self.rate <= max(before, MIN_RATE)
         self._last_cut = now
         self._accepted_since_cut = 0
         self._probing = 0
+
+    def _recent(self, now: float) -> int:
+        """Answers accepted in the last ``PERIOD`` seconds."""
+        accepted = self._accepted_at
+        while accepted and accepted[0] <= now - PERIOD:
+            accepted.popleft()
+        return len(accepted)
 
     def _sending(self, now: float) -> float:
         """Calls/s taken in this period so far (over ``STARTUP_SPAN`` at least)."""

@@ -19,11 +19,13 @@ The **contract** (:mod:`aiostreams.services.contract`) judges each answer, and t
 acts on the verdict (issue 35):
 
 - a **slow-down** (429/503, ``Overloaded``; raised or returned) is never the record's
-  failure: the learned rate cuts, dispatch pauses for ``Retry-After``, and the same call
-  goes back through the permit - the record is *held in place* (its reorder-buffer slot
-  kept, no attempt spent, never dead-lettered). It lowers the concurrency limit only when
-  the call went out with at least half the limit in use (a rate-bound service refuses at
-  one call out: that is no reason to cut the concurrency);
+  failure: the same call goes back through the permit - the record is *held in place*
+  (its reorder-buffer slot kept, no attempt spent, never dead-lettered). It teaches the
+  learned rate (and pauses dispatch for ``Retry-After``) when it carries ``Retry-After``
+  or was refused with no more calls out than the service accepts
+  (:meth:`~aiostreams.services.learned_rate.LearnedRate.is_rate_refusal`); it lowers the
+  concurrency limit only when the call went out with at least half the limit in use (a
+  rate-bound service refuses at one call out: that is no reason to cut the concurrency);
 - a **timeout** is transient; it is a congestion signal for the concurrency limit only
   when ``TIMEOUT_SHARE`` of the last ``TIMEOUT_SAMPLE`` answers timed out (one hung call
   is not overload: 1% hangs must not drive the limit to its floor);
@@ -186,8 +188,8 @@ class Service:
                 trace = None if trace != "record" else trace  # a given trace: once
                 await self._acquire(hold)
                 try:
-                    verdict, result, error = await self._dispatch(fn, call_timeout,
-                                                                  call_trace)
+                    verdict, result, error, paced = await self._dispatch(
+                        fn, call_timeout, call_trace)
                 finally:
                     self.in_flight -= 1
                     self._wake()
@@ -195,6 +197,10 @@ class Service:
                     return cast(T, result)
                 if verdict is Verdict.SLOW_DOWN:
                     self._begin_hold(hold, "slow-down answers")
+                    if not paced and self.in_flight:
+                        # refused beyond a concurrency: one call ends, one calls again
+                        # (not a spin of refusals at the speed of the network)
+                        await self._next_change(hold.deadline)
                     continue
                 if verdict in _BREAKER_FAILURES and self.breaker_state is not \
                         BreakerState.CLOSED:
@@ -281,8 +287,9 @@ class Service:
 
     async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None,
                         trace: CallTrace | None
-                        ) -> tuple[Verdict, T | None, Exception | None]:
-        """Make the call; judge and count its answer (not when it was cancelled)."""
+                        ) -> tuple[Verdict, T | None, Exception | None, bool]:
+        """Make the call; judge and count its answer (not when it was cancelled). The
+        last item: the learned rate now paces what follows (a rate refusal)."""
         started = self.clock.monotonic()
         if trace is not None:
             trace.dispatched()
@@ -300,23 +307,28 @@ class Service:
         verdict = self.contract.judge(error, result)
         if trace is not None:
             trace.ended(_OUTCOME[verdict].value, error)
-        self._observe(verdict, error if error is not None else result, started, in_flight)
-        return verdict, result, error
+        paced = self._observe(verdict, error if error is not None else result, started,
+                              in_flight)
+        return verdict, result, error, paced
 
-    def _observe(self, verdict: Verdict, answer: Any, started: float, in_flight: int) -> None:
-        """Tell the learned rate, the concurrency limit, the breaker and the figures."""
+    def _observe(self, verdict: Verdict, answer: Any, started: float, in_flight: int) -> bool:
+        """Tell the learned rate, the concurrency limit, the breaker and the figures;
+        True when a slow-down taught the learned rate (it paces what follows)."""
+        paced = False
         now = self.clock.monotonic()
         latency = now - started
         outcome = _OUTCOME[verdict]
         hint = self.contract.hint(answer, self.clock.wall_time())
         self._recent.append(verdict is Verdict.TIMEOUT)
         if verdict is Verdict.SLOW_DOWN:
-            self.learned.on_slow_down(started, now, hint)
-            self.gate.changed()
+            if self.learned.is_rate_refusal(now, in_flight) or hint.retry_after is not None:
+                self.learned.on_slow_down(started, now, hint)
+                self.gate.changed()
+                paced = True
             if max(in_flight, self.in_flight) * 2 >= self.limit:  # in use: it may be why
                 self.limiter.on_outcome(outcome, latency, in_flight, now)
         else:
-            self.learned.on_answer(now, hint)
+            self.learned.on_answer(now, hint, in_flight)
             if not hint.empty:
                 self.gate.changed()
             if verdict is Verdict.TIMEOUT and not self._timeouts_are_congestion():
@@ -330,6 +342,7 @@ class Service:
         self.stats.record(_OUTCOME[verdict], latency)
         if verdict is Verdict.PERMANENT:
             self.stats.permanent += 1
+        return paced
 
     def _timeouts_are_congestion(self) -> bool:
         recent = self._recent
