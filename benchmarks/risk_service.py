@@ -25,10 +25,14 @@ How each request is answered, in this order (the behaviour of the issue's fraud 
    ``Retry-After`` (whole seconds until the next token, at least 1: RFC 9110's
    delta-seconds) and, when ``rate_headers``, ``X-RateLimit-Limit``/``-Remaining``;
    admitted requests (whatever they answer next) take a token;
-3. a share ``hang_share`` **hangs**: the answer comes after ``hang_seconds`` (a client's
-   timeout fires first);
-4. a share ``error_share`` answers **500** after its latency;
-5. the rest answer **200** after a latency uniform in ``latency`` (10-80 ms).
+3. **over capacity** (when ``capacity`` is set): a request that finds ``capacity`` others
+   being answered is answered 503 at once, without ``Retry-After`` (a concurrency-bound
+   service); it gave its token back;
+4. a share ``hang_share`` **hangs**: the answer comes after ``hang_seconds`` (a client's
+   timeout fires first); a hung request does not hold a place of ``capacity`` (it is stuck
+   downstream of the service's workers, which is why its workers cannot see it);
+5. a share ``error_share`` answers **500** after its latency;
+6. the rest answer **200** after a latency uniform in ``latency`` (10-80 ms).
 
 Invariant (asserted): over any interval of length T the bucket admits at most
 ``burst + rate x T`` requests. Everything is counted on the server's own monotonic clock,
@@ -70,6 +74,7 @@ class Behaviour:
     rate: float | None = None
     burst: float | None = None  # default: a fifth of a second's worth, at least 1
     rate_headers: bool = False
+    capacity: int | None = None
     outage_status: int = 502
     seed: int = 35
 
@@ -85,6 +90,8 @@ class Behaviour:
         if self.rate is not None and self.rate <= 0:
             raise ValueError(f"rate is requests a second > 0 (or None: no limit); got "
                              f"{self.rate}")
+        if self.capacity is not None and self.capacity < 1:
+            raise ValueError(f"capacity is at least 1 request at once; got {self.capacity}")
         if self.burst is not None and self.burst < 1:
             raise ValueError(f"burst is at least 1 request; got {self.burst}")
 
@@ -99,12 +106,16 @@ class Behaviour:
 @dataclass
 class Stats:
     """The service's counters; ``timeline[i]`` counts the half second ``i`` after start as
-    ``[admitted, refused (429), errors (5xx), down (outage answers)]``; ``events`` are
-    ``(seconds after start, what changed)``."""
+    ``[admitted, refused (429), errors (500), down (outage answers), busy (503 over
+    capacity)]``; ``events`` are ``(seconds after start, what changed)``; ``in_flight`` is
+    the requests being answered (hung ones not included)."""
 
     admitted: int = 0
     served: int = 0
     refused: int = 0
+    busy: int = 0
+    in_flight: int = 0
+    most_in_flight: int = 0
     errors: int = 0
     hung: int = 0
     down: int = 0
@@ -128,6 +139,9 @@ class _Bucket:
         push starts afresh)."""
         self.rate, self.depth = rate, depth
         self.tokens, self.at = depth, max(self.at, now)
+
+    def give_back(self) -> None:
+        self.tokens = min(self.depth, self.tokens + 1.0)
 
     def take(self, now: float) -> float:
         """0.0 and a token taken, or the seconds until the next token (none taken)."""
@@ -213,7 +227,7 @@ class RiskService:
         tick = int((time.monotonic() - self._started) / TICK)
         timeline = self._stats.timeline
         while len(timeline) <= tick:
-            timeline.append([0, 0, 0, 0])
+            timeline.append([0, 0, 0, 0, 0])
         timeline[tick][column] += 1
 
     async def _score(self, request: web.Request) -> web.Response:
@@ -232,14 +246,27 @@ class RiskService:
                 if behaviour.rate_headers:
                     headers.update(self._rate_headers())
                 return web.Response(status=429, text="rate limit exceeded", headers=headers)
+        draw = self._rng.random()
+        hangs = draw < behaviour.hang_share
+        if not hangs and behaviour.capacity is not None \
+                and stats.in_flight >= behaviour.capacity:
+            if self._bucket is not None:
+                self._bucket.give_back()
+            stats.busy += 1
+            self._count(4)
+            return web.Response(status=503, text="all workers busy")
         stats.admitted += 1
         self._count(0)
-        draw = self._rng.random()
-        if draw < behaviour.hang_share:
+        if hangs:
             stats.hung += 1
             await asyncio.sleep(behaviour.hang_seconds)
             return web.Response(status=504, text="the model never answered")
-        await asyncio.sleep(self._rng.uniform(*behaviour.latency))
+        stats.in_flight += 1
+        stats.most_in_flight = max(stats.most_in_flight, stats.in_flight)
+        try:
+            await asyncio.sleep(self._rng.uniform(*behaviour.latency))
+        finally:
+            stats.in_flight -= 1
         headers = self._rate_headers() if behaviour.rate_headers else {}
         if draw < behaviour.hang_share + behaviour.error_share:
             stats.errors += 1

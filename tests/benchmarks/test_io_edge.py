@@ -7,12 +7,14 @@ import re
 
 import pytest
 
-from benchmarks import io_edge
+from benchmarks import io_edge, io_edge_contract
 
 pytestmark = pytest.mark.chaos  # 20 s idle, 2 min at load 10: real HTTP services, seven apps
 
 TINY = io_edge.Sizes(capacity=5, adaptive_seconds=1.0, hot_records=200, batch_records=200,
-                     outage_seconds=0.5, outage_records=5_000)
+                     outage_seconds=0.5, outage_records=5_000,
+                     contract=io_edge_contract.Sizes(rate_phase=2.0, hang_seconds=1.0,
+                                                     outage_up=1.0, outage_down=1.0))
 
 
 async def test_every_scenario_prints_its_figures_and_the_outage_dead_letters_nothing(
@@ -22,7 +24,10 @@ async def test_every_scenario_prints_its_figures_and_the_outage_dead_letters_not
     for label in ("service alone, 5 calls at once", "adaptive gradient [C] throughput / C's",
                   "adaptive aimd [C/2] 429 share",
                   "fixed 1,000 429 share", "hot keys [coalesce+memo] calls made",
-                  "hot keys speed-up", "batching speed-up", "outage full rate again"):
+                  "hot keys speed-up", "batching speed-up", "outage full rate again",
+                  "rate-bound [R/2 = 20/s] 429 share after convergence",
+                  "hangs 1%: concurrency limit (median of the 2nd half) / floor",
+                  "quiet outage every payment finished"):
         assert label in out, f"no {label!r} in:\n{out}"
     assert re.search(r"^outage dead-lettered\s+0 ", out, re.M), out
     memo_calls = int(re.search(r"hot keys \[coalesce\+memo\] calls made\s+([\d,]+)",

@@ -81,6 +81,29 @@ async def test_an_outage_answers_502_without_retry_after_until_it_ends(
     assert (await service.stats()).down == 4
 
 
+async def test_requests_over_capacity_get_503_and_hung_ones_hold_no_place(
+        http: aiohttp.ClientSession) -> None:
+    service = RiskService(Behaviour(latency=(0.05, 0.05), error_share=0.0, capacity=2,
+                                    hang_seconds=3600.0))
+    url = await service.start()
+
+    async def given_up(i: int) -> None:
+        with pytest.raises(TimeoutError):  # the server still holds it, hung
+            await http.get(f"{url}/score/h{i}", timeout=aiohttp.ClientTimeout(total=0.2))
+    try:
+        answers = await statuses(http, url, 5)
+        await service.configure(hang_share=1.0)
+        await asyncio.gather(*(given_up(i) for i in range(3)))
+        await service.configure(hang_share=0.0)
+        after_hangs = await statuses(http, url, 2)
+    finally:
+        await service.stop()
+    assert sorted(answers) == [(200, None)] * 2 + [(503, None)] * 3
+    assert after_hangs == [(200, None)] * 2
+    stats = await service.stats()
+    assert (stats.busy, stats.hung, stats.most_in_flight) == (3, 3, 2)
+
+
 async def test_errors_and_hangs_come_at_their_shares(http: aiohttp.ClientSession) -> None:
     service = RiskService(Behaviour(latency=FAST, error_share=0.3, hang_share=0.1,
                                     hang_seconds=3600.0))
