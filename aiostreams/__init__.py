@@ -43,6 +43,7 @@ from aiostreams.services import (
     Memo,
     Overloaded,
     RateLimit,
+    ServiceContract,
 )
 from aiostreams.state import kv_store, window_store
 from aiostreams.state.versioned import Versioned, VersionedRecord, versioned_store
@@ -106,6 +107,7 @@ __all__ = [
     "ResourceClosedError",
     "Retry",
     "Serde",
+    "ServiceContract",
     "SerializationError",
     "SessionWindowedSerde",
     "SessionWindows",

@@ -90,8 +90,14 @@ class Retry:
             raise ConfigError(f"Retry.timeout must be > 0 seconds, got {self.timeout}")
 
     def should_retry(self, error: BaseException, attempts_made: int) -> bool:
+        """While attempts remain: what a service's contract said of ``error`` when it
+        judged it (:func:`mark_retryable`: transient yes, permanent no), else whether
+        ``retry_on`` lists it."""
         if attempts_made >= self.attempts or isinstance(error, DeserializationError):
             return False
+        told = getattr(error, _RETRYABLE_MARK, None)
+        if told is not None:
+            return bool(told)
         return isinstance(error, self.retry_on)
 
     def delay(self, attempts_made: int, rng: Callable[[], float] = random.random) -> float:
@@ -102,7 +108,18 @@ class Retry:
         return max(0.0, base)
 
 
+_RETRYABLE_MARK = "_aiostreams_retryable"
+
+
+def mark_retryable(error: BaseException, retryable: bool | None) -> None:
+    """Say whether ``error`` is worth another attempt whatever a step's ``retry_on`` lists
+    (None: let ``retry_on`` decide). A declared service's contract marks what its calls
+    raise (:mod:`aiostreams.services.contract`): its transient answers are retried, its
+    permanent ones never, so steps need not list a service's errors in ``retry_on``."""
+    setattr(error, _RETRYABLE_MARK, retryable)
+
+
 NO_RETRY = Retry()
 """The default: one attempt, no retry."""
 
-__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry"]
+__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry", "mark_retryable"]

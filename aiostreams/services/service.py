@@ -2,20 +2,41 @@
 
 ``Service.call(fn)`` waits for a permit, then calls. The permit is, in this order:
 
-1. the **breaker** lets calls out (while it is OPEN the caller waits for the cool-down
+1. the **dispatch gate**: the pause a slow-down asked for (``Retry-After``) and the
+   **learned rate** (:mod:`aiostreams.services.learned_rate`), first come, first served;
+2. the **breaker** lets calls out (while it is OPEN the caller waits for the cool-down
    instead of failing: the record is held, not dead-lettered);
-2. a **concurrency** place: fewer than ``limit`` calls out (fixed, or adaptive: it moves
+3. a **concurrency** place: fewer than ``limit`` calls out (fixed, or adaptive: it moves
    with the outcomes, see :mod:`aiostreams.services.limit`);
-3. a **token** of the rate limit.
+4. a **token** of the declared rate limit (a hard cap the user sets).
 
 Only then is the call *dispatched*: its timeout and its latency start there, so time spent
-queued for a permit never times a call out (issue 20: with 1,000 records in flight and
-``timeout=0.5`` the engine's own timeout used to count queueing, and 425 calls that had
-answered were called again). A retry (``attempt > 0``) must first find room in the
-**retry budget**; without it, the retry is *held* (as a record waiting for a permit: not
-executing) until the budget refills - it is not failed, so a record the service would
-answer is never dead-lettered because other records' retries spent the budget, and the
-retries still never exceed the budget's share of the calls.
+queued for a permit never times a call out (issue 20). A retry (``attempt > 0``) must
+first find room in the **retry budget**; without it, the retry is *held* (not executing)
+until the budget refills.
+
+The **contract** (:mod:`aiostreams.services.contract`) judges each answer, and the call
+acts on the verdict (issue 35):
+
+- a **slow-down** (429/503, ``Overloaded``; raised or returned) is never the record's
+  failure: the learned rate cuts, dispatch pauses for ``Retry-After``, and the same call
+  goes back through the permit - the record is *held in place* (its reorder-buffer slot
+  kept, no attempt spent, never dead-lettered). It lowers the concurrency limit only when
+  the call went out with at least half the limit in use (a rate-bound service refuses at
+  one call out: that is no reason to cut the concurrency);
+- a **timeout** is transient; it is a congestion signal for the concurrency limit only
+  when ``TIMEOUT_SHARE`` of the last ``TIMEOUT_SAMPLE`` answers timed out (one hung call
+  is not overload: 1% hangs must not drive the limit to its floor);
+- a failure the breaker counts (timeout, transient, unclassified) that finds the breaker
+  not closed - it opened on this failure or an earlier one, or it is probing - is an
+  outage, not the record's failure: the record is held until a probe succeeds;
+- otherwise the error is raised, marked for the step's ``Retry``
+  (:func:`~aiostreams.policies.mark_retryable`): transient and timeouts are retried,
+  permanent ones never, unclassified ones as ``retry_on`` says.
+
+A record held longer than ``max_hold`` seconds (from when it was first held) fails with
+:class:`~aiostreams.services.outcome.HoldExpired`, which the step does not retry: its
+``on_error`` applies.
 
 All waiting goes through the :class:`~aiostreams.engine.clock.Clock`, so tests drive it
 with a manual clock. Cancellation: a caller cancelled while waiting for a permit takes no
@@ -27,26 +48,47 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from aiostreams.engine.clock import Clock, LoopClock
 from aiostreams.engine.permit_wait import traced_call, waiting_for_permit
 from aiostreams.engine.trace_hooks import CallTrace
+from aiostreams.policies import mark_retryable
 from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
+from aiostreams.services.contract import DEFAULT_CONTRACT, ServiceContract, Verdict
+from aiostreams.services.dispatch_gate import DispatchGate
 from aiostreams.services.gradient import GradientLimit
+from aiostreams.services.learned_rate import LearnedRate
 from aiostreams.services.limit import Adaptive, FixedLimit, Limit
-from aiostreams.services.outcome import classify
+from aiostreams.services.outcome import HoldExpired, Outcome
 from aiostreams.services.rate import RateLimit, TokenBucket
 from aiostreams.services.stats import ServiceStats
 
-__all__ = ["Service", "make_limit"]
+__all__ = ["TIMEOUT_SAMPLE", "TIMEOUT_SHARE", "Service", "make_limit"]
 
 T = TypeVar("T")
 
 BUDGET_RECHECK = 0.25
 """Seconds between two looks at the retry budget by a retry it holds."""
+
+TIMEOUT_SAMPLE = 20
+"""Answers over which the share of timeouts is measured..."""
+
+TIMEOUT_SHARE = 0.25
+"""...and the share from which a timeout is a congestion signal, not one hung call."""
+
+_OUTCOME = {Verdict.SUCCESS: Outcome.SUCCESS, Verdict.SLOW_DOWN: Outcome.OVERLOADED,
+            Verdict.TIMEOUT: Outcome.TIMEOUT, Verdict.TRANSIENT: Outcome.ERROR,
+            Verdict.PERMANENT: Outcome.ERROR, Verdict.UNCLASSIFIED: Outcome.ERROR}
+
+_BREAKER_FAILURES = frozenset({Verdict.TIMEOUT, Verdict.TRANSIENT, Verdict.UNCLASSIFIED})
+"""What the breaker counts as a failure (a slow-down or a 404 is an answer: the service
+is up); a success and a permanent answer count as successes."""
+
+_RETRYABLE = {Verdict.TIMEOUT: True, Verdict.TRANSIENT: True, Verdict.PERMANENT: False,
+              Verdict.UNCLASSIFIED: None}
 
 
 def make_limit(concurrency: int | Adaptive) -> Limit:
@@ -58,27 +100,57 @@ def make_limit(concurrency: int | Adaptive) -> Limit:
     return GradientLimit(concurrency)
 
 
+class _Hold:
+    """How long one call has been held (by slow-downs or an open breaker)."""
+
+    __slots__ = ("max_hold", "since", "why")
+
+    def __init__(self, max_hold: float | None) -> None:
+        self.max_hold = max_hold
+        self.since: float | None = None
+        self.why = ""
+
+    @property
+    def deadline(self) -> float | None:
+        if self.since is None or self.max_hold is None:
+            return None
+        return self.since + self.max_hold
+
+
 class Service:
     def __init__(self, name: str, *, concurrency: int | Adaptive = 64,
                  rate: RateLimit | None = None, breaker: CircuitBreaker | None = None,
                  timeout: float | None = None, retry_budget: float | None = None,
+                 contract: ServiceContract | None = None, max_hold: float | None = None,
                  clock: Clock | None = None) -> None:
         if not name:
             raise ValueError("a service needs a name (it labels its metrics)")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"service {name!r}: timeout must be positive seconds; "
                              f"got {timeout}")
+        if max_hold is not None and not max_hold > 0:
+            raise ValueError(f"service {name!r}: max_hold is positive seconds (or None: "
+                             f"hold for ever); got {max_hold}")
+        if contract is not None and not isinstance(contract, ServiceContract):
+            raise TypeError(f"service {name!r}: contract= takes an ais.ServiceContract; got "
+                            f"{type(contract).__name__}")
         self.name = name
         self.timeout = timeout
+        self.contract = contract or DEFAULT_CONTRACT
+        self.max_hold = max_hold
         self.clock: Clock = clock or LoopClock()
         self.limiter = make_limit(concurrency)
         now = self.clock.monotonic()
         self.bucket = TokenBucket(rate, now) if rate is not None else None
         self.breaker = Breaker(breaker) if breaker is not None else None
         self.budget = RetryBudget(retry_budget) if retry_budget is not None else None
+        self.learned = LearnedRate(now)
+        self.gate = DispatchGate(self.learned, self.clock)
         self.stats = ServiceStats()
         self.in_flight = 0
         self.waiting = 0
+        self.held = 0  # calls held now (after a slow-down, or by an open breaker)
+        self._recent: deque[bool] = deque(maxlen=TIMEOUT_SAMPLE)  # timed out?
         self._waiters: deque[asyncio.Future[None]] = deque()  # FIFO, waiting for a place
 
     @property
@@ -95,9 +167,10 @@ class Service:
         """Call ``fn()`` under the service's permit; ``attempt`` > 0 marks a retry;
         ``timeout`` (seconds from dispatch) replaces the service's own for this call (a
         step's ``Retry(timeout=)``); ``trace`` is the call's trace: by default the running
-        record's (None unless it is traced), or the one given (a batch's, for its records)."""
-        if trace == "record":
-            trace = traced_call(self.name, attempt)
+        record's (None unless it is traced), or the one given (a batch's, for its records:
+        its first dispatch only). Returns ``fn()``'s result, or raises its error marked
+        for the step's ``Retry`` (module docstring); holds the call across slow-downs and
+        outages."""
         if self.budget is not None:
             now = self.clock.monotonic()
             if attempt == 0:
@@ -105,13 +178,55 @@ class Service:
             elif not self.budget.try_retry(now):
                 self.stats.retries_refused += 1
                 await self._wait_for_budget(self.budget)
-        await self._acquire()
+        hold = _Hold(self.max_hold)
+        call_timeout = self.timeout if timeout is None else timeout
         try:
-            return await self._dispatch(fn, self.timeout if timeout is None else timeout,
-                                        trace)
+            while True:
+                call_trace = traced_call(self.name, attempt) if trace == "record" else trace
+                trace = None if trace != "record" else trace  # a given trace: once
+                await self._acquire(hold)
+                try:
+                    verdict, result, error = await self._dispatch(fn, call_timeout,
+                                                                  call_trace)
+                finally:
+                    self.in_flight -= 1
+                    self._wake()
+                if verdict is Verdict.SUCCESS:
+                    return cast(T, result)
+                if verdict is Verdict.SLOW_DOWN:
+                    self._begin_hold(hold, "slow-down answers")
+                    continue
+                if verdict in _BREAKER_FAILURES and self.breaker_state is not \
+                        BreakerState.CLOSED:
+                    self.stats.held_by_breaker += 1
+                    self._begin_hold(hold, "an outage: the breaker is open")
+                    continue
+                assert error is not None
+                mark_retryable(error, _RETRYABLE[verdict])
+                raise error
         finally:
-            self.in_flight -= 1
-            self._wake()
+            if hold.since is not None:
+                self.held -= 1
+
+    def _begin_hold(self, hold: _Hold, why: str) -> None:
+        if hold.since is None:
+            hold.since = self.clock.monotonic()
+            hold.why = why
+            self.held += 1
+            self.stats.held_total += 1
+
+    def _expired(self, hold: _Hold) -> HoldExpired:
+        assert hold.since is not None and hold.max_hold is not None
+        self.stats.hold_expired += 1
+        error = HoldExpired(self.name, self.clock.monotonic() - hold.since, hold.max_hold,
+                            hold.why)
+        mark_retryable(error, False)
+        return error
+
+    def _check(self, hold: _Hold) -> None:
+        deadline = hold.deadline
+        if deadline is not None and self.clock.monotonic() >= deadline:
+            raise self._expired(hold)
 
     async def _wait_for_budget(self, budget: RetryBudget) -> None:
         """Hold a retry until the budget lets it out, rechecking at least every
@@ -127,23 +242,28 @@ class Service:
         finally:
             self.waiting -= 1
 
-    async def _acquire(self) -> None:
-        """Wait for the breaker, a concurrency place and a token, in that order."""
+    async def _acquire(self, hold: _Hold) -> None:
+        """Wait for the gate, the breaker, a concurrency place and a token, in that order;
+        raise :class:`HoldExpired` once a held call passes its ``max_hold``."""
         self.waiting += 1
         try:
+            self._check(hold)
+            await self.gate.enter(hold.deadline, lambda: self._expired(hold))
             while True:
+                self._check(hold)
                 now = self.clock.monotonic()
                 if self.breaker is not None and self.breaker.state is BreakerState.OPEN:
-                    await self._sleep(self.breaker.retry_in(now))
+                    self._begin_hold(hold, "an outage: the breaker is open")
+                    await self._sleep(self.breaker.retry_in(now), hold.deadline)
                     if self.breaker.state is BreakerState.OPEN:
                         if not self.breaker.try_acquire(self.clock.monotonic()):
                             continue
                         break  # a half-open probe place
                 if self.in_flight >= self.limit:
-                    await self._next_change()
+                    await self._next_change(hold.deadline)
                     continue
                 if self.breaker is not None and not self.breaker.try_acquire(now):
-                    await self._next_change()
+                    await self._next_change(hold.deadline)
                     continue
                 break
             self.in_flight += 1
@@ -160,30 +280,61 @@ class Service:
                     raise
 
     async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None,
-                        trace: CallTrace | None = None) -> T:
+                        trace: CallTrace | None
+                        ) -> tuple[Verdict, T | None, Exception | None]:
+        """Make the call; judge and count its answer (not when it was cancelled)."""
         started = self.clock.monotonic()
         if trace is not None:
             trace.dispatched()
         in_flight = self.in_flight
-        error: BaseException | None = None
+        result: T | None = None
+        error: Exception | None = None
         try:
-            return await self._timed(fn, timeout)
-        except asyncio.CancelledError:
-            raise
+            result = await self._timed(fn, timeout)
         except Exception as exc:
             error = exc
-            raise
-        finally:
+        except BaseException:
             if trace is not None:
-                trace.ended("cancelled" if error is None and _cancelling()
-                            else classify(error).value, error)
-            if error is not None or not _cancelling():
-                latency = self.clock.monotonic() - started
-                outcome = classify(error)
-                self.limiter.on_outcome(outcome, latency, in_flight, self.clock.monotonic())
-                if self.breaker is not None:
-                    self.breaker.on_outcome(outcome, self.clock.monotonic())
-                self.stats.record(outcome, latency)
+                trace.ended("cancelled", None)
+            raise
+        verdict = self.contract.judge(error, result)
+        if trace is not None:
+            trace.ended(_OUTCOME[verdict].value, error)
+        self._observe(verdict, error if error is not None else result, started, in_flight)
+        return verdict, result, error
+
+    def _observe(self, verdict: Verdict, answer: Any, started: float, in_flight: int) -> None:
+        """Tell the learned rate, the concurrency limit, the breaker and the figures."""
+        now = self.clock.monotonic()
+        latency = now - started
+        outcome = _OUTCOME[verdict]
+        hint = self.contract.hint(answer, self.clock.wall_time())
+        self._recent.append(verdict is Verdict.TIMEOUT)
+        if verdict is Verdict.SLOW_DOWN:
+            self.learned.on_slow_down(started, now, hint)
+            self.gate.changed()
+            if max(in_flight, self.in_flight) * 2 >= self.limit:  # in use: it may be why
+                self.limiter.on_outcome(outcome, latency, in_flight, now)
+        else:
+            self.learned.on_answer(now, hint)
+            if not hint.empty:
+                self.gate.changed()
+            if verdict is Verdict.TIMEOUT and not self._timeouts_are_congestion():
+                outcome = Outcome.ERROR  # one hung call, not overload: no cut
+            self.limiter.on_outcome(outcome, latency, in_flight, now)
+        if self.breaker is not None and verdict is not Verdict.SLOW_DOWN:
+            failed = verdict in _BREAKER_FAILURES
+            self.breaker.on_outcome(Outcome.ERROR if failed else Outcome.SUCCESS, now)
+            if self.breaker.state is not BreakerState.CLOSED:
+                self._wake()
+        self.stats.record(_OUTCOME[verdict], latency)
+        if verdict is Verdict.PERMANENT:
+            self.stats.permanent += 1
+
+    def _timeouts_are_congestion(self) -> bool:
+        recent = self._recent
+        return len(recent) >= TIMEOUT_SAMPLE // 2 and \
+            sum(recent) >= TIMEOUT_SHARE * len(recent)
 
     async def _timed(self, fn: Callable[[], Awaitable[T]], timeout: float | None) -> T:
         if timeout is None:
@@ -210,7 +361,10 @@ class Service:
             if not call.done():
                 call.cancel()
 
-    async def _sleep(self, seconds: float) -> None:
+    async def _sleep(self, seconds: float, deadline: float | None = None) -> None:
+        """Sleep ``seconds`` (not executing), or until ``deadline`` if sooner."""
+        if deadline is not None:
+            seconds = min(seconds, deadline - self.clock.monotonic())
         if seconds <= 0:
             return
         done = asyncio.get_running_loop().create_future()
@@ -227,12 +381,12 @@ class Service:
             timer.cancel()
 
     async def next_call_end(self) -> None:
-        """Wait (as for a permit: not executing) until a call to the service ends: how a
-        record held after a 429 paces its next call instead of spinning on refusals."""
+        """Wait (as for a permit: not executing) until a call to the service ends."""
         await self._next_change()
 
-    async def _next_change(self) -> None:
-        """Wait until a call ends or the breaker moves (a place may have come free).
+    async def _next_change(self, deadline: float | None = None) -> None:
+        """Wait until a call ends or the breaker moves (a place may have come free), or
+        until ``deadline``.
 
         Waiters are woken first come, first served, as many as there are free places (at
         least one): waking all of them on every call's end made each end cost O(waiters)
@@ -241,6 +395,13 @@ class Service:
         passes its wake-up on."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        timer = None
+        if deadline is not None:
+            def expire() -> None:
+                if not waiter.done():
+                    waiter.set_result(None)  # the caller sees its deadline passed
+            timer = self.clock.call_later(max(0.0, deadline - self.clock.monotonic()),
+                                          expire)
         try:
             with waiting_for_permit():  # the engine parks the record's executor
                 await waiter
@@ -250,6 +411,9 @@ class Service:
             else:
                 waiter.cancel()
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _wake(self) -> None:
         free = max(1, self.limit - self.in_flight)
@@ -259,8 +423,3 @@ class Service:
             if not waiter.done():
                 waiter.set_result(None)
                 free -= 1
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0

@@ -8,7 +8,13 @@ import asyncio
 
 import pytest
 
-from aiostreams.services import BreakerState, CircuitBreaker, DeclaredService, Overloaded
+from aiostreams.services import (
+    BreakerState,
+    CircuitBreaker,
+    DeclaredService,
+    Outcome,
+    Overloaded,
+)
 from aiostreams.testing import ManualClock, settle
 from aiostreams.topology.dsl_processors import StepLimiter
 from aiostreams.topology.dsl_service import ServiceCaller
@@ -78,7 +84,7 @@ async def test_a_failure_with_the_breaker_closed_goes_to_the_steps_retry() -> No
 async def test_an_overloaded_answer_holds_the_record_even_with_the_breaker_closed() -> None:
     clock = ManualClock()
     step, declared = caller(clock)
-    answers = iter([Overloaded("s", "503"), "ok"])
+    answers = iter([Overloaded("s", "503", retry_after=2.0), "ok"])
 
     async def once(v: str) -> str:
         answer = next(answers)
@@ -86,7 +92,16 @@ async def test_an_overloaded_answer_holds_the_record_even_with_the_breaker_close
             raise answer
         return answer
 
-    assert await step.call(once, ("v",), None) == "ok"  # called again, not failed
+    record = asyncio.ensure_future(step.call(once, ("v",), None))
+    await settle()
+    assert not record.done()  # held: dispatch pauses for the Retry-After
+    clock.advance(1.9)
+    await settle()
+    assert not record.done()
+    clock.advance(0.1)
+    await settle(6)
+    assert record.result() == "ok"  # called again, not failed
     service = declared.current
     assert service is not None and service.breaker_state is BreakerState.CLOSED
-    assert service.stats.held_by_breaker == 1
+    assert service.stats.outcomes[Outcome.OVERLOADED] == 1
+    assert service.stats.held_total == 1 and service.held == 0
