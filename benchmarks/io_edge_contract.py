@@ -52,6 +52,9 @@ class Sizes:
     capacity: int = 20
     outage_up: float = 5.0  # seconds of traffic before the outage (and after it)
     outage_down: float = 30.0
+    attempts: int = 12  # the step's Retry: 12 attempts take ~13 s at most
+    max_backoff: float = 2.0
+    rate_attempts: int | None = None  # the rate-bound app's attempts (None: ``attempts``)
 
 
 FULL = Sizes()
@@ -59,7 +62,7 @@ QUICK = Sizes(rate=40.0, rate_phase=4.0, hang_seconds=3.0, outage_up=1.0, outage
 
 
 class TransientError(Exception):
-    """The risk model failed this call (5xx): worth another attempt."""
+    """The user's own exception: an answer without a score (worth another attempt)."""
 
 
 def say(name: str, value: str) -> None:
@@ -87,18 +90,36 @@ def pay(app: ais.App, payments: list[tuple[str, str]], partitions: int = 4) -> N
 
 
 def dead_letters(app: ais.App) -> Counter[str]:
-    """The dead-lettered records, counted by the exception that dead-lettered them."""
+    """The dead-lettered records, counted by the exception that dead-lettered them (an
+    HTTP error by its status: ``ClientResponseError 429``)."""
     broker = broker_of(app)
     if not broker.partition_count("dlq"):
         return Counter()
-    return Counter((dict(r.headers).get(DLQ_HEADER_PREFIX + "exception") or b"?").decode()
-                   .rpartition(".")[2] for r in broker.records("dlq"))
+    causes: Counter[str] = Counter()
+    for record in broker.records("dlq"):
+        headers = dict(record.headers)
+        cause = (headers.get(DLQ_HEADER_PREFIX + "exception") or b"?").decode()
+        cause = cause.rpartition(".")[2]
+        if cause == "ClientResponseError":  # aiohttp's message starts with the status
+            message = (headers.get(DLQ_HEADER_PREFIX + "message") or b"").decode()
+            cause += " " + message.partition(",")[0]
+        causes[cause] += 1
+    return causes
 
 
-def scoring_app(url: str, *, breaker: ais.CircuitBreaker | None = None,
-                timeout: float = 1.0) -> tuple[ais.App, ais.DeclaredService]:
-    """The issue's fraud-scoring app: payments keyed by card, scored by the risk model
-    through ``app.service("risk", ...)``, results to ``scored``, failures to ``dlq``."""
+def slowed_down(dead: Counter[str]) -> int:
+    """Dead letters for a 429 (or a 503): raised as ``Overloaded`` or as the HTTP error."""
+    return sum(n for cause, n in dead.items()
+               if cause == "Overloaded" or cause.endswith((" 429", " 503")))
+
+
+def scoring_app(url: str, sizes: Sizes, *, timeout: float = 1.0,
+                attempts: int | None = None) -> tuple[ais.App, ais.DeclaredService]:
+    """The issue's fraud-scoring app, written as the services guide says: payments keyed
+    by card, scored by the risk model through ``app.service("risk", ...)`` whose contract
+    (the default: 429/503 slow down, 5xx and timeouts are transient) is declared once;
+    results to ``scored``, failures to ``dlq``. The step's ``retry_on`` lists only the
+    user's own exception, as the flagship example does."""
     app = new_app()
     payments = app.topic("payments", key=str, value=str, partitions=4)
     scored = app.topic("scored", key=str, value=str, partitions=4)
@@ -106,9 +127,10 @@ def scoring_app(url: str, *, breaker: ais.CircuitBreaker | None = None,
     http = app.resource("http", lambda: aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0)))
     risk = app.service("risk", concurrency=ais.Adaptive(initial=4, min=FLOOR, max=200),
-                       breaker=breaker, timeout=timeout)
-    retry = ais.Retry(attempts=12, backoff=0.05, max_backoff=2.0,
-                      retry_on=(TransientError, TimeoutError, ais.Overloaded))
+                       timeout=timeout, breaker=ais.CircuitBreaker(), max_hold=600.0,
+                       contract=ais.ServiceContract())
+    retry = ais.Retry(attempts=attempts or sizes.attempts, backoff=0.05,
+                      max_backoff=sizes.max_backoff, retry_on=(TransientError,))
     (app.stream(payments)
         .map_values_async(score_fn(http, url), service=risk, retry=retry)
         .to(scored))
@@ -119,13 +141,11 @@ def score_fn(http: ais.Resource[aiohttp.ClientSession], url: str
              ) -> Callable[[str], Awaitable[str]]:
     async def score(payment: str) -> str:
         async with http.value.get(f"{url}/score/{payment}") as response:
-            if response.status in (429, 503):  # "slow down", as the services guide says
-                raise ais.Overloaded("risk", f"{response.status}, Retry-After "
-                                     f"{response.headers.get('Retry-After')}")
-            if response.status >= 500:
-                raise TransientError(f"the risk model answered {response.status}")
-            response.raise_for_status()
-            return str((await response.json())["score"])
+            response.raise_for_status()  # the service's contract reads the status
+            body = await response.json()
+            if "score" not in body:
+                raise TransientError(f"the risk model answered no score: {body}")
+            return str(body["score"])
     return score
 
 
@@ -162,14 +182,23 @@ async def rate_bound(sizes: Sizes) -> None:
     service = SpawnedRiskService(Behaviour(rate=rate, error_share=0.03, hang_share=0.01))
     url = await service.start()
     try:
-        app, risk = scoring_app(url)
+        app, risk = scoring_app(url, sizes, attempts=sizes.rate_attempts)
         pay(app, [(f"card{i % 1000}", f"p{i}") for i in range(int(rate * sizes.rate_phase
                                                                   * 3))])
+        learned: list[float | None] = []
+        limits: list[int] = []
+
+        async def watch(seconds: float) -> None:
+            for _ in range(int(seconds)):
+                await asyncio.sleep(1.0)
+                live = risk.current
+                learned.append(live.learned.rate if live is not None else None)
+                limits.append(live.limit if live is not None else 0)
         await service.configure(rate=rate)  # the start, on the server's clock
         async with app:
-            await asyncio.sleep(sizes.rate_phase)
+            await watch(sizes.rate_phase)
             await service.configure(rate=rate / 2)
-            await asyncio.sleep(sizes.rate_phase)
+            await watch(sizes.rate_phase)
         stats = await service.stats()
     finally:
         await service.stop()
@@ -187,11 +216,15 @@ async def rate_bound(sizes: Sizes) -> None:
                                               strict=False)]
     say("rate-bound admitted/s, each second", " ".join(map(str, per_second)))
     dead = dead_letters(app)
-    say("rate-bound dead-lettered for 429s", f"{dead['Overloaded']} (target 0)")
+    say("rate-bound dead-lettered for 429s", f"{slowed_down(dead)} (target 0)")
     say("rate-bound dead-lettered, all causes", f"{sum(dead.values())} {dict(dead)!r}")
     say("rate-bound calls admitted / answered 429", f"{stats.admitted:,} / {stats.refused:,}")
+    say("rate-bound learned rate, each second", " ".join(
+        "-" if r is None else f"{r:.0f}" for r in learned))
+    say("rate-bound concurrency limit, each second", " ".join(map(str, limits)))
     if risk.current is not None:
-        say("rate-bound concurrency limit at the end", f"{risk.current.limit}")
+        say("rate-bound calls held (slow-down or outage) / hold expired",
+            f"{risk.current.stats.held_total:,} / {risk.current.stats.hold_expired}")
 
 
 # -- hangs ----------------------------------------------------------------------------
@@ -204,7 +237,7 @@ async def hangs(sizes: Sizes) -> None:
     url = await service.start()
     limits: list[int] = []
     try:
-        app, risk = scoring_app(url, timeout=1.0)
+        app, risk = scoring_app(url, sizes, timeout=1.0)
         backlog = int(sizes.hang_seconds * 2 * capacity / 0.01)  # twice what C can answer
         pay(app, [(f"card{i % 1000}", f"p{i}") for i in range(backlog)])
         async with app:
@@ -234,7 +267,7 @@ async def quiet_outage(sizes: Sizes) -> None:
     service = SpawnedRiskService(Behaviour(error_share=0.0))
     url = await service.start()
     try:
-        app, risk = scoring_app(url, breaker=ais.CircuitBreaker())
+        app, risk = scoring_app(url, sizes)
         sent = 0
         async with app:
             async def one_a_second(seconds: float) -> None:
@@ -267,6 +300,9 @@ async def quiet_outage(sizes: Sizes) -> None:
     live = risk.current
     opened = live.breaker.opened if live is not None and live.breaker is not None else 0
     say("quiet outage 502s answered, breaker opened", f"{stats.down}, {opened} times")
+    if live is not None:
+        say("quiet outage calls held / hold expired",
+            f"{live.stats.held_total} / {live.stats.hold_expired}")
 
 
 async def run_all(sizes: Sizes, only: str | None = None) -> None:
