@@ -236,6 +236,7 @@ async def hangs(sizes: Sizes) -> None:
                                            capacity=capacity))
     url = await service.start()
     limits: list[int] = []
+    learned: list[float | None] = []
     try:
         app, risk = scoring_app(url, sizes, timeout=1.0)
         backlog = int(sizes.hang_seconds * 2 * capacity / 0.01)  # twice what C can answer
@@ -244,6 +245,7 @@ async def hangs(sizes: Sizes) -> None:
             for _ in range(int(sizes.hang_seconds / TICK)):
                 await asyncio.sleep(TICK)
                 limits.append(risk.current.limit if risk.current is not None else 0)
+                learned.append(risk.current.learned.rate if risk.current else None)
         stats = await service.stats()
     finally:
         await service.stop()
@@ -252,6 +254,8 @@ async def hangs(sizes: Sizes) -> None:
         f"{statistics.median(settled):g} / {FLOOR} (target: above the floor; C = {capacity})")
     say("hangs 1%: lowest limit in the 2nd half", f"{min(settled)}")
     say("hangs 1%: limit each second", " ".join(map(str, limits[1::2])))
+    say("hangs 1%: learned rate each second", " ".join(
+        "-" if r is None else f"{r:.0f}" for r in learned[1::2]))
     ideal = capacity / 0.045  # C at once, 45 ms on average
     say("hangs 1%: calls/s admitted / C's ideal, hung, 503s",
         f"{stats.admitted / sizes.hang_seconds / ideal:.2f}, {stats.hung}, {stats.busy}")
