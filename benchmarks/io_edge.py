@@ -369,13 +369,16 @@ async def outage(sizes: Sizes) -> None:
 
 
 async def main_async(sizes: Sizes, only: str | None = None,
-                     algorithms: tuple[Algorithm, ...] = ("gradient", "aimd")) -> None:
+                     algorithms: tuple[Algorithm, ...] = ("gradient", "aimd"),
+                     contract: bool = True) -> None:
+    """Run the scenarios (``only``: one, or ``contract``'s); ``contract=False`` leaves
+    out :mod:`benchmarks.io_edge_contract`'s (the tests run them on their own)."""
     if only in (None, "adaptive"):
         await adaptive(sizes, algorithms)
     for scenario in (hot_keys, batching, outage):
         if only is None or scenario.__name__ == only:
             await scenario(sizes)
-    if only is None or only in CONTRACT:
+    if (only is None and contract) or only in CONTRACT:
         await io_edge_contract.run_all(sizes.contract, only)
 
 
