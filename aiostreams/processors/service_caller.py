@@ -39,7 +39,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from aiostreams.processors.steps import StepLimiter, await_result
+from aiostreams.processors.steps import StepLimiter, call_when_run
 from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.memo import Memo
@@ -116,7 +116,7 @@ class ServiceCaller:
         attempt = slot.attempts - 1 if slot is not None else 0
 
         async def once() -> Any:
-            return await service.call(lambda: await_result(fn(*args)), attempt=attempt,
+            return await service.call(call_when_run(fn, *args), attempt=attempt,
                                       timeout=timeout)
 
         if self.coalesce_by is None:

@@ -11,9 +11,10 @@ own exceptions)::
         max_hold=600.0,                        # held longer than this: the step's on_error
         contract=ais.ServiceContract(          # the defaults, spelled out
             slow_down_statuses=frozenset({429, 503}),
+            busy_statuses=frozenset({503}),   # "all busy": a concurrency, not a rate
             transient_statuses=<408, 425 and every 5xx but 503>,
             permanent_statuses=<every 4xx but 408, 425, 429>,
-            transient=(ConnectionError, TimeoutError),
+            transient=(OSError, TimeoutError),  # socket errors: refused, reset (aiohttp's too)
             permanent=(),
             slow_down=None,                    # a predicate of what the call raised
             read_results=True,                 # a *returned* 429/503 response slows down too
@@ -104,13 +105,17 @@ class ServiceContract:
 
     ``slow_down`` is a predicate of the raised exception (True: a slow-down); statuses are
     ints; ``transient``/``permanent`` are exception types; ``max_retry_after`` caps a
-    ``Retry-After`` a service sends (seconds).
+    ``Retry-After`` a service sends (seconds). ``busy_statuses`` are the slow-down statuses
+    that say "too many calls *at once*" (503: every worker busy): without ``Retry-After``
+    they lower the concurrency limit and teach the learned rate nothing (a concurrency-bound
+    service is not rate-bound); the other slow-downs (429) are rate refusals.
     """
 
     slow_down_statuses: frozenset[int] = frozenset({429, 503})
+    busy_statuses: frozenset[int] = frozenset({503})
     transient_statuses: frozenset[int] = field(default_factory=_default_transient_statuses)
     permanent_statuses: frozenset[int] = field(default_factory=_default_permanent_statuses)
-    transient: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+    transient: tuple[type[BaseException], ...] = (OSError, TimeoutError)
     permanent: tuple[type[BaseException], ...] = ()
     slow_down: Callable[[BaseException], bool] | None = None
     read_results: bool = True
@@ -154,6 +159,11 @@ class ServiceContract:
         if isinstance(error, self.transient) or status in self.transient_statuses:
             return Verdict.TRANSIENT
         return Verdict.UNCLASSIFIED
+
+    def is_busy(self, answer: BaseException | Any, hint: RateHint) -> bool:
+        """Is the slow-down ``answer`` (with its ``hint``) a refusal for a concurrency -
+        a status in ``busy_statuses`` without ``Retry-After`` - rather than for a rate?"""
+        return hint.retry_after is None and status_of(answer) in self.busy_statuses
 
     def hint(self, answer: BaseException | Any, wall_time: float) -> RateHint:
         """What ``answer`` (a raised error or a returned result) says of the rate, with

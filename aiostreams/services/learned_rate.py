@@ -5,37 +5,46 @@ call is over its limit with one call out. So beside the concurrency limit each s
 paces its dispatches with a :class:`LearnedRate` (a token bucket of one token, so calls are
 spread evenly, at the learned ``rate``):
 
-- **unknown** at first (``rate`` None: no pacing). Nothing is paced until the service says
-  slow down;
-- a **slow-down** answer (429/503, ``Overloaded``) of a call dispatched after the last cut
-  cuts at once: back to just under the ``ceiling`` when the rate was probing past it, else
-  by ``CUT`` (the service got stricter, or the rate is not known yet). Calls sent before
-  a cut do not cut again (one episode, one cut), nor does a refusal when nothing was
-  accepted since the last cut: a service that refuses everything (down behind a 503) is
-  not telling a rate, and cutting on it would leave the rate at its floor after the
-  outage - the backoff below paces that case;
-- at the end of each measuring **period** (``PERIOD`` seconds and ``MIN_PERIOD_CALLS``
-  answers at least): if the service refused calls in it, what it accepted is its rate -
-  ``ceiling = max(accepted / period, rate)``, ``rate = (1 - MARGIN) x ceiling``; if it
-  refused none and the rate was in use (``IN_USE`` of its tokens taken), the rate rests
-  ``PLATEAU`` periods, then probes past the ceiling by ``PROBE_STEP`` x ceiling x the
-  periods spent probing (convex, as the gradient limit: a stale ceiling is left fast);
-- **headers** say more: ``Retry-After`` (and ``Overloaded(retry_after=)``) pauses every
-  dispatch until then; ``RateLimit-Remaining: 0`` pauses until the reset; remaining calls
-  over the seconds to the reset cap the pace until the reset; a policy (``limit`` per
-  ``window``) is the rate, not probed past;
-- a cut never goes below what the service accepted over the last ``PERIOD`` (it took
-  that much): a service that refuses beyond a *concurrency* keeps its throughput, and its
-  concurrency limit does the work;
-- a slow-down without ``Retry-After``, when nothing was accepted for a ``PERIOD``, pauses
+- **unknown** at first (``rate`` None: no pacing). Nothing is paced until the service
+  refuses a call for its rate;
+- a **rate refusal** (a 429 or ``Overloaded`` the service judged a rate refusal) of a call
+  dispatched after the last cut **measures**: what the service accepted over the last
+  ``WINDOW`` seconds of sending (a rate-bound server that refuses was saturated, so what it
+  took is its rate) is the ``ceiling``, and the rate is set ``MARGIN`` below it. Before
+  any answer came back (the opening burst: refusals come back at once, acceptances after
+  their latency) it is ``CUT`` x the rate calls were sent at; over a span shorter than the
+  window, the calls still out count as accepted. Calls sent before a cut do
+  not cut again (one episode, one measure); a refusal with nothing accepted since the last
+  cut, or in the window, does not measure (a service that refuses everything is not
+  telling a rate: the backoff below paces that case, and the rate it had is kept for when
+  it is back);
+- the span measured never includes a **global pause** (``paused_until``): a token-bucket
+  server rounds its 25 ms wait up to ``Retry-After: 1``, and counting that second would
+  read 40/s as 20/s;
+- a rate measured over less than a window is a **guess**: it grows by
+  ``PROVISIONAL_STEP`` x itself every period it is in use and not refused, until a refusal
+  measures it over a full window (the opening burst's refusals come in milliseconds);
+- **probing**: after ``PLATEAU`` periods (``PERIOD`` seconds and ``MIN_PERIOD_CALLS``
+  answers each; the rest doubles, up to ``PLATEAU_MAX``, while probes find the same
+  ceiling) with no rate refusal and the rate in use (``IN_USE`` of its tokens taken),
+  the rate grows by ``PROBE_STEP`` x the ceiling x the periods spent probing (convex: a
+  stale ceiling - the service doubled its rate - is left within seconds). The refusal that
+  ends a probe measures again;
+- **headers**: ``Retry-After`` (and ``Overloaded(retry_after=)``) is the refused call's
+  own wait (:class:`~aiostreams.services.service.Service` holds that call, not the
+  others); it pauses *every* dispatch only when nothing was accepted over the last
+  ``WINDOW`` (the service is not taking calls). ``RateLimit-Remaining: 0`` pauses until the
+  reset; remaining calls over the seconds to the reset cap the pace until the reset; a
+  policy (``limit`` per ``window``) is the rate, not probed past;
+- a rate refusal without ``Retry-After`` when nothing was accepted for a ``WINDOW`` pauses
   dispatch ``BACKOFF_START`` seconds, doubling while calls sent after the pause are
   refused, up to ``BACKOFF_MAX`` (an accepted answer resets it).
 
 A pure state machine on explicit times (tests drive it with no clock; the service's
 :class:`~aiostreams.services.dispatch_gate.DispatchGate` asks it when the next call may go).
 
-Invariants (asserted): ``rate`` is None or at least ``MIN_RATE``; a cut never raises it;
-tokens never exceed one.
+Invariants (asserted): ``rate`` is None or at least ``MIN_RATE``; a measure never sets the
+rate above what the service accepted; tokens never exceed one.
 """
 
 from __future__ import annotations
@@ -46,14 +55,17 @@ from collections import deque
 from aiostreams.services.contract import RateHint
 
 __all__ = ["BACKOFF_MAX", "BACKOFF_START", "CUT", "IN_USE", "MARGIN", "MIN_PERIOD_CALLS",
-           "MIN_RATE", "PERIOD", "PLATEAU", "PROBE_STEP", "LearnedRate"]
+           "MIN_RATE", "PERIOD", "PLATEAU", "PLATEAU_MAX", "PROBE_STEP", "WINDOW", "LearnedRate"]
 
-PERIOD = 1.0
-"""Seconds of a measuring period (it also needs ``MIN_PERIOD_CALLS`` answers to end)."""
+WINDOW = 1.0
+"""Seconds over which what the service accepted is measured at a rate refusal."""
 
 STARTUP_SPAN = 0.05
-"""The shortest span the sending rate is measured over (calls sent at once at the start
-are a burst of unknown rate: this reads them as at most 20 x their number a second)."""
+"""The shortest span a rate is measured over (calls sent at once at the start are a burst
+of unknown rate: this reads them as at most 20 x their number a second)."""
+
+PERIOD = 1.0
+"""Seconds of a probing period (it also needs ``MIN_PERIOD_CALLS`` answers to end)."""
 
 MIN_PERIOD_CALLS = 5
 """Answers a period needs before it ends: at 1 call/s a period lasts 5 s."""
@@ -61,14 +73,22 @@ MIN_PERIOD_CALLS = 5
 MARGIN = 0.02
 """How far below what the service accepted the rate is set."""
 
-CUT = 0.75
-"""The factor of a cut when the rate was not above its ceiling."""
+CUT = 0.5
+"""The rate, x the sending rate, after a refusal that came before any acceptance."""
 
-PLATEAU = 5
-"""Periods the rate rests below its ceiling before it probes past it."""
+PLATEAU = 2
+"""Periods the rate rests at its measure before it probes past it; doubled, up to
+``PLATEAU_MAX``, each time a probe finds the same ceiling again."""
 
-PROBE_STEP = 0.01
+PLATEAU_MAX = 8
+"""The longest rest, in periods, between two probes."""
+
+PROBE_STEP = 0.04
 """Growth per probing period, x the ceiling, x the periods spent probing."""
+
+PROVISIONAL_STEP = 0.25
+"""Growth per period, x the rate, while the rate is a guess from the opening burst (no
+refusal since the first measure over a full window): the next refusal measures it."""
 
 IN_USE = 0.8
 """Share of a period's tokens that must have been taken for the rate to grow."""
@@ -80,8 +100,8 @@ EPSILON = 1e-6
 """Seconds below which a wait is none (float time has no finer grain near 1e9 s)."""
 
 BACKOFF_START = 0.05
-"""Seconds dispatch pauses after a slow-down without ``Retry-After`` when nothing was
-accepted for a period, doubling while calls sent after the last pause are refused..."""
+"""Seconds dispatch pauses after a rate refusal without ``Retry-After`` when nothing was
+accepted for a window, doubling while calls sent after the last pause are refused..."""
 
 BACKOFF_MAX = 2.0
 """...up to this (then one call every 2 s sees whether the service takes calls again)."""
@@ -100,17 +120,20 @@ class LearnedRate:
         self._cap_until = -math.inf
         self._tokens = 1.0
         self._at = now
+        self._first_call: float | None = None
         self._last_cut = -math.inf
         self._probing = 0
-        self.upper: float | None = None  # the pace of the last refusal
+        self._provisional = False  # measured over less than a window: a guess
+        self._plateau = PLATEAU
         self._accepted_since_cut = 0
-        self._accepted_at: deque[float] = deque()  # answers accepted in the last PERIOD
+        self._accepted_at: deque[float] = deque()  # answers accepted in the last WINDOW
         self._flights: deque[tuple[float, int]] = deque()  # (time, calls out), falling
         self._backoff = 0.0
         self._backoff_at = -math.inf
-        self._start = now
+        self._start = now  # of the probing period
         self._taken = 0
-        self._accepted = 0
+        self._sent = 0  # since the first call
+        self._answers = 0
         self._refused = 0
 
     def pace(self, now: float) -> float | None:
@@ -138,7 +161,10 @@ class LearnedRate:
         self._refill(now, pace)
         if pace is not None:
             self._tokens -= 1.0
+        if self._first_call is None:
+            self._first_call = now
         self._taken += 1
+        self._sent += 1
 
     def on_answer(self, now: float, hint: RateHint, in_flight: int = 0) -> None:
         """The service accepted a call (any answer but a slow-down) sent with
@@ -148,39 +174,97 @@ class LearnedRate:
             flights.pop()
         flights.append((now, in_flight))
         self._roll(now)
-        self._accepted += 1
+        self._answers += 1
         self._accepted_since_cut += 1
         self._backoff = 0.0
         self._accepted_at.append(now)
         self._heed(now, hint)
 
+    def accepting(self, now: float) -> bool:
+        """Has the service accepted a call in the last ``WINDOW`` seconds?"""
+        self._accepted(now)
+        return bool(self._accepted_at)
+
     def is_rate_refusal(self, now: float, in_flight: int) -> bool:
         """Was a call refused with ``in_flight`` calls out refused for its rate? Yes when
-        the service accepted calls sent with twice as many out within the last period
+        the service accepted calls sent with twice as many out within the last window
         (so the number out is not why), or accepted none (nothing says otherwise); a
         service refusing beyond a *concurrency* refuses only calls sent with more out
         than the ones it accepts - its concurrency limit's business, not the rate's."""
         flights = self._flights
-        while flights and flights[0][0] <= now - PERIOD:
+        while flights and flights[0][0] <= now - WINDOW:
             flights.popleft()
         return not flights or in_flight * 2 <= flights[0][1]
 
-    def on_slow_down(self, dispatched_at: float, now: float, hint: RateHint) -> None:
+    def on_slow_down(self, dispatched_at: float, now: float, hint: RateHint,
+                     out: int = 0) -> None:
         """The service refused a call dispatched at ``dispatched_at`` for its rate (see
-        :meth:`is_rate_refusal`): slow down."""
+        :meth:`is_rate_refusal`), with ``out`` other calls out now: slow down.
+        ``hint.retry_after`` is the refused call's own wait; it pauses every call only
+        when the service is taking none."""
         self._roll(now)
+        self._answers += 1
         self._refused += 1
-        self._heed(now, hint)
-        if hint.retry_after is None and dispatched_at >= self._backoff_at \
-                and not self._recent(now):
-            # nothing accepted for a period, and this was sent after the last backoff
+        started = self._first_call is not None and now - self._first_call >= WINDOW
+        taking = self.accepting(now) or not started  # at the start, answers are on the way
+        if hint.retry_after is not None and not taking:
+            self._pause_until(now + hint.retry_after)
+        self._heed(now, RateHint(None, hint.remaining, hint.reset_after, hint.limit,
+                                 hint.window))
+        if hint.retry_after is None and dispatched_at >= self._backoff_at and not taking:
+            # nothing accepted for a window, and this was sent after the last backoff
             # began: double it (a service refusing everything is not pacing us)
             self._backoff = min(BACKOFF_MAX, max(BACKOFF_START, 2 * self._backoff))
             self._backoff_at = now
             self._pause_until(now + self._backoff)
-        if dispatched_at >= self._last_cut and not self.told and (
-                self.rate is None or self._accepted_since_cut):
-            self._cut(now)
+        if dispatched_at >= self._last_cut and not self.told:
+            self._measure(now, out)
+
+    def _measure(self, now: float, out: int) -> None:
+        """Set the rate from what the service accepted over the last window (see the
+        module docstring); nothing when it accepted nothing since it was first called.
+        Over a span shorter than the window (the start) the ``out`` calls count as
+        accepted: their answers are still on the way, and an estimate too high is
+        corrected by the next refusal, one too low only by probing."""
+        sending = self._sending_for(now)
+        span = max(STARTUP_SPAN, min(WINDOW, sending))
+        accepted = self._accepted(now) + (out if sending < WINDOW else 0)
+        before = self.pace(now)
+        if accepted:
+            rate = accepted / span * (1 - MARGIN)
+            if before is not None:  # refused at this pace: below it, whatever the burst
+                rate = min(rate, before * (1 - 2 * MARGIN))  # the window took lent us
+            if before is not None and not self._accepted_since_cut:
+                return  # nothing taken since the last cut: going down, not a rate
+        elif self.rate is None and self._first_call is not None:
+            rate = CUT * self._sent / max(STARTUP_SPAN, now - self._first_call)
+        else:
+            return  # refusing everything: the backoff paces it
+        self.rate = max(MIN_RATE, rate)
+        last, self.ceiling = self.ceiling, self.rate / (1 - MARGIN)
+        # the same ceiling again: rest longer before the next probe (each costs refusals)
+        self._plateau = min(PLATEAU_MAX, 2 * self._plateau) if last is not None and \
+            abs(self.ceiling - last) <= 2 * PROBE_STEP * last else PLATEAU
+        assert before is None or self.rate <= max(before, MIN_RATE)
+        self._provisional = sending < WINDOW
+        self._accepted_since_cut = 0
+        self._last_cut = now
+        self._probing = 0
+
+    def _sending_for(self, now: float) -> float:
+        """Seconds the service has been called for, since the last global pause ended."""
+        if self._first_call is None:
+            return 0.0
+        return now - max(self._first_call, min(self.paused_until, now))
+
+    def _accepted(self, now: float) -> int:
+        """Answers accepted in the last ``WINDOW`` seconds, since the last pause ended."""
+        accepted = self._accepted_at
+        while accepted and accepted[0] <= now - WINDOW:
+            accepted.popleft()
+        since = min(self.paused_until, now)
+        return sum(1 for at in accepted if at > since) if since > now - WINDOW \
+            else len(accepted)
 
     def _refill(self, now: float, pace: float | None) -> None:
         if pace is not None and now > self._at:
@@ -189,9 +273,6 @@ class LearnedRate:
         assert self._tokens <= 1.0
 
     def _pause_until(self, until: float) -> None:
-        """Pause dispatch until ``until``. Paused time counts in the period's length: a
-        server that says "retry after the window resets" accepts its rate over the whole
-        window, and the backoff's own pauses are short."""
         self.paused_until = max(self.paused_until, until)
 
     def _heed(self, now: float, hint: RateHint) -> None:
@@ -207,57 +288,21 @@ class LearnedRate:
                 self._cap = max(MIN_RATE, hint.remaining / hint.reset_after)
                 self._cap_until = now + hint.reset_after
 
-    def _cut(self, now: float) -> None:
-        before = self.pace(now) or self._sending(now)
-        self.upper = before  # refused at this pace: the service's rate is below it
-        if self.ceiling is not None and before > self.ceiling:
-            after = self.ceiling * (1 - MARGIN)  # refused while probing: back under it
-        else:
-            after = before * CUT
-        # never below what the service accepted over the last period: it takes that much
-        # (a service refusing beyond a concurrency, not a rate, keeps its throughput)
-        after = max(after, self._recent(now) / PERIOD * (1 - MARGIN))
-        self.rate = max(MIN_RATE, min(before, after))
-        assert self.rate <= max(before, MIN_RATE)
-        self._last_cut = now
-        self._accepted_since_cut = 0
-        self._probing = 0
-
-    def _recent(self, now: float) -> int:
-        """Answers accepted in the last ``PERIOD`` seconds."""
-        accepted = self._accepted_at
-        while accepted and accepted[0] <= now - PERIOD:
-            accepted.popleft()
-        return len(accepted)
-
-    def _sending(self, now: float) -> float:
-        """Calls/s taken in this period so far (over ``STARTUP_SPAN`` at least)."""
-        return max(MIN_RATE, self._taken / max(STARTUP_SPAN, now - self._start))
-
     def _roll(self, now: float) -> None:
-        """End the period if it is due (see the module docstring)."""
+        """End the probing period if it is due (see the module docstring)."""
         duration = now - self._start
-        if duration < PERIOD or self._accepted + self._refused < MIN_PERIOD_CALLS:
+        if duration < PERIOD or self._answers < MIN_PERIOD_CALLS:
             return
-        if self._refused and not self._accepted:
-            pass  # refused everything: down, not pacing us (the backoff paces this)
-        elif self._refused and not self.told:
-            self.ceiling = max(MIN_RATE, self._accepted / duration)
-            self.rate = max(MIN_RATE, self.ceiling * (1 - MARGIN))
+        if self._refused:
             self._probing = 0
-        elif self.rate is not None and self._taken >= IN_USE * self.rate * duration \
-                and not self.told:
-            assert self.ceiling is not None
-            upper = self.upper
-            if upper is not None and self.rate < upper * (1 - 2 * MARGIN):
-                # a loose estimate: halve the distance to where it was last refused
-                self.rate += (upper * (1 - MARGIN) - self.rate) / 2
-            else:
-                self._probing += 1
-                if self._probing > PLATEAU:
-                    self.rate += self.ceiling * PROBE_STEP * (self._probing - PLATEAU)
-                    if upper is not None and self.rate > upper:
-                        self.upper = None  # passed without a refusal: stale
+        elif self.rate is not None and not self.told and \
+                self._taken >= IN_USE * self.rate * duration:
+            self._probing += 1
+            if self._provisional:  # a guess from the opening burst, maybe far too low
+                self.rate *= 1 + PROVISIONAL_STEP
+            elif self._probing > self._plateau:
+                base = self.ceiling if self.ceiling is not None else self.rate
+                self.rate += base * PROBE_STEP * (self._probing - self._plateau)
         self._start = now
-        self._taken = self._accepted = self._refused = 0
+        self._taken = self._answers = self._refused = 0
         assert self.rate is None or self.rate >= MIN_RATE

@@ -50,11 +50,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from typing import Any, Literal, TypeVar, cast
 
 from aiostreams.policies import mark_retryable
 from aiostreams.runtime.clock import Clock, LoopClock
-from aiostreams.runtime.permit_wait import traced_call, waiting_for_permit
+from aiostreams.runtime.permit_wait import held_in_place, traced_call, waiting_for_permit
 from aiostreams.runtime.trace_hooks import CallTrace
 from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
@@ -62,11 +63,13 @@ from aiostreams.services.budget import RetryBudget
 from aiostreams.services.contract import DEFAULT_CONTRACT, ServiceContract, Verdict
 from aiostreams.services.dispatch_gate import DispatchGate
 from aiostreams.services.gradient import GradientLimit
+from aiostreams.services.hold import Hold
 from aiostreams.services.learned_rate import LearnedRate
 from aiostreams.services.limit import Adaptive, FixedLimit, Limit
 from aiostreams.services.outcome import HoldExpired, Outcome
 from aiostreams.services.rate import RateLimit, TokenBucket
 from aiostreams.services.stats import ServiceStats
+from aiostreams.services.timed_call import call_within
 
 __all__ = ["TIMEOUT_SAMPLE", "TIMEOUT_SHARE", "Service", "make_limit"]
 
@@ -74,6 +77,9 @@ T = TypeVar("T")
 
 BUDGET_RECHECK = 0.25
 """Seconds between two looks at the retry budget by a retry it holds."""
+
+BUSY_PAUSE = 0.05
+"""Seconds a call refused as "all busy" with none of ours out waits before calling again."""
 
 TIMEOUT_SAMPLE = 20
 """Answers over which the share of timeouts is measured..."""
@@ -85,9 +91,13 @@ _OUTCOME = {Verdict.SUCCESS: Outcome.SUCCESS, Verdict.SLOW_DOWN: Outcome.OVERLOA
             Verdict.TIMEOUT: Outcome.TIMEOUT, Verdict.TRANSIENT: Outcome.ERROR,
             Verdict.PERMANENT: Outcome.ERROR, Verdict.UNCLASSIFIED: Outcome.ERROR}
 
-_BREAKER_FAILURES = frozenset({Verdict.TIMEOUT, Verdict.TRANSIENT, Verdict.UNCLASSIFIED})
-"""What the breaker counts as a failure (a slow-down or a 404 is an answer: the service
-is up); a success and a permanent answer count as successes."""
+_BREAKER_FAILURES = frozenset({Verdict.TIMEOUT, Verdict.TRANSIENT})
+"""What the breaker counts as a failure: what the contract says is the service failing (a
+slow-down or a 404 is an answer: the service is up); a success and a permanent answer count
+as successes. So do the user's own exceptions (unclassified: the service answered, the
+user's code judged the answer): an ``UnknownCustomer`` raised after a 404 must not open the
+breaker, nor be held as an outage (it would fail the half-open probe for ever); declare a
+type in the contract's ``transient=`` for it to count as a failure."""
 
 _RETRYABLE = {Verdict.TIMEOUT: True, Verdict.TRANSIENT: True, Verdict.PERMANENT: False,
               Verdict.UNCLASSIFIED: None}
@@ -100,23 +110,6 @@ def make_limit(concurrency: int | Adaptive) -> Limit:
     if concurrency.algorithm == "aimd":
         return AimdLimit(concurrency)
     return GradientLimit(concurrency)
-
-
-class _Hold:
-    """How long one call has been held (by slow-downs or an open breaker)."""
-
-    __slots__ = ("max_hold", "since", "why")
-
-    def __init__(self, max_hold: float | None) -> None:
-        self.max_hold = max_hold
-        self.since: float | None = None
-        self.why = ""
-
-    @property
-    def deadline(self) -> float | None:
-        if self.since is None or self.max_hold is None:
-            return None
-        return self.since + self.max_hold
 
 
 class Service:
@@ -180,58 +173,63 @@ class Service:
             elif not self.budget.try_retry(now):
                 self.stats.retries_refused += 1
                 await self._wait_for_budget(self.budget)
-        hold = _Hold(self.max_hold)
+        hold = Hold(self.max_hold)
         call_timeout = self.timeout if timeout is None else timeout
-        try:
-            while True:
-                call_trace = traced_call(self.name, attempt) if trace == "record" else trace
-                trace = None if trace != "record" else trace  # a given trace: once
-                await self._acquire(hold)
-                try:
-                    verdict, result, error, paced = await self._dispatch(
-                        fn, call_timeout, call_trace)
-                finally:
-                    self.in_flight -= 1
-                    self._wake()
-                if verdict is Verdict.SUCCESS:
-                    return cast(T, result)
-                if verdict is Verdict.SLOW_DOWN:
-                    self._begin_hold(hold, "slow-down answers")
-                    if not paced and self.in_flight:
-                        # refused beyond a concurrency: one call ends, one calls again
-                        # (not a spin of refusals at the speed of the network)
-                        await self._next_change(hold.deadline)
-                    continue
-                if verdict in _BREAKER_FAILURES and self.breaker_state is not \
-                        BreakerState.CLOSED:
-                    self.stats.held_by_breaker += 1
-                    self._begin_hold(hold, "an outage: the breaker is open")
-                    continue
-                assert error is not None
-                mark_retryable(error, _RETRYABLE[verdict])
-                raise error
-        finally:
-            if hold.since is not None:
-                self.held -= 1
+        with ExitStack() as held:
+            try:
+                while True:
+                    call_trace = traced_call(self.name, attempt) if trace == "record" \
+                        else trace
+                    trace = None if trace != "record" else trace  # a given trace: once
+                    await self._acquire(hold)
+                    try:
+                        verdict, result, error, again_in = await self._dispatch(
+                            fn, call_timeout, call_trace)
+                    finally:
+                        self.in_flight -= 1
+                        self._wake()
+                    if verdict is Verdict.SUCCESS:
+                        return cast(T, result)
+                    if verdict is Verdict.SLOW_DOWN:
+                        self._begin_hold(hold, "slow-down answers", call_timeout, held)
+                        if again_in is not None:  # this call's own Retry-After
+                            await self._sleep(again_in, hold.deadline)
+                        elif self.in_flight:
+                            # refused beyond a concurrency: one call ends, one calls
+                            # again (not a spin of refusals at the speed of the network)
+                            await self._next_change(hold.deadline)
+                        else:  # busy with others' calls: not a spin either
+                            await self._sleep(BUSY_PAUSE, hold.deadline)
+                        continue
+                    if verdict in _BREAKER_FAILURES and self.breaker_state is not \
+                            BreakerState.CLOSED:
+                        self.stats.held_by_breaker += 1
+                        self._begin_hold(hold, "an outage: the breaker is open",
+                                         call_timeout, held)
+                        continue
+                    assert error is not None
+                    mark_retryable(error, _RETRYABLE[verdict])
+                    raise error
+            finally:
+                if hold.since is not None:
+                    self.held -= 1
 
-    def _begin_hold(self, hold: _Hold, why: str) -> None:
-        if hold.since is None:
-            hold.since = self.clock.monotonic()
-            hold.why = why
+    def _begin_hold(self, hold: Hold, why: str, call_timeout: float | None = None,
+                    held: ExitStack | None = None) -> None:
+        """The call is held from now (once); with a timeout bounding each dispatch, the
+        record's attempt timeout stops counting for the rest of the call."""
+        if hold.begin(self.clock.monotonic(), why):
             self.held += 1
             self.stats.held_total += 1
+            if held is not None and call_timeout is not None:
+                held.enter_context(held_in_place())
 
-    def _expired(self, hold: _Hold) -> HoldExpired:
-        assert hold.since is not None and hold.max_hold is not None
+    def _expired(self, hold: Hold) -> HoldExpired:
         self.stats.hold_expired += 1
-        error = HoldExpired(self.name, self.clock.monotonic() - hold.since, hold.max_hold,
-                            hold.why)
-        mark_retryable(error, False)
-        return error
+        return hold.expired(self.name, self.clock.monotonic())
 
-    def _check(self, hold: _Hold) -> None:
-        deadline = hold.deadline
-        if deadline is not None and self.clock.monotonic() >= deadline:
+    def _check(self, hold: Hold) -> None:
+        if hold.past(self.clock.monotonic()):
             raise self._expired(hold)
 
     async def _wait_for_budget(self, budget: RetryBudget) -> None:
@@ -248,7 +246,7 @@ class Service:
         finally:
             self.waiting -= 1
 
-    async def _acquire(self, hold: _Hold) -> None:
+    async def _acquire(self, hold: Hold) -> None:
         """Wait for the gate, the breaker, a concurrency place and a token, in that order;
         raise :class:`HoldExpired` once a held call passes its ``max_hold``."""
         self.waiting += 1
@@ -287,9 +285,10 @@ class Service:
 
     async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None,
                         trace: CallTrace | None
-                        ) -> tuple[Verdict, T | None, Exception | None, bool]:
+                        ) -> tuple[Verdict, T | None, Exception | None, float | None]:
         """Make the call; judge and count its answer (not when it was cancelled). The
-        last item: the learned rate now paces what follows (a rate refusal)."""
+        last item, for a slow-down: seconds until this call may go again (its
+        ``Retry-After``; 0.0: when the gate lets it), or None: once a call ends."""
         started = self.clock.monotonic()
         if trace is not None:
             trace.dispatched()
@@ -297,7 +296,7 @@ class Service:
         result: T | None = None
         error: Exception | None = None
         try:
-            result = await self._timed(fn, timeout)
+            result = await call_within(fn, timeout, self.clock, self.name)
         except Exception as exc:
             error = exc
         except BaseException:
@@ -307,24 +306,30 @@ class Service:
         verdict = self.contract.judge(error, result)
         if trace is not None:
             trace.ended(_OUTCOME[verdict].value, error)
-        paced = self._observe(verdict, error if error is not None else result, started,
-                              in_flight)
-        return verdict, result, error, paced
+        again_in = self._observe(verdict, error if error is not None else result, started,
+                                 in_flight)
+        return verdict, result, error, again_in
 
-    def _observe(self, verdict: Verdict, answer: Any, started: float, in_flight: int) -> bool:
-        """Tell the learned rate, the concurrency limit, the breaker and the figures;
-        True when a slow-down taught the learned rate (it paces what follows)."""
-        paced = False
+    def _observe(self, verdict: Verdict, answer: Any, started: float,
+                 in_flight: int) -> float | None:
+        """Tell the learned rate, the concurrency limit, the breaker and the figures; for
+        a slow-down, when the refused call may go again (see :meth:`_dispatch`)."""
+        again_in: float | None = None
         now = self.clock.monotonic()
         latency = now - started
         outcome = _OUTCOME[verdict]
         hint = self.contract.hint(answer, self.clock.wall_time())
         self._recent.append(verdict is Verdict.TIMEOUT)
         if verdict is Verdict.SLOW_DOWN:
-            if self.learned.is_rate_refusal(now, in_flight) or hint.retry_after is not None:
-                self.learned.on_slow_down(started, now, hint)
+            # "all busy" from a service taking calls is its concurrency, not a rate
+            busy = self.contract.is_busy(answer, hint) and self.learned.accepting(now)
+            if not busy and (hint.retry_after is not None
+                             or self.learned.is_rate_refusal(now, in_flight)):
+                self.learned.on_slow_down(started, now, hint, self.in_flight)
                 self.gate.changed()
-                paced = True
+                again_in = 0.0
+            if hint.retry_after is not None:
+                again_in = hint.retry_after
             if max(in_flight, self.in_flight) * 2 >= self.limit:  # in use: it may be why
                 self.limiter.on_outcome(outcome, latency, in_flight, now)
         else:
@@ -342,37 +347,12 @@ class Service:
         self.stats.record(_OUTCOME[verdict], latency)
         if verdict is Verdict.PERMANENT:
             self.stats.permanent += 1
-        return paced
+        return again_in
 
     def _timeouts_are_congestion(self) -> bool:
         recent = self._recent
         return len(recent) >= TIMEOUT_SAMPLE // 2 and \
             sum(recent) >= TIMEOUT_SHARE * len(recent)
-
-    async def _timed(self, fn: Callable[[], Awaitable[T]], timeout: float | None) -> T:
-        if timeout is None:
-            return await fn()
-        call = asyncio.ensure_future(fn())
-        timed_out = False
-
-        def expire() -> None:
-            nonlocal timed_out
-            if not call.done():
-                timed_out = True
-                call.cancel()
-
-        timer = self.clock.call_later(timeout, expire)
-        try:
-            return await call
-        except asyncio.CancelledError:
-            if timed_out:
-                raise TimeoutError(f"service {self.name!r} did not answer within "
-                                   f"{timeout} s of the call's dispatch") from None
-            raise
-        finally:
-            timer.cancel()
-            if not call.done():
-                call.cancel()
 
     async def _sleep(self, seconds: float, deadline: float | None = None) -> None:
         """Sleep ``seconds`` (not executing), or until ``deadline`` if sooner."""

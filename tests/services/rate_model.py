@@ -1,7 +1,9 @@
 """A pure model of a rate-bound service, to drive a :class:`LearnedRate` on simulated time.
 
 The server admits calls from a token bucket (``rate(t)`` calls/s, ``burst`` tokens) and
-answers the others 429 at once (with ``Retry-After`` when ``retry_after`` is set); an
+answers the others 429 at once (with ``Retry-After`` when ``retry_after`` is set, or with
+``rounded_retry_after`` the wait for a token rounded up to whole seconds, as a real
+token-bucket server says it); an
 admitted call answers after a latency drawn uniformly from ``latency`` (seeded). The client
 has an unbounded backlog and up to ``concurrency`` calls out; it sends whenever the learned
 rate lets it. A heap of events, no clock, no sleeps: deterministic.
@@ -10,6 +12,7 @@ rate lets it. A heap of events, no clock, no sleeps: deterministic.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ class RateBoundServer:
     burst: float = 1.0
     latency: tuple[float, float] = (0.01, 0.08)
     retry_after: float | None = None
+    rounded_retry_after: bool = False  # Retry-After: the wait for a token, in whole seconds >= 1
     concurrency: int = 20
     seed: int = 0
 
@@ -62,7 +66,11 @@ class RateBoundServer:
                     learned.on_answer(now, RateHint())
                 else:
                     second.refused += 1
-                    learned.on_slow_down(sent, now, RateHint(retry_after=self.retry_after))
+                    retry_after = self.retry_after
+                    if self.rounded_retry_after:  # as a token-bucket server says it
+                        retry_after = max(1.0, float(math.ceil(
+                            (1.0 - tokens) / max(self.rate(now), 1e-9))))
+                    learned.on_slow_down(sent, now, RateHint(retry_after=retry_after), out_now)
             else:
                 now = max(wake, now + 1e-6)
             out[min(int(now), len(out) - 1)].rates.append(learned.pace(now) or 0.0)

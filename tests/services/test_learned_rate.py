@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rate_model import RateBoundServer, refused_share, throughput
@@ -56,10 +57,22 @@ def test_a_service_refusing_everything_does_not_drive_the_rate_to_its_floor() ->
     assert sum(s.refused for s in seconds[35:]) <= 25 / 2 + 1  # a call per 2 s backoff
 
 
-def test_headers_pause_dispatch_and_a_declared_policy_is_the_rate() -> None:
+def test_retry_after_pauses_every_call_only_when_the_service_takes_none() -> None:
     learned = LearnedRate(0.0)
-    learned.on_slow_down(0.0, 0.0, RateHint(retry_after=3.0))
-    assert learned.wait(0.0) == 3.0 and learned.wait(3.0) == 0.0
+    learned.take(0.0)
+    learned.on_answer(0.1, RateHint())
+    learned.take(0.5)
+    learned.on_slow_down(0.5, 0.6, RateHint(retry_after=3.0))
+    # it took a call within the window: "Retry-After: 3" is the refused call's own wait
+    # (a token-bucket server rounds 25 ms up to a second), the others go at the rate
+    assert learned.wait(0.6) == 0.0 and learned.paused_until < 0.6
+    learned.take(2.0)
+    learned.on_slow_down(2.0, 2.1, RateHint(retry_after=3.0))  # none taken for a window
+    assert learned.wait(2.1) == pytest.approx(3.0) and learned.wait(5.1) == 0.0
+
+
+def test_rate_limit_headers_pause_and_cap_and_a_declared_policy_is_the_rate() -> None:
+    learned = LearnedRate(0.0)
     learned.on_answer(3.0, RateHint(remaining=0.0, reset_after=2.0))
     assert learned.wait(3.0) == 2.0
     learned.on_answer(5.0, RateHint(limit=100.0, window=10.0))
