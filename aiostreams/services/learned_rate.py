@@ -8,22 +8,24 @@ spread evenly, at the learned ``rate``):
 - **unknown** at first (``rate`` None: no pacing). Nothing is paced until the service
   refuses a call for its rate;
 - a **rate refusal** (a 429 or ``Overloaded`` the service judged a rate refusal) of a call
-  dispatched after the last cut **measures**: what the service accepted over the last
-  ``WINDOW`` seconds of sending (a rate-bound server that refuses was saturated, so what it
-  took is its rate) is the ``ceiling``, and the rate is set ``MARGIN`` below it. Before
-  any answer came back (the opening burst: refusals come back at once, acceptances after
-  their latency) it is ``CUT`` x the rate calls were sent at; over a span shorter than the
-  window, the calls still out count as accepted. Calls sent before a cut do
-  not cut again (one episode, one measure); a refusal with nothing accepted since the last
-  cut, or in the window, does not measure (a service that refuses everything is not
-  telling a rate: the backoff below paces that case, and the rate it had is kept for when
-  it is back);
+  dispatched ``SETTLE`` seconds or more after the last cut **measures**: what the service
+  accepted over the last ``WINDOW`` seconds of sending (a rate-bound server that refuses
+  is saturated: what it took is its rate), less ``MARGIN``, and never above the pace it
+  refused less ``2 x MARGIN`` (the window's count includes the server's burst). Past the
+  start it is never above that pace x the share of calls accepted since the last cut,
+  less ``MARGIN`` (a rate that halves shows in that share before it shows in the window).
+  Before any answer came back (the opening burst: refusals come back at once, acceptances
+  after their latency) it is ``CUT`` x the rate calls were sent at; over a span shorter
+  than the window the calls still out count as accepted. A refusal with fewer than
+  ``MIN_PERIOD_CALLS`` accepted since the last cut, or none in the window, does not
+  measure: a service that refuses everything is not telling a rate (the backoff below
+  paces that case, and the rate it had is kept for when it is back);
 - the span measured never includes a **global pause** (``paused_until``): a token-bucket
   server rounds its 25 ms wait up to ``Retry-After: 1``, and counting that second would
   read 40/s as 20/s;
 - a rate measured over less than a window is a **guess**: it grows by
   ``PROVISIONAL_STEP`` x itself every period it is in use and not refused, until a refusal
-  measures it over a full window (the opening burst's refusals come in milliseconds);
+  measures it over a full window;
 - **probing**: after ``PLATEAU`` periods (``PERIOD`` seconds and ``MIN_PERIOD_CALLS``
   answers each; the rest doubles, up to ``PLATEAU_MAX``, while probes find the same
   ceiling) with no rate refusal and the rate in use (``IN_USE`` of its tokens taken),
@@ -43,8 +45,8 @@ spread evenly, at the learned ``rate``):
 A pure state machine on explicit times (tests drive it with no clock; the service's
 :class:`~aiostreams.services.dispatch_gate.DispatchGate` asks it when the next call may go).
 
-Invariants (asserted): ``rate`` is None or at least ``MIN_RATE``; a measure never sets the
-rate above what the service accepted; tokens never exceed one.
+Invariants (asserted): ``rate`` is None or at least ``MIN_RATE``; a measure never raises
+the pace that was refused; tokens never exceed one.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ __all__ = ["BACKOFF_MAX", "BACKOFF_START", "CUT", "IN_USE", "MARGIN", "MIN_PERIO
 
 WINDOW = 1.0
 """Seconds over which what the service accepted is measured at a rate refusal."""
+
+SETTLE = 0.25
+"""Seconds after a cut during which refused calls do not measure again: the server's
+bucket, emptied by the calls that were refused, refills before the new pace shows (without
+this, on a loaded client whose dispatches reach the server bunched, each refusal after an
+acceptance cut again, down to a fraction of the rate)."""
 
 STARTUP_SPAN = 0.05
 """The shortest span a rate is measured over (calls sent at once at the start are a burst
@@ -126,6 +134,7 @@ class LearnedRate:
         self._provisional = False  # measured over less than a window: a guess
         self._plateau = PLATEAU
         self._accepted_since_cut = 0
+        self._refused_since_cut = 0
         self._accepted_at: deque[float] = deque()  # answers accepted in the last WINDOW
         self._flights: deque[tuple[float, int]] = deque()  # (time, calls out), falling
         self._backoff = 0.0
@@ -205,6 +214,7 @@ class LearnedRate:
         self._roll(now)
         self._answers += 1
         self._refused += 1
+        self._refused_since_cut += 1
         started = self._first_call is not None and now - self._first_call >= WINDOW
         taking = self.accepting(now) or not started  # at the start, answers are on the way
         if hint.retry_after is not None and not taking:
@@ -217,7 +227,7 @@ class LearnedRate:
             self._backoff = min(BACKOFF_MAX, max(BACKOFF_START, 2 * self._backoff))
             self._backoff_at = now
             self._pause_until(now + self._backoff)
-        if dispatched_at >= self._last_cut and not self.told:
+        if dispatched_at >= self._last_cut + SETTLE and not self.told:
             self._measure(now, out)
 
     def _measure(self, now: float, out: int) -> None:
@@ -233,9 +243,15 @@ class LearnedRate:
         if accepted:
             rate = accepted / span * (1 - MARGIN)
             if before is not None:  # refused at this pace: below it, whatever the burst
-                rate = min(rate, before * (1 - 2 * MARGIN))  # the window took lent us
-            if before is not None and not self._accepted_since_cut:
-                return  # nothing taken since the last cut: going down, not a rate
+                # lent us (the window's count includes the server's burst), and the share
+                # of calls since the last cut it accepted shows a drop before the window
+                rate = min(rate, before * (1 - 2 * MARGIN))
+                if sending >= WINDOW:
+                    taken = self._accepted_since_cut
+                    rate = min(rate, before * taken / (taken + self._refused_since_cut)
+                               * (1 - MARGIN))
+            if before is not None and self._accepted_since_cut < MIN_PERIOD_CALLS:
+                return  # (almost) nothing taken since the last cut: going down, not a rate
         elif self.rate is None and self._first_call is not None:
             rate = CUT * self._sent / max(STARTUP_SPAN, now - self._first_call)
         else:
@@ -247,7 +263,7 @@ class LearnedRate:
             abs(self.ceiling - last) <= 2 * PROBE_STEP * last else PLATEAU
         assert before is None or self.rate <= max(before, MIN_RATE)
         self._provisional = sending < WINDOW
-        self._accepted_since_cut = 0
+        self._accepted_since_cut = self._refused_since_cut = 0
         self._last_cut = now
         self._probing = 0
 

@@ -247,12 +247,12 @@ class Service:
             self.waiting -= 1
 
     async def _acquire(self, hold: Hold) -> None:
-        """Wait for the gate, the breaker, a concurrency place and a token, in that order;
-        raise :class:`HoldExpired` once a held call passes its ``max_hold``."""
+        """Wait for the breaker, a concurrency place, the gate and a token, in that order;
+        raise :class:`HoldExpired` once a held call passes its ``max_hold``. The gate is
+        last but the declared cap: calls it paces go out at its pace (through it first,
+        they queued again for places and went out in bursts when calls ended)."""
         self.waiting += 1
         try:
-            self._check(hold)
-            await self.gate.enter(hold.deadline, lambda: self._expired(hold))
             while True:
                 self._check(hold)
                 now = self.clock.monotonic()
@@ -271,17 +271,16 @@ class Service:
                     continue
                 break
             self.in_flight += 1
+            try:
+                await self.gate.enter(hold.deadline, lambda: self._expired(hold))
+                if self.bucket is not None:
+                    await self._sleep(self.bucket.delay(self.clock.monotonic()))
+            except BaseException:
+                self.in_flight -= 1
+                self._wake()
+                raise
         finally:
             self.waiting -= 1
-        if self.bucket is not None:
-            delay = self.bucket.delay(self.clock.monotonic())
-            if delay > 0:
-                try:
-                    await self._sleep(delay)
-                except BaseException:
-                    self.in_flight -= 1
-                    self._wake()
-                    raise
 
     async def _dispatch(self, fn: Callable[[], Awaitable[T]], timeout: float | None,
                         trace: CallTrace | None
@@ -327,10 +326,8 @@ class Service:
                              or self.learned.is_rate_refusal(now, in_flight)):
                 self.learned.on_slow_down(started, now, hint, self.in_flight)
                 self.gate.changed()
-                again_in = 0.0
-            if hint.retry_after is not None:
-                again_in = hint.retry_after
-            if max(in_flight, self.in_flight) * 2 >= self.limit:  # in use: it may be why
+                again_in = 0.0  # a rate refusal: the learned rate's business, not the limit's
+            elif max(in_flight, self.in_flight) * 2 >= self.limit:  # in use: it may be why
                 self.limiter.on_outcome(outcome, latency, in_flight, now)
         else:
             self.learned.on_answer(now, hint, in_flight)
@@ -339,6 +336,8 @@ class Service:
             if verdict is Verdict.TIMEOUT and not self._timeouts_are_congestion():
                 outcome = Outcome.ERROR  # one hung call, not overload: no cut
             self.limiter.on_outcome(outcome, latency, in_flight, now)
+        if verdict is Verdict.SLOW_DOWN and hint.retry_after is not None:
+            again_in = hint.retry_after
         if self.breaker is not None and verdict is not Verdict.SLOW_DOWN:
             failed = verdict in _BREAKER_FAILURES
             self.breaker.on_outcome(Outcome.ERROR if failed else Outcome.SUCCESS, now)

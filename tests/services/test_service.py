@@ -186,19 +186,22 @@ async def test_a_held_retry_waits_as_for_a_permit_and_cancelling_it_takes_no_bud
     assert budget.try_retry(clock.monotonic())  # the window refilled; nothing was taken
 
 
-async def test_the_adaptive_limit_lowers_on_overload_answers_while_in_use() -> None:
+async def test_the_adaptive_limit_lowers_on_busy_answers_while_in_use() -> None:
     clock, backend = ManualClock(), Backend()
     service = Service("s", concurrency=Adaptive(initial=20, min=2, max=100), clock=clock)
 
-    class TooMany(Exception):
-        status = 429
+    class AllBusy(Exception):
+        status = 503  # every worker busy: a concurrency, not a rate
 
     calls = [asyncio.ensure_future(service.call(backend.call(i))) for i in range(20)]
     await settle()
     clock.advance(0.01)
-    backend.answer(0, TooMany())
+    backend.answer(1, "ok")  # it takes calls: its 503 is about how many at once
     await settle()
-    assert service.limit == 18 and not calls[0].done()  # cut; the record is held
+    backend.answer(0, AllBusy())
+    await settle()
+    assert service.limit < 20 and not calls[0].done()  # cut; the record is held
+    assert service.learned.rate is None  # and no rate learned from it
     for c in calls:
         c.cancel()
     await settle()
