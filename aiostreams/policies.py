@@ -125,8 +125,26 @@ def marked_retryable(error: BaseException) -> bool | None:
     return None if told is None else bool(told)
 
 
+_OUTAGE_MARK = "_aiostreams_suspected_outage"
+
+
+def mark_suspected_outage(error: BaseException) -> None:
+    """Say that ``error`` may be the start of its service's outage, not the record's own
+    failure: the service failed this record's calls with no success between (at one
+    record a second, the first record of an outage fails before the breaker has counted
+    enough failures in a row to open). A record out of attempts is then deferred, not
+    dead-lettered, so a breaker's ``consecutive_failures`` need not be at most the steps'
+    ``Retry.attempts``."""
+    setattr(error, _OUTAGE_MARK, True)
+
+
+def suspected_outage(error: BaseException) -> bool:
+    """What :func:`mark_suspected_outage` said of ``error``."""
+    return bool(getattr(error, _OUTAGE_MARK, False))
+
+
 NO_RETRY = Retry()
 """The default: one attempt, no retry."""
 
 __all__ = ["NO_RETRY", "OnError", "Ordering", "Retry", "mark_retryable",
-           "marked_retryable"]
+           "mark_suspected_outage", "marked_retryable", "suspected_outage"]

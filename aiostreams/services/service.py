@@ -47,19 +47,20 @@ place; one cancelled during the call gives its place back and counts no outcome.
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Any, Literal, TypeVar, cast
 
-from aiostreams.policies import mark_retryable
+from aiostreams.policies import mark_retryable, mark_suspected_outage
 from aiostreams.runtime.clock import Clock, LoopClock
-from aiostreams.runtime.permit_wait import held_in_place, traced_call, waiting_for_permit
+from aiostreams.runtime.permit_wait import held_in_place, traced_call
+from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.runtime.trace_hooks import CallTrace
 from aiostreams.services.aimd import AimdLimit
 from aiostreams.services.breaker import Breaker, BreakerState, CircuitBreaker
 from aiostreams.services.budget import RetryBudget
+from aiostreams.services.call_waits import CallWaits
 from aiostreams.services.contract import DEFAULT_CONTRACT, ServiceContract, Verdict
 from aiostreams.services.dispatch_gate import DispatchGate
 from aiostreams.services.gradient import GradientLimit
@@ -77,6 +78,9 @@ T = TypeVar("T")
 
 BUDGET_RECHECK = 0.25
 """Seconds between two looks at the retry budget by a retry it holds."""
+
+SUSPECTS = 10_000
+"""Records whose last failure the service remembers (to tell an outage's from their own)."""
 
 BUSY_PAUSE = 0.05
 """Seconds a call refused as "all busy" with none of ours out waits before calling again."""
@@ -146,7 +150,9 @@ class Service:
         self.waiting = 0
         self.held = 0  # calls held now (after a slow-down, or by an open breaker)
         self._recent: deque[bool] = deque(maxlen=TIMEOUT_SAMPLE)  # timed out?
-        self._waiters: deque[asyncio.Future[None]] = deque()  # FIFO, waiting for a place
+        self.waits = CallWaits(self.clock, lambda: self.limit - self.in_flight)
+        self._successes = 0  # answers the breaker counted as successes
+        self._failed_at: OrderedDict[int, int] = OrderedDict()  # id(slot) -> _successes
 
     @property
     def limit(self) -> int:
@@ -187,19 +193,21 @@ class Service:
                             fn, call_timeout, call_trace)
                     finally:
                         self.in_flight -= 1
-                        self._wake()
+                        self.waits.wake()
                     if verdict is Verdict.SUCCESS:
+                        if self._failed_at:
+                            self._failed_at.pop(id(CURRENT_SLOT.get(None)), None)
                         return cast(T, result)
                     if verdict is Verdict.SLOW_DOWN:
                         self._begin_hold(hold, "slow-down answers", call_timeout, held)
                         if again_in is not None:  # this call's own Retry-After
-                            await self._sleep(again_in, hold.deadline)
+                            await self.waits.sleep(again_in, hold.deadline)
                         elif self.in_flight:
                             # refused beyond a concurrency: one call ends, one calls
                             # again (not a spin of refusals at the speed of the network)
-                            await self._next_change(hold.deadline)
+                            await self.waits.next_change(hold.deadline)
                         else:  # busy with others' calls: not a spin either
-                            await self._sleep(BUSY_PAUSE, hold.deadline)
+                            await self.waits.sleep(BUSY_PAUSE, hold.deadline)
                         continue
                     if verdict in _BREAKER_FAILURES and self.breaker_state is not \
                             BreakerState.CLOSED:
@@ -209,10 +217,27 @@ class Service:
                         continue
                     assert error is not None
                     mark_retryable(error, _RETRYABLE[verdict])
+                    if verdict in _BREAKER_FAILURES and self.breaker is not None:
+                        self._suspect(error)
                     raise error
             finally:
                 if hold.since is not None:
                     self.held -= 1
+
+    def _suspect(self, error: Exception) -> None:
+        """Mark ``error`` a suspected outage (:func:`~aiostreams.policies.
+        mark_suspected_outage`: a record out of attempts is deferred, not dead-lettered)
+        unless another call succeeded since the running record's last failure - then the
+        service is up and the failure is the record's own."""
+        slot = CURRENT_SLOT.get(None)
+        if slot is None:
+            return
+        last = self._failed_at.pop(id(slot), None)
+        if last is None or last == self._successes:
+            mark_suspected_outage(error)
+            self._failed_at[id(slot)] = self._successes
+            while len(self._failed_at) > SUSPECTS:
+                self._failed_at.popitem(last=False)
 
     def _begin_hold(self, hold: Hold, why: str, call_timeout: float | None = None,
                     held: ExitStack | None = None) -> None:
@@ -242,7 +267,7 @@ class Service:
                 now = self.clock.monotonic()
                 if budget.try_retry(now):
                     return
-                await self._sleep(min(BUDGET_RECHECK, budget.refill_in(now)))
+                await self.waits.sleep(min(BUDGET_RECHECK, budget.refill_in(now)))
         finally:
             self.waiting -= 1
 
@@ -258,26 +283,26 @@ class Service:
                 now = self.clock.monotonic()
                 if self.breaker is not None and self.breaker.state is BreakerState.OPEN:
                     self._begin_hold(hold, "an outage: the breaker is open")
-                    await self._sleep(self.breaker.retry_in(now), hold.deadline)
+                    await self.waits.sleep(self.breaker.retry_in(now), hold.deadline)
                     if self.breaker.state is BreakerState.OPEN:
                         if not self.breaker.try_acquire(self.clock.monotonic()):
                             continue
                         break  # a half-open probe place
                 if self.in_flight >= self.limit:
-                    await self._next_change(hold.deadline)
+                    await self.waits.next_change(hold.deadline)
                     continue
                 if self.breaker is not None and not self.breaker.try_acquire(now):
-                    await self._next_change(hold.deadline)
+                    await self.waits.next_change(hold.deadline)
                     continue
                 break
             self.in_flight += 1
             try:
                 await self.gate.enter(hold.deadline, lambda: self._expired(hold))
                 if self.bucket is not None:
-                    await self._sleep(self.bucket.delay(self.clock.monotonic()))
+                    await self.waits.sleep(self.bucket.delay(self.clock.monotonic()))
             except BaseException:
                 self.in_flight -= 1
-                self._wake()
+                self.waits.wake()
                 raise
         finally:
             self.waiting -= 1
@@ -340,9 +365,10 @@ class Service:
             again_in = hint.retry_after
         if self.breaker is not None and verdict is not Verdict.SLOW_DOWN:
             failed = verdict in _BREAKER_FAILURES
+            self._successes += not failed
             self.breaker.on_outcome(Outcome.ERROR if failed else Outcome.SUCCESS, now)
             if self.breaker.state is not BreakerState.CLOSED:
-                self._wake()
+                self.waits.wake()
         self.stats.record(_OUTCOME[verdict], latency)
         if verdict is Verdict.PERMANENT:
             self.stats.permanent += 1
@@ -352,66 +378,3 @@ class Service:
         recent = self._recent
         return len(recent) >= TIMEOUT_SAMPLE // 2 and \
             sum(recent) >= TIMEOUT_SHARE * len(recent)
-
-    async def _sleep(self, seconds: float, deadline: float | None = None) -> None:
-        """Sleep ``seconds`` (not executing), or until ``deadline`` if sooner."""
-        if deadline is not None:
-            seconds = min(seconds, deadline - self.clock.monotonic())
-        if seconds <= 0:
-            return
-        done = asyncio.get_running_loop().create_future()
-
-        def wake() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        timer = self.clock.call_later(seconds, wake)
-        try:
-            with waiting_for_permit():  # the engine parks the record's executor
-                await done
-        finally:
-            timer.cancel()
-
-    async def next_call_end(self) -> None:
-        """Wait (as for a permit: not executing) until a call to the service ends."""
-        await self._next_change()
-
-    async def _next_change(self, deadline: float | None = None) -> None:
-        """Wait until a call ends or the breaker moves (a place may have come free), or
-        until ``deadline``.
-
-        Waiters are woken first come, first served, as many as there are free places (at
-        least one): waking all of them on every call's end made each end cost O(waiters)
-        -- with 500 records waiting on 40 places, the event loop spent itself on wake-ups
-        and the calls' measured latency grew tenfold. A waiter woken and then cancelled
-        passes its wake-up on."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        timer = None
-        if deadline is not None:
-            def expire() -> None:
-                if not waiter.done():
-                    waiter.set_result(None)  # the caller sees its deadline passed
-            timer = self.clock.call_later(max(0.0, deadline - self.clock.monotonic()),
-                                          expire)
-        try:
-            with waiting_for_permit():  # the engine parks the record's executor
-                await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self._wake()  # woken, but leaving: the place goes to the next one
-            else:
-                waiter.cancel()
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    def _wake(self) -> None:
-        free = max(1, self.limit - self.in_flight)
-        waiters = self._waiters
-        while free and waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                free -= 1

@@ -113,3 +113,29 @@ def test_the_rate_follows_a_server_that_doubles_its_rate() -> None:
     server = RateBoundServer(rate=lambda t: 50.0 if t < 20 else 100.0, burst=10.0, seed=2)
     seconds = server.run(LearnedRate(0.0), 60.0)
     assert throughput(seconds[40:]) >= 0.9 * 100  # probed past the stale ceiling
+
+
+def test_a_rounded_retry_after_is_not_read_as_the_rate_and_the_start_does_not_collapse(
+) -> None:
+    # a token-bucket server says "Retry-After: 1" for a 25 ms wait; 100 calls at once at
+    # the start: 8 admitted, the rest refused within milliseconds
+    server = RateBoundServer(rate=lambda t: 40.0 if t < 20 else 20.0, burst=8.0,
+                             concurrency=100, rounded_retry_after=True, seed=4)
+    seconds = server.run(LearnedRate(0.0), 40.0)
+    assert all(s.accepted >= 0.9 * 40 for s in seconds[1:20])  # from the 2nd second on
+    assert all(s.accepted >= 0.9 * 20 for s in seconds[22:])  # 2 s after the halving
+    assert refused_share(seconds[2:20]) <= 0.02 and refused_share(seconds[22:]) <= 0.02
+
+
+def test_refusals_after_a_cut_wait_for_it_to_show_before_cutting_again() -> None:
+    learned = LearnedRate(0.0)
+    for i in range(200):  # a second and more at 100/s, all accepted
+        learned.take(i / 100)
+        learned.on_answer(i / 100 + 0.02, RateHint())
+    learned.on_slow_down(2.0, 2.001, RateHint(retry_after=1.0), out=1)
+    cut = learned.rate
+    assert cut is not None and 90 <= cut < 100
+    for i in range(10):  # refusals interleaved with acceptances, within SETTLE of the cut
+        learned.on_answer(2.01 + i / 100, RateHint())
+        learned.on_slow_down(2.01 + i / 100, 2.011 + i / 100, RateHint(retry_after=1.0))
+    assert learned.rate == cut  # one episode, one cut (not ten of 4%)

@@ -67,7 +67,7 @@ async def test_calls_made_during_an_outage_wait_for_the_breaker_and_then_succeed
         assert all(isinstance(f, aiohttp.ClientResponseError) and f.status == 503
                    for f in failed)
         opener = asyncio.ensure_future(service.call(lambda: lookup(session, backend.url, "x")))
-        await service.next_call_end()  # the 4th call's answer opens the breaker
+        await service.waits.next_change()  # the 4th call's answer opens the breaker
         assert service.breaker_state is BreakerState.OPEN
         assert not opener.done()  # held, not failed
         held = [asyncio.ensure_future(
