@@ -148,3 +148,17 @@ async def test_a_call_cancelled_before_it_starts_makes_no_coroutine_of_the_users
     gc.collect()  # an unawaited coroutine would warn here (warnings are errors)
     assert made == [] and task.cancelled()
     assert await call_when_run(score, 2)() == 2 and made == [2]
+
+
+async def test_the_users_own_exceptions_neither_open_the_breaker_nor_are_held() -> None:
+    class UnknownCustomer(Exception):
+        """Raised by the user's code after a 404: the service answered."""
+
+    clock = ManualClock()
+    service = Service("s", concurrency=4, breaker=CircuitBreaker(consecutive_failures=2),
+                      clock=clock)
+    for _ in range(3):  # three in a row: a probe that failed for ever kept it open before
+        call = asyncio.ensure_future(service.call(Answers(UnknownCustomer("ghost"))(clock)))
+        await settle()
+        assert call.done() and isinstance(call.exception(), UnknownCustomer)
+    assert service.breaker_state.value == "closed" and service.stats.held_total == 0
