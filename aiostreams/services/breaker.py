@@ -13,8 +13,9 @@ Settings and their defaults (:class:`CircuitBreaker`):
 - ``consecutive_failures=5``: failures in a row (no success between) that open it,
   however slowly they come - a service down under 1 call/s opens it after 5 calls
   (issue 35: the ratio alone needed ``min_calls`` in one window, which low traffic never
-  reached). None: only the ratio opens it. Keep it at most the steps' ``Retry.attempts``
-  so the first record of an outage is held before its attempts run out;
+  reached). None: only the ratio opens it. It may exceed the steps' ``Retry.attempts``:
+  a record out of attempts in a suspected outage (failures in a row, no success between)
+  is deferred, not dead-lettered (:func:`~aiostreams.policies.mark_suspected_outage`);
 - ``failure_ratio=0.5`` over ``window=10.0`` seconds, once ``min_calls=20`` calls were
   made in the window: the ratio rule, for a service that fails often but not always;
 - ``cool_down=5.0``: seconds OPEN before ``probes=1`` calls go out HALF_OPEN.
@@ -22,8 +23,9 @@ Settings and their defaults (:class:`CircuitBreaker`):
 While OPEN no call is made; the service holds the records that need it (dispatch paused)
 instead of spending their retries, up to the service's ``max_hold``. In HALF_OPEN up to
 ``probes`` calls go out at once. Which answers are failures is the service's to say: a
-timeout, a transient or an unclassified error are; a slow-down (the service is up and
-pacing us) and a permanent answer (a 404: the service answered) are not. Counting uses
+timeout and a transient error are; a slow-down (the service is up and pacing us), a
+permanent answer (a 404: the service answered) and the user's own unclassified exceptions
+(raised after the service answered) are not. Counting uses
 one-second buckets over ``window`` seconds, so memory is bounded whatever the call rate.
 
 Invariant: ``consecutive`` is the number of failures since the last success (or the last

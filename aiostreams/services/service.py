@@ -2,12 +2,13 @@
 
 ``Service.call(fn)`` waits for a permit, then calls. The permit is, in this order:
 
-1. the **dispatch gate**: the pause a slow-down asked for (``Retry-After``) and the
-   **learned rate** (:mod:`aiostreams.services.learned_rate`), first come, first served;
-2. the **breaker** lets calls out (while it is OPEN the caller waits for the cool-down
+1. the **breaker** lets calls out (while it is OPEN the caller waits for the cool-down
    instead of failing: the record is held, not dead-lettered);
-3. a **concurrency** place: fewer than ``limit`` calls out (fixed, or adaptive: it moves
+2. a **concurrency** place: fewer than ``limit`` calls out (fixed, or adaptive: it moves
    with the outcomes, see :mod:`aiostreams.services.limit`);
+3. the **dispatch gate**: a pause the service asked for and the **learned rate**
+   (:mod:`aiostreams.services.learned_rate`), first come, first served - last, so paced
+   calls go out at its pace;
 4. a **token** of the declared rate limit (a hard cap the user sets).
 
 Only then is the call *dispatched*: its timeout and its latency start there, so time spent
@@ -20,21 +21,28 @@ acts on the verdict (issue 35):
 
 - a **slow-down** (429/503, ``Overloaded``; raised or returned) is never the record's
   failure: the same call goes back through the permit - the record is *held in place*
-  (its reorder-buffer slot kept, no attempt spent, never dead-lettered). It teaches the
-  learned rate (and pauses dispatch for ``Retry-After``) when it carries ``Retry-After``
-  or was refused with no more calls out than the service accepts
-  (:meth:`~aiostreams.services.learned_rate.LearnedRate.is_rate_refusal`); it lowers the
-  concurrency limit only when the call went out with at least half the limit in use (a
-  rate-bound service refuses at one call out: that is no reason to cut the concurrency);
+  (its reorder-buffer slot kept, no attempt spent, never dead-lettered), after its own
+  ``Retry-After``. A rate refusal - one with ``Retry-After``, or refused with no more
+  calls out than the service accepts (:meth:`~aiostreams.services.learned_rate.
+  LearnedRate.is_rate_refusal`), and not "busy" (a 503 without ``Retry-After`` from a
+  service taking calls) - teaches the learned rate; the others lower the concurrency
+  limit when the call went out with at least half the limit in use;
 - a **timeout** is transient; it is a congestion signal for the concurrency limit only
   when ``TIMEOUT_SHARE`` of the last ``TIMEOUT_SAMPLE`` answers timed out (one hung call
   is not overload: 1% hangs must not drive the limit to its floor);
-- a failure the breaker counts (timeout, transient, unclassified) that finds the breaker
+- a failure the breaker counts (timeout, transient) that finds the breaker
   not closed - it opened on this failure or an earlier one, or it is probing - is an
   outage, not the record's failure: the record is held until a probe succeeds;
 - otherwise the error is raised, marked for the step's ``Retry``
   (:func:`~aiostreams.policies.mark_retryable`): transient and timeouts are retried,
-  permanent ones never, unclassified ones as ``retry_on`` says.
+  permanent ones never, unclassified ones as ``retry_on`` says; a failure the breaker
+  counts, with no success of any call since the record's last failure, is also marked a
+  suspected outage (the engine defers a record out of attempts instead of dead-lettering
+  it).
+
+Once held, the rest of the call does not count against the record's attempt timeout
+(:func:`~aiostreams.runtime.permit_wait.held_in_place`) when a timeout bounds each
+dispatch.
 
 A record held longer than ``max_hold`` seconds (from when it was first held) fails with
 :class:`~aiostreams.services.outcome.HoldExpired`, which the step does not retry: its
