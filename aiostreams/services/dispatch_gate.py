@@ -1,4 +1,4 @@
-"""The gate a service's calls pass before they take a concurrency place: the learned pace.
+"""The gate a service's calls pass once they hold a concurrency place: the learned pace.
 
 Callers queue first come, first served; one timer waits for the head's turn (the pause a
 ``Retry-After`` asked for, then a token of the :class:`~aiostreams.services.learned_rate.

@@ -88,6 +88,10 @@ PLATEAU = 2
 """Periods the rate rests at its measure before it probes past it; doubled, up to
 ``PLATEAU_MAX``, each time a probe finds the same ceiling again."""
 
+SAME_CEILING = 0.15
+"""How close two measures are to be the same ceiling (a second's count of 10 calls is
++-10%: at low rates a tighter bound never saw the same ceiling twice)."""
+
 PLATEAU_MAX = 8
 """The longest rest, in periods, between two probes."""
 
@@ -260,7 +264,7 @@ class LearnedRate:
         last, self.ceiling = self.ceiling, self.rate / (1 - MARGIN)
         # the same ceiling again: rest longer before the next probe (each costs refusals)
         self._plateau = min(PLATEAU_MAX, 2 * self._plateau) if last is not None and \
-            abs(self.ceiling - last) <= 2 * PROBE_STEP * last else PLATEAU
+            abs(self.ceiling - last) <= SAME_CEILING * last else PLATEAU
         assert before is None or self.rate <= max(before, MIN_RATE)
         self._provisional = sending < WINDOW
         self._accepted_since_cut = self._refused_since_cut = 0
