@@ -46,6 +46,7 @@ from aiostreams.services import (
     Memo,
     Overloaded,
     RateLimit,
+    ServiceContract,
 )
 from aiostreams.settings.config import Settings, load_settings
 from aiostreams.state import kv_store, window_store
@@ -108,6 +109,7 @@ __all__ = [
     "Retry",
     "Serde",
     "SerializationError",
+    "ServiceContract",
     "SessionWindowedSerde",
     "SessionWindows",
     "Settings",

@@ -36,7 +36,7 @@ from aiostreams.ops.inspection import Inspection
 from aiostreams.ops.status import AppStatus
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock, LoopClock
-from aiostreams.services import Adaptive, CircuitBreaker, RateLimit
+from aiostreams.services import Adaptive, CircuitBreaker, RateLimit, ServiceContract
 from aiostreams.services.declared import DeclaredService
 from aiostreams.settings.client_options import client_options
 from aiostreams.settings.config import Settings, load_settings
@@ -116,18 +116,25 @@ class App(StartStop):
 
     def service(self, name: str, *, concurrency: int | Adaptive = 64,
                 rate: RateLimit | None = None, breaker: CircuitBreaker | None = None,
-                timeout: float | None = None,
-                retry_budget: float | None = None) -> DeclaredService:
+                timeout: float | None = None, retry_budget: float | None = None,
+                contract: ServiceContract | None = None,
+                max_hold: float | None = None) -> DeclaredService:
         """Declare the external service ``name`` that async steps call through
         (``map_values_async(fn, service=...)``): its concurrency (a fixed int, or
         :class:`~aiostreams.services.Adaptive`), rate limit, circuit breaker, call timeout
-        (seconds from dispatch) and retry budget. One declaration per name; every task and
-        step of the app shares its limits. See ``docs/guides/services.md``."""
+        (seconds from dispatch), retry budget, and its ``contract``
+        (:class:`~aiostreams.services.ServiceContract`: which answers mean slow down -
+        held, never an attempt -, transient or permanent; the default reads 429/503 and
+        ``Retry-After``). ``max_hold``: seconds a record may be held by slow-downs or an
+        open breaker before the step's ``on_error`` applies (None: for ever). One
+        declaration per name; every task and step of the app shares its limits. See
+        ``docs/guides/services.md``."""
         if name in self._services:
             raise ConfigError(f"service {name!r} is declared twice in app {self.name!r}: "
                               "declare it once and pass the same object to every step")
         declared = DeclaredService(name, concurrency=concurrency, rate=rate, breaker=breaker,
                                    timeout=timeout, retry_budget=retry_budget,
+                                   contract=contract, max_hold=max_hold,
                                    clock=None if isinstance(self.clock, LoopClock)
                                    else self.clock)
         self._services[name] = declared

@@ -90,9 +90,13 @@ class Retry:
             raise ConfigError(f"Retry.timeout must be > 0 seconds, got {self.timeout}")
 
     def should_retry(self, error: BaseException, attempts_made: int) -> bool:
+        """While attempts remain: what a service's contract said of ``error`` when it
+        judged it (:func:`mark_retryable`: transient yes, permanent no), else whether
+        ``retry_on`` lists it."""
         if attempts_made >= self.attempts or isinstance(error, DeserializationError):
             return False
-        return isinstance(error, self.retry_on)
+        told = marked_retryable(error)
+        return told if told is not None else isinstance(error, self.retry_on)
 
     def delay(self, attempts_made: int, rng: Callable[[], float] = random.random) -> float:
         """Seconds to wait before attempt ``attempts_made + 1``."""
@@ -102,7 +106,45 @@ class Retry:
         return max(0.0, base)
 
 
+_RETRYABLE_MARK = "_aiostreams_retryable"
+
+
+def mark_retryable(error: BaseException, retryable: bool | None) -> None:
+    """Say whether ``error`` is worth another attempt whatever a step's ``retry_on`` lists
+    (None: let ``retry_on`` decide). A declared service's contract marks what its calls
+    raise (:mod:`aiostreams.services.contract`): its transient answers are retried, its
+    permanent ones never, so steps need not list a service's errors in ``retry_on``."""
+    setattr(error, _RETRYABLE_MARK, retryable)
+
+
+def marked_retryable(error: BaseException) -> bool | None:
+    """What :func:`mark_retryable` said of ``error`` (None: nothing, or let retry_on
+    decide): a marked error came from a service's call and is that call's, not the
+    attempt's (a call's own timeout is no processing timeout)."""
+    told = getattr(error, _RETRYABLE_MARK, None)
+    return None if told is None else bool(told)
+
+
+_OUTAGE_MARK = "_aiostreams_suspected_outage"
+
+
+def mark_suspected_outage(error: BaseException) -> None:
+    """Say that ``error`` may be the start of its service's outage, not the record's own
+    failure: the service failed this record's calls with no success between (at one
+    record a second, the first record of an outage fails before the breaker has counted
+    enough failures in a row to open). A record out of attempts is then deferred, not
+    dead-lettered, so a breaker's ``consecutive_failures`` need not be at most the steps'
+    ``Retry.attempts``."""
+    setattr(error, _OUTAGE_MARK, True)
+
+
+def suspected_outage(error: BaseException) -> bool:
+    """What :func:`mark_suspected_outage` said of ``error``."""
+    return bool(getattr(error, _OUTAGE_MARK, False))
+
+
 NO_RETRY = Retry()
 """The default: one attempt, no retry."""
 
-__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry"]
+__all__ = ["NO_RETRY", "OnError", "Ordering", "Retry", "mark_retryable",
+           "mark_suspected_outage", "marked_retryable", "suspected_outage"]

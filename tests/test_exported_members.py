@@ -44,6 +44,7 @@ EXPECTED = {
     "Ordering", "Retry", "OnError",
     # the services a pipeline calls (app.service)
     "DeclaredService", "Adaptive", "RateLimit", "CircuitBreaker", "Memo", "Overloaded",
+    "ServiceContract",
     # serdes
     "Serde", "serde_for", "BytesSerde", "StrSerde", "IntSerde", "LongSerde", "FloatSerde",
     "JsonSerde", "PydanticSerde",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from hashlib import sha256
 
 from aiostreams.errors import TaskFailedError
-from aiostreams.policies import OnError, Retry
+from aiostreams.policies import OnError, Retry, suspected_outage
 from aiostreams.types import Headers, OutgoingRecord, RawRecord
 
 
@@ -72,13 +72,19 @@ def decide(
     far, including this one) and the policy; ``rng`` draws the retry jitter.
 
     Order of the rules: a :class:`Deferred` record is deferred (a punctuation cannot be);
-    a record the ``retry`` policy still allows is retried; then ``on_error`` decides, where
-    ``dead_letter`` needs a record (not a punctuation) and a dead-letter topic, else fails.
+    a record the ``retry`` policy still allows is retried; a record out of attempts whose
+    service marked the failure as a suspected outage (:func:`~aiostreams.policies.
+    mark_suspected_outage`: it failed in a row with no success between) is deferred with
+    the retry's backoff, until its service's breaker opens and holds it or a success shows
+    the failure is the record's own; then ``on_error`` decides, where ``dead_letter`` needs
+    a record (not a punctuation) and a dead-letter topic, else fails.
     """
     if isinstance(error, Deferred) and is_record:
         return Decision(Action.DEFER, error.delay)
     if is_record and retry.should_retry(error, attempts):
         return Decision(Action.RETRY, retry.delay(attempts, rng))
+    if is_record and suspected_outage(error):
+        return Decision(Action.DEFER, retry.delay(attempts, rng))
     if on_error is OnError.DEAD_LETTER and dead_letter_topic and is_record:
         return Decision(Action.DEAD_LETTER)
     if on_error is OnError.SKIP:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from aiostreams.engine.failure import Action, dead_letter_record, decide
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings
 from aiostreams.engine.task_stores import TaskStores
-from aiostreams.policies import Retry
+from aiostreams.policies import Retry, marked_retryable
 from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.slot import Slot, SlotKind, SlotState
 
@@ -51,7 +51,8 @@ class Recovery:
         """``slot``'s attempt raised ``error`` (not a cancellation)."""
         TaskStores.withdraw(slot)
         slot.reset_buffers()
-        if isinstance(error, TimeoutError) and self._attempt_timeout is not None:
+        if isinstance(error, TimeoutError) and self._attempt_timeout is not None \
+                and marked_retryable(error) is None:  # a service call's timeout is its own
             error = TimeoutError(
                 f"processing took longer than its {self._attempt_timeout}s timeout "
                 "(processing_timeout / Retry.timeout)"

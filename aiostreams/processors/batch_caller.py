@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from aiostreams.processors.steps import await_result
+from aiostreams.processors.steps import call_when_run
 from aiostreams.runtime.clock import TimerHandle
 from aiostreams.runtime.permit_wait import record_trace, waiting_for_permit
 from aiostreams.runtime.trace_hooks import CallTrace, SlotTrace
@@ -93,7 +93,7 @@ class _Batcher:
         for attempt in range(attempts):
             trace = _BatchCallTrace.of(traces, attempt, self.service.name, len(values))
             try:
-                results = await self.service.call(lambda: await_result(fn(list(values))),
+                results = await self.service.call(call_when_run(fn, list(values)),
                                                   attempt=attempt, timeout=owner.timeout,
                                                   trace=trace)
                 results = _one_per_value(results, values, owner.op)

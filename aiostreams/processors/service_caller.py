@@ -16,14 +16,12 @@ With ``memoize=Memo(ttl=...)`` a fresh answer in the step's memo store is used b
 of that, and a new answer is stored (see :mod:`aiostreams.services.memo`).
 
 A retry of the record (its slot's second attempt on) is marked as one, so the service's
-retry budget applies. With a breaker declared, a call that fails while the breaker is not
-closed (it opened on this failure or an earlier one, or is probing), or that the service
-refused for load (429/503, :class:`~aiostreams.services.Overloaded`, a timeout), is an
-outage, not the record's failure: the record is held and calls again through the permit
-(the adaptive limit has lowered; the breaker, once open, holds it until a probe succeeds),
-so an outage dead-letters nothing and spends no retries. (A ratio breaker over a window of
-thousands of successes opens only after as many failures: without this, those failures
-used up their records' retries first.)
+retry budget applies. What the service's answers mean is its contract's to say, not the
+step's (issue 35): :meth:`~aiostreams.services.service.Service.call` holds the record
+across slow-down answers (429/503, :class:`~aiostreams.services.Overloaded`) and across
+an open breaker - no attempt spent, never dead-lettered - and marks what it raises for the
+step's ``Retry`` (transient: retried even if ``retry_on`` does not list it; permanent:
+never), so ``retry_on`` is left for the user's own exceptions.
 
 Coalescing assumes what the issue states for it: the function's result depends on the
 lookup key only (a side-effect-free lookup); then outputs equal the serial
@@ -41,12 +39,10 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from aiostreams.processors.steps import StepLimiter, await_result
+from aiostreams.processors.steps import StepLimiter, call_when_run
 from aiostreams.runtime.slot import CURRENT_SLOT
-from aiostreams.services.breaker import BreakerState
 from aiostreams.services.declared import DeclaredService
 from aiostreams.services.memo import Memo
-from aiostreams.services.outcome import classify
 from aiostreams.services.single_flight import SingleFlight
 from aiostreams.topology.processor import ProcessorContext
 
@@ -120,22 +116,8 @@ class ServiceCaller:
         attempt = slot.attempts - 1 if slot is not None else 0
 
         async def once() -> Any:
-            while True:
-                try:
-                    return await service.call(lambda: await_result(fn(*args)),
-                                              attempt=attempt, timeout=timeout)
-                except Exception as error:
-                    if service.breaker is None or (
-                            service.breaker_state is BreakerState.CLOSED
-                            and not classify(error).congestion):
-                        raise  # an ordinary failure: the step's Retry decides
-                    # an outage: the breaker is open (or probing), or the service said it
-                    # is overloaded (429/503, a timeout) - hold the record and call again
-                    # through the permit (the limit has lowered; an opening breaker holds
-                    # it) instead of spending its retries into the dead-letter topic
-                    service.stats.held_by_breaker += 1
-                    if service.breaker_state is BreakerState.CLOSED and service.in_flight:
-                        await service.next_call_end()  # paced: one call ends, one retries
+            return await service.call(call_when_run(fn, *args), attempt=attempt,
+                                      timeout=timeout)
 
         if self.coalesce_by is None:
             return await once()

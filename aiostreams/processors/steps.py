@@ -212,6 +212,15 @@ async def await_result(result: Any) -> Any:
     return result
 
 
+def call_when_run(fn: Callable[..., Any], *args: Any) -> Callable[[], Awaitable[Any]]:
+    """``fn(*args)``, awaited if awaitable, called only once the returned function's
+    coroutine runs: a service call cancelled before it starts (at shutdown, with records
+    held) creates no coroutine of the user's, so none is left never awaited."""
+    async def invoke() -> Any:
+        return await await_result(fn(*args))
+    return invoke
+
+
 class StepCaller(Protocol):
     """How an async step calls its function: :class:`StepLimiter`, or a service's caller
     (:class:`~aiostreams.processors.service_caller.ServiceCaller`)."""

@@ -34,8 +34,8 @@ from typing import Protocol
 from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.runtime.trace_hooks import CallTrace, SlotTrace
 
-__all__ = ["bind_attempt", "bind_executor", "record_trace", "traced_call", "unbind_attempt",
-           "waiting_for_permit"]
+__all__ = ["bind_attempt", "bind_executor", "held_in_place", "record_trace", "traced_call",
+           "unbind_attempt", "waiting_for_permit"]
 
 
 class Pausable(Protocol):
@@ -47,6 +47,7 @@ class Pausable(Protocol):
 _PARK: ContextVar[Callable[[int], None] | None] = ContextVar("aiostreams_permit_park",
                                                                default=None)
 _ATTEMPT: ContextVar[Pausable | None] = ContextVar("aiostreams_permit_attempt", default=None)
+_HELD: ContextVar[bool] = ContextVar("aiostreams_permit_held", default=False)
 
 
 def bind_executor(park: Callable[[int], None]) -> None:
@@ -69,7 +70,7 @@ def waiting_for_permit() -> Iterator[None]:
     """The block during which the current record waits for a service's permit: its
     executor is parked and its attempt's timeout paused."""
     park = _PARK.get()
-    attempt = _ATTEMPT.get()
+    attempt = None if _HELD.get() else _ATTEMPT.get()  # held: paused already
     if attempt is not None:
         attempt.pause()
     if park is not None:
@@ -81,6 +82,26 @@ def waiting_for_permit() -> Iterator[None]:
             park(-1)
         if attempt is not None:
             attempt.resume()
+
+
+@contextmanager
+def held_in_place() -> Iterator[None]:
+    """The rest of a call its service holds (after a slow-down answer or in an outage):
+    the record's attempt timeout stays paused, also while the held call is re-dispatched
+    (time held never counts against ``processing_timeout``; the service's own timeout
+    and ``max_hold`` bound it), and its executor keeps running it. Nests: an inner
+    :func:`waiting_for_permit` leaves the attempt paused."""
+    attempt = _ATTEMPT.get()
+    if attempt is None or _HELD.get():
+        yield
+        return
+    attempt.pause()
+    token = _HELD.set(True)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+        attempt.resume()
 
 
 def record_trace() -> SlotTrace | None:

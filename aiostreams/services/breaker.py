@@ -2,15 +2,34 @@
 
 States (the transition table):
 
+    CLOSED    --consecutive_failures failures in a row, at any traffic-->  OPEN
     CLOSED    --failure ratio >= threshold over window (>= min_calls)-->  OPEN
     OPEN      --cool_down elapsed-->                                      HALF_OPEN
     HALF_OPEN --probe succeeded (probes of them)-->                       CLOSED
     HALF_OPEN --a probe failed-->                                         OPEN (cool-down anew)
 
-While OPEN no call is made; the engine holds the records that need the service (dispatch
-paused) instead of spending their retries. In HALF_OPEN up to ``probes`` calls go out at
-once. Failures are ``ERROR``, ``TIMEOUT`` and ``OVERLOADED`` outcomes. Counting uses one-second
-buckets over ``window`` seconds, so memory is bounded whatever the call rate.
+Settings and their defaults (:class:`CircuitBreaker`):
+
+- ``consecutive_failures=5``: failures in a row (no success between) that open it,
+  however slowly they come - a service down under 1 call/s opens it after 5 calls
+  (issue 35: the ratio alone needed ``min_calls`` in one window, which low traffic never
+  reached). None: only the ratio opens it. It may exceed the steps' ``Retry.attempts``:
+  a record out of attempts in a suspected outage (failures in a row, no success between)
+  is deferred, not dead-lettered (:func:`~aiostreams.policies.mark_suspected_outage`);
+- ``failure_ratio=0.5`` over ``window=10.0`` seconds, once ``min_calls=20`` calls were
+  made in the window: the ratio rule, for a service that fails often but not always;
+- ``cool_down=5.0``: seconds OPEN before ``probes=1`` calls go out HALF_OPEN.
+
+While OPEN no call is made; the service holds the records that need it (dispatch paused)
+instead of spending their retries, up to the service's ``max_hold``. In HALF_OPEN up to
+``probes`` calls go out at once. Which answers are failures is the service's to say: a
+timeout and a transient error are; a slow-down (the service is up and pacing us), a
+permanent answer (a 404: the service answered) and the user's own unclassified exceptions
+(raised after the service answered) are not. Counting uses
+one-second buckets over ``window`` seconds, so memory is bounded whatever the call rate.
+
+Invariant: ``consecutive`` is the number of failures since the last success (or the last
+transition), and a CLOSED breaker never has ``consecutive >= consecutive_failures``.
 """
 
 from __future__ import annotations
@@ -34,6 +53,7 @@ class CircuitBreaker:
     cool_down: float = 5.0
     min_calls: int = 20
     probes: int = 1
+    consecutive_failures: int | None = 5
 
     def __post_init__(self) -> None:
         if not 0.0 < self.failure_ratio <= 1.0:
@@ -44,6 +64,9 @@ class CircuitBreaker:
                              f"window={self.window}, cool_down={self.cool_down}")
         if self.min_calls < 1 or self.probes < 1:
             raise ValueError("CircuitBreaker min_calls and probes are at least 1")
+        if self.consecutive_failures is not None and self.consecutive_failures < 1:
+            raise ValueError("CircuitBreaker consecutive_failures is at least 1 (or None: "
+                             f"the ratio alone opens it); got {self.consecutive_failures}")
 
 
 class BreakerState(enum.Enum):
@@ -60,6 +83,7 @@ class Breaker:
         self._buckets: deque[list[float]] = deque()  # [second, calls, failures]
         self._probing = 0
         self._probe_successes = 0
+        self.consecutive = 0  # failures since the last success
         self.opened = 0  # times it opened, for metrics
 
     def retry_in(self, now: float) -> float:
@@ -94,6 +118,11 @@ class Breaker:
         if self.state is BreakerState.OPEN:
             return  # a call from before it opened: it already counted
         self._count(now, failed)
+        self.consecutive = self.consecutive + 1 if failed else 0
+        in_a_row = self.settings.consecutive_failures
+        if in_a_row is not None and self.consecutive >= in_a_row:
+            self._open(now)
+            return
         calls = sum(b[1] for b in self._buckets)
         failures = sum(b[2] for b in self._buckets)
         if failed and calls >= self.settings.min_calls \
@@ -119,5 +148,6 @@ class Breaker:
         self.state = state
         self._probing = 0
         self._probe_successes = 0
+        self.consecutive = 0
         if state is BreakerState.CLOSED:
             self._buckets.clear()

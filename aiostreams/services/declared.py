@@ -18,6 +18,7 @@ from typing import Any
 
 from aiostreams.runtime.clock import Clock
 from aiostreams.services.breaker import CircuitBreaker
+from aiostreams.services.contract import ServiceContract
 from aiostreams.services.limit import Adaptive
 from aiostreams.services.rate import RateLimit
 from aiostreams.services.service import Service
@@ -31,11 +32,12 @@ class DeclaredService:
     def __init__(self, name: str, *, concurrency: int | Adaptive = 64,
                  rate: RateLimit | None = None, breaker: CircuitBreaker | None = None,
                  timeout: float | None = None, retry_budget: float | None = None,
+                 contract: ServiceContract | None = None, max_hold: float | None = None,
                  clock: Clock | None = None) -> None:
         self.name = name
         self._options: dict[str, Any] = dict(
             concurrency=concurrency, rate=rate, breaker=breaker, timeout=timeout,
-            retry_budget=retry_budget, clock=clock)
+            retry_budget=retry_budget, contract=contract, max_hold=max_hold, clock=clock)
         Service(name, **self._options)  # validate now, where the user declared it
         self._live: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Service] = (
             weakref.WeakKeyDictionary())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CircuitOpenError", "Outcome", "Overloaded", "classify"]
+__all__ = ["CircuitOpenError", "HoldExpired", "Outcome", "Overloaded", "classify"]
 
 OVERLOAD_STATUSES = frozenset({429, 503})
 
@@ -28,11 +28,17 @@ class Outcome(enum.Enum):
 
 
 class Overloaded(Exception):
-    """Raise from a call to say the service refused it for load (as a 429 or 503 would)."""
+    """Raise from a call to say the service refused it for load (as a 429 or 503 would):
+    the record is held, not failed, and the service's calls pause ``retry_after`` seconds
+    when given (else its learned rate and a short backoff pace them)."""
 
-    def __init__(self, service: str = "", detail: str = "") -> None:
+    def __init__(self, service: str = "", detail: str = "", *,
+                 retry_after: float | None = None) -> None:
+        if retry_after is not None and not retry_after >= 0:
+            raise ValueError(f"Overloaded retry_after is seconds >= 0; got {retry_after}")
         super().__init__(f"service {service!r} is overloaded{': ' + detail if detail else ''}")
         self.service = service
+        self.retry_after = retry_after
 
 
 class CircuitOpenError(Exception):
@@ -44,6 +50,19 @@ class CircuitOpenError(Exception):
                          f"failures; the next probe is in {retry_in:.1f} s")
         self.service = service
         self.retry_in = retry_in
+
+
+class HoldExpired(Exception):
+    """A record was held by its service (slow-down answers, an open breaker) longer than
+    the service's ``max_hold``: it now fails to the step's ``on_error`` (dead letter, skip
+    or fail), without further retries. Raise ``max_hold`` (or leave it None: hold for
+    ever) if the service's outages last longer."""
+
+    def __init__(self, service: str, held: float, max_hold: float, why: str) -> None:
+        super().__init__(f"service {service!r} held this record {held:.1f} s ({why}), past "
+                         f"its max_hold of {max_hold} s; raise max_hold in "
+                         f"app.service({service!r}, max_hold=...) to hold it longer")
+        self.service = service
 
 
 def classify(error: BaseException | None) -> Outcome:

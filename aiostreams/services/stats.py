@@ -26,6 +26,9 @@ class ServiceStats:
     saved_by_coalescing: int = 0
     saved_by_memo: int = 0
     held_by_breaker: int = 0  # calls that failed in an outage and were held, not failed
+    held_total: int = 0  # calls held (slow-down or outage) at least once
+    hold_expired: int = 0  # held calls failed for passing max_hold
+    permanent: int = 0  # answers the contract calls permanent (not retried)
 
     @property
     def calls(self) -> int:

@@ -13,6 +13,7 @@ from aiostreams.services import (
     Adaptive,
     BreakerState,
     CircuitBreaker,
+    Overloaded,
     RateLimit,
     Service,
     SingleFlight,
@@ -91,17 +92,22 @@ async def test_an_open_breaker_holds_callers_until_a_probe_succeeds() -> None:
     clock, backend = ManualClock(), Backend()
     service = Service("s", concurrency=10, clock=clock,
                       breaker=CircuitBreaker(failure_ratio=0.5, min_calls=2, cool_down=5.0))
-    for i in range(2):
-        failing = asyncio.ensure_future(service.call(backend.call(i)))
-        await settle()
-        backend.answer(i, ConnectionError("down"))
-        await settle()
-        with pytest.raises(ConnectionError):
-            failing.result()
+    first = asyncio.ensure_future(service.call(backend.call(0)))
+    await settle()
+    backend.answer(0, ConnectionError("down"))
+    await settle()
+    with pytest.raises(ConnectionError):  # the breaker still closed: the step's Retry's
+        first.result()
+    opener = asyncio.ensure_future(service.call(backend.call(1)))
+    await settle()
+    backend.answer(1, ConnectionError("down"))
+    await settle()
     assert service.breaker_state is BreakerState.OPEN
+    assert not opener.done() and service.held == 1  # it opened the breaker: held
     held = [asyncio.ensure_future(service.call(backend.call(10 + i))) for i in range(3)]
     await settle()
     assert backend.out == 0 and not any(h.done() for h in held)  # waiting, not failed
+    assert service.held == 4
     clock.advance(5.0)
     await settle()
     assert backend.out == 1 and service.breaker_state is BreakerState.HALF_OPEN  # one probe
@@ -112,7 +118,8 @@ async def test_an_open_breaker_holds_callers_until_a_probe_succeeds() -> None:
     for n in list(backend.pending):
         backend.answer(n)
     await settle()
-    assert [h.result() for h in held] == ["ok"] * 3
+    assert [h.result() for h in [opener, *held]] == ["ok"] * 4
+    assert service.held == 0
 
 
 async def test_the_rate_limit_spaces_dispatches() -> None:
@@ -179,21 +186,41 @@ async def test_a_held_retry_waits_as_for_a_permit_and_cancelling_it_takes_no_bud
     assert budget.try_retry(clock.monotonic())  # the window refilled; nothing was taken
 
 
-async def test_the_adaptive_limit_lowers_on_overload_answers() -> None:
+async def test_the_adaptive_limit_lowers_on_busy_answers_while_in_use() -> None:
     clock, backend = ManualClock(), Backend()
     service = Service("s", concurrency=Adaptive(initial=20, min=2, max=100), clock=clock)
 
-    class TooMany(Exception):
-        status = 429
+    class AllBusy(Exception):
+        status = 503  # every worker busy: a concurrency, not a rate
 
+    calls = [asyncio.ensure_future(service.call(backend.call(i))) for i in range(20)]
+    await settle()
+    clock.advance(0.01)
+    backend.answer(1, "ok")  # it takes calls: its 503 is about how many at once
+    await settle()
+    backend.answer(0, AllBusy())
+    await settle()
+    assert service.limit < 20 and not calls[0].done()  # cut; the record is held
+    assert service.learned.rate is None  # and no rate learned from it
+    for c in calls:
+        c.cancel()
+    await settle()
+
+
+async def test_a_429_with_one_call_out_does_not_cut_the_concurrency_limit() -> None:
+    clock, backend = ManualClock(), Backend()
+    service = Service("s", concurrency=Adaptive(initial=20, min=2, max=100), clock=clock)
     call = asyncio.ensure_future(service.call(backend.call(0)))
     await settle()
     clock.advance(0.01)
-    backend.answer(0, TooMany())
+    backend.answer(0, Overloaded("s", "rate", retry_after=1.0))
     await settle()
-    with pytest.raises(TooMany):
-        call.result()
-    assert service.limit == 18
+    assert service.limit == 20  # a rate-bound refusal: the learned rate's, not the limit's
+    clock.advance(1.0)
+    await settle()
+    backend.answer(0)
+    await settle()
+    assert call.result() == "ok"
 
 
 async def test_callers_of_one_key_share_one_call_and_each_gets_its_answer() -> None:

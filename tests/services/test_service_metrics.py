@@ -54,16 +54,25 @@ async def test_limit_in_flight_waiting_outcomes_latency_and_saved_calls_are_expo
     answers[0].set_result("ok")
     answers[1].set_exception(Overloaded("customers", "429"))
     await settle()
-    clock.advance(0.003)
-    answers[2].set_result("ok")
-    await asyncio.gather(*calls, return_exceptions=True)
+    assert 'aiostreams_service_held{app="shop",service="customers"} 1.0' in scrape(
+        {"customers": declared})  # the 429's record is held, to be called again
+    while not all(c.done() for c in calls):  # answer the third call and the held one's
+        clock.advance(0.003)
+        for answer in answers:
+            if not answer.done():
+                answer.set_result("ok")
+        await settle()
+    await asyncio.gather(*calls)
     text = scrape({"customers": declared})
     svc = 'service="customers"'  # prometheus_client sorts the labels
-    assert f'calls_total{{app="shop",outcome="success",{svc}}} 2.0' in text
+    assert f'calls_total{{app="shop",outcome="success",{svc}}} 3.0' in text
     assert f'calls_total{{app="shop",outcome="overloaded",{svc}}} 1.0' in text
     assert f'calls_saved_total{{app="shop",by="coalescing",{svc}}} 4.0' in text
-    assert f'latency_seconds_bucket{{app="shop",le="0.005",{svc}}} 3.0' in text
+    assert f'latency_seconds_bucket{{app="shop",le="0.005",{svc}}} 4.0' in text
+    assert f'latency_seconds_count{{app="shop",{svc}}} 4.0' in text
+    assert f'slow_downs_total{{app="shop",{svc}}} 1.0' in text
+    assert f'held_total{{app="shop",{svc}}} 1.0' in text
     assert f'latency_seconds_bucket{{app="shop",le="0.0025",{svc}}} 0.0' in text
     line = render("shop", AppTotals(), 0.0, service_status({"customers": declared}))
-    assert line.endswith("‖ customers: limit 2 · out 0 · waiting 0 · p99 5ms · errors 1 · "
-                         "breaker closed · saved 4")
+    assert line.endswith("‖ customers: limit 2 · out 0 · waiting 0 · held 0 · p99 5ms · "
+                         "429s 1 · errors 0 · breaker closed · saved 4")
