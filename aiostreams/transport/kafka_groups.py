@@ -25,7 +25,6 @@ import asyncio
 import dataclasses
 import enum
 import time
-from io import BytesIO
 from typing import Any
 
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
@@ -42,6 +41,7 @@ from aiokafka.protocol.types import (
 )
 
 from aiostreams.errors import TransportError
+from aiostreams.transport.kafka_wire import Uuid
 
 __all__ = ["GroupDescription", "GroupMember", "GroupProtocol", "describe_group"]
 
@@ -82,28 +82,9 @@ class GroupDescription:
     members: tuple[GroupMember, ...]
 
 
-class _Uuid:
-    """Kafka's ``uuid`` wire type, read only (a topic id beside its name: the name is used)."""
-
-    @classmethod
-    def encode(cls, value: bytes) -> bytes:
-        raise NotImplementedError("no request carries a topic id here")
-
-    @classmethod
-    def decode(cls, data: BytesIO) -> bytes:
-        value = data.read(16)
-        if len(value) != 16:
-            raise ValueError("buffer underrun decoding a uuid")
-        return value
-
-    @classmethod
-    def repr(cls, value: bytes) -> str:
-        return value.hex()
-
-
 _TEXT = CompactString("utf-8")
 _ASSIGNMENT = Schema(
-    ("topic_partitions", CompactArray(("topic_id", _Uuid), ("topic_name", _TEXT),
+    ("topic_partitions", CompactArray(("topic_id", Uuid), ("topic_name", _TEXT),
                                       ("partitions", CompactArray(Int32)),
                                       ("tags", TaggedFields))),
     ("tags", TaggedFields),

@@ -16,7 +16,6 @@ than 2.8 has no ids: every topic's id is then None. aiokafka internals used:
 from __future__ import annotations
 
 from collections.abc import Collection
-from io import BytesIO
 from typing import Any
 
 from aiokafka.errors import IncompatibleBrokerVersion, KafkaError
@@ -34,30 +33,11 @@ from aiokafka.protocol.types import (
 from aiostreams.errors import TransportError
 from aiostreams.transport.base import format_topic_id
 from aiostreams.transport.kafka_connection import known_topic
+from aiostreams.transport.kafka_wire import Uuid
 
 __all__ = ["read_topic_ids"]
 
 _ZERO_ID = bytes(16)  # Kafka's "no id" (a topic written before ids, or ZooKeeper < 2.8)
-
-
-class _Uuid:
-    """Kafka's ``uuid`` wire type: 16 bytes, most significant first."""
-
-    @classmethod
-    def encode(cls, value: bytes) -> bytes:
-        assert len(value) == 16
-        return value
-
-    @classmethod
-    def decode(cls, data: BytesIO) -> bytes:
-        value = data.read(16)
-        if len(value) != 16:
-            raise ValueError("buffer underrun decoding a uuid")
-        return value
-
-    @classmethod
-    def repr(cls, value: bytes) -> str:
-        return format_topic_id(value)
 
 
 _IDS = CompactArray(Int32)
@@ -74,7 +54,7 @@ class _MetadataResponseV10(Response):  # type: ignore[misc]  # aiokafka is untyp
         ("cluster_id", CompactString("utf-8")),
         ("controller_id", Int32),
         ("topics", CompactArray(
-            ("error_code", Int16), ("name", CompactString("utf-8")), ("topic_id", _Uuid),
+            ("error_code", Int16), ("name", CompactString("utf-8")), ("topic_id", Uuid),
             ("is_internal", Boolean),
             ("partitions", CompactArray(
                 ("error_code", Int16), ("partition_index", Int32), ("leader_id", Int32),
@@ -92,7 +72,7 @@ class _MetadataRequestV10(RequestStruct):  # type: ignore[misc]
     API_VERSION = 10
     RESPONSE_TYPE = _MetadataResponseV10
     SCHEMA = Schema(
-        ("topics", CompactArray(("topic_id", _Uuid), ("name", CompactString("utf-8")),
+        ("topics", CompactArray(("topic_id", Uuid), ("name", CompactString("utf-8")),
                                 ("tags", TaggedFields))),
         ("allow_auto_topic_creation", Boolean),
         ("include_cluster_authorized_operations", Boolean),
