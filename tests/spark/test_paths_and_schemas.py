@@ -120,7 +120,7 @@ def test_remote_tables_go_to_spark_as_written_and_the_parquet_sink_says_why_not(
     assert parse_table_path(text).local is None
     if text.startswith("s3a:"):  # s3:// names the same place; Spark reads it through S3A
         assert parse_table_path(text.replace("s3a:", "s3:", 1)).uri == text
-    with pytest.raises(ConfigError, match=r"aiostreams\.spark\.structured") as error:
+    with pytest.raises(ConfigError, match=r"aiostreams\.sinks\.spark\.structured") as error:
         ParquetSink(text, Reading, engine="spark")
     assert "driver and every executor" in str(error.value)
 
