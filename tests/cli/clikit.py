@@ -19,6 +19,11 @@ import threading
 from pathlib import Path
 from typing import IO
 
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+T0 = 1_700_000_000_000  # ms: record i of a partition has timestamp T0 + 1000 * i
+
 REPO = Path(__file__).resolve().parent.parent.parent
 APPS = Path(__file__).resolve().parent / "apps"
 
@@ -147,3 +152,23 @@ class Running:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
+
+
+async def topic_with_records(bootstrap: str, topic: str, per_partition: int) -> None:
+    """``topic`` created with 2 partitions, each holding ``per_partition`` records of key
+    ``k`` (record i of a partition stamped ``T0 + 1000 * i``)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 2, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for p in range(2):
+            for i in range(per_partition):
+                await producer.send_and_wait(topic, b"v", key=b"k", partition=p,
+                                             timestamp_ms=T0 + 1000 * i)
+    finally:
+        await producer.stop()

@@ -12,13 +12,12 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from clikit import Running, cli, free_port_run
+from clikit import Running, cli, free_port_run, topic_with_records
 
 pytestmark = pytest.mark.kafka
 
-T0 = 1_700_000_000_000  # ms: record i of a partition has timestamp T0 + 1000 * i
 
 
 async def committed(bootstrap: str, group: str) -> dict[int, int]:
@@ -29,24 +28,6 @@ async def committed(bootstrap: str, group: str) -> dict[int, int]:
     finally:
         await admin.close()
     return {tp.partition: meta.offset for tp, meta in offsets.items()}
-
-
-async def topic_with_records(bootstrap: str, topic: str, per_partition: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 2, 1)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        for p in range(2):
-            for i in range(per_partition):
-                await producer.send_and_wait(topic, b"v", key=b"k", partition=p,
-                                             timestamp_ms=T0 + 1000 * i)
-    finally:
-        await producer.stop()
 
 
 @pytest.fixture

@@ -15,9 +15,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from clikit import cli
+from aiokafka.admin import AIOKafkaAdminClient
+from clikit import cli, topic_with_records
 
 from aiostreams.localkafka import LocalKafka, kafka_release
 from aiostreams.transport.kafka_groups import GroupProtocol, describe_group
@@ -25,23 +24,6 @@ from aiostreams.transport.kafka_groups import GroupProtocol, describe_group
 pytestmark = pytest.mark.kafka
 
 PER_PARTITION = 10
-
-
-async def _topic_with_records(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, 2, 1)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        for p in range(2):
-            for _ in range(PER_PARTITION):
-                await producer.send_and_wait(topic, b"v", key=b"k", partition=p)
-    finally:
-        await producer.stop()
 
 
 async def _until_caught_up(bootstrap: str, group: str, java: asyncio.subprocess.Process,
@@ -76,7 +58,7 @@ async def consumer_protocol_member(kafka_bootstrap: str, topic_name: Callable[[s
         pytest.skip(f"the KIP-848 consumer protocol needs a Kafka 4 broker; the session "
                     f"runs {release.version} (AIOSTREAMS_KAFKA_VERSION)")
     topic, group = topic_name("kip848-t"), topic_name("kip848-g")
-    await _topic_with_records(kafka_bootstrap, topic)
+    await topic_with_records(kafka_bootstrap, topic, PER_PARTITION)
     command = LocalKafka().tool_command(
         release.console_consumer, "--bootstrap-server", kafka_bootstrap, "--topic", topic,
         "--group", group, "--from-beginning",
