@@ -30,15 +30,15 @@ import argparse
 import asyncio
 import collections
 import json
-import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from aiohttp import web
+
+from benchmarks.spawned_service import SpawnedService as ChildProcessService
+from benchmarks.spawned_service import serve_until_terminated
 
 __all__ = ["CapacityService", "Counts", "SpawnedService"]
 
@@ -164,7 +164,7 @@ class CapacityService:
         return web.json_response([{"key": k, "value": f"v-{k}"} for k in keys])
 
 
-class SpawnedService:
+class SpawnedService(ChildProcessService):
     """A :class:`CapacityService` in a child process, driven over its control endpoints.
 
     ``await start()`` spawns it and waits for its URL; ``await stop()`` ends it (SIGTERM,
@@ -176,66 +176,24 @@ class SpawnedService:
         self.capacity = capacity
         self.latency = latency
         self.load_slowdown = load_slowdown
-        self.url = ""
-        self._process: asyncio.subprocess.Process | None = None
-        self._session: aiohttp.ClientSession | None = None
-
-    async def start(self) -> str:
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchmarks.capacity_service",
-            "--capacity", str(self.capacity), "--latency", str(self.latency),
-            "--load-slowdown", str(self.load_slowdown), stdout=asyncio.subprocess.PIPE)
-        try:
-            assert self._process.stdout is not None
-            line = await asyncio.wait_for(self._process.stdout.readline(), 30.0)
-            if not line.startswith(b"http://"):
-                raise RuntimeError(f"the capacity service did not start (it printed "
-                                   f"{line!r}); run python -m benchmarks.capacity_service "
-                                   "to see why")
-        except BaseException:
-            await self.stop()
-            raise
-        self.url = line.decode().strip()
-        self._session = aiohttp.ClientSession()
-        return self.url
-
-    async def stop(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        if self._process is not None and self._process.returncode is None:
-            self._process.terminate()
-            await self._process.wait()
-        self._process = None
+        super().__init__("benchmarks.capacity_service", "--capacity", str(capacity),
+                         "--latency", str(latency), "--load-slowdown", str(load_slowdown))
 
     async def configure(self, *, capacity: int | None = None, down: bool | None = None
                         ) -> None:
-        assert self._session is not None, "start() the service first"
         body: dict[str, Any] = {}
         if capacity is not None:
             body["capacity"] = self.capacity = capacity
         if down is not None:
             body["down"] = down
-        async with self._session.post(f"{self.url}/_control", json=body) as response:
+        async with self.session.post(f"{self.url}/_control", json=body) as response:
             response.raise_for_status()
 
     async def counts(self) -> Counts:
-        assert self._session is not None, "start() the service first"
-        async with self._session.get(f"{self.url}/_stats") as response:
+        async with self.session.get(f"{self.url}/_stats") as response:
             response.raise_for_status()
             body = await response.json()
         return Counts(body["served"], body["rejected"], body["unavailable"])
-
-
-async def _serve_until_terminated(capacity: int, latency: float, load_slowdown: float) -> None:
-    service = CapacityService(capacity=capacity, latency=latency, load_slowdown=load_slowdown)
-    print(await service.start(), flush=True)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await service.stop()
 
 
 def main() -> None:
@@ -251,7 +209,8 @@ def main() -> None:
         run = uvloop.run
     except ImportError:
         pass
-    run(_serve_until_terminated(args.capacity, args.latency, args.load_slowdown))
+    run(serve_until_terminated(CapacityService(capacity=args.capacity, latency=args.latency,
+                                               load_slowdown=args.load_slowdown)))
 
 
 if __name__ == "__main__":

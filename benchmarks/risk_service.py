@@ -46,16 +46,15 @@ import asyncio
 import json
 import math
 import random
-import signal
 import socket
-import sys
 import time
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import aiohttp
 from aiohttp import web
+
+from benchmarks.spawned_service import SpawnedService, serve_until_terminated
 
 __all__ = ["TICK", "Behaviour", "RiskService", "SpawnedRiskService", "Stats"]
 
@@ -294,70 +293,26 @@ class RiskService:
         return web.json_response(asdict(await self.stats()))
 
 
-class SpawnedRiskService:
-    """A :class:`RiskService` in a child process, driven over its control endpoints.
-
-    ``await start()`` spawns it and waits for its URL; ``await stop()`` ends it (SIGTERM,
-    then waits). Cancellation: a cancelled ``start()`` leaves no child behind.
-    """
+class SpawnedRiskService(SpawnedService):
+    """A :class:`RiskService` in a child process, driven over its control endpoints
+    (see :class:`~benchmarks.spawned_service.SpawnedService`)."""
 
     def __init__(self, behaviour: Behaviour | None = None) -> None:
         self.behaviour = behaviour or Behaviour()
-        self.url = ""
-        self._process: asyncio.subprocess.Process | None = None
-        self._session: aiohttp.ClientSession | None = None
-
-    async def start(self) -> str:
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchmarks.risk_service",
-            json.dumps(asdict(self.behaviour)), stdout=asyncio.subprocess.PIPE)
-        try:
-            assert self._process.stdout is not None
-            line = await asyncio.wait_for(self._process.stdout.readline(), 30.0)
-            if not line.startswith(b"http://"):
-                raise RuntimeError(f"the risk service did not start (it printed {line!r}); "
-                                   "run python -m benchmarks.risk_service to see why")
-            self.url = line.decode().strip()
-            self._session = aiohttp.ClientSession()
-        except BaseException:
-            await self.stop()
-            raise
-        return self.url
-
-    async def stop(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        if self._process is not None and self._process.returncode is None:
-            self._process.terminate()
-            await self._process.wait()
-        self._process = None
+        super().__init__("benchmarks.risk_service", json.dumps(asdict(self.behaviour)))
 
     async def configure(self, **changes: float) -> None:
         """The same as :meth:`RiskService.configure`, over HTTP."""
-        assert self._session is not None, "start() the service first"
-        async with self._session.post(f"{self.url}/_control", json=changes) as response:
+        async with self.session.post(f"{self.url}/_control", json=changes) as response:
             if response.status != 200:
                 raise ValueError(await response.text())
 
     async def stats(self) -> Stats:
-        assert self._session is not None, "start() the service first"
-        async with self._session.get(f"{self.url}/_stats") as response:
+        async with self.session.get(f"{self.url}/_stats") as response:
             response.raise_for_status()
             body = await response.json()
         body["events"] = [tuple(e) for e in body["events"]]
         return Stats(**body)
-
-
-async def _serve_until_terminated(behaviour: Behaviour) -> None:
-    service = RiskService(behaviour)
-    print(await service.start(), flush=True)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await service.stop()
 
 
 def main() -> None:
@@ -375,7 +330,7 @@ def main() -> None:
         run = uvloop.run
     except ImportError:
         pass
-    run(_serve_until_terminated(Behaviour(**fields)))
+    run(serve_until_terminated(RiskService(Behaviour(**fields))))
 
 
 if __name__ == "__main__":
