@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -44,6 +44,7 @@ from aiostreams.engine.task import StreamTask, TaskMetrics
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.inspection import OperatedApp as App
+from aiostreams.ops.probes import liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
@@ -315,8 +316,9 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
 
 
 class MetricsServer(StartStop):
-    """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
-    app's event loop (aiohttp).
+    """Serves ``/metrics`` (Prometheus text format), ``/health``, and an orchestrator's
+    probes ``/health/live`` and ``/health/ready`` (:mod:`aiostreams.ops.probes`) for one
+    app, on the app's event loop (aiohttp).
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
@@ -354,6 +356,8 @@ class MetricsServer(StartStop):
         web_app = web.Application()
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_get("/health", self._health)
+        web_app.router.add_get("/health/live", self._probe(liveness))
+        web_app.router.add_get("/health/ready", self._probe(readiness))
         store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
@@ -387,6 +391,14 @@ class MetricsServer(StartStop):
         status, body = health(self.app)
         return web.Response(status=status, text=json.dumps(body),
                             content_type="application/json")
+
+    def _probe(self, check: Callable[[App], tuple[int, dict[str, Any]]]
+               ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def answer(request: web.Request) -> web.Response:
+            status, body = check(self.app)
+            return web.Response(status=status, text=json.dumps(body),
+                                content_type="application/json")
+        return answer
 
     async def _refresh_end_offsets(self) -> None:
         tps = [tp for task in self.app.inspect().tasks.values() for tp in task.partitions]
