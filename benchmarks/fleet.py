@@ -176,7 +176,7 @@ class Run:
         last: dict[bytes, int] = {}
         for record in await read_all(self.bootstrap, self.dst, PARTITIONS):
             assert record.key is not None
-            last[record.key.strip(b'"')] = int(record.value)
+            last[record.key] = int.from_bytes(record.value, "big", signed=True)  # value=int
         want = {key(i): 1 + self.feed.sent[key(i)] for i in range(self.keys)}
         wrong = sum(1 for k, n in want.items() if last.get(k) != n)
         if wrong:

@@ -43,6 +43,7 @@ from prometheus_client.core import (
 from aiostreams.engine.task import StreamTask, TaskMetrics
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.drain_time import DrainTime
 from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.probes import liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
@@ -142,6 +143,9 @@ class AppCollector:
         self.end_offsets: Mapping[TopicPartition, int] = {}
         self._latency = _CommitLatency(buckets)
         app.on_commit(self._latency.observe)
+        self._tracker = TaskTracker()  # records consumed, over tasks a rebalance closed too
+        self._tracker.watch_commits(app)
+        self._drain = DrainTime(clock=app.clock.monotonic)
 
     def describe(self) -> Iterable[Metric]:
         return []  # no describe-time work: metrics exist only while the app runs
@@ -224,14 +228,23 @@ class AppCollector:
             "aiostreams_consumer_lag_records",
             "Records of a partition not yet retired: log end offset minus retired position.",
             labels=["app", "topic", "partition"])
+        total = 0
         for task in tasks:
             retired = task.committable()
             for tp in task.partitions:
                 end = self.end_offsets.get(tp)
                 position = retired.get(tp, self._committed(tp))
                 if end is not None and position is not None:
-                    lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
+                    behind = max(0, end - position)
+                    total += behind
+                    lag.add_metric([name, tp.topic, str(tp.partition)], behind)
         yield lag
+        seconds = self._drain.observe(self._tracker.totals(self.app).records_in, total)
+        if seconds is not None:
+            yield _gauge("aiostreams_drain_time_seconds",
+                         "Seconds this worker needs to consume its lag at the pace it consumed "
+                         "over the last two minutes (+Inf: lag and nothing consumed); for "
+                         "autoscalers.", ["app"], [([name], seconds)])
 
     def _offset_resets(self, name: str) -> Metric:
         worker = self.app.inspect().worker
