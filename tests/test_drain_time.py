@@ -3,20 +3,19 @@ the recent consuming pace."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_metrics import CommitLog, committed_up_to_end, scrape, total
+from test_metrics import scrape, total, waiting_app
 
-from aiostreams import App, Processor, Record
 from aiostreams.ops.drain_time import DrainTime
 from aiostreams.ops.metrics import MetricsServer
 from aiostreams.runtime.clock import ManualClock
 from aiostreams.testing import Sequencer
-from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.types import OutgoingRecord
+from aiostreams.types import TopicPartition
 
 
 def test_lag_over_the_pace_of_the_window() -> None:
@@ -77,21 +76,8 @@ async def test_a_stuck_worker_shows_an_infinite_drain_time_and_a_caught_up_one_z
     consumed) the drain time is +Inf once the pace is known; caught up, 0."""
     sequencer = Sequencer()
     clock = ManualClock(start=1_000.0)
-
-    class Waits(Processor[str, str]):
-        async def process(self, record: Record[str, str]) -> None:
-            await sequencer.wait(record.value)
-            self.context.forward(record)
-
-    broker = MemoryBroker()
-    broker.create_topic("in", 1)
-    broker.append([(OutgoingRecord("in", b"k", b"stuck", 999.0), 0)])
-    app = App("drains", transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01)
-    app.topic("in", key=str, value=str)
-    app.topic("out", key=str, value=str)
-    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
-        "sink", "out", "waits")
-    app.commit_log = CommitLog()
+    app = waiting_app("drains", sequencer, clock, [(b"k", b"stuck", 999.0)])
+    broker = app.transport.broker
     async with MetricsServer(app) as server:
         await app.start()
         try:
@@ -103,7 +89,11 @@ async def test_a_stuck_worker_shows_an_infinite_drain_time_and_a_caught_up_one_z
             stuck = await scrape(server.url)
             assert total(stuck, "aiostreams_drain_time_seconds", app="drains") == math.inf
             sequencer.release("stuck")
-            await committed_up_to_end(app, broker, "in")
+            async with asyncio.timeout(10):  # commits run on the manual clock's timer
+                while (broker.committed(app.name, TopicPartition("in", 0)) or 0) < 1:
+                    app.commit_log.changed.clear()
+                    clock.advance(1.0)
+                    await app.commit_log.changed.wait()
             caught_up = await scrape(server.url)
             assert total(caught_up, "aiostreams_drain_time_seconds", app="drains") == 0.0
         finally:

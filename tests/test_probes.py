@@ -10,9 +10,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from test_metrics import choosy_app, produce
+from test_metrics import choosy_app, failed_choosy_probe, produce
 
-from aiostreams import TaskFailedError
 from aiostreams.engine.task_state import TaskState
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.metrics import MetricsServer
@@ -45,15 +44,7 @@ async def test_live_through_start_run_and_stop_ready_only_while_running() -> Non
 
 
 async def test_a_failed_app_is_not_live_and_says_why() -> None:
-    broker = MemoryBroker()
-    app = choosy_app(broker)
-    app.settings.on_error = "fail"
-    produce(broker, "in", ["bad-1"])
-    async with MetricsServer(app) as server:
-        await app.start()
-        with pytest.raises(TaskFailedError):
-            await app.wait()
-        status, body = await probe(server, "/health/live")
+    status, body = await failed_choosy_probe("/health/live")
     assert (status, body["state"], body["status"]) == (503, "failed", "dead")
     assert "processor 'choosy' failed on in[0]@0" in body["error"]
 

@@ -66,6 +66,16 @@ async def until_members(bootstrap: str, group: str, count: int, *, timeout: floa
     return time.monotonic() - began
 
 
+async def app_topics(bootstrap: str, topic_name: Any, label: str, partitions: int
+                     ) -> tuple[KafkaTransport, str, str, str]:
+    """A transport, the app's input and output topics (made), and the app's name."""
+    transport = KafkaTransport(bootstrap)
+    src, dst = topic_name("in"), topic_name("out")
+    await create_topic(transport, src, partitions)
+    await create_topic(transport, dst, partitions)
+    return transport, src, dst, topic_name(label)
+
+
 def netns_listed(name: str) -> bool:
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return any(line.split()[0] == name for line in listed.splitlines() if line.strip())
@@ -73,11 +83,8 @@ def netns_listed(name: str) -> bool:
 
 async def test_a_host_cut_past_its_session_drops_out_and_catches_up_exactly_when_healed(
         kafka_bootstrap: str, topic_name: Any, tmp_path: Path) -> None:
-    transport = KafkaTransport(kafka_bootstrap)
-    src, dst, app = topic_name("in"), topic_name("out"), topic_name("cut")
     partitions = 2
-    await create_topic(transport, src, partitions)
-    await create_topic(transport, dst, partitions)
+    transport, src, dst, app = await app_topics(kafka_bootstrap, topic_name, "cut", partitions)
     records = keyed_inputs(2_000, KEYS)
     async with Fleet(kafka_bootstrap, hosts=1, root=tmp_path) as fleet:
         host = fleet.hosts[0]
@@ -101,11 +108,8 @@ async def test_a_host_cut_past_its_session_drops_out_and_catches_up_exactly_when
 
 async def test_three_hosts_lose_one_whole_and_the_others_finish_its_work_exactly(
         kafka_bootstrap: str, topic_name: Any, tmp_path: Path) -> None:
-    transport = KafkaTransport(kafka_bootstrap)
-    src, dst, app = topic_name("in"), topic_name("out"), topic_name("lost")
     partitions = 6
-    await create_topic(transport, src, partitions)
-    await create_topic(transport, dst, partitions)
+    transport, src, dst, app = await app_topics(kafka_bootstrap, topic_name, "lost", partitions)
     records = keyed_inputs(6_000, KEYS)
     async with Fleet(kafka_bootstrap, hosts=3, root=tmp_path) as fleet:
         workers = [host.start(app, src, dst, **worker_env()) for host in fleet.hosts]
