@@ -3,8 +3,9 @@ hosts lost whole, with the stateful app of ``tests/support/stateful_worker.py`` 
 step, a per-key count and sum, a count re-keyed through a repartition topic, persistent
 SQLite stores, each host its own state directory) under exactly-once.
 
-* A host cut from the broker for longer than its session drops out of the group (the broker
-  says so), keeps running, and when the link heals it catches up: nothing lost, state exact.
+* Of two hosts, one cut from the broker for longer than its session drops out of the group
+  (the broker says so), keeps running while the other takes its tasks over, and rejoins
+  when the link heals: nothing lost or counted twice, state exact.
 * Three hosts, one lost whole (every process SIGKILLed): the other two take its partitions
   over and finish its work, state exact.
 """
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from appkit import create_topic, produce
-from fleet import Fleet, fleet_unavailable
+from fleet import Fleet, HostState, fleet_unavailable
 from kafkakit import stop_worker, wait_committed
 from stateful_check import expected, keyed_inputs, until_exact
 
@@ -66,6 +67,15 @@ async def until_members(bootstrap: str, group: str, count: int, *, timeout: floa
     return time.monotonic() - began
 
 
+async def paced(transport: KafkaTransport, topic: str,
+                records: list[tuple[bytes, bytes]], per_second: float = 150.0) -> None:
+    """Produce ``records`` at about ``per_second``: traffic that goes on through a fault."""
+    chunk = 15
+    for start in range(0, len(records), chunk):
+        await produce(transport, topic, records[start:start + chunk])
+        await asyncio.sleep(chunk / per_second)  # the workload's pace, not a wait
+
+
 async def app_topics(bootstrap: str, topic_name: Any, label: str, partitions: int
                      ) -> tuple[KafkaTransport, str, str, str]:
     """A transport, the app's input and output topics (made), and the app's name."""
@@ -81,28 +91,42 @@ def netns_listed(name: str) -> bool:
     return any(line.split()[0] == name for line in listed.splitlines() if line.strip())
 
 
-async def test_a_host_cut_past_its_session_drops_out_and_catches_up_exactly_when_healed(
+async def test_a_host_cut_past_its_session_drops_out_and_rejoins_with_state_exact(
         kafka_bootstrap: str, topic_name: Any, tmp_path: Path) -> None:
-    partitions = 2
+    """Two hosts; one is cut from the broker past its session while records keep coming: the
+    other takes its tasks over, and when the link heals the cut host (its worker never
+    stopped, its requests held by the cut and delivered late) rejoins. Nothing is lost or
+    counted twice: its late answers must not make it trust its files past what it wrote."""
+    partitions = 4
     transport, src, dst, app = await app_topics(kafka_bootstrap, topic_name, "cut", partitions)
-    records = keyed_inputs(2_000, KEYS)
-    async with Fleet(kafka_bootstrap, hosts=1, root=tmp_path) as fleet:
-        host = fleet.hosts[0]
-        worker = host.start(app, src, dst, **worker_env())
-        await produce(transport, src, records[:1_000])
-        await wait_committed(transport, app, src, partitions, 1_000, timeout=180)
-        host.cut()
-        # the broker hears nothing from the host: past its session it is out of the group
-        await until_members(kafka_bootstrap, app, 0, timeout=60)
-        await produce(transport, src, records[1_000:])
-        assert worker.poll() is None, "the cut host's worker exited"
-        host.heal()
+    records = keyed_inputs(4_000, KEYS)
+    async with Fleet(kafka_bootstrap, hosts=2, root=tmp_path) as fleet:
+        cut, other = fleet.hosts
+        workers = [host.start(app, src, dst, **worker_env()) for host in fleet.hosts]
+        await until_members(kafka_bootstrap, app, 2, timeout=120)
+        await produce(transport, src, records[:2_000])
+        await wait_committed(transport, app, src, partitions, 2_000, timeout=180)
+        # records keep coming, and the link is cut while the hosts commit them
+        feeding = asyncio.ensure_future(paced(transport, src, records[2_000:3_000]))
+        await wait_committed(transport, app, src, partitions, 2_200, timeout=180)
+        cut.cut()
+        # the broker hears nothing from the cut host: past its session it is out of the
+        # group, and the other host holds every partition
+        await until_members(kafka_bootstrap, app, 1, timeout=60)
+        await feeding
+        await wait_committed(transport, app, src, partitions, 3_000, timeout=180)
+        assert workers[0].poll() is None, "the cut host's worker exited"
+        cut.heal()
+        await until_members(kafka_bootstrap, app, 2, timeout=120)
+        await produce(transport, src, records[3_000:])
         await wait_committed(transport, app, src, partitions, len(records), timeout=180)
         await until_exact(transport, dst, partitions, expected(records), timeout=120)
-        assert worker.poll() is None, fleet.logs()
-        assert await stop_worker(worker, timeout=60) == 0
-        name = host.namespace.name
+        for worker in workers:
+            assert worker.poll() is None, fleet.logs()
+            assert await stop_worker(worker, timeout=60) == 0
+        name = cut.namespace.name
         assert netns_listed(name)
+        assert other.state is HostState.UP
     assert not netns_listed(name), "the fleet left its namespace behind"
 
 
