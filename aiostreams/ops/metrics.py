@@ -45,6 +45,7 @@ from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.query_http import add_store_routes
+from aiostreams.ops.status_page import add_status_page_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
 from aiostreams.transport.base import Consumer
@@ -315,8 +316,9 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
 
 
 class MetricsServer(StartStop):
-    """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
-    app's event loop (aiohttp).
+    """Serves ``/metrics`` (Prometheus text format), ``/health`` and the live status page
+    (``/``, :mod:`~aiostreams.ops.status_page`) for one app, on the app's event loop
+    (aiohttp).
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
@@ -354,6 +356,7 @@ class MetricsServer(StartStop):
         web_app = web.Application()
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_get("/health", self._health)
+        add_status_page_routes(web_app, self.app, self._end_offsets)  # "/": the status page
         store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
@@ -387,6 +390,10 @@ class MetricsServer(StartStop):
         status, body = health(self.app)
         return web.Response(status=status, text=json.dumps(body),
                             content_type="application/json")
+
+    async def _end_offsets(self) -> Mapping[TopicPartition, int]:
+        await self._refresh_end_offsets()
+        return self.collector.end_offsets
 
     async def _refresh_end_offsets(self) -> None:
         tps = [tp for task in self.app.inspect().tasks.values() for tp in task.partitions]
