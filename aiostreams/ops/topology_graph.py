@@ -13,8 +13,9 @@ the bands stacked, one ``<g class="node" data-id=... data-kind=...>`` per
 node (the browser test counts them against the topology).
 
 Invariants: node ids are unique (a store or topic id carries a prefix no topology node
-name can clash with, as asserted); every edge joins two nodes of the graph; in an
-acyclic graph every edge within a band goes from a column to one right of it (asserted).
+name can clash with, as asserted); every edge joins two nodes of the graph; every edge
+within a band goes from a column to one right of it (asserted), but the edge from a topic
+to a source reading it (a sub-topology may read back a topic it writes).
 """
 
 from __future__ import annotations
@@ -170,7 +171,11 @@ def bands(graph: TopologyGraph) -> list[tuple[int, list[list[str]]]]:
     for n in graph.nodes:  # stores and topics follow their first parent
         if n.sub is None:
             band[n.id] = min((band[p] for p in parents[n.id] if p in band), default=0)
-    inside = {n: [p for p in ps if band[p] == band[n]] for n, ps in parents.items()}
+    sources = {n.id for n in graph.nodes if n.kind == "source"}
+    # a source starts its band: the edge from the topic it reads is left out of the
+    # layering (a sub-topology that reads back what it writes loops through a topic)
+    inside = {n: [p for p in ps if band[p] == band[n] and n not in sources]
+              for n, ps in parents.items()}
     column = _columns([n.id for n in graph.nodes], inside)
     order = {n.id: i for i, n in enumerate(graph.nodes)}
     out: list[tuple[int, list[list[str]]]] = []

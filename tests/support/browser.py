@@ -14,9 +14,9 @@ Playwright's *sync* API: a test using it is a plain (not async) test; an app it 
 runs on an event loop of its own (:class:`LoopThread`), as a real app runs apart from the
 browser looking at it.
 
-Chromium is the Debian package's (``/usr/bin/chromium``; ``make install`` installs it when
-missing, as root). Without it the fixture *fails* with the command to run: a browser test
-that skipped silently would let the page break unseen.
+Chromium is the Debian package's (``/usr/bin/chromium``; ``make unit`` and ``make test``
+install it when missing, as root: ``make chromium``). Without it the fixture *fails* with
+the command to run: a browser test that skipped silently would let the page break unseen.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def chromium_path() -> str:
     if found is None:
         pytest.fail(f"no Chromium at {CHROMIUM}: the browser tests need Debian's package "
                     "(`sudo apt-get install -y --no-install-recommends chromium`, which "
-                    "`make install` runs when it is root), or AIOSTREAMS_CHROMIUM=<path of a "
+                    "`make chromium` runs when it is root), or AIOSTREAMS_CHROMIUM=<path of a "
                     "chromium binary>", pytrace=False)
     return found
 
@@ -54,7 +54,7 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("playwright is not installed: `pip install -e '.[dev]'` (make install "
+        pytest.fail("playwright is not installed: `pip install -e '.[dev]'` (`make install` "
                     "does)", pytrace=False)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path(), headless=True)
