@@ -179,15 +179,15 @@ def bands(graph: TopologyGraph) -> list[tuple[int, list[list[str]]]]:
     column = _columns([n.id for n in graph.nodes], inside)
     order = {n.id: i for i, n in enumerate(graph.nodes)}
     out: list[tuple[int, list[list[str]]]] = []
-    for b in sorted(set(band.values())):
-        members = [n.id for n in graph.nodes if band[n.id] == b]
+    for band_id in sorted(set(band.values())):
+        members = [n.id for n in graph.nodes if band[n.id] == band_id]
         columns: list[list[str]] = [[] for _ in range(max(column[m] for m in members) + 1)]
         row: dict[str, float] = {}
         for c, ids in enumerate(columns):
             ids.extend(m for m in members if column[m] == c)
             ids.sort(key=lambda n: (_mean(row[p] for p in inside[n] if p in row), order[n]))
             row.update((n, float(r)) for r, n in enumerate(ids))
-        out.append((b, columns))
+        out.append((band_id, columns))
     return out
 
 
