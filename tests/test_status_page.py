@@ -134,3 +134,19 @@ async def test_the_page_as_served_shows_the_numbers_without_javascript() -> None
     assert re.search(r'data-k="dead_letters">[1-9]', page)  # bad:13 and bad:110
     assert doc["fields"]["committed:0_1:orders:1"] == "100"
     assert doc["layout"] in page
+
+
+async def test_before_the_app_starts_the_page_draws_the_topology_and_no_task() -> None:
+    app = demo_app(MemoryBroker())
+    server = MetricsServer(app, port=0)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session, session.get(
+                server.url.removesuffix("metrics")) as response:
+            assert response.status == 200
+            page = await response.text()
+    finally:
+        await server.stop()
+    assert "No tasks on this worker now." in page and "No service called yet." in page
+    assert page.count('<g class="node ') == len(topology_graph(app.build()).nodes)
+    assert 'data-k="state">created<' in page

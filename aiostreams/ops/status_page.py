@@ -40,7 +40,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:20px 0 6px}
 table{border-collapse:collapse;background:#fff;border:1px solid #d8dce3}
 th,td{padding:4px 10px;border-bottom:1px solid #e6e8ec;text-align:right;white-space:nowrap}
 th{background:#eef1f5;font-weight:600}td:first-child,th:first-child{text-align:left}
-td{font-variant-numeric:tabular-nums}td.where{text-align:left}.failure{color:#b00020}.muted{color:#6b7280}
+td{font-variant-numeric:tabular-nums}.where{text-align:left}.failure{color:#b00020}.muted{color:#6b7280}
 svg.topology{max-width:100%;height:auto}
 svg.topology .edge{fill:none;stroke:#8a93a3;stroke-width:1.4}
 svg.topology marker path{fill:#8a93a3}
@@ -81,7 +81,7 @@ def _cell(fields: Mapping[str, str], key: str) -> str:
 def _tasks_table(report: StatusReport, fields: Mapping[str, str]) -> str:
     if not report.tasks:
         return '<p class="muted">No tasks on this worker now.</p>'
-    rows = ["<table id='tasks'><tr><th>task</th><th>state</th><th>partition</th>"
+    rows = ["<table id='tasks'><tr><th>task</th><th>state</th><th class='where'>partition</th>"
             "<th>committed</th><th>lag</th><th>in flight</th><th>buffered</th>"
             "<th>retire lag</th><th>oldest record</th><th>records in</th>"
             "<th>dead letters</th></tr>"]
