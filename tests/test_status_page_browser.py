@@ -55,12 +55,16 @@ def test_the_page_draws_every_node_and_its_numbers_move_while_records_flow(
     assert page.locator("svg.topology path.edge").count() >= sum(map(len, drawn.values())) - 1
 
     committed = page.locator('[data-k="committed:0_0:orders:0"]')
-    first = committed.inner_text()
+    as_number = "parseInt(el.textContent.replace(/[^0-9]/g, ''))"
+    # the first commit may come after the page loaded ("-" until then)
+    page.wait_for_function(f"el => {as_number} >= 0", arg=committed.element_handle(),
+                           timeout=15_000)
+    first = int(committed.inner_text().replace(",", ""))
+    page.evaluate("window.loadedOnce = true")  # gone if the page reloaded
     # the script refreshes every second: wait for the number in place to pass the first
-    page.wait_for_function(
-        "([el, first]) => parseInt(el.textContent.replace(/,/g, '')) > "
-        "parseInt(first.replace(/,/g, '') || '0')",
-        arg=[committed.element_handle(), first], timeout=15_000)
+    page.wait_for_function(f"([el, first]) => {as_number} > first",
+                           arg=[committed.element_handle(), first], timeout=15_000)
+    assert page.evaluate("window.loadedOnce") is True  # updated in place, not reloaded
     assert page.locator("#updated").inner_text().startswith("updated")
     assert page.locator('[data-k="limit:scoring"]').inner_text() == str(SCORING_LIMIT)
     assert page.locator('[data-k="breaker:scoring"]').inner_text() == "closed"
