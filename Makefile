@@ -1,7 +1,8 @@
 # The two quickstart commands (see README.md):
 #   make example   runs the main example end to end on the embedded default (no server)
 #   make test      runs the whole suite: lint, types, unit + real-Kafka + Spark tests, docs
-# Both install what they need into .venv first (Python packages; `test` also the Kafka jars).
+# Both install what they need into .venv first (Python packages; `test` also the Kafka jars,
+# and Debian's chromium for the browser tests when it is missing: `make chromium`).
 
 PYTHON ?= python3
 # pytest's worker processes in `make test` (pytest-xdist; tests/support/suite_scheduling.py
