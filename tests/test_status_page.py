@@ -16,7 +16,7 @@ from status_demo import SCORING_LIMIT, demo_app, orders
 from aiostreams import Processor, Record
 from aiostreams.ops.metrics import MetricsServer
 from aiostreams.ops.status_page import render_page
-from aiostreams.ops.status_report import StatusReport, TaskRow
+from aiostreams.ops.status_report import PartitionRow, StatusReport, TaskRow
 from aiostreams.ops.topology_graph import bands, render_svg, topology_graph
 from aiostreams.state.store_spec import StoreSpec
 from aiostreams.topology.topology import Topology
@@ -133,6 +133,9 @@ async def test_the_page_as_served_shows_the_numbers_without_javascript() -> None
     assert re.search(rf'data-k="limit:scoring">{SCORING_LIMIT}<', page)
     assert re.search(r'data-k="dead_letters">[1-9]', page)  # bad:13 and bad:110
     assert doc["fields"]["committed:0_1:orders:1"] == "100"
+    (task,) = [t for t in doc["report"]["tasks"] if t["task_id"] == "0_1"]
+    assert task["partitions"] == [{"topic": "orders", "partition": 1, "committed": 100,
+                                   "position": 100, "end": 100, "lag": 0}]
     assert doc["layout"] in page
 
 
@@ -150,3 +153,10 @@ async def test_before_the_app_starts_the_page_draws_the_topology_and_no_task() -
     assert "No tasks on this worker now." in page and "No service called yet." in page
     assert page.count('<g class="node ') == len(topology_graph(app.build()).nodes)
     assert 'data-k="state">created<' in page
+
+
+def test_lag_is_end_minus_position_and_unknown_without_either() -> None:
+    assert PartitionRow("t", 0, 5, 7, 10).lag == 3
+    assert PartitionRow("t", 0, 5, 12, 10).lag == 0  # an end read before the last retire
+    assert PartitionRow("t", 0, None, None, 10).lag is None
+    assert PartitionRow("t", 0, 5, 7, None).lag is None

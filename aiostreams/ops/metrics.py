@@ -41,11 +41,11 @@ from prometheus_client.core import (
 )
 
 from aiostreams.engine.task import StreamTask, TaskMetrics
-from aiostreams.engine.task_state import TaskState
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.query_http import add_store_routes
+from aiostreams.ops.restore_metrics import restore_metrics
 from aiostreams.ops.status_page import add_status_page_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
@@ -170,7 +170,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
-        yield from self._restore(name, tasks)
+        yield from restore_metrics(name, app.inspect().worker, tasks)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
@@ -234,16 +234,6 @@ class AppCollector:
                 if end is not None and position is not None:
                     lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
         yield lag
-
-    def _restore(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
-        worker = self.app.inspect().worker
-        yield _gauge("aiostreams_tasks_restoring",
-                     "Tasks restoring their stores from their changelogs (processing "
-                     "nothing until restored).", ["app"],
-                     [([name], sum(t.state is TaskState.RESTORING for t in tasks))])
-        yield _counter("aiostreams_restored_records",
-                       "Changelog records replayed into the stores since the worker started.",
-                       ["app"], [([name], worker.restored_records if worker else 0)])
 
     def _offset_resets(self, name: str) -> Metric:
         worker = self.app.inspect().worker

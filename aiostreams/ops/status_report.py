@@ -21,7 +21,7 @@ Definitions (the same as the Prometheus metrics' where both exist):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiostreams.ops.inspection import OperatedApp
 from aiostreams.types import TopicPartition
@@ -34,14 +34,18 @@ class PartitionRow:
     topic: str
     partition: int
     committed: int | None
+    """The offset last committed (the next record to read); None before a first commit."""
     position: int | None
+    """One past the last retired record, else the committed offset."""
     end: int | None
+    """The log end offset; None when the broker did not answer."""
+    lag: int | None = field(init=False)
+    """``end - position`` (never below 0); None when either is unknown."""
 
-    @property
-    def lag(self) -> int | None:
-        if self.end is None or self.position is None:
-            return None
-        return max(0, self.end - self.position)
+    def __post_init__(self) -> None:
+        lag = None if self.end is None or self.position is None else max(
+            0, self.end - self.position)
+        object.__setattr__(self, "lag", lag)
 
 
 @dataclass(frozen=True)
