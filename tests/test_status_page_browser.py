@@ -69,3 +69,8 @@ def test_the_page_draws_every_node_and_its_numbers_move_while_records_flow(
     assert page.locator('[data-k="limit:scoring"]').inner_text() == str(SCORING_LIMIT)
     assert page.locator('[data-k="breaker:scoring"]').inner_text() == "closed"
     assert int(page.locator('[data-k="dead_letters"]').inner_text().replace(",", "")) >= 0
+
+    phone = new_page(390, 844)
+    phone.goto(demo.page_url)
+    # the wide tables scroll in their boxes and the graph scales: the page itself does not
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390

@@ -36,6 +36,7 @@ _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:16px;color:#1d2330;background:#f7f8fa}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:20px 0 6px}
 .summary span{margin-right:18px}.summary b{font-variant-numeric:tabular-nums}
+.scroll{overflow-x:auto;max-width:100%}
 .graph{overflow-x:auto;background:#fff;border:1px solid #d8dce3;border-radius:8px;padding:4px}
 table{border-collapse:collapse;background:#fff;border:1px solid #d8dce3}
 th,td{padding:4px 10px;border-bottom:1px solid #e6e8ec;text-align:right;white-space:nowrap}
@@ -81,7 +82,8 @@ def _cell(fields: Mapping[str, str], key: str) -> str:
 def _tasks_table(report: StatusReport, fields: Mapping[str, str]) -> str:
     if not report.tasks:
         return '<p class="muted">No tasks on this worker now.</p>'
-    rows = ["<table id='tasks'><tr><th>task</th><th>state</th><th class='where'>partition</th>"
+    rows = ["<div class='scroll'><table id='tasks'><tr><th>task</th><th>state</th>"
+            "<th class='where'>partition</th>"
             "<th>committed</th><th>lag</th><th>in flight</th><th>buffered</th>"
             "<th>retire lag</th><th>oldest record</th><th>records in</th>"
             "<th>dead letters</th></tr>"]
@@ -106,21 +108,22 @@ def _tasks_table(report: StatusReport, fields: Mapping[str, str]) -> str:
             if i == 0:
                 cells += shared.replace("<td ", f'<td rowspan="{span}" ')
             rows.append(f'<tr class="task" data-task="{html.escape(t.task_id)}">{cells}</tr>')
-    rows.append("</table>")
+    rows.append("</table></div>")
     return "".join(rows)
 
 
 def _services_table(report: StatusReport, fields: Mapping[str, str]) -> str:
     if not report.services:
         return '<p class="muted">No service called yet.</p>'
-    rows = ["<table id='services'><tr><th>service</th><th>limit</th><th>learned rate</th>"
+    rows = ["<div class='scroll'><table id='services'><tr><th>service</th><th>limit</th>"
+            "<th>learned rate</th>"
             "<th>breaker</th><th>held</th><th>in flight</th><th>waiting</th></tr>"]
     for s in report.services:
         rows.append(f"<tr><td>{html.escape(s.name)}</td>" + "".join(
             _cell(fields, f"{k}:{s.name}") for k in (
                 "limit", "learned_rate", "breaker", "held", "service_in_flight", "waiting"))
             + "</tr>")
-    rows.append("</table>")
+    rows.append("</table></div>")
     return "".join(rows)
 
 
