@@ -4,6 +4,7 @@ test (tests/test_status_page_browser.py) checks the page a user sees."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from typing import Any
@@ -103,6 +104,11 @@ def test_every_number_of_the_page_has_a_key_the_json_refreshes() -> None:
         "0_0", "running", (), 2, 8, 1, 0.5, None, 10, 1),), ())
     keys = set(re.findall(r'data-k="([^"]+)"', render_page(report, "<svg/>")))
     assert keys == set(report.fields()) - {"failure"}  # failure: shown when there is one
+
+    failed = dataclasses.replace(report, failure="TaskFailedError: <boom>")
+    assert failed.layout() != report.layout()  # so an open page reloads to show it
+    assert ('data-k="failure">TaskFailedError: &lt;boom&gt;<'
+            in render_page(failed, "<svg/>"))
 
 
 async def test_the_page_as_served_shows_the_numbers_without_javascript() -> None:

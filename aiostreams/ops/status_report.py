@@ -94,10 +94,12 @@ class StatusReport:
 
     def layout(self) -> str:
         """What the page's structure depends on: when it changes (a rebalance moved
-        tasks, a service made its first call) the page reloads instead of updating."""
+        tasks, a service made its first call, the worker failed) the page reloads instead
+        of updating."""
         tasks = ";".join(f"{t.task_id}=" + ",".join(f"{p.topic}[{p.partition}]"
                                                    for p in t.partitions) for t in self.tasks)
-        return f"{tasks}|{','.join(s.name for s in self.services)}"
+        failed = "|failed" if self.failure else ""  # the page shows a failure in a box
+        return f"{tasks}|{','.join(s.name for s in self.services)}{failed}"
 
     def fields(self) -> dict[str, str]:
         """Every number the page shows, formatted, by key (see the module docstring)."""
