@@ -129,6 +129,11 @@ class Worker:
         return self._table.tasks
 
     @property
+    def restored_records(self) -> int:
+        """Changelog records replayed into this worker's stores since it started."""
+        return self._core.restorer.restored_records
+
+    @property
     def stores_ready(self) -> bool:
         """Whether this worker has had its first assignment and none of its tasks is still
         restoring its stores (what its stores hold is then all their changelogs held)."""

@@ -45,8 +45,10 @@ from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.drain_time import DrainTime
 from aiostreams.ops.inspection import OperatedApp as App
-from aiostreams.ops.probes import liveness, readiness
+from aiostreams.ops.probes import health, liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
+from aiostreams.ops.restore_metrics import restore_metrics
+from aiostreams.ops.status_page import add_status_page_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
 from aiostreams.transport.base import Consumer
@@ -173,6 +175,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
+        yield from restore_metrics(name, app.inspect().worker, tasks)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
@@ -295,43 +298,14 @@ def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
     return registry, collector
 
 
-def health(app: App) -> tuple[int, dict[str, Any]]:
-    """``(200, body)`` when the app is RUNNING and no partition is stuck, else
-    ``(503, body)``; the body names the state, the task count and, when the app failed, the
-    failure. A RUNNING app with a stalled task (its oldest record unretired for
-    ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
-    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long; so
-    is one whose Kafka client died under it, until it is rebuilt (``client`` says what
-    died, see :mod:`aiostreams.engine.client_watchdog`); otherwise ``status`` is ``"ok"``
-    (running) or ``"down"``."""
-    body: dict[str, Any] = {"app": app.name, "state": app.state.value,
-                            "tasks": len(app.inspect().tasks)}
-    worker = app.inspect().worker
-    if worker is not None and worker.failure is not None:
-        body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
-    stalls = worker.stall_watch.stalls if worker is not None else []
-    client_trouble = worker.client_watchdog.degraded if worker is not None else None
-    if app.state is not AppState.RUNNING:
-        body["status"] = "down"
-    elif stalls or client_trouble:
-        body["status"] = "degraded"
-        if stalls:
-            body["stalled"] = [{"task": s.task_id, "record": s.where,
-                                "seconds": round(s.seconds, 3)} for s in stalls]
-        if client_trouble:
-            body["client"] = client_trouble
-    else:
-        body["status"] = "ok"
-    return (200 if body["status"] == "ok" else 503), body
-
-
 # -- the HTTP server --------------------------------------------------------------------
 
 
 class MetricsServer(StartStop):
-    """Serves ``/metrics`` (Prometheus text format), ``/health``, and an orchestrator's
-    probes ``/health/live`` and ``/health/ready`` (:mod:`aiostreams.ops.probes`) for one
-    app, on the app's event loop (aiohttp).
+    """Serves ``/metrics`` (Prometheus text format), ``/health``, an orchestrator's probes
+    ``/health/live`` and ``/health/ready`` (:mod:`~aiostreams.ops.probes`) and the live
+    status page (``/``, :mod:`~aiostreams.ops.status_page`) for one app, on the app's
+    event loop (aiohttp).
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
@@ -371,6 +345,7 @@ class MetricsServer(StartStop):
         web_app.router.add_get("/health", self._health)
         web_app.router.add_get("/health/live", self._probe(liveness))
         web_app.router.add_get("/health/ready", self._probe(readiness))
+        add_status_page_routes(web_app, self.app, self._end_offsets)  # "/": the status page
         store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
@@ -412,6 +387,10 @@ class MetricsServer(StartStop):
             return web.Response(status=status, text=json.dumps(body),
                                 content_type="application/json")
         return answer
+
+    async def _end_offsets(self) -> Mapping[TopicPartition, int]:
+        await self._refresh_end_offsets()
+        return self.collector.end_offsets
 
     async def _refresh_end_offsets(self) -> None:
         tps = [tp for task in self.app.inspect().tasks.values() for tp in task.partitions]

@@ -28,7 +28,7 @@ from aiostreams.engine.task_state import TaskState
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.inspection import OperatedApp as App
 
-__all__ = ["liveness", "readiness"]
+__all__ = ["health", "liveness", "readiness"]
 
 
 def liveness(app: App) -> tuple[int, dict[str, Any]]:
@@ -59,3 +59,33 @@ def readiness(app: App) -> tuple[int, dict[str, Any]]:
         return 503, body
     body["status"] = "ready"
     return 200, body
+
+
+def health(app: App) -> tuple[int, dict[str, Any]]:
+    """``(200, body)`` when the app is RUNNING and no partition is stuck, else
+    ``(503, body)``; the body names the state, the task count and, when the app failed, the
+    failure. A RUNNING app with a stalled task (its oldest record unretired for
+    ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
+    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long; so
+    is one whose Kafka client died under it, until it is rebuilt (``client`` says what
+    died, see :mod:`aiostreams.engine.client_watchdog`); otherwise ``status`` is ``"ok"``
+    (running) or ``"down"``."""
+    body: dict[str, Any] = {"app": app.name, "state": app.state.value,
+                            "tasks": len(app.inspect().tasks)}
+    worker = app.inspect().worker
+    if worker is not None and worker.failure is not None:
+        body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
+    stalls = worker.stall_watch.stalls if worker is not None else []
+    client_trouble = worker.client_watchdog.degraded if worker is not None else None
+    if app.state is not AppState.RUNNING:
+        body["status"] = "down"
+    elif stalls or client_trouble:
+        body["status"] = "degraded"
+        if stalls:
+            body["stalled"] = [{"task": s.task_id, "record": s.where,
+                                "seconds": round(s.seconds, 3)} for s in stalls]
+        if client_trouble:
+            body["client"] = client_trouble
+    else:
+        body["status"] = "ok"
+    return (200 if body["status"] == "ok" else 503), body
