@@ -1,7 +1,8 @@
 """mkdocs hooks.
 
 - The configuration reference is generated from the settings model, so it cannot drift
-  from the code: a page containing ``<!-- settings-table -->`` gets the table.
+  from the code: a page with a line ``<!-- settings-table -->`` gets it there, grouped by
+  concern (``CONCERNS``).
 - Docstrings use Sphinx cross-reference roles (``:class:`~aiostreams.App```), which
   Markdown leaves as raw text; the rendered pages show the name as code instead.
 - Inline code may wrap only after ``_``, ``.`` and ``/`` (a ``<wbr>`` there; the theme's
@@ -155,8 +156,11 @@ def settings_reference() -> str:
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    if MARKER in markdown:
-        return markdown.replace(MARKER, settings_reference())
+    """The marker on a line of its own becomes the reference (quoted in a sentence, as on
+    the page about the docs, it stays as written)."""
+    marker = re.compile(rf"^{re.escape(MARKER)}[ \t]*$", re.M)
+    if marker.search(markdown):
+        return marker.sub(lambda _: settings_reference(), markdown, count=1)
     return markdown
 
 

@@ -82,3 +82,8 @@ def test_inline_code_breaks_only_after_separators_and_code_blocks_are_untouched(
     assert hooks.on_page_content(html) == (
         "<td><code>max_<wbr>in_<wbr>flight</code></td><p><code>a.<wbr>b/<wbr>c</code></p>"
         "<pre><span></span><code>max_in_flight = 1\n</code></pre><code>x_</code>")
+
+
+def test_the_marker_quoted_in_a_sentence_is_left_alone(hooks: ModuleType) -> None:
+    prose = "The hook fills a line `<!-- settings-table -->` with the reference.\n"
+    assert hooks.on_page_markdown(prose) == prose
