@@ -105,26 +105,34 @@ PICTURE = """() => { const i = document.querySelector('figure picture img');
 NARROW_PICTURE = {"desktop": "home-flow.svg", "phone": "home-flow-tall.svg"}
 
 
-@pytest.mark.parametrize("viewport", ["desktop", "phone"])
 def test_pages_fit_the_screen_load_their_images_and_keep_names_whole(
-        viewport: str, site_url: str, browser: Any, screenshots: ModuleType) -> None:
-    width, height = screenshots.VIEWPORTS[viewport]
-    page = browser.new_page(viewport={"width": width, "height": height})
+        site_url: str, browser: Any, screenshots: ModuleType) -> None:
+    # one test for both widths: `make test` hands each test to a worker of its own
+    # (tests/support/suite_scheduling.py), and the site is built once per module per worker
     problems = []
-    try:
-        for name, path in PAGES.items():
-            page.goto(site_url + path, wait_until="load")
-            assert page.locator("article h1").count() == 1, f"{name}: no page there"
-            scroll_width = page.evaluate("document.documentElement.scrollWidth")
-            if scroll_width > width:
-                problems.append(f"{name}: the page is {scroll_width}px wide, the screen {width}")
-            problems += [f"{name}: sticks out: {e}" for e in page.evaluate(STICKING_OUT)]
-            problems += [f"{name}: image did not load: {i}" for i in page.evaluate(BROKEN_IMAGES)]
-            problems += [f"{name}: name broken mid-word: {c}" for c in page.evaluate(BROKEN_NAMES)]
-            if name == "home":  # the picture drawn for the screen's width, at a readable size
-                picture, shown_width = page.evaluate(PICTURE)
-                if picture != NARROW_PICTURE[viewport] or shown_width < min(width - 40, 600):
-                    problems.append(f"home: shows {picture} {shown_width}px wide")
-    finally:
-        page.close()
-    assert not problems, f"at {width}x{height}:\n" + "\n".join(problems)
+    for viewport, (width, height) in screenshots.VIEWPORTS.items():
+        page = browser.new_page(viewport={"width": width, "height": height})
+        try:
+            problems += [f"{width}x{height} {problem}"
+                         for problem in page_problems(page, site_url, viewport, width)]
+        finally:
+            page.close()
+    assert not problems, "\n".join(problems)
+
+
+def page_problems(page: Any, site_url: str, viewport: str, width: int) -> list[str]:
+    problems = []
+    for name, path in PAGES.items():
+        page.goto(site_url + path, wait_until="load")
+        assert page.locator("article h1").count() == 1, f"{name}: no page there"
+        scroll_width = page.evaluate("document.documentElement.scrollWidth")
+        if scroll_width > width:
+            problems.append(f"{name}: the page is {scroll_width}px wide, the screen {width}")
+        problems += [f"{name}: sticks out: {e}" for e in page.evaluate(STICKING_OUT)]
+        problems += [f"{name}: image did not load: {i}" for i in page.evaluate(BROKEN_IMAGES)]
+        problems += [f"{name}: name broken mid-word: {c}" for c in page.evaluate(BROKEN_NAMES)]
+        if name == "home":  # the picture drawn for the screen's width, at a readable size
+            picture, shown_width = page.evaluate(PICTURE)
+            if picture != NARROW_PICTURE[viewport] or shown_width < min(width - 40, 600):
+                problems.append(f"home: shows {picture} {shown_width}px wide")
+    return problems
