@@ -5,7 +5,7 @@
 
 writes ``docs/img/home-desktop.png`` (1280x800) and ``docs/img/home-phone.png`` (390x844),
 shown on the "The docs site" page (``docs/contributing/docs.md``). Needs Chromium (Debian's
-``/usr/bin/chromium``, or ``CHROMIUM=/path``) and playwright, as the browser test does
+``/usr/bin/chromium``, or ``AIOSTREAMS_CHROMIUM=/path``) and playwright, as the browser test does
 (``tests/docs/test_site_in_browser.py``, which uses :func:`build_site` and :func:`serve`
 from here).
 
@@ -35,8 +35,9 @@ VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 
 
 def chromium_path() -> str:
-    """The Chromium binary: ``$CHROMIUM``, else Debian's package."""
-    return os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    """The Chromium binary: ``$AIOSTREAMS_CHROMIUM`` (the variable the status page's browser
+    tests read, ``tests/support/browser.py``), else Debian's package."""
+    return os.environ.get("AIOSTREAMS_CHROMIUM", "/usr/bin/chromium")
 
 
 def build_site(dest: Path) -> Path:

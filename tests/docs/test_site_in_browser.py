@@ -7,7 +7,10 @@ setting's name wraps only at the ``<wbr>`` marks ``docs/hooks.py`` puts after ``
 (wall 9 of issue 36: "max_in_fli ght").
 
 The browser is a fixture of this module until ``tests/support/browser.py`` (the status
-page's session browser) lands; the site is built once for the module (about 4 s)."""
+page's ``browser`` fixture, the same sync playwright Browser, module-scoped) lands: then
+delete the local one. The module holds no async test (playwright's sync API keeps an event
+loop marked running while it is open). The site is built once for the module (about 4 s of
+CPU)."""
 
 from __future__ import annotations
 
