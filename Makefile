@@ -63,6 +63,9 @@ compat: install
 
 docs: install
 	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+	@echo "The site is in $(VENV)/site/. Serve it with"
+	@echo "  $(BIN)/python -m http.server -b 127.0.0.1 -d $(VENV)/site 8000   # then open http://127.0.0.1:8000/"
+	@echo "or, to rebuild as you edit: $(BIN)/mkdocs serve   # http://127.0.0.1:8000/"
 
 test: lint typecheck unit compat docs
 

@@ -62,18 +62,3 @@ def test_sphinx_roles_render_as_code_names() -> None:
     assert hooks.strip_roles(html) == ("see <code>Stream</code> and <code>App.start</code>, "
                                        "not :ref:<code>x</code>")
 
-
-def test_the_settings_table_lists_allowed_values_and_describes_every_setting() -> None:
-    sys.path.insert(0, str(DOCS))
-    try:
-        hooks = importlib.import_module("hooks")
-    finally:
-        sys.path.remove(str(DOCS))
-    rows = {line.split("|")[1].strip(" `"): line
-            for line in hooks.settings_table().splitlines()[2:]}
-    assert set(rows) == set(aiostreams.Settings.model_fields)
-    assert "`'key'` \\| `'partition'` \\| `'unordered'`" in rows["ordering"]
-    assert "`'fail'` \\| `'skip'` \\| `'dead_letter'` \\| `None`" in rows["on_error"]
-    assert "`int`, ≥ 1" in rows["max_in_flight"]
-    blank = [name for name, row in rows.items() if row.rstrip().endswith("|  |")]
-    assert not blank, f"settings with no description: {blank}"
