@@ -6,9 +6,8 @@ scrolls, as code blocks and wide tables do), every image loads, and inline code 
 setting's name wraps only at the ``<wbr>`` marks ``docs/hooks.py`` puts after ``_ . /``
 (wall 9 of issue 36: "max_in_fli ght").
 
-The browser is a fixture of this module until ``tests/support/browser.py`` (the status
-page's ``browser`` fixture, the same sync playwright Browser, module-scoped) lands: then
-delete the local one. The module holds no async test (playwright's sync API keeps an event
+The browser is ``tests/support/browser.py``'s ``browser`` fixture (a sync playwright
+Browser, module-scoped). The module holds no async test (playwright's sync API keeps an event
 loop marked running while it is open). The site is built once for the module (about 4 s of
 CPU)."""
 
@@ -43,18 +42,6 @@ def site_url(screenshots: ModuleType,
     site = screenshots.build_site(tmp_path_factory.mktemp("docs") / "site")
     with screenshots.serve(site) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser(screenshots: ModuleType) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=screenshots.chromium_path())
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 # Elements of the article whose right edge is past the viewport and that no scrolling box
