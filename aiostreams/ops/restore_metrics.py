@@ -35,5 +35,5 @@ def restore_metrics(app: str, worker: Worker | None,
         "aiostreams_restored_records",
         "Changelog records replayed into the stores since the worker started.",
         labels=["app"])
-    restored.add_metric([app], worker.restored_records if worker is not None else 0)
+    restored.add_metric([app], worker.restorer.restored_records if worker is not None else 0)
     yield restored
