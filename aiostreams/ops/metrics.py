@@ -3,7 +3,8 @@
 ::
 
     async with MetricsServer(app, port=9108) as server:   # 127.0.0.1 unless host= says so
-        print(server.url)                                  # http://127.0.0.1:9108/metrics
+        print(server.metrics_url)                          # http://127.0.0.1:9108/metrics
+        print(server.base_url + "/stores/totals/alice")     # interactive queries
         await app.run_async()
 
 Nothing here is on the record path. The engine keeps plain integer counters per task
@@ -315,13 +316,22 @@ def health(app: App) -> tuple[int, dict[str, Any]]:
 
 
 class MetricsServer(StartStop):
-    """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
-    app's event loop (aiohttp).
+    """Serves one app over HTTP on the app's event loop (aiohttp): ``/metrics`` (Prometheus
+    text format), ``/health`` (see :func:`health`) and the interactive queries
+    ``/stores/{name}`` and ``/stores/{name}/{key}`` (see :mod:`aiostreams.ops.query_http`).
+    ``aiostreams run --metrics-port P`` starts one; in a program, ``async with
+    MetricsServer(app, port=9108) as server:`` around the run.
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
     (0: a free port; read :attr:`port` after :meth:`start`). Start it before the app to
     see ``/health`` answer 503 while the app starts.
+
+    URLs: :attr:`base_url` (``http://127.0.0.1:9108``) is what paths are built on
+    (``base_url + "/stores/totals/alice"``); :attr:`metrics_url` is the one to scrape;
+    :attr:`url` is the metrics URL too (kept for scrape configs written against it).
+    ``peers`` are the base URLs of the group's workers, for redirects of keys another
+    worker owns.
     """
 
     def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0,
@@ -344,10 +354,21 @@ class MetricsServer(StartStop):
         return self._port
 
     @property
-    def url(self) -> str:
-        """The metrics URL, e.g. ``http://127.0.0.1:9108/metrics``."""
+    def base_url(self) -> str:
+        """The server's root, without a trailing slash, e.g. ``http://127.0.0.1:9108``:
+        build ``/health`` and ``/stores/...`` URLs on it."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The Prometheus endpoint, e.g. ``http://127.0.0.1:9108/metrics``."""
+        return f"{self.base_url}/metrics"
+
+    @property
+    def url(self) -> str:
+        """The same as :attr:`metrics_url`; other paths hang off :attr:`base_url`."""
+        return self.metrics_url
 
     async def start(self) -> None:
         """Bind and serve. Raises ``OSError`` when the port is taken."""
@@ -366,7 +387,7 @@ class MetricsServer(StartStop):
         self._runner = runner
         address = runner.addresses[0]
         self._port = int(address[1])
-        store_routes.self_url = self.url.removesuffix("/metrics")
+        store_routes.self_url = self.base_url
 
     async def stop(self) -> None:
         """Stop serving and close the lag consumer. Idempotent."""

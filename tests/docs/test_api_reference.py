@@ -77,3 +77,9 @@ def test_the_settings_table_lists_allowed_values_and_describes_every_setting() -
     assert "`int`, ≥ 1" in rows["max_in_flight"]
     blank = [name for name, row in rows.items() if row.rstrip().endswith("|  |")]
     assert not blank, f"settings with no description: {blank}"
+
+
+def test_the_metrics_server_users_start_has_an_entry() -> None:
+    """Not in ``aiostreams.__all__`` but started by users for metrics and queries."""
+    from aiostreams.ops.metrics import MetricsServer
+    assert any(obj is MetricsServer for obj in documented())
