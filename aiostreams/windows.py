@@ -156,13 +156,19 @@ class SessionWindowedSerde(_WindowedSerdeBase):
 
 
 class LateRecords:
-    """Records dropped because their window had closed, per DSL node, summed over the
-    app's tasks. ``on_late(hook)`` registers ``hook(node, record)`` (a metrics exporter,
-    a log). Counted when the record executes; a record retried after it was counted is
-    counted again."""
+    """Records dropped because their window had closed, per DSL node (``by_node``) and per
+    task and node (``by_task_node``, what the Prometheus metric
+    ``aiostreams_task_dropped_records_total`` exports), summed over the app's tasks.
+    ``on_late(hook)`` registers ``hook(node, record)`` (a metrics exporter, a log).
+
+    Counted as Kafka Streams' ``dropped-records`` is: once per window the record was too
+    late for (a hopping window's record can be late for some of its windows only), when
+    the record executes; a record retried after it was counted is counted again.
+    Invariant: ``total`` is the sum of ``by_node`` and of ``by_task_node``."""
 
     def __init__(self) -> None:
         self.by_node: dict[str, int] = {}
+        self.by_task_node: dict[tuple[str, str], int] = {}
         self._hooks: list[Callable[[str, AnyRecord], None]] = []
 
     @property
@@ -172,8 +178,11 @@ class LateRecords:
     def on_late(self, hook: Callable[[str, AnyRecord], None]) -> None:
         self._hooks.append(hook)
 
-    def record(self, node: str, record: AnyRecord) -> None:
+    def record(self, node: str, record: AnyRecord, *, task: str) -> None:
+        """Count ``record`` dropped by ``node`` of task ``task`` (its id, e.g. ``0_1``)."""
         self.by_node[node] = self.by_node.get(node, 0) + 1
+        self.by_task_node[task, node] = self.by_task_node.get((task, node), 0) + 1
+        assert sum(self.by_task_node.values()) == self.total, "late counts disagree"
         for hook in self._hooks:
             hook(node, record)
 

@@ -209,6 +209,7 @@ class AppCollector:
         yield _counter("aiostreams_task_head_of_line_blocked_records",
                        "Retired records that waited behind an earlier record at all.",
                        _LABELS, [([name, t.task_id], t.head_of_line.blocked) for t in tasks])
+        yield self._dropped(name, {t.task_id for t in tasks})
         errors = CounterMetricFamily("aiostreams_processor_errors",
                                      "Records that failed for good, by the node that failed.",
                                      labels=["app", "task", "node"])
@@ -216,6 +217,19 @@ class AppCollector:
             for node, count in sorted(t.metrics.by_node_errors.items()):
                 errors.add_metric([name, t.task_id, node], count)
         yield errors
+
+    def _dropped(self, name: str, running: set[str]) -> Metric:
+        """Kafka Streams' task-level ``dropped-records-total``, by node and reason (today
+        ``late``: a window closed before the record came), for the tasks this worker
+        runs now; the app keeps the counts across rebalances, so they never go down."""
+        late = self.app.late_records.by_task_node
+        return _counter(
+            "aiostreams_task_dropped_records",
+            "Records a processor dropped without output or error, by node and reason "
+            "(late: its window had closed; once per window), as Kafka Streams' "
+            "dropped-records-total.", [*_LABELS, "node", "reason"],
+            [([name, task, node, "late"], count)
+             for (task, node), count in sorted(late.items()) if task in running])
 
     def _lag(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
         if not self.end_offsets:
