@@ -42,6 +42,7 @@ from prometheus_client.core import (
 )
 
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.errors import ConfigError
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.inspection import OperatedApp as App
@@ -351,7 +352,7 @@ class MetricsServer(StartStop):
     def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0,
                  peers: Sequence[str] = ()) -> None:
         if not 0 <= port < 65536:
-            raise ValueError(f"metrics port must be within 0..65535, got {port}")
+            raise ConfigError(f"metrics port must be within 0..65535, got {port}")
         self.app = app
         self.host = host
         self.registry, self.collector = metrics_registry(app)
