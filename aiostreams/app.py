@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -147,7 +148,14 @@ class App(StartStop):
 
     def on_commit(self, listener: Callable[[CommitRecord], None]) -> None:
         """Call ``listener`` after every commit with what it committed (metrics, tests).
-        It runs on the event loop, inside the commit: keep it quick."""
+        It runs on the event loop, inside the commit: keep it quick. A plain function: an
+        ``async def`` listener is refused (it would be called, never awaited); to do async
+        work, start it from the listener (``asyncio.get_running_loop().create_task``)."""
+        if inspect.iscoroutinefunction(listener):
+            raise ConfigError(
+                f"on_commit() got the coroutine function "
+                f"{getattr(listener, '__name__', listener)!r}: a commit listener is called, "
+                "not awaited, inside the commit; pass a plain def (it may start a task)")
         self._commit_listeners.append(listener)
 
     def _committed(self, entry: CommitRecord) -> None:

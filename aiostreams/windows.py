@@ -23,6 +23,7 @@ deserializers reads aiostreams' windowed output and the other way round:
 
 from __future__ import annotations
 
+import inspect
 import math
 import struct
 from collections.abc import Callable
@@ -176,6 +177,12 @@ class LateRecords:
         return sum(self.by_node.values())
 
     def on_late(self, hook: Callable[[str, AnyRecord], None]) -> None:
+        """Call ``hook(node, record)`` for each late record, inside its processing: a
+        plain function (an ``async def`` would be called and never awaited)."""
+        if inspect.iscoroutinefunction(hook):
+            raise ConfigError(
+                f"on_late() got the coroutine function {getattr(hook, '__name__', hook)!r}: "
+                "a late-record hook is called, not awaited; pass a plain def")
         self._hooks.append(hook)
 
     def record(self, node: str, record: AnyRecord, *, task: str) -> None:
