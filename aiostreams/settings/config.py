@@ -225,6 +225,8 @@ TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
     "AIOSTREAMS_KAFKA_VERSION": "which Kafka release aiostreams.localkafka runs (3.9.1 or "
                                 "4.4.0; the test suite's broker too)",
+    "AIOSTREAMS_SCHEMA_REGISTRY": "the URL of a running schema registry for the registry "
+                                  "tests (python -m aiostreams.localregistry run prints it)",
     "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",
     "AIOSTREAMS_CHAOS_REPEAT": "how many times the slow tier repeats the fault-injection "
                                "tests (stalled workers, connection resets, dead clients)",
