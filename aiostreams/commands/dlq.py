@@ -170,7 +170,9 @@ class LetterFilter:
                 raise UsageError(f"--header {item!r}: expected NAME=VALUE or NAME, e.g. "
                                  "--header aiostreams.dlq.processor=enrich")
             wanted.append((name, value if equals else None))
-        return cls(tuple(exceptions), tuple(wanted))
+        # a canonical order: the same filter written in another order keeps one position
+        return cls(tuple(sorted(set(exceptions))),
+                   tuple(sorted(set(wanted), key=lambda h: (h[0], h[1] or ""))))
 
     def __bool__(self) -> bool:
         return bool(self.exceptions or self.headers)
