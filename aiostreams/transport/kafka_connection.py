@@ -14,7 +14,6 @@ and ``AIOKafkaClient.send``/``get_random_node``/``cluster``; and
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import logging
 import ssl
@@ -164,9 +163,10 @@ def parse_bootstrap(url_or_servers: str) -> str:
     return ",".join(server.strip() for server in servers.split(","))
 
 
-_STARTING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "aiostreams_kafka_client_starting", default=False)
-"""True in the task of a :func:`start_or_unavailable` while it retries a client's start."""
+_STARTING: set[asyncio.Task[Any]] = set()
+"""The tasks running a :func:`start_or_unavailable` retry loop now. By task, not by context
+variable: aiokafka's background tasks created during a start (metadata sync, fetcher,
+heartbeat) copy the context, and their later connection errors must still be logged."""
 _AIOKAFKA_ATTEMPT_ERRORS = ("Unable connect to ", "Unable to update metadata from ")
 CONNECT_RETRY_LOG_MARK = "aiostreams_connect_retry"
 """Set on the one WARNING a start logs while it retries, so the command line, which
@@ -181,8 +181,13 @@ class _QuietAttempts(logging.Filter):
     broker) aiokafka's lines pass unchanged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (_STARTING.get() and isinstance(record.msg, str)
-                    and record.msg.startswith(_AIOKAFKA_ATTEMPT_ERRORS))
+        if not (isinstance(record.msg, str) and record.msg.startswith(_AIOKAFKA_ATTEMPT_ERRORS)):
+            return True
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # logged outside an event loop
+            return True
+        return task not in _STARTING
 
 
 _QUIET_ATTEMPTS = _QuietAttempts()
@@ -208,7 +213,9 @@ async def start_or_unavailable(
     deadline = loop.time() + options.connect_timeout
     pause, largest_pause = _START_BACKOFF
     logging.getLogger("aiokafka").addFilter(_QUIET_ATTEMPTS)  # idempotent
-    starting = _STARTING.set(True)
+    this_task = asyncio.current_task()
+    assert this_task is not None, "a coroutine runs in a task"
+    _STARTING.add(this_task)
     warned = False
     try:
         while True:
@@ -244,7 +251,7 @@ async def start_or_unavailable(
         await close()
         raise
     finally:
-        _STARTING.reset(starting)
+        _STARTING.discard(this_task)
 
 
 async def partition_counts(

@@ -4,14 +4,17 @@ without a port is refused when the app is made."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
+from typing import Any
 
 import pytest
 
 from aiostreams import App, ConfigError, Settings, Topic
 from aiostreams.errors import BrokerUnavailableError
+from aiostreams.transport import kafka_connection, kafka_producer
 
 
 def closed_port() -> int:
@@ -60,3 +63,39 @@ def test_connect_timeout_is_a_setting_capped_by_broker_timeout() -> None:
 def test_a_kafka_url_without_a_port_is_refused_naming_the_fix(url: str, fixed: str) -> None:
     with pytest.raises(ConfigError, match=f"has no port: write {fixed} "):
         App("no-port", broker=url)
+
+
+async def test_a_running_clients_connection_errors_are_still_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Only the task retrying a start is quieted; aiokafka's background tasks (made during
+    a start, so a context variable would follow them) keep logging a lost broker."""
+    address = f"127.0.0.1:{closed_port()}"
+    app = App("unreachable-later", broker=f"kafka://{address}", broker_timeout=0.5)
+    lines: list[str] = []
+
+    async def background() -> None:  # made by the start, logs while it still retries
+        await asyncio.sleep(0)  # a turn of the loop: not in the starting task's call
+        logging.getLogger("aiokafka").error("Unable connect to node with id %s: %s", 1, "x")
+        lines.append("logged")
+
+    real_start = kafka_connection.start_or_unavailable
+
+    async def start_spawning(start: Any, close: Any, **kwargs: Any) -> None:
+        async def start_and_spawn() -> None:
+            spawned.append(asyncio.get_running_loop().create_task(background()))
+            await start()
+        await real_start(start_and_spawn, close, **kwargs)
+
+    spawned: list[asyncio.Task[None]] = []
+    caplog.set_level(logging.ERROR, logger="aiokafka")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kafka_producer, "start_or_unavailable", start_spawning)
+            with pytest.raises(BrokerUnavailableError):
+                await app.send(Topic.of("orders", key=str, value=str), "k", "v")
+        await asyncio.gather(*spawned)
+    finally:
+        await app.stop()
+    assert lines and len(lines) == len(spawned)
+    assert [r.getMessage() for r in caplog.records if r.name == "aiokafka"] == [
+        "Unable connect to node with id 1: x"] * len(spawned)
