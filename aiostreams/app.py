@@ -381,27 +381,24 @@ class App(StartStop):
         It also waits for the worker's first assignment and until no task is restoring its
         stores, so the stores (``app.store``) hold everything their changelogs held when it
         returns, even for a task with no new input. Raises ``TimeoutError`` after
-        ``timeout`` seconds, and the worker's failure if it stops. Cancellation: stops
-        waiting, changes nothing."""
+        ``timeout`` seconds, the worker's failure if it fails, and ``RuntimeError`` if a
+        stop is asked for (a signal, ``request_stop``) before it caught up: it never waits
+        for commits a stopping worker will not make. Cancellation: stops waiting, changes
+        nothing."""
         worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
-        from aiostreams.engine.caught_up import CaughtUpProbe
+        from aiostreams.engine.caught_up import CaughtUpProbe, until_caught_up
 
         probe = CaughtUpProbe(self.transport, self.name, self.build(),
                               read_committed=self.settings.processing_guarantee
                               == "exactly_once")
         async with asyncio.timeout(timeout):
-            await probe.start()
-            try:
-                while not worker.stores_ready or not await probe.caught_up():
-                    if worker.failure is not None:
-                        break
-                    worker.request_sink_flush()  # not just the backlogged sinks
-                    await worker.next_commit()
-            finally:
-                await probe.stop()
+            if await until_caught_up(worker, probe):
+                return
         worker.raise_failure()
+        raise RuntimeError(f"app {self.name!r} was asked to stop before it caught up with "
+                           "its input (a signal or request_stop while waiting)")
 
     async def run_async(self) -> None:
         """Start, then run until SIGINT/SIGTERM (or ``request_stop``), then stop gracefully.

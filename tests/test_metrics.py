@@ -82,6 +82,42 @@ def produce(broker: MemoryBroker, topic: str, values: list[str]) -> None:
                    for i, v in enumerate(values)])
 
 
+def waiting_app(name: str, sequencer: Sequencer, clock: ManualClock,
+                records: list[tuple[bytes, bytes, float]], **settings: Any) -> App:
+    """An app of one partition whose processor waits for ``sequencer`` to release each
+    record's value; ``records`` (key, value, timestamp) are in its input already."""
+
+    class Waits(Processor[str, str]):
+        async def process(self, record: Record[str, str]) -> None:
+            await sequencer.wait(record.value)
+            self.context.forward(record)
+
+    broker = MemoryBroker()
+    broker.create_topic("in", 1)
+    broker.append([(OutgoingRecord("in", k, v, ts), 0) for k, v, ts in records])
+    app = App(name, transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01,
+              **settings)
+    app.topic("in", key=str, value=str)
+    app.topic("out", key=str, value=str)
+    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
+        "sink", "out", "waits")
+    app.commit_log = CommitLog()
+    return app
+
+
+async def failed_choosy_probe(path: str) -> tuple[int, dict[str, Any]]:
+    """What ``path`` of a MetricsServer answers once the choosy app failed on a bad record."""
+    broker = MemoryBroker()
+    app = choosy_app(broker)
+    app.settings.on_error = "fail"
+    produce(broker, "in", ["bad-1"])
+    async with MetricsServer(app) as server:
+        await app.start()
+        with pytest.raises(TaskFailedError):
+            await app.wait()  # returns once the task failed and the app stopped
+        return await health(server.url.removesuffix("/metrics") + path)
+
+
 async def scrape(url: str) -> Samples:
     async with aiohttp.ClientSession() as session, session.get(url) as response:
         assert response.status == 200
@@ -170,15 +206,7 @@ async def test_health_is_200_only_while_the_app_runs(
 
 
 async def test_failed_app_health_names_the_failure() -> None:
-    broker = MemoryBroker()
-    app = choosy_app(broker)
-    app.settings.on_error = "fail"
-    produce(broker, "in", ["bad-1"])
-    async with MetricsServer(app) as server:
-        await app.start()
-        with pytest.raises(TaskFailedError):
-            await app.wait()  # returns once the task failed and the app stopped
-        status, body = await health(server.url.removesuffix("/metrics") + "/health")
+    status, body = await failed_choosy_probe("/health")
     assert status == 503
     assert body["state"] == "failed"
     assert "processor 'choosy' failed on in[0]@0" in body["error"]
@@ -187,21 +215,8 @@ async def test_failed_app_health_names_the_failure() -> None:
 async def test_in_flight_and_retire_lag_show_a_record_stuck_at_the_head() -> None:
     sequencer = Sequencer()
     clock = ManualClock(start=1_000.0)
-
-    class Waits(Processor[str, str]):
-        async def process(self, record: Record[str, str]) -> None:
-            await sequencer.wait(record.value)
-            self.context.forward(record)
-
-    broker = MemoryBroker()
-    broker.create_topic("in", 1)
-    broker.append([(OutgoingRecord("in", b"k", b"stuck", 993.5), 0),
-                   (OutgoingRecord("in", b"j", b"fast", 999.0), 0)])
-    app = App("waits", transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01)
-    app.topic("in", key=str, value=str)
-    app.topic("out", key=str, value=str)
-    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
-        "sink", "out", "waits")
+    app = waiting_app("waits", sequencer, clock, [(b"k", b"stuck", 993.5),
+                                                  (b"j", b"fast", 999.0)])
     async with MetricsServer(app, host="127.0.0.1") as server:
         assert server.url.startswith("http://127.0.0.1:")
         await app.start()
@@ -225,21 +240,8 @@ async def test_health_is_degraded_naming_a_record_stuck_at_the_head_and_warns_on
         caplog: pytest.LogCaptureFixture) -> None:
     sequencer = Sequencer()
     clock = ManualClock(start=1_000.0)
-
-    class Waits(Processor[str, str]):
-        async def process(self, record: Record[str, str]) -> None:
-            await sequencer.wait(record.value)
-            self.context.forward(record)
-
-    broker = MemoryBroker()
-    broker.create_topic("in", 1)
-    broker.append([(OutgoingRecord("in", b"k", b"stuck", 999.0), 0)])
-    app = App("stalls", transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01,
-              stuck_record_warning=30.0)
-    app.topic("in", key=str, value=str)
-    app.topic("out", key=str, value=str)
-    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
-        "sink", "out", "waits")
+    app = waiting_app("stalls", sequencer, clock, [(b"k", b"stuck", 999.0)],
+                      stuck_record_warning=30.0)
     async with MetricsServer(app) as server:
         url = server.url.removesuffix("/metrics") + "/health"
         await app.start()

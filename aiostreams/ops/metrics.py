@@ -29,7 +29,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -45,8 +45,12 @@ from aiostreams.engine.task import StreamTask, TaskMetrics
 from aiostreams.errors import ConfigError
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.drain_time import DrainTime
 from aiostreams.ops.inspection import OperatedApp as App
+from aiostreams.ops.probes import health, liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
+from aiostreams.ops.restore_metrics import restore_metrics
+from aiostreams.ops.status_page import add_status_page_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
 from aiostreams.transport.base import Consumer
@@ -143,6 +147,9 @@ class AppCollector:
         self.end_offsets: Mapping[TopicPartition, int] = {}
         self._latency = _CommitLatency(buckets)
         app.on_commit(self._latency.observe)
+        self._tracker = TaskTracker()  # records consumed, over tasks a rebalance closed too
+        self._tracker.watch_commits(app)
+        self._drain = DrainTime(clock=app.clock.monotonic)
 
     def describe(self) -> Iterable[Metric]:
         return []  # no describe-time work: metrics exist only while the app runs
@@ -170,6 +177,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
+        yield from restore_metrics(name, app.inspect().worker, tasks)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
@@ -239,14 +247,23 @@ class AppCollector:
             "aiostreams_consumer_lag_records",
             "Records of a partition not yet retired: log end offset minus retired position.",
             labels=["app", "topic", "partition"])
+        total = 0
         for task in tasks:
             retired = task.committable()
             for tp in task.partitions:
                 end = self.end_offsets.get(tp)
                 position = retired.get(tp, self._committed(tp))
                 if end is not None and position is not None:
-                    lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
+                    behind = max(0, end - position)
+                    total += behind
+                    lag.add_metric([name, tp.topic, str(tp.partition)], behind)
         yield lag
+        seconds = self._drain.observe(self._tracker.totals(self.app).records_in, total)
+        if seconds is not None:
+            yield _gauge("aiostreams_drain_time_seconds",
+                         "Seconds this worker needs to consume its lag at the pace it consumed "
+                         "over the last two minutes (+Inf: lag and nothing consumed); for "
+                         "autoscalers.", ["app"], [([name], seconds)])
 
     def _offset_resets(self, name: str) -> Metric:
         worker = self.app.inspect().worker
@@ -297,45 +314,17 @@ def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
     return registry, collector
 
 
-def health(app: App) -> tuple[int, dict[str, Any]]:
-    """``(200, body)`` when the app is RUNNING and no partition is stuck, else
-    ``(503, body)``; the body names the state, the task count and, when the app failed, the
-    failure. A RUNNING app with a stalled task (its oldest record unretired for
-    ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
-    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long; so
-    is one whose Kafka client died under it, until it is rebuilt (``client`` says what
-    died, see :mod:`aiostreams.engine.client_watchdog`); otherwise ``status`` is ``"ok"``
-    (running) or ``"down"``."""
-    body: dict[str, Any] = {"app": app.name, "state": app.state.value,
-                            "tasks": len(app.inspect().tasks)}
-    worker = app.inspect().worker
-    if worker is not None and worker.failure is not None:
-        body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
-    stalls = worker.stall_watch.stalls if worker is not None else []
-    client_trouble = worker.client_watchdog.degraded if worker is not None else None
-    if app.state is not AppState.RUNNING:
-        body["status"] = "down"
-    elif stalls or client_trouble:
-        body["status"] = "degraded"
-        if stalls:
-            body["stalled"] = [{"task": s.task_id, "record": s.where,
-                                "seconds": round(s.seconds, 3)} for s in stalls]
-        if client_trouble:
-            body["client"] = client_trouble
-    else:
-        body["status"] = "ok"
-    return (200 if body["status"] == "ok" else 503), body
-
-
 # -- the HTTP server --------------------------------------------------------------------
 
 
 class MetricsServer(StartStop):
     """Serves one app over HTTP on the app's event loop (aiohttp): ``/metrics`` (Prometheus
-    text format), ``/health`` (see :func:`health`) and the interactive queries
-    ``/stores/{name}`` and ``/stores/{name}/{key}`` (see :mod:`aiostreams.ops.query_http`).
-    ``aiostreams run --metrics-port P`` starts one; in a program, ``async with
-    MetricsServer(app, port=9108) as server:`` around the run.
+    text format), ``/health``, an orchestrator's probes ``/health/live`` and
+    ``/health/ready`` (:mod:`~aiostreams.ops.probes`), the live status page (``/``,
+    :mod:`~aiostreams.ops.status_page`) and the interactive queries ``/stores/{name}`` and
+    ``/stores/{name}/{key}`` (:mod:`~aiostreams.ops.query_http`). ``aiostreams run
+    --metrics-port P`` starts one; in a program, ``async with MetricsServer(app,
+    port=9108) as server:`` around the run.
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
@@ -390,6 +379,9 @@ class MetricsServer(StartStop):
         web_app = web.Application()
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_get("/health", self._health)
+        web_app.router.add_get("/health/live", self._probe(liveness))
+        web_app.router.add_get("/health/ready", self._probe(readiness))
+        add_status_page_routes(web_app, self.app, self._end_offsets)  # "/": the status page
         store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
@@ -423,6 +415,18 @@ class MetricsServer(StartStop):
         status, body = health(self.app)
         return web.Response(status=status, text=json.dumps(body),
                             content_type="application/json")
+
+    def _probe(self, check: Callable[[App], tuple[int, dict[str, Any]]]
+               ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def answer(request: web.Request) -> web.Response:
+            status, body = check(self.app)
+            return web.Response(status=status, text=json.dumps(body),
+                                content_type="application/json")
+        return answer
+
+    async def _end_offsets(self) -> Mapping[TopicPartition, int]:
+        await self._refresh_end_offsets()
+        return self.collector.end_offsets
 
     async def _refresh_end_offsets(self) -> None:
         tps = [tp for task in self.app.inspect().tasks.values() for tp in task.partitions]
