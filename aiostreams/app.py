@@ -47,7 +47,7 @@ from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
-from aiostreams.windows import LateRecords
+from aiostreams.windows import DroppedRecords, LateRecords
 
 if TYPE_CHECKING:
     from aiostreams.ops.queries import ReadOnlyStore
@@ -209,6 +209,13 @@ class App(StartStop):
 
     def describe(self) -> str:
         return self.topology.describe()
+
+    @property
+    def dropped_records(self) -> DroppedRecords:
+        """Records the app's processors dropped without output or error, by task, node and
+        reason (``.by_task_node_reason``, ``.total``): late records, null keys, expired
+        versions; exported as ``aiostreams_task_dropped_records_total``."""
+        return self._builder.dropped
 
     @property
     def late_records(self) -> LateRecords:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from aiostreams.services.declared import DeclaredService
     from aiostreams.topology.nodes import SubTopology
     from aiostreams.transport.base import Transport
-    from aiostreams.windows import LateRecords
+    from aiostreams.windows import DroppedRecords
 
 __all__ = ["Inspection", "OperatedApp"]
 
@@ -64,7 +64,7 @@ class OperatedApp(Protocol):
     def services(self) -> Mapping[str, DeclaredService]: ...
 
     @property
-    def late_records(self) -> LateRecords: ...
+    def dropped_records(self) -> DroppedRecords: ...
 
     def on_commit(self, listener: Callable[[CommitRecord], None]) -> None: ...
 

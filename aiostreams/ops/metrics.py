@@ -228,17 +228,18 @@ class AppCollector:
         yield errors
 
     def _dropped(self, name: str, running: set[str]) -> Metric:
-        """Kafka Streams' task-level ``dropped-records-total``, by node and reason (today
-        ``late``: a window closed before the record came), for the tasks this worker
-        runs now; the app keeps the counts across rebalances, so they never go down."""
-        late = self.app.late_records.by_task_node
+        """Kafka Streams' task-level ``dropped-records-total``, by node and reason (see
+        :class:`~aiostreams.windows.DroppedRecords`), for the tasks this worker runs now;
+        the app keeps the counts across rebalances, so they never go down."""
+        dropped = self.app.dropped_records.by_task_node_reason
         return _counter(
             "aiostreams_task_dropped_records",
             "Records a processor dropped without output or error, by node and reason "
-            "(late: its window had closed; once per window), as Kafka Streams' "
-            "dropped-records-total.", [*_LABELS, "node", "reason"],
-            [([name, task, node, "late"], count)
-             for (task, node), count in sorted(late.items()) if task in running])
+            "(late: its window had closed, once per window; null_key, null_value, "
+            "expired), as Kafka Streams' dropped-records-total.",
+            [*_LABELS, "node", "reason"],
+            [([name, task, node, reason], count)
+             for (task, node, reason), count in sorted(dropped.items()) if task in running])
 
     def _lag(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
         if not self.end_offsets:

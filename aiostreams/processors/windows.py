@@ -69,6 +69,8 @@ class WindowedAggregate(Processor[Any, Any]):
         a value): Kafka Streams skips those in windowed aggregations."""
         if record.key is None or (null_values and record.value is None):
             self.skipped += 1
+            self.late.dropped.drop(self.context,
+                                   "null_key" if record.key is None else "null_value")
             return True
         return False
 
