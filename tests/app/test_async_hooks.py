@@ -1,6 +1,7 @@
 """Callbacks the app calls without awaiting refuse an ``async def`` when registered: it
 would be called, never awaited, and Python would say "coroutine ... was never awaited" at
-exit, far from the mistake."""
+exit, far from the mistake (an async ``combine=`` of a coalesced lookup did: its coroutine
+became the record's value, which the sink refused)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aiostreams import App, ConfigError
+from aiostreams import App, ConfigError, TopologyError
 
 
 async def listener(*_: Any) -> None:
@@ -23,6 +24,25 @@ def test_an_async_commit_listener_is_refused_naming_the_fix() -> None:
     with pytest.raises(ConfigError, match=r"on_commit\(\) got the coroutine function "
                                           r"'listener'.*pass a plain def"):
         app.on_commit(listener)
+
+
+@pytest.mark.parametrize("option", ["combine", "coalesce_by"])
+def test_an_async_combine_or_lookup_key_of_a_lookup_step_is_refused(option: str) -> None:
+    app = App("hooks", broker="memory://hooks")
+    orders = app.topic("orders", key=str, value=str)
+    customers = app.service("customers")
+
+    async def fetch_profile(customer: str) -> str:
+        return customer
+
+    async def helper(*_: Any) -> str:
+        return ""
+
+    options: dict[str, Any] = {"coalesce_by": lambda v: v, "combine": lambda v, p: v,
+                               option: helper}
+    with pytest.raises(TopologyError, match=rf"map_values_async\({option}=\.\.\.\) got the "
+                                            r"coroutine function 'helper'.*plain def"):
+        app.stream(orders).map_values_async(fetch_profile, service=customers, **options)
 
 
 def test_an_async_late_record_hook_is_refused_naming_the_fix() -> None:
