@@ -68,7 +68,7 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
     ("Health and watchdogs",
      "How long trouble is ridden out before it is reported or stops the app "
      "([tracing records](../guides/observability.md) shows where it is reported).",
-     ["broker_timeout", "stuck_record_warning", "client_watchdog_interval",
+     ["broker_timeout", "connect_timeout", "stuck_record_warning", "client_watchdog_interval",
       "client_stall_timeout", "corrupt_fetch_limit"]),
     ("Observability and runtime", "Spans per record, and the Python runtime.",
      ["tracing", "gc_tuning"]),

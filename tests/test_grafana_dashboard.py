@@ -110,7 +110,8 @@ def test_the_dashboard_has_a_panel_for_each_concern(dashboard: dict[str, Any]) -
               "aiostreams_task_in_flight", "aiostreams_task_retire_lag_seconds",
               "aiostreams_service_limit", "aiostreams_service_learned_rate",
               "aiostreams_service_breaker_state", "aiostreams_service_held",
-              "aiostreams_task_dead_letters_total", "aiostreams_tasks_restoring",
+              "aiostreams_task_dead_letters_total", "aiostreams_task_dropped_records_total",
+              "aiostreams_tasks_restoring",
               "aiostreams_restored_records_total"}
     named = set().union(*map(metric_names, queries(dashboard).values()))
     assert wanted <= named, f"no panel for {sorted(wanted - named)}"

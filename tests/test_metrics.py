@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from aiostreams import App, Processor, Record, TaskFailedError
+from aiostreams import App, Processor, Record, TaskFailedError, TumblingWindows
 from aiostreams.ops.metrics import AppTotals, MetricsServer, TaskTracker
 from aiostreams.ops.progress import ProgressLine, Sample, rate, render
 from aiostreams.runtime.clock import ManualClock
@@ -351,3 +351,29 @@ async def test_head_of_line_wait_shows_in_the_scrape_and_the_status_view(
     assert total(samples, "aiostreams_task_head_of_line_blocked_records_total", **labels) == 3
     assert (status.head_of_line_wait, status.head_of_line_wait_max,
             status.head_of_line_blocked) == (7.25, 4.5, 3)
+
+
+async def test_records_a_window_dropped_as_late_are_counted_per_task_and_node() -> None:
+    app = App("late-drops", transport=MemoryTransport(MemoryBroker()), commit_interval_ms=5)
+    clicks = app.topic("clicks", key=str, value=str, partitions=2)
+    (app.stream(clicks).group_by_key().windowed_by(TumblingWindows(10.0, grace=0.0))
+     .count(materialized="per-10s", name="count-10s"))
+    profiles = app.topic("profiles", key=str, value=str, partitions=1)
+    app.table(profiles, name="profiles-table")
+    async with app, MetricsServer(app) as server:
+        # one key per partition (murmur2: "d" -> 1, "c" -> 0); 30.0 closes [0, 10)
+        for key, stamps in (("d", (30.0, 5.0, 6.0, 31.0)), ("c", (30.0, 2.0))):
+            for stamp in stamps:
+                await app.send(clicks, key, "x", timestamp=stamp)
+        await app.send(profiles, None, "a profile without a key")  # a table cannot hold it
+        await app.send(profiles, "p1", "kept")
+        await app.wait_until_caught_up(timeout=30)
+        samples = await scrape(server.metrics_url)
+    dropped = {(dict(labels)["task"], dict(labels)["node"], dict(labels)["reason"]): value
+               for (n, labels), value in samples.items()
+               if n == "aiostreams_task_dropped_records_total"}
+    assert dropped == {("0_1", "count-10s", "late"): 2.0, ("0_0", "count-10s", "late"): 1.0,
+                       ("1_0", "profiles-table", "null_key"): 1.0}
+    assert total(samples, "aiostreams_task_dropped_records_total", app="late-drops",
+                 node="count-10s", reason="late") == app.late_records.total == 3
+    assert app.dropped_records.total == 4

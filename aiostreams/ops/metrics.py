@@ -3,7 +3,8 @@
 ::
 
     async with MetricsServer(app, port=9108) as server:   # 127.0.0.1 unless host= says so
-        print(server.url)                                  # http://127.0.0.1:9108/metrics
+        print(server.metrics_url)                          # http://127.0.0.1:9108/metrics
+        print(server.base_url + "/stores/totals/alice")     # interactive queries
         await app.run_async()
 
 Nothing here is on the record path. The engine keeps plain integer counters per task
@@ -41,6 +42,7 @@ from prometheus_client.core import (
 )
 
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.errors import ConfigError
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.drain_time import DrainTime
@@ -216,6 +218,7 @@ class AppCollector:
         yield _counter("aiostreams_task_head_of_line_blocked_records",
                        "Retired records that waited behind an earlier record at all.",
                        _LABELS, [([name, t.task_id], t.head_of_line.blocked) for t in tasks])
+        yield self._dropped(name, {t.task_id for t in tasks})
         errors = CounterMetricFamily("aiostreams_processor_errors",
                                      "Records that failed for good, by the node that failed.",
                                      labels=["app", "task", "node"])
@@ -223,6 +226,20 @@ class AppCollector:
             for node, count in sorted(t.metrics.by_node_errors.items()):
                 errors.add_metric([name, t.task_id, node], count)
         yield errors
+
+    def _dropped(self, name: str, running: set[str]) -> Metric:
+        """Kafka Streams' task-level ``dropped-records-total``, by node and reason (see
+        :class:`~aiostreams.windows.DroppedRecords`), for the tasks this worker runs now;
+        the app keeps the counts across rebalances, so they never go down."""
+        dropped = self.app.dropped_records.by_task_node_reason
+        return _counter(
+            "aiostreams_task_dropped_records",
+            "Records a processor dropped without output or error, by node and reason "
+            "(late: its window had closed, once per window; null_key, null_value, "
+            "expired), as Kafka Streams' dropped-records-total.",
+            [*_LABELS, "node", "reason"],
+            [([name, task, node, reason], count)
+             for (task, node, reason), count in sorted(dropped.items()) if task in running])
 
     def _lag(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
         if not self.end_offsets:
@@ -302,21 +319,30 @@ def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
 
 
 class MetricsServer(StartStop):
-    """Serves ``/metrics`` (Prometheus text format), ``/health``, an orchestrator's probes
-    ``/health/live`` and ``/health/ready`` (:mod:`~aiostreams.ops.probes`) and the live
-    status page (``/``, :mod:`~aiostreams.ops.status_page`) for one app, on the app's
-    event loop (aiohttp).
+    """Serves one app over HTTP on the app's event loop (aiohttp): ``/metrics`` (Prometheus
+    text format), ``/health``, an orchestrator's probes ``/health/live`` and
+    ``/health/ready`` (:mod:`~aiostreams.ops.probes`), the live status page (``/``,
+    :mod:`~aiostreams.ops.status_page`) and the interactive queries ``/stores/{name}`` and
+    ``/stores/{name}/{key}`` (:mod:`~aiostreams.ops.query_http`). ``aiostreams run
+    --metrics-port P`` starts one; in a program, ``async with MetricsServer(app,
+    port=9108) as server:`` around the run.
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
     (0: a free port; read :attr:`port` after :meth:`start`). Start it before the app to
     see ``/health`` answer 503 while the app starts.
+
+    URLs: :attr:`base_url` (``http://127.0.0.1:9108``) is what paths are built on
+    (``base_url + "/stores/totals/alice"``); :attr:`metrics_url` is the one to scrape;
+    :attr:`url` is the metrics URL too (kept for scrape configs written against it).
+    ``peers`` are the base URLs of the group's workers, for redirects of keys another
+    worker owns.
     """
 
     def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0,
                  peers: Sequence[str] = ()) -> None:
         if not 0 <= port < 65536:
-            raise ValueError(f"metrics port must be within 0..65535, got {port}")
+            raise ConfigError(f"metrics port must be within 0..65535, got {port}")
         self.app = app
         self.host = host
         self.registry, self.collector = metrics_registry(app)
@@ -333,10 +359,21 @@ class MetricsServer(StartStop):
         return self._port
 
     @property
-    def url(self) -> str:
-        """The metrics URL, e.g. ``http://127.0.0.1:9108/metrics``."""
+    def base_url(self) -> str:
+        """The server's root, without a trailing slash, e.g. ``http://127.0.0.1:9108``:
+        build ``/health`` and ``/stores/...`` URLs on it."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The Prometheus endpoint, e.g. ``http://127.0.0.1:9108/metrics``."""
+        return f"{self.base_url}/metrics"
+
+    @property
+    def url(self) -> str:
+        """The same as :attr:`metrics_url`; other paths hang off :attr:`base_url`."""
+        return self.metrics_url
 
     async def start(self) -> None:
         """Bind and serve. Raises ``OSError`` when the port is taken."""
@@ -358,7 +395,7 @@ class MetricsServer(StartStop):
         self._runner = runner
         address = runner.addresses[0]
         self._port = int(address[1])
-        store_routes.self_url = self.url.removesuffix("/metrics")
+        store_routes.self_url = self.base_url
 
     async def stop(self) -> None:
         """Stop serving and close the lag consumer. Idempotent."""

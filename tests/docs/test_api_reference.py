@@ -62,3 +62,8 @@ def test_sphinx_roles_render_as_code_names() -> None:
     assert hooks.strip_roles(html) == ("see <code>Stream</code> and <code>App.start</code>, "
                                        "not :ref:<code>x</code>")
 
+
+def test_the_metrics_server_users_start_has_an_entry() -> None:
+    """Not in ``aiostreams.__all__`` but started by users for metrics and queries."""
+    from aiostreams.ops.metrics import MetricsServer
+    assert any(obj is MetricsServer for obj in documented())
