@@ -14,30 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any
+from typing import Unpack
 
-from aiostreams.runtime.clock import Clock
-from aiostreams.services.breaker import CircuitBreaker
-from aiostreams.services.contract import ServiceContract
-from aiostreams.services.limit import Adaptive
-from aiostreams.services.rate import RateLimit
-from aiostreams.services.service import Service
+from aiostreams.services.service import Service, ServiceOptions
 
 __all__ = ["DeclaredService"]
 
 
 class DeclaredService:
-    """The settings of one named service of an app (see :class:`Service` for each)."""
+    """The settings of one named service of an app: ``Service``'s keywords (see
+    :class:`Service` for each)."""
 
-    def __init__(self, name: str, *, concurrency: int | Adaptive = 64,
-                 rate: RateLimit | None = None, breaker: CircuitBreaker | None = None,
-                 timeout: float | None = None, retry_budget: float | None = None,
-                 contract: ServiceContract | None = None, max_hold: float | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(self, name: str, **options: Unpack[ServiceOptions]) -> None:
         self.name = name
-        self._options: dict[str, Any] = dict(
-            concurrency=concurrency, rate=rate, breaker=breaker, timeout=timeout,
-            retry_budget=retry_budget, contract=contract, max_hold=max_hold, clock=clock)
+        self._options = options
         Service(name, **self._options)  # validate now, where the user declared it
         self._live: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Service] = (
             weakref.WeakKeyDictionary())
