@@ -2,11 +2,14 @@
 
 A concurrency limit cannot find a rate limit: a service that allows 15 calls/s at 50 ms a
 call is over its limit with one call out. So beside the concurrency limit each service
-paces its dispatches with a :class:`LearnedRate` (a token bucket of one token, so calls are
-spread evenly, at the learned ``rate``):
+paces its dispatches with a :class:`LearnedRate`, at the learned ``rate``, from a
+**schedule**: each call's turn is one interval after the last one's turn (not after the
+moment it went: a timer that fires late on a loaded loop costs no call), caught up at most
+``LAG`` seconds behind; after a cut nothing goes until one interval of the new rate (the
+service's bucket is empty: a call at once would be refused too):
 
-- **unknown** at first (``rate`` None: no pacing). Nothing is paced until the service
-  refuses a call for its rate;
+- **unknown** at first (``rate`` None: no pacing; the concurrency limit bounds the calls
+  out). Nothing is paced until the service refuses a call for its rate;
 - a **rate refusal** (a 429 or ``Overloaded`` the service judged a rate refusal) of a call
   dispatched ``SETTLE`` seconds or more after the last cut **measures**: what the service
   accepted over the last ``WINDOW`` seconds of sending (a rate-bound server that refuses
@@ -16,16 +19,21 @@ spread evenly, at the learned ``rate``):
   less ``MARGIN`` (a rate that halves shows in that share before it shows in the window).
   Before any answer came back (the opening burst: refusals come back at once, acceptances
   after their latency) it is ``CUT`` x the rate calls were sent at; over a span shorter
-  than the window the calls still out count as accepted. A refusal with fewer than
+  than the window the calls still out count as accepted, and the first guess is lowered
+  by ``CUT`` at the shortest span, less as the span nears a window (the count is mostly
+  the server's burst). A refusal with fewer than
   ``MIN_PERIOD_CALLS`` accepted since the last cut, or none in the window, does not
   measure: a service that refuses everything is not telling a rate (the backoff below
   paces that case, and the rate it had is kept for when it is back);
 - the span measured never includes a **global pause** (``paused_until``): a token-bucket
   server rounds its 25 ms wait up to ``Retry-After: 1``, and counting that second would
   read 40/s as 20/s;
-- a rate measured over less than a window is a **guess**: it grows by
-  ``PROVISIONAL_STEP`` x itself every period it is in use and not refused, until a refusal
-  measures it over a full window;
+- a rate measured over less than a window is a **guess** (**slow start**): a refusal of a
+  call sent since the last cut measures the calls sent since that cut less the ones
+  refused, over the time since (the server's bucket was empty at both refusals: no
+  burst in that count), once that is ``SETTLE`` seconds and ``MIN_PERIOD_CALLS`` calls;
+  before, it halves (``CUT``) a guess most of whose calls since the cut were refused. An
+  unrefused guess grows by ``PROVISIONAL_STEP`` x itself every period it is in use;
 - **probing**: after ``PLATEAU`` periods (``PERIOD`` seconds and ``MIN_PERIOD_CALLS``
   answers each; the rest doubles, up to ``PLATEAU_MAX``, while probes find the same
   ceiling) with no rate refusal and the rate in use (``IN_USE`` of its tokens taken),
@@ -46,7 +54,8 @@ A pure state machine on explicit times (tests drive it with no clock; the servic
 :class:`~aiostreams.services.dispatch_gate.DispatchGate` asks it when the next call may go).
 
 Invariants (asserted): ``rate`` is None or at least ``MIN_RATE``; a measure never raises
-the pace that was refused; tokens never exceed one.
+the pace that was refused; the schedule never lags the present by more than ``LAG`` (in
+any T seconds at most ``1 + pace x (T + LAG)`` calls go).
 """
 
 from __future__ import annotations
@@ -266,7 +275,7 @@ class LearnedRate:
         if span >= SETTLE and admitted >= MIN_PERIOD_CALLS:
             rate = min(before * (1 - 2 * MARGIN), admitted / span * (1 - MARGIN))
             self._provisional = False  # a measure, not a guess: probing takes it on
-        elif self._refused_sent_since_cut > max(1, admitted):
+        elif self._refused_sent_since_cut >= max(2, admitted):
             rate = before * CUT
         else:
             return
@@ -285,9 +294,10 @@ class LearnedRate:
         if accepted:
             rate = accepted / span * (1 - MARGIN)
             if before is None and sending < WINDOW:
-                # the first guess, over less than a window: the count is mostly the
-                # server's burst (8 calls in 0.15 s read 40/s as 80/s): start below it
-                rate *= CUT
+                # the first guess, over less than a window: the shorter the span, the
+                # more of the count is the server's burst (8 calls in 0.15 s read 40/s
+                # as 80/s): start below it, by CUT at the shortest
+                rate *= CUT + (1 - CUT) * sending / WINDOW
             if before is not None:  # refused at this pace: below it, whatever the burst
                 # lent us (the window's count includes the server's burst), and the share
                 # of calls since the last cut it accepted shows a drop before the window
