@@ -157,11 +157,15 @@ class Phase:
     converged_in: float | None  # seconds from the phase's start, or None
     throughput: float  # admitted / s over [min(converged, 10 s), end) / R
     refused_after: float  # 429 share of calls from convergence (or 10 s) on
+    refused_from_start: float  # 429 share of all the phase's calls
 
 
 def phase(stats: Stats, start: float, end: float, rate: float) -> Phase:
-    """Figures of ``[start, end)`` (server seconds) at allowed ``rate``: converged when the
-    admitted rate over every following 2-s window is >= 0.9 x ``rate``."""
+    """Figures of ``[start, end)`` (server seconds) at allowed ``rate``. *Converged*: the
+    first whole second of the phase from which every 2-s window (sliding by half a
+    second, each inside the phase) admitted >= 0.9 x ``rate`` x 2 calls. *After
+    convergence*: from that second (or from 10 s when it never converged) to the phase's
+    end; *from start*: the whole phase, its opening included."""
     first, last = int(start / TICK + 0.999), int(end / TICK)
     ticks = (stats.timeline + [[0, 0, 0, 0, 0]] * last)[first:last]
     window = int(2 / TICK)
@@ -172,9 +176,12 @@ def phase(stats: Stats, start: float, end: float, rate: float) -> Phase:
                         int(10 / TICK)):] or ticks[-window:]
     admitted = sum(t[0] for t in settled)
     refused = sum(t[1] for t in settled)
+    total_admitted = sum(t[0] for t in ticks)
+    total_refused = sum(t[1] for t in ticks)
     return Phase(None if converged is None else converged * TICK,
                  admitted / (len(settled) * TICK) / rate,
-                 refused / max(1, admitted + refused))
+                 refused / max(1, admitted + refused),
+                 total_refused / max(1, total_admitted + total_refused))
 
 
 async def rate_bound(sizes: Sizes) -> None:
@@ -212,9 +219,14 @@ async def rate_bound(sizes: Sizes) -> None:
         say(f"{label} throughput / allowed rate", f"{part.throughput:.2f} (target >= 0.9)")
         say(f"{label} 429 share after convergence", f"{part.refused_after:.2%} "
             "(target <= 2%)")
+        say(f"{label} 429 share from start", f"{part.refused_from_start:.2%} "
+            "(target <= 2%)")
     per_second = [a[0] + b[0] for a, b in zip(stats.timeline[::2], stats.timeline[1::2],
                                               strict=False)]
     say("rate-bound admitted/s, each second", " ".join(map(str, per_second)))
+    say("rate-bound 429s/s, each second", " ".join(
+        str(a[1] + b[1]) for a, b in zip(stats.timeline[::2], stats.timeline[1::2],
+                                         strict=False)))
     dead = dead_letters(app)
     say("rate-bound dead-lettered for 429s", f"{slowed_down(dead)} (target 0)")
     say("rate-bound dead-lettered, all causes", f"{sum(dead.values())} {dict(dead)!r}")
