@@ -12,9 +12,9 @@ from aiostreams.services.limit import Adaptive
 from aiostreams.services.memo import Memo
 from aiostreams.services.outcome import CircuitOpenError, HoldExpired, Outcome, Overloaded
 from aiostreams.services.rate import RateLimit
-from aiostreams.services.service import Service
+from aiostreams.services.service import Service, ServiceOptions
 from aiostreams.services.single_flight import SingleFlight
 
 __all__ = ["Adaptive", "BreakerState", "CircuitBreaker", "CircuitOpenError", "DeclaredService",
            "HoldExpired", "Memo", "Outcome", "Overloaded", "RateHint", "RateLimit", "Service",
-           "ServiceContract", "SingleFlight", "Verdict"]
+           "ServiceContract", "ServiceOptions", "SingleFlight", "Verdict"]
