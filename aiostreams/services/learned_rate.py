@@ -14,9 +14,11 @@ service's bucket is empty: a call at once would be refused too):
   dispatched ``SETTLE`` seconds or more after the last cut **measures**: what the service
   accepted over the last ``WINDOW`` seconds of sending (a rate-bound server that refuses
   is saturated: what it took is its rate), less ``MARGIN``, and never above the pace it
-  refused less ``2 x MARGIN`` (the window's count includes the server's burst). Past the
-  start it is never above that pace x the share of calls accepted since the last cut,
-  less ``MARGIN`` (a rate that halves shows in that share before it shows in the window).
+  refused less ``2 x MARGIN`` (the window's count includes the server's burst). Within
+  ``EPISODE`` seconds of the last cut it is never above what the service admitted since
+  that cut, over the time since, less ``MARGIN`` (a rate that halves shows there before
+  it shows in the window). A refusal of a call sent since the cut that may not measure yet
+  delays the next call by an interval (the rate stays).
   Before any answer came back (the opening burst: refusals come back at once, acceptances
   after their latency) it is ``CUT`` x the rate calls were sent at; over a span shorter
   than the window the calls still out count as accepted, and the first guess is lowered
@@ -76,6 +78,13 @@ SETTLE = 0.25
 bucket, emptied by the calls that were refused, refills before the new pace shows (without
 this, on a loaded client whose dispatches reach the server bunched, each refusal after an
 acceptance cut again, down to a fraction of the rate)."""
+
+EPISODE = 2.0
+"""Seconds after a cut within which a refusal is the same episode's: what the service
+admitted since the cut, over the time since, bounds the measure (a halving shows there
+within a quarter second, the window's count still holds the old rate). Over longer, the
+client may have sent under the rate for a while (the server's bucket full, its tokens
+lost): that count would read the client's pace, not the service's rate."""
 
 STARTUP_SPAN = 0.05
 """The shortest span a rate is measured over (calls sent at once at the start are a burst
@@ -152,7 +161,6 @@ class LearnedRate:
         self._provisional = False  # measured over less than a window: a guess
         self._plateau = PLATEAU
         self._accepted_since_cut = 0
-        self._refused_since_cut = 0
         self._sent_since_cut = 0  # calls dispatched after the last cut...
         self._refused_sent_since_cut = 0  # ...and refused
         self._accepted_at: deque[float] = deque()  # answers accepted in the last WINDOW
@@ -237,7 +245,6 @@ class LearnedRate:
         self._roll(now)
         self._answers += 1
         self._refused += 1
-        self._refused_since_cut += 1
         started = self._first_call is not None and now - self._first_call >= WINDOW
         taking = self.accepting(now) or not started  # at the start, answers are on the way
         if hint.retry_after is not None and not taking:
@@ -258,6 +265,20 @@ class LearnedRate:
             self._slow_start(now)
         elif dispatched_at >= self._last_cut + SETTLE:
             self._measure(now, out)
+        elif dispatched_at >= self._last_cut and self.rate is not None:
+            # refused at the new pace before it may measure again: the rate stays, but
+            # the next call waits an interval from now (a halving refuses every other
+            # call until it measures: this spaces them; a loaded client's bunched calls
+            # lose a slot each, not a cut)
+            self._next_at = max(self._next_at, now) + 1.0 / self.rate
+
+    def _admitted_since_cut(self, now: float) -> float:
+        """Calls/s the service admitted since the last cut: the calls sent since, less the
+        ones refused (refusals come back at once: the calls still out count as
+        admitted), over the time since. Its bucket was empty at that cut's refusal and is
+        at this one's: no burst in the count, a token at most either end."""
+        admitted = self._sent_since_cut - self._refused_sent_since_cut
+        return admitted / max(STARTUP_SPAN, now - self._last_cut)
 
     def _slow_start(self, now: float) -> None:
         """A refusal of a call sent since the first guess (or since the last cut of the
@@ -299,13 +320,12 @@ class LearnedRate:
                 # as 80/s): start below it, by CUT at the shortest
                 rate *= CUT + (1 - CUT) * sending / WINDOW
             if before is not None:  # refused at this pace: below it, whatever the burst
-                # lent us (the window's count includes the server's burst), and the share
-                # of calls since the last cut it accepted shows a drop before the window
+                # lent us (the window's count includes the server's burst), and what it
+                # admitted since a recent cut shows a drop before the window does
                 rate = min(rate, before * (1 - 2 * MARGIN))
-                if sending >= WINDOW:
-                    taken = self._accepted_since_cut
-                    rate = min(rate, before * taken / (taken + self._refused_since_cut)
-                               * (1 - MARGIN))
+                if sending >= WINDOW and self._sent_since_cut >= MIN_PERIOD_CALLS and \
+                        now - self._last_cut <= EPISODE:
+                    rate = min(rate, self._admitted_since_cut(now) * (1 - MARGIN))
             if before is not None and self._accepted_since_cut < MIN_PERIOD_CALLS:
                 return  # (almost) nothing taken since the last cut: going down, not a rate
         elif self.rate is None and self._first_call is not None:
@@ -327,7 +347,7 @@ class LearnedRate:
         self._plateau = min(PLATEAU_MAX, 2 * self._plateau) if last is not None and \
             abs(self.ceiling - last) <= SAME_CEILING * last else PLATEAU
         assert before is None or self.rate <= max(before, MIN_RATE)
-        self._accepted_since_cut = self._refused_since_cut = 0
+        self._accepted_since_cut = 0
         self._sent_since_cut = self._refused_sent_since_cut = 0
         self._last_cut = now
         self._probing = 0
