@@ -14,11 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Unpack
+from typing import TypedDict, Unpack
 
-from aiostreams.services.service import Service, ServiceOptions
+from aiostreams.runtime.clock import Clock
+from aiostreams.services.breaker import CircuitBreaker
+from aiostreams.services.contract import ServiceContract
+from aiostreams.services.limit import Adaptive
+from aiostreams.services.rate import RateLimit
+from aiostreams.services.service import Service
 
-__all__ = ["DeclaredService"]
+__all__ = ["DeclaredService", "ServiceOptions"]
+
+
+class ServiceOptions(TypedDict, total=False):
+    """:class:`Service`'s keywords, as a declaration keeps them to make one per loop."""
+
+    concurrency: int | Adaptive
+    rate: RateLimit | None
+    breaker: CircuitBreaker | None
+    timeout: float | None
+    retry_budget: float | None
+    contract: ServiceContract | None
+    max_hold: float | None
+    clock: Clock | None
 
 
 class DeclaredService:

@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from typing import Any, Literal, TypedDict, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from aiostreams.policies import mark_retryable, mark_suspected_outage
 from aiostreams.runtime.clock import Clock, LoopClock
@@ -80,7 +80,7 @@ from aiostreams.services.rate import RateLimit, TokenBucket
 from aiostreams.services.stats import ServiceStats
 from aiostreams.services.timed_call import call_within
 
-__all__ = ["TIMEOUT_SAMPLE", "TIMEOUT_SHARE", "Service", "ServiceOptions", "make_limit"]
+__all__ = ["TIMEOUT_SAMPLE", "TIMEOUT_SHARE", "Service", "make_limit"]
 
 T = TypeVar("T")
 
@@ -122,19 +122,6 @@ def make_limit(concurrency: int | Adaptive) -> Limit:
     if concurrency.algorithm == "aimd":
         return AimdLimit(concurrency)
     return GradientLimit(concurrency)
-
-
-class ServiceOptions(TypedDict, total=False):
-    """:class:`Service`'s keywords, as a declaration keeps them to make one per loop."""
-
-    concurrency: int | Adaptive
-    rate: RateLimit | None
-    breaker: CircuitBreaker | None
-    timeout: float | None
-    retry_budget: float | None
-    contract: ServiceContract | None
-    max_hold: float | None
-    clock: Clock | None
 
 
 class Service:
