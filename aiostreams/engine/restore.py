@@ -158,8 +158,10 @@ class Restorer:
         if checkpoint is not None:
             await asyncio.to_thread(checkpoint.delete)  # no file (or directory): nothing to do
 
-    async def restore(self, task: StreamTask) -> None:
+    async def restore(self, task: StreamTask) -> dict[TopicPartition, tuple[int, int]]:
         """Replay each logged store of ``task`` from its changelog (see the module doc).
+        Returns, per changelog partition, the offset its store now holds everything below
+        and the highest owner epoch of those records (a standby follows on from there).
 
         Raises :class:`~aiostreams.errors.TaskFailedError` naming the task, the store and
         its changelog partition when a replay fails. Cancellation: stops at the next fetch
@@ -168,7 +170,8 @@ class Restorer:
         which never claims more than the files hold."""
         changelogs = task.changelog_partitions
         if not changelogs:
-            return
+            return {}
+        reached: dict[TopicPartition, tuple[int, int]] = {}
         checkpoint = self._checkpoint(task)
         saved, epochs = (checkpoint.read_with_epochs() if checkpoint is not None
                          else ({}, {}))
@@ -218,6 +221,7 @@ class Restorer:
                         start = (await consumer.beginning_offsets([tp]))[tp]
                     await self._replay(consumer, store, tp, start, task.task_id, name,
                                        end=end, fence=fence)
+                    reached[tp] = (max(start, end), fence.high)
                 except StoreFormatError:
                     raise  # its message names the store, the formats and the fix
                 except Exception as error:
@@ -230,6 +234,7 @@ class Restorer:
                     raise failure from error
         finally:
             await consumer.stop()
+        return reached
 
     async def _replay(self, consumer: Consumer, store: Any, tp: TopicPartition, start: int,
                       task_id: str, name: str, *, end: int | None = None,

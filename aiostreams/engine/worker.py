@@ -36,11 +36,13 @@ from aiostreams.engine.committer import CommitTimer
 from aiostreams.engine.external_sink import start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.ownership import TaskOwnership
+from aiostreams.engine.placement_member import PlacementMember
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.stall_watch import StallWatch
+from aiostreams.engine.standby import StandbyTable
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, STOP_GRACE, Shielded, close_within
-from aiostreams.engine.task import StreamTask
+from aiostreams.engine.task import StreamTask, task_id_for
 from aiostreams.engine.task_lifecycle import TaskTable
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
 from aiostreams.engine.worker_core import Fetcher, WorkerCore
@@ -111,6 +113,22 @@ class Worker:
         self.client_watchdog = ClientWatchdog(
             interval=config.client_watchdog_interval, stall_after=config.client_stall_timeout,
             failure_limit=config.corrupt_fetch_limit)
+        self.placement: PlacementMember | None = None
+        if config.placement is not None:
+            subs_by_id = {str(sub.id): sub for sub in self.subs}
+
+            def make_standby(task_id: str) -> StreamTask:
+                sub_id, partition = task_id.rsplit("_", 1)
+                sub = subs_by_id[sub_id]
+                assert task_id_for(sub, int(partition)) == task_id
+                return make_task(sub, int(partition), [TopicPartition(t, int(partition))
+                                                       for t in sorted(sub.source_topics)])
+
+            standbys = StandbyTable(make_standby, transport, exactly_once=config.exactly_once,
+                                    state_dir=config.state_dir,
+                                    flush_interval=config.commit_interval)
+            self.placement = PlacementMember(self, self.subs, config.app_id, config.placement,
+                                             standbys, self._table.tasks)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -163,7 +181,7 @@ class Worker:
             group_instance_id=cfg.group_instance_id, max_poll_records=cfg.max_poll_records,
             offset_out_of_range=cfg.offset_out_of_range)
         await self._consumer.start()
-        self._consumer.subscribe(list(self._table.sub_of_topic), self)
+        self._consumer.subscribe(list(self._table.sub_of_topic), self.placement or self)
 
     async def _run_loops(self) -> None:
         """The fetch loop and the sender, together: if one crashes (a bug), the other is
@@ -246,6 +264,8 @@ class Worker:
                 closings.append(close_within(self._consumer.stop(), closing_left(),
                                              "the consumer", at_least=0.25))
             await asyncio.gather(*closings)
+            if self.placement is not None:
+                await self.placement.standbys.close()
             await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiostreams.engine.task_placement import (
+from aiostreams.transport.task_placement import (
     MemberInfo,
     Placement,
     PlacementSettings,

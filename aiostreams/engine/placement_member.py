@@ -1,0 +1,87 @@
+"""The worker as a member of a state-aware group: what it reports to the assignor and what
+it does with the standbys it is given (see :mod:`~aiostreams.transport.group_placement`).
+
+Used only when the app keeps standbys (``num_standby_replicas > 0``): the worker then
+subscribes with this listener instead of itself, so every other app keeps Kafka's range
+assignment unchanged. Partition callbacks go to the worker; a task about to become active
+here is released by its standby first (:meth:`PlacementMember.on_partitions_assigned`), so
+the active task opens the files the standby flushed and restores only the tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from aiostreams.engine.standby import StandbyTable
+from aiostreams.engine.task import task_id_for
+from aiostreams.engine.topic_plan import changelog_names
+from aiostreams.topology.topology import SubTopology
+from aiostreams.transport.base import RebalanceListener
+from aiostreams.transport.group_placement import PlacementReport, StandbyAssignment
+from aiostreams.transport.task_placement import PlacementSettings
+from aiostreams.types import TopicPartition
+
+__all__ = ["PlacementConfig", "PlacementMember", "PlacementSettings"]
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    """Where this worker runs, and the group's placement settings."""
+
+    host: str
+    worker_index: int
+    settings: PlacementSettings
+    probing_rebalance_interval: float = 600.0
+
+
+class PlacementMember:
+    """A :class:`~aiostreams.transport.group_placement.PlacementListener` for one worker."""
+
+    def __init__(self, worker: RebalanceListener, subs: Sequence[SubTopology], app_id: str,
+                 config: PlacementConfig, standbys: StandbyTable,
+                 actives: Mapping[str, object]) -> None:
+        self._worker = worker
+        self._config = config
+        self.standbys = standbys
+        self._actives = actives  # the worker's task table: task id -> active task
+        self._sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
+        self._groups = {str(sub.id): tuple(sorted(sub.source_topics)) for sub in subs}
+        self._stateful = frozenset(str(sub.id) for sub in subs
+                                   if changelog_names(app_id, sub))
+        self.assignment = StandbyAssignment()
+        self.ends: dict[str, int] = {}
+        """Task id -> its changelog end (summed), as last seen here."""
+
+    def placement_report(self) -> PlacementReport:
+        ends = dict(self.ends)
+        for task_id, standby in self.standbys.tasks.items():
+            if standby.end:
+                ends[task_id] = sum(standby.end.values())
+        self.ends = ends
+        offsets = self.standbys.offsets()
+        active = frozenset(self._actives)
+        for task_id in active:
+            # its writer: it holds everything it wrote (what is not flushed yet is in
+            # the changelog, which is where the next owner restores it from)
+            offsets[task_id] = ends.get(task_id, 0)
+        return PlacementReport(
+            host=self._config.host, worker=self._config.worker_index,
+            task_groups=self._groups, stateful_groups=self._stateful,
+            settings=self._config.settings, offsets=offsets, active=active,
+            end_offsets=ends,
+            probing_rebalance_interval=self._config.probing_rebalance_interval)
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        await self._worker.on_partitions_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        for task_id in sorted({task_id_for(self._sub_of_topic[tp.topic], tp.partition)
+                               for tp in assigned if tp.topic in self._sub_of_topic}):
+            if task_id in self.standbys.tasks:
+                await self.standbys.release(task_id)  # promotion: its files become the active's
+        await self._worker.on_partitions_assigned(assigned)
+
+    async def on_standbys_assigned(self, assignment: StandbyAssignment) -> None:
+        self.assignment = assignment
+        await self.standbys.assign([t for t in assignment.standby if t not in self._actives])
