@@ -40,11 +40,12 @@ class PlacementMember:
 
     def __init__(self, worker: RebalanceListener, subs: Sequence[SubTopology], app_id: str,
                  config: PlacementConfig, standbys: StandbyTable,
-                 actives: Mapping[str, object]) -> None:
+                 actives: Mapping[str, object], active_ends: Mapping[str, int]) -> None:
         self._worker = worker
         self._config = config
         self.standbys = standbys
         self._actives = actives  # the worker's task table: task id -> active task
+        self._active_ends = active_ends  # task id -> changelog end at its last commit
         self._sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
         self._groups = {str(sub.id): tuple(sorted(sub.source_topics)) for sub in subs}
         self._stateful = frozenset(str(sub.id) for sub in subs
@@ -55,6 +56,7 @@ class PlacementMember:
 
     def placement_report(self) -> PlacementReport:
         ends = dict(self.ends)
+        ends.update(self._active_ends)
         for task_id, standby in self.standbys.tasks.items():
             if standby.end:
                 ends[task_id] = sum(standby.end.values())

@@ -141,6 +141,9 @@ class Restorer:
         self._exactly_once = exactly_once
         self._state_dir = Path(state_dir) if state_dir is not None else None
         self.restored_records = 0
+        self.changelog_ends: dict[str, int] = {}
+        """Task id -> the summed changelog end of its persistent stores at its last
+        commit (what an active task reports holding to a state-aware assignor)."""
 
     def _checkpoint(self, task: StreamTask) -> Any | None:
         """The checkpoint of ``task``'s directory (None when it keeps no files)."""
@@ -342,6 +345,7 @@ class Restorer:
                    if getattr(task.stores[name], "persistent", False)]
             if tps:
                 marks[task.task_id] = await consumer.end_offsets(tps)
+                self.changelog_ends[task.task_id] = sum(marks[task.task_id].values())
         return marks
 
     async def write_checkpoints(self, tasks: Sequence[StreamTask],

@@ -128,7 +128,8 @@ class Worker:
                                     state_dir=config.state_dir,
                                     flush_interval=config.commit_interval)
             self.placement = PlacementMember(self, self.subs, config.app_id, config.placement,
-                                             standbys, self._table.tasks)
+                                             standbys, self._table.tasks,
+                                             self._core.restorer.changelog_ends)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -179,7 +180,8 @@ class Worker:
             cfg.app_id, client_id=cfg.client_id,
             isolation_level=IsolationLevel.of(cfg.exactly_once),
             group_instance_id=cfg.group_instance_id, max_poll_records=cfg.max_poll_records,
-            offset_out_of_range=cfg.offset_out_of_range)
+            offset_out_of_range=cfg.offset_out_of_range,
+            state_aware_assignment=self.placement is not None)
         await self._consumer.start()
         self._consumer.subscribe(list(self._table.sub_of_topic), self.placement or self)
 

@@ -420,8 +420,8 @@ class MemoryConsumer:
                      or self._broker.new_member_id(self.options.client_id))
         listener = self._listener
         group.join(member_id, subscription, self._wake,
-                   listener.placement_report if isinstance(listener, PlacementListener)
-                   else None)
+                   listener.placement_report if self.options.state_aware_assignment
+                   and isinstance(listener, PlacementListener) else None)
         self._member_id = member_id
 
     def _group(self) -> GroupCoordinator:
