@@ -51,6 +51,9 @@ class PlacementMember:
         self._stateful = frozenset(str(sub.id) for sub in subs
                                    if changelog_names(app_id, sub))
         self.assignment = StandbyAssignment()
+        self._revoked: frozenset[str] = frozenset()
+        """The tasks active here when the rebalance under way revoked them (Kafka revokes
+        everything before it rejoins: they are still this member's previous tasks)."""
         self.ends: dict[str, int] = {}
         """Task id -> its changelog end (summed), as last seen here."""
 
@@ -61,8 +64,12 @@ class PlacementMember:
             if standby.end:
                 ends[task_id] = sum(standby.end.values())
         self.ends = ends
-        offsets = self.standbys.offsets()
-        active = frozenset(self._actives)
+        offsets: dict[str, int] = {}
+        for task_id, end in self._active_ends.items():
+            # closed here since (its files stay): it holds what its last commit wrote
+            offsets[task_id] = end
+        offsets.update(self.standbys.offsets())
+        active = frozenset(self._actives) | self._revoked
         for task_id in active:
             # its writer: it holds everything it wrote (what is not flushed yet is in
             # the changelog, which is where the next owner restores it from)
@@ -75,6 +82,7 @@ class PlacementMember:
             probing_rebalance_interval=self._config.probing_rebalance_interval)
 
     async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        self._revoked |= frozenset(self._actives)
         await self._worker.on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
@@ -85,5 +93,7 @@ class PlacementMember:
         await self._worker.on_partitions_assigned(assigned)
 
     async def on_standbys_assigned(self, assignment: StandbyAssignment) -> None:
+        """The end of a rebalance (called after every assignment)."""
+        self._revoked = frozenset()
         self.assignment = assignment
         await self.standbys.assign([t for t in assignment.standby if t not in self._actives])

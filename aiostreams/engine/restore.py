@@ -136,8 +136,9 @@ YOUNG_GARBAGE_WINDOW = YoungGarbageWindow()
 
 class Restorer:
     def __init__(self, transport: Transport, *, exactly_once: bool,
-                 state_dir: Path | str | None) -> None:
+                 state_dir: Path | str | None, role: str = "task") -> None:
         self._transport = transport
+        self.role = role  # how its log lines name what they restore ("standby task")
         self._exactly_once = exactly_once
         self._state_dir = Path(state_dir) if state_dir is not None else None
         self.restored_records = 0
@@ -261,7 +262,8 @@ class Restorer:
                               name: str) -> None:
         start, end = span
         if start >= end:
-            log.info("task %s: store %r is up to date at %s offset %d", task_id, name, tp, end)
+            log.info("%s %s: store %r is up to date at %s offset %d", self.role, task_id, name,
+                     tp, end)
             return
         began = time.monotonic()
         consumer.assign([tp])
@@ -312,7 +314,7 @@ class Restorer:
                 position = await consumer.position(tp)
                 now = time.monotonic()
                 if now - last_log >= 5.0:
-                    log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
+                    log.info("%s %s: restoring %r from %s: %d/%d", self.role, task_id, name, tp,
                              position - start, end - start)
                     last_log = now
             if flushing is not None:
@@ -324,8 +326,8 @@ class Restorer:
                 flushing.cancel()  # the store puts the batch back; the caller closes it
                 await asyncio.wait([flushing])
         self.restored_records += count
-        log.info("task %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", task_id,
-                 count, name, tp, start, end, time.monotonic() - began)
+        log.info("%s %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", self.role,
+                 task_id, count, name, tp, start, end, time.monotonic() - began)
 
     async def changelog_marks(self, tasks: Sequence[StreamTask],
                               consumer: Consumer) -> dict[str, dict[TopicPartition, int]]:

@@ -91,7 +91,8 @@ class StandbyTable:
         self._exactly_once = exactly_once
         self._state_dir = state_dir
         self._flush_interval = flush_interval
-        self.restorer = Restorer(transport, exactly_once=exactly_once, state_dir=state_dir)
+        self.restorer = Restorer(transport, exactly_once=exactly_once, state_dir=state_dir,
+                                 role="standby task")
         self.tasks: dict[str, StandbyTask] = {}
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self.failures: dict[str, BaseException] = {}
@@ -118,7 +119,6 @@ class StandbyTable:
             self.tasks[task_id] = standby
             self._jobs[task_id] = asyncio.get_running_loop().create_task(
                 self._follow(standby), name=f"aiostreams-standby-{task_id}")
-            log.info("standby task %s: following its changelogs", task_id)
 
     async def release(self, task_id: str) -> None:
         """Stop following ``task_id``, flush what it applied (with its marks) and close its
@@ -151,6 +151,9 @@ class StandbyTable:
                 standby.epochs[tp] = EpochFence(epoch)
             await self._flush(standby)
             standby.ready.set()
+            log.info("standby task %s: restored up to %s; following its changelogs",
+                     task.task_id, ", ".join(f"{tp.topic}[{tp.partition}]@{offset}"
+                                             for tp, offset in sorted(standby.applied.items())))
             consumer = self._transport.consumer(
                 None, client_id=f"{task.task_id}-standby",
                 isolation_level=IsolationLevel.of(self._exactly_once))

@@ -64,7 +64,8 @@ class PlacementListener(RebalanceListener, Protocol):
         ...
 
     async def on_standbys_assigned(self, assignment: StandbyAssignment) -> None:
-        """This member's standbys in the new generation (after its partitions)."""
+        """This member's standbys in the new generation (after its partitions; called at
+        the end of every rebalance the member takes part in, changed or not)."""
         ...
 
 
@@ -108,7 +109,12 @@ def plan_group(reports: Mapping[str, PlacementReport],
         for task, end in report.end_offsets.items():
             ends[task] = max(end, ends.get(task, end))
         for task in report.active:
-            previous.setdefault(task, member_id)
+            # two claims (one member's may be stale: it lost the task in a rebalance that
+            # gave it nothing new): the one holding more of the task's state wins
+            other = previous.get(task)
+            if other is None or report.offsets.get(task, -1) > \
+                    reports[other].offsets.get(task, -1):
+                previous[task] = member_id
     members = {m: MemberInfo(r.host, r.worker, r.offsets) for m, r in reports.items()}
     settings = reports[min(reports)].settings
     placement = plan_placement(members, tasks, stateful=stateful, end_offsets=ends,

@@ -158,12 +158,11 @@ def assignment_strategy(assignor: StateAwareAssignor) -> tuple[Any, ...]:
 
 class StandbyDelivery:
     """A consumer's side of the assignor: after each assignment's partition callbacks,
-    hand the standbys received to the listener (once per change), and when they ask for a
-    probing rebalance, rejoin after the report's ``probing_rebalance_interval``."""
+    hand the standbys received to the listener, and when they ask for a probing
+    rebalance, rejoin after the report's ``probing_rebalance_interval``."""
 
     def __init__(self, assignor: StateAwareAssignor) -> None:
         self.assignor = assignor
-        self._taken: StandbyAssignment | None = None
         self._probe: asyncio.TimerHandle | None = None
 
     async def deliver(self, listener: RebalanceListener,
@@ -171,9 +170,7 @@ class StandbyDelivery:
         received = self.assignor.received
         if received is None or not isinstance(listener, PlacementListener):
             return
-        if received != self._taken:
-            await listener.on_standbys_assigned(received)
-            self._taken = received
+        await listener.on_standbys_assigned(received)
         if received.probing_rebalance and self._probe is None:
             interval = listener.placement_report().probing_rebalance_interval
             self._probe = asyncio.get_running_loop().call_later(interval, self._fire, rejoin)

@@ -361,18 +361,20 @@ class MemoryConsumer:
             if self._member_id != member_id or group.revocations(member_id):
                 return
             standbys = group.standby_pending(member_id)
+            generation = group.generation
         if standbys is None or not isinstance(listener, PlacementListener):
             return
         await listener.on_standbys_assigned(standbys)
         with self._broker._lock:
             if self._member_id == member_id:
-                group.standby_taken(member_id, standbys)
-        if standbys.probing_rebalance:
+                group.standby_taken(member_id, generation)
+        if standbys.probing_rebalance and self._probe is None:
             interval = listener.placement_report().probing_rebalance_interval
             self._probe = asyncio.get_running_loop().call_later(
                 interval, self._probe_now, member_id)
 
     def _probe_now(self, member_id: str) -> None:
+        self._probe = None
         with self._broker._lock:
             if self._member_id == member_id and self._group().is_member(member_id):
                 self._group().rebalance()

@@ -26,7 +26,8 @@ class _Member:
     report: Callable[[], PlacementReport] | None = None
     standby: StandbyAssignment | None = None
     """This generation's standbys (None: placement is not state-aware)."""
-    standby_delivered: StandbyAssignment | None = None
+    standby_generation: int = -1
+    """The generation whose standbys the member took last."""
 
 
 class GroupCoordinator:
@@ -144,12 +145,12 @@ class GroupCoordinator:
     def standby_pending(self, member_id: str) -> StandbyAssignment | None:
         """The member's standbys of this generation, if it has not taken them yet."""
         member = self._members[member_id]
-        if member.standby is None or member.standby == member.standby_delivered:
+        if member.standby is None or member.standby_generation == self.generation:
             return None
         return member.standby
 
-    def standby_taken(self, member_id: str, assignment: StandbyAssignment) -> None:
-        self._members[member_id].standby_delivered = assignment
+    def standby_taken(self, member_id: str, generation: int) -> None:
+        self._members[member_id].standby_generation = generation
 
     def rebalance(self) -> None:
         """Start a new generation with nothing changed (a probing rebalance: members report

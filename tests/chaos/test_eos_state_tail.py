@@ -17,18 +17,15 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from appkit import create_topic, produce
 from kafkakit import start_worker, stop_worker, until_logged, wait_committed
+from stateful_oracle import expected, last_updates
 
-from aiostreams.transport.base import IsolationLevel
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(600)]
 
@@ -43,39 +40,6 @@ UP_TO_DATE = re.compile(r"store '(agg|rekeyed)' is up to date at (\S+) offset (\
 
 def inputs() -> list[tuple[bytes, bytes]]:
     return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
-
-
-def expected(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, int]]:
-    """The last update per key of an uninterrupted run: ``k..`` aggregates, ``g..`` counts."""
-    out: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "s": 0})
-    groups: Counter[str] = Counter()
-    for k, v in records:
-        agg = out[k.decode()]
-        agg["n"] += 1
-        agg["s"] += int(v)
-        groups[f"g{int(v) % 7}"] += 1
-    return {**out, **{g: {"n": n} for g, n in groups.items()}}
-
-
-async def last_updates(transport: KafkaTransport, topic: str) -> dict[str, dict[str, int]]:
-    consumer = transport.consumer(None, isolation_level=IsolationLevel.READ_COMMITTED)
-    await consumer.start()
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    latest: dict[str, dict[str, int]] = {}
-    try:
-        ends = await consumer.end_offsets(tps)
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        async with asyncio.timeout(60):
-            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-                for got in (await consumer.getmany(0.5)).values():
-                    for record in got:
-                        assert record.key is not None and record.value is not None
-                        latest[record.key.decode().strip('"')] = orjson.loads(record.value)
-    finally:
-        await consumer.stop()
-    return latest
 
 
 def restore_starts(log: str) -> dict[tuple[str, str], int]:
