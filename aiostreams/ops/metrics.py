@@ -168,6 +168,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
+        yield from self._standbys(name)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
@@ -231,6 +232,16 @@ class AppCollector:
                 if end is not None and position is not None:
                     lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
         yield lag
+
+    def _standbys(self, name: str) -> Iterable[Metric]:
+        standbys = self.app.status().standbys
+        yield _gauge("aiostreams_standby_tasks", "Standby tasks this worker keeps (copies of "
+                     "other workers' task state, followed from the changelogs).", ["app"],
+                     [([name], len(standbys))])
+        yield _gauge("aiostreams_standby_lag_records",
+                     "Changelog records a standby task has not applied yet: what a promotion "
+                     "here would restore.", ["app", "task"],
+                     [([name, s.task_id], s.lag) for s in standbys])
 
     def _offset_resets(self, name: str) -> Metric:
         worker = self.app.inspect().worker

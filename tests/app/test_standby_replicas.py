@@ -15,6 +15,8 @@ from aiostreams import App
 from aiostreams.engine.standby import StandbyTask
 from aiostreams.engine.worker import Worker
 from aiostreams.errors import ConfigError
+from aiostreams.ops.metrics import metrics_registry
+from aiostreams.ops.queries import QueryError
 from aiostreams.transport.memory import MemoryBroker
 
 KEYS = [f"k{i}" for i in range(20)]
@@ -60,6 +62,21 @@ def changelog_records(broker: MemoryBroker, name: str) -> int:
     return sum(broker.end_offset(TopicPartition(topic, p)) for p in range(PARTITIONS))
 
 
+async def sees_standbys_from_outside(app: App, expected: dict[str, int]) -> None:
+    """Status, metrics and stale reads show the (caught-up) standbys of ``app``."""
+    seen = app.status().standbys
+    assert [s.task_id for s in seen] == ["0_0", "0_1"]
+    assert all(s.ready and s.lag == 0 and s.applied == s.end for s in seen)
+    _, collector = metrics_registry(app)
+    lags = {sample.labels["task"]: sample.value for family in collector.collect()
+            if family.name == "aiostreams_standby_lag_records" for sample in family.samples}
+    assert lags == {"0_0": 0.0, "0_1": 0.0}
+    with pytest.raises(QueryError):  # never a standby's copy unless asked for
+        await app.store("counts").get(KEYS[0])
+    stale = app.store("counts", stale_ok=True)
+    assert {k: await stale.get(k) for k in KEYS} == expected
+
+
 async def send(app: App, start: int, count: int, expected: dict[str, int]) -> None:
     for i in range(start, start + count):
         key = KEYS[(i * 7) % len(KEYS)]
@@ -93,6 +110,7 @@ async def test_a_standby_follows_the_active_and_on_promotion_restores_only_the_t
             copy = standby.task.stores["counts"]
             held = [kv async for kv in copy.range(None, None)]
             assert held and held == [kv async for kv in active.range(None, None)]
+        await sees_standbys_from_outside(second, expected)
         # the copies stop following (as if their host lagged), more records come, and
         # the active stops: the copies lack the changelog's tail
         table = worker(second).placement.standbys  # type: ignore[union-attr]
