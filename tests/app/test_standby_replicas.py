@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,10 +24,11 @@ KEYS = [f"k{i}" for i in range(20)]
 PARTITIONS = 2
 
 
-def counting_app(name: str, host: str, state_dir: Path, guarantee: str) -> App:
+def counting_app(name: str, host: str, state_dir: Path, guarantee: str,
+                 **settings: Any) -> App:
     app = App(name, broker=f"memory://{name}", commit_interval_ms=20, poll_timeout=0.01,
               state_dir=state_dir, host_id=host, num_standby_replicas=1,
-              processing_guarantee=guarantee)
+              processing_guarantee=guarantee, **settings)
     words = app.topic("words", key=str, value=str, partitions=PARTITIONS)
     counts = app.topic("counts", key=str, value=int, partitions=PARTITIONS)
     (app.stream(words).group_by_key().count(materialized="counts", persistent=True)
@@ -139,6 +141,38 @@ async def test_a_standby_follows_the_active_and_on_promotion_restores_only_the_t
         await second.wait_until_caught_up(timeout=30)
         counts = second.store("counts")
         assert {k: await counts.get(k) for k in KEYS} == expected
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_a_new_host_warms_up_then_a_probing_rebalance_moves_a_task_to_it(
+        tmp_path: Path) -> None:
+    name = f"warmup-{uuid.uuid4().hex[:8]}"
+    first = counting_app(name, "host-a", tmp_path / "a", "at_least_once")
+    second = counting_app(name, "host-b", tmp_path / "b", "at_least_once",
+                          probing_rebalance_interval=0.05)
+    expected: dict[str, int] = {}
+    await first.start()
+    try:
+        await send(first, 0, 200, expected)
+        await first.wait_until_caught_up(timeout=30)
+        await second.start()
+        # caught up nowhere else, both tasks stay; the new host warms one up, then a
+        # probing rebalance finds it caught up and moves it there
+        await until(lambda: len(worker(second).tasks) == 1 and len(worker(first).tasks) == 1,
+                    "a task moved to the warmed-up host")
+        placement = worker(second).placement
+        assert placement is not None and not placement.assignment.probing_rebalance
+        # it restored from the warm-up's copy, not the changelog's start
+        assert worker(second)._core.restorer.restored_records < 20
+        await send(first, 200, 100, expected)
+        await first.wait_until_caught_up(timeout=30)
+        await second.wait_until_caught_up(timeout=30)
+        for app in (first, second):
+            local = app.store("counts")
+            mine = {k: v async for k, v in local.all()}
+            assert mine and all(expected[k] == v for k, v in mine.items())
     finally:
         await second.stop()
         await first.stop()
