@@ -10,17 +10,24 @@ the active task opens the files the standby flushed and restores only the tail.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from aiostreams.engine.standby import StandbyTable
-from aiostreams.engine.task import task_id_for
+from aiostreams.engine.task import StreamTask, task_id_for
+from aiostreams.engine.task_lifecycle import MakeTask
 from aiostreams.engine.topic_plan import changelog_names
+from aiostreams.state.local_offsets import local_changelog_offsets
 from aiostreams.topology.topology import SubTopology
-from aiostreams.transport.base import RebalanceListener
+from aiostreams.transport.base import RebalanceListener, Transport
 from aiostreams.transport.group_placement import PlacementReport, StandbyAssignment
 from aiostreams.transport.task_placement import PlacementSettings
 from aiostreams.types import TopicPartition
+
+if TYPE_CHECKING:
+    from aiostreams.engine.worker_config import WorkerConfig
 
 __all__ = ["PlacementConfig", "PlacementMember", "PlacementSettings"]
 
@@ -56,6 +63,37 @@ class PlacementMember:
         everything before it rejoins: they are still this member's previous tasks)."""
         self.ends: dict[str, int] = {}
         """Task id -> its changelog end (summed), as last seen here."""
+        self.on_disk: dict[str, int] = {}
+        """Task id -> the offset its files here held when the worker started (read by
+        :meth:`scan`; a restarted host gets its tasks back, restoring a tail)."""
+
+    async def scan(self, state_dir: Any, exactly_once: bool) -> None:
+        """Read what state the worker's directory holds from earlier runs."""
+        found = await asyncio.to_thread(local_changelog_offsets, state_dir,
+                                        exactly_once=exactly_once)
+        self.on_disk = {t: o for t, o in found.items() if t.rsplit("_", 1)[0] in self._stateful}
+
+    @classmethod
+    def of(cls, worker: RebalanceListener, subs: Sequence[SubTopology], config: WorkerConfig,
+           make_task: MakeTask, transport: Transport, actives: Mapping[str, object],
+           active_ends: Mapping[str, int]) -> PlacementMember:
+        """The placement member of a worker with ``config.placement`` set: its standby
+        tasks are built by the worker's ``make_task`` (stores only: never initialized)."""
+        assert config.placement is not None
+        subs_by_id = {str(sub.id): sub for sub in subs}
+
+        def make_standby(task_id: str) -> StreamTask:
+            sub_id, partition = task_id.rsplit("_", 1)
+            sub = subs_by_id[sub_id]
+            assert task_id_for(sub, int(partition)) == task_id
+            return make_task(sub, int(partition), [TopicPartition(t, int(partition))
+                                                   for t in sorted(sub.source_topics)])
+
+        standbys = StandbyTable(make_standby, transport, exactly_once=config.exactly_once,
+                                state_dir=config.state_dir,
+                                flush_interval=config.commit_interval)
+        return cls(worker, subs, config.app_id, config.placement, standbys, actives,
+                   active_ends)
 
     def placement_report(self) -> PlacementReport:
         ends = dict(self.ends)
@@ -64,7 +102,7 @@ class PlacementMember:
             if standby.end:
                 ends[task_id] = sum(standby.end.values())
         self.ends = ends
-        offsets: dict[str, int] = {}
+        offsets: dict[str, int] = dict(self.on_disk)
         for task_id, end in self._active_ends.items():
             # closed here since (its files stay): it holds what its last commit wrote
             offsets[task_id] = end

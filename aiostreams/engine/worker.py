@@ -40,9 +40,8 @@ from aiostreams.engine.placement_member import PlacementMember
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.stall_watch import StallWatch
-from aiostreams.engine.standby import StandbyTable
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, STOP_GRACE, Shielded, close_within
-from aiostreams.engine.task import StreamTask, task_id_for
+from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskTable
 from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
 from aiostreams.engine.worker_core import Fetcher, WorkerCore
@@ -113,23 +112,9 @@ class Worker:
         self.client_watchdog = ClientWatchdog(
             interval=config.client_watchdog_interval, stall_after=config.client_stall_timeout,
             failure_limit=config.corrupt_fetch_limit)
-        self.placement: PlacementMember | None = None
-        if config.placement is not None:
-            subs_by_id = {str(sub.id): sub for sub in self.subs}
-
-            def make_standby(task_id: str) -> StreamTask:
-                sub_id, partition = task_id.rsplit("_", 1)
-                sub = subs_by_id[sub_id]
-                assert task_id_for(sub, int(partition)) == task_id
-                return make_task(sub, int(partition), [TopicPartition(t, int(partition))
-                                                       for t in sorted(sub.source_topics)])
-
-            standbys = StandbyTable(make_standby, transport, exactly_once=config.exactly_once,
-                                    state_dir=config.state_dir,
-                                    flush_interval=config.commit_interval)
-            self.placement = PlacementMember(self, self.subs, config.app_id, config.placement,
-                                             standbys, self._table.tasks,
-                                             self._core.restorer.changelog_ends)
+        self.placement = None if config.placement is None else PlacementMember.of(
+            self, self.subs, config, make_task, transport, self._table.tasks,
+            self._core.restorer.changelog_ends)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -166,6 +151,8 @@ class Worker:
         await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
                           (t for sub in self.subs for t in sub.source_topics))
         await self._router.start()
+        if self.placement is not None:
+            await self.placement.scan(self.config.state_dir, self.config.exactly_once)
         await self._start_consumer()
         self._enter(AppState.RUNNING)
         self._runner = asyncio.get_running_loop().create_task(self._run_loops(),

@@ -178,6 +178,40 @@ async def test_a_new_host_warms_up_then_a_probing_rebalance_moves_a_task_to_it(
         await first.stop()
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_a_restarted_host_reports_the_state_on_its_disk_and_gets_a_task_at_once(
+        guarantee: str, tmp_path: Path) -> None:
+    name = f"restart-{uuid.uuid4().hex[:8]}"
+    first = counting_app(name, "host-a", tmp_path / "a", guarantee)
+    expected: dict[str, int] = {}
+    await first.start()
+    second = counting_app(name, "host-b", tmp_path / "b", guarantee)
+    try:
+        await send(first, 0, 200, expected)
+        await first.wait_until_caught_up(timeout=30)
+        await second.start()
+        await until(lambda: sorted(standbys(second)) == ["0_0", "0_1"]
+                    and all(s.ready.is_set() for s in standbys(second).values()),
+                    "two standbys")
+        await second.stop()  # its copies stay on its disk, flushed with their marks
+        # a new member on the same host and directory: its disk holds both tasks' state,
+        # so it is caught up and takes one task at once (no warm-up, no probing rebalance)
+        second = counting_app(name, "host-b", tmp_path / "b", guarantee)
+        await second.start()
+        await until(lambda: len(worker(second).tasks) == 1, "a task on the restarted host")
+        placement = worker(second).placement
+        assert placement is not None and not placement.assignment.warmup
+        assert worker(second)._core.restorer.restored_records == 0
+        await send(first, 200, 100, expected)
+        await first.wait_until_caught_up(timeout=30)
+        await second.wait_until_caught_up(timeout=30)
+        mine = {k: v async for k, v in second.store("counts").all()}
+        assert mine and all(expected[k] == v for k, v in mine.items())
+    finally:
+        await second.stop()
+        await first.stop()
+
+
 async def test_standbys_without_a_state_dir_are_a_config_error() -> None:
     app = App("nostate", broker=f"memory://nostate-{uuid.uuid4().hex[:8]}",
               num_standby_replicas=1)
