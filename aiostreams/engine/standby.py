@@ -115,6 +115,12 @@ class StandbyTable:
         for task_id in sorted(wanted - set(self.tasks)):
             task = self._make_task(task_id)
             await task.open_stores()
+            if not any(getattr(task.stores[name], "persistent", False)
+                       for name in task.changelog_partitions):
+                await task.close()  # an in-memory copy would not outlive the standby
+                log.info("standby task %s is not kept: its logged stores are in memory",
+                         task_id)
+                continue
             standby = StandbyTask(task)
             self.tasks[task_id] = standby
             self._jobs[task_id] = asyncio.get_running_loop().create_task(
