@@ -158,6 +158,7 @@ class Restorer:
         """Stop trusting ``task``'s files: its next restore replays every changelog from
         the start (after a task was lost, its files may hold writes past the checkpoint
         that the group's other owner redid differently)."""
+        self.changelog_ends.pop(task.task_id, None)  # its files vouch for nothing now
         checkpoint = self._checkpoint(task)
         if checkpoint is not None:
             await asyncio.to_thread(checkpoint.delete)  # no file (or directory): nothing to do

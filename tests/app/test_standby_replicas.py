@@ -11,13 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from aiostreams import App
 from aiostreams.engine.standby import StandbyTask
 from aiostreams.engine.worker import Worker
 from aiostreams.errors import ConfigError
-from aiostreams.ops.metrics import metrics_registry
+from aiostreams.ops.metrics import MetricsServer, metrics_registry
 from aiostreams.ops.queries import QueryError
 from aiostreams.transport.memory import MemoryBroker
 
@@ -78,6 +79,18 @@ async def sees_standbys_from_outside(app: App, expected: dict[str, int]) -> None
         await app.store("counts").get(KEYS[0])
     stale = app.store("counts", stale_ok=True)
     assert {k: await stale.get(k) for k in KEYS} == expected
+    server = MetricsServer(app, port=0)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            url = f"{server.url.rsplit('/', 1)[0]}/stores/counts/{KEYS[0]}"
+            async with session.get(url) as fresh:
+                assert fresh.status == 503  # no active task here, no stale read asked for
+            async with session.get(f"{url}?stale_ok=1") as answer:
+                assert answer.status == 200
+                assert (await answer.json())["value"] == expected[KEYS[0]]
+    finally:
+        await server.stop()
 
 
 async def send(app: App, start: int, count: int, expected: dict[str, int]) -> None:
