@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from appkit import create_topic, produce
 from kafkakit import start_worker, stop_worker, until_logged, wait_committed
-from stateful_oracle import expected, last_updates
+from stateful_check import expected, keyed_inputs, until_exact
 
 from aiostreams.transport.kafka import KafkaTransport
 
@@ -39,7 +39,7 @@ UP_TO_DATE = re.compile(r"store '(agg|rekeyed)' is up to date at (\S+) offset (\
 
 
 def inputs() -> list[tuple[bytes, bytes]]:
-    return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
+    return keyed_inputs(RECORDS, KEYS)
 
 
 def restore_starts(log: str) -> dict[tuple[str, str], int]:
@@ -80,16 +80,10 @@ async def test_a_sigkilled_exactly_once_worker_restores_the_tail_and_its_state_i
         await until_logged(second_log, "restored; running")
         # the re-keyed count is done once its repartition topic is consumed too: the
         # outputs say so (polled: nothing announces it to an outside reader)
-        want = expected(records)
-        async with asyncio.timeout(120):
-            while True:
-                got = await last_updates(transport, dst)
-                if got == want:
-                    break
-                await asyncio.sleep(0.5)
+        # no aborted write survived, no committed one was lost
+        await until_exact(transport, dst, PARTITIONS, expected(records), timeout=120)
     finally:
         assert await stop_worker(second, timeout=90) == 0
-    assert got == want  # no aborted write survived, no committed one was lost
     starts = restore_starts(second_log.read_text(errors="replace"))
     assert {store for store, _ in starts} == {"agg", "rekeyed"}, starts
     from_zero = {key: start for key, start in starts.items() if start == 0}

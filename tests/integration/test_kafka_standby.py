@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from appkit import create_topic, produce
 from kafkakit import start_worker, stop_worker, until_logged, wait_committed
-from stateful_oracle import expected, last_updates
+from stateful_check import expected, keyed_inputs, until_exact
 
 from aiostreams.transport.kafka import KafkaTransport
 
@@ -34,17 +34,13 @@ UP_TO_DATE = re.compile(r"(?<!standby )task \S+: store '(agg|rekeyed)' is up to 
                         r"(\S+) offset (\d+)")
 
 
-def inputs() -> list[tuple[bytes, bytes]]:
-    return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
-
-
 async def test_a_standby_takes_over_a_sigkilled_workers_tasks_restoring_only_a_tail(
         kafka_bootstrap: str, topic_name: Any, tmp_path: Path) -> None:
     transport = KafkaTransport(kafka_bootstrap)
     src, dst, app = topic_name("in"), topic_name("out"), topic_name("standby")
     await create_topic(transport, src, PARTITIONS)
     await create_topic(transport, dst, PARTITIONS)
-    records = inputs()
+    records = keyed_inputs(RECORDS, KEYS)
     half = RECORDS // 2
     env: dict[str, Any] = dict(script=SCRIPT, WORKER_GUARANTEE="exactly_once",
                                WORKER_SESSION_TIMEOUT="4", WORKER_MAX_DELAY_MS="5",
@@ -52,14 +48,14 @@ async def test_a_standby_takes_over_a_sigkilled_workers_tasks_restoring_only_a_t
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     with first_log.open("wb") as sink:
         first = start_worker(kafka_bootstrap, app, src, dst, stderr=sink.fileno(),
-                             WORKER_HOST="host-a", WORKER_STATE_DIR=str(tmp_path / "a"), **env)
+                             WORKER_HOST_ID="host-a", WORKER_STATE_DIR=str(tmp_path / "a"), **env)
     second = None
     try:
         await produce(transport, src, records[:half])
         await wait_committed(transport, app, src, PARTITIONS, half, timeout=120)
         with second_log.open("wb") as sink:
             second = start_worker(kafka_bootstrap, app, src, dst, stderr=sink.fileno(),
-                                  WORKER_HOST="host-b", WORKER_STATE_DIR=str(tmp_path / "b"),
+                                  WORKER_HOST_ID="host-b", WORKER_STATE_DIR=str(tmp_path / "b"),
                                   **env)
         for task in TASKS:
             await until_logged(second_log, f"standby task {task}: restored up to", 120)
@@ -68,18 +64,11 @@ async def test_a_standby_takes_over_a_sigkilled_workers_tasks_restoring_only_a_t
         first.send_signal(signal.SIGKILL)
         await feeding
         await wait_committed(transport, app, src, PARTITIONS, RECORDS, timeout=180)
-        want = expected(records)
-        async with asyncio.timeout(120):  # the re-keyed counts follow their repartition topic
-            while True:
-                got = await last_updates(transport, dst)
-                if got == want:
-                    break
-                await asyncio.sleep(0.5)
+        await until_exact(transport, dst, PARTITIONS, expected(records), timeout=120)
     finally:
         await stop_worker(first, kill=True)
         if second is not None:
             assert await stop_worker(second, timeout=90) == 0
-    assert got == want
     text = second_log.read_text(errors="replace")
     assert "standby task" in text
     restores = [(m[2], m[3], int(m[1]), int(m[4]), int(m[5])) for m in RESTORED.finditer(text)]

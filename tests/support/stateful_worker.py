@@ -5,7 +5,7 @@ flight), a per-key count and sum (store ``agg``, SQLite, logged) and a count re-
 repartition topic (store ``rekeyed``: key ``g<value % 7>``). Environment: ``WORKER_BROKER``,
 ``WORKER_APP``, ``WORKER_SRC``, ``WORKER_DST`` (the aggregates' updates), ``WORKER_STATE_DIR``,
 ``WORKER_GUARANTEE``, ``WORKER_SESSION_TIMEOUT`` (seconds), ``WORKER_MAX_DELAY_MS``,
-``WORKER_STANDBYS`` (``num_standby_replicas``) and ``WORKER_HOST`` (``host_id``).
+``WORKER_STANDBYS`` (``num_standby_replicas``) and ``WORKER_HOST_ID`` (``host_id``).
 Input values are decimal integers.
 """
 
@@ -36,7 +36,7 @@ def build() -> ais.App:
         commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
         state_dir=env["WORKER_STATE_DIR"],
         num_standby_replicas=int(env.get("WORKER_STANDBYS", "0")),
-        host_id=env.get("WORKER_HOST"),
+        host_id=env.get("WORKER_HOST_ID"),
     )
     delay = float(env.get("WORKER_MAX_DELAY_MS", "50")) / 1000.0
     rng = random.Random()
