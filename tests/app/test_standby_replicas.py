@@ -20,6 +20,8 @@ from aiostreams.engine.worker import Worker
 from aiostreams.errors import ConfigError
 from aiostreams.ops.metrics import MetricsServer, metrics_registry
 from aiostreams.ops.queries import QueryError
+from aiostreams.ops.status_page import render_page
+from aiostreams.ops.status_report import status_report
 from aiostreams.transport.memory import MemoryBroker
 
 KEYS = [f"k{i}" for i in range(20)]
@@ -77,6 +79,10 @@ async def sees_standbys_from_outside(app: App, expected: dict[str, int]) -> None
     assert lags == {"0_0": 0.0, "0_1": 0.0}
     with pytest.raises(QueryError):  # never a standby's copy unless asked for
         await app.store("counts").get(KEYS[0])
+    report = status_report(app, {})
+    assert [(b.task_id, b.lag) for b in report.standbys] == [("0_0", 0), ("0_1", 0)]
+    page = render_page(report, "")
+    assert "<table id='standbys'>" in page and 'data-k="standby_lag:0_1">0<' in page
     stale = app.store("counts", stale_ok=True)
     assert {k: await stale.get(k) for k in KEYS} == expected
     server = MetricsServer(app, port=0)
