@@ -28,6 +28,11 @@ def add(_key: str, value: int, acc: dict[str, int]) -> dict[str, int]:
 def build() -> ais.App:
     env = os.environ
     session = float(env.get("WORKER_SESSION_TIMEOUT", "6"))
+    placement: dict[str, Any] = {}
+    if "WORKER_STANDBYS" in env:
+        placement["num_standby_replicas"] = int(env["WORKER_STANDBYS"])
+    if "WORKER_HOST_ID" in env:
+        placement["host_id"] = env["WORKER_HOST_ID"]
     app = ais.App(
         env["WORKER_APP"],
         transport=KafkaTransport.from_url(env["WORKER_BROKER"], session_timeout=session,
@@ -35,8 +40,7 @@ def build() -> ais.App:
         processing_guarantee=env.get("WORKER_GUARANTEE", "at_least_once"),
         commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
         state_dir=env["WORKER_STATE_DIR"],
-        num_standby_replicas=int(env.get("WORKER_STANDBYS", "0")),
-        host_id=env.get("WORKER_HOST_ID"),
+        **placement,
     )
     delay = float(env.get("WORKER_MAX_DELAY_MS", "50")) / 1000.0
     rng = random.Random()
