@@ -55,8 +55,11 @@ class PlacementMember:
         self._active_ends = active_ends  # task id -> changelog end at its last commit
         self._sub_of_topic = {t: sub for sub in subs for t in sub.source_topics}
         self._groups = {str(sub.id): tuple(sorted(sub.source_topics)) for sub in subs}
+        # a task whose logged stores are all in memory is placed as a stateless one: its
+        # state lives in its active's memory only, so no other member holds any, no copy
+        # would outlive a standby, and it costs a full restore wherever it goes
         self._stateful = frozenset(str(sub.id) for sub in subs
-                                   if changelog_names(app_id, sub))
+                                   if _keeps_files(sub, changelog_names(app_id, sub)))
         self.assignment = StandbyAssignment()
         self._revoked: frozenset[str] = frozenset()
         """The tasks active here when the rebalance under way revoked them (Kafka revokes
@@ -135,3 +138,9 @@ class PlacementMember:
         self._revoked = frozenset()
         self.assignment = assignment
         await self.standbys.assign([t for t in assignment.standby if t not in self._actives])
+
+
+def _keeps_files(sub: SubTopology, logged: Mapping[str, str]) -> bool:
+    """Whether a logged store of ``sub`` is persistent (a store made to ask: never opened)."""
+    return any(getattr(spec.factory(), "persistent", False)
+               for spec in sub.stores if spec.name in logged)

@@ -7,9 +7,10 @@ offset it holds locally - the sum over the task's stores, as an active or a stan
 missing entry or -1 means nothing), the tasks (and which of them keep state), the
 changelog end offsets known, the previous active owners and the settings.
 
-A member is **caught up** on a task when the task keeps no state, or it holds an offset
-within ``acceptable_recovery_lag`` of the task's end (the end known, else the highest
-offset any member reported).
+A member is **caught up** on a task when the task keeps no state, or what it holds (0
+records when it holds none) is within ``acceptable_recovery_lag`` of the task's end (the
+end known, else the highest offset any member reported): where a changelog is short, every
+member is caught up, so a new group or a young app spreads its tasks at once.
 
 Rules, in the order applied:
 
@@ -130,8 +131,10 @@ class _Planner:
     def caught_up(self, member: str, task: str) -> bool:
         if task not in self.stateful:
             return True
-        offset = self.members[member].offset(task)
-        return offset >= 0 and self.end[task] - offset <= self.settings.acceptable_recovery_lag
+        # a member without the task's state lacks the whole changelog (Kafka Streams too):
+        # where the changelog is short, every member is caught up
+        held = max(self.members[member].offset(task), 0)
+        return self.end[task] - held <= self.settings.acceptable_recovery_lag
 
     def host_loads(self, owner: Mapping[str, str]) -> dict[str, int]:
         loads = dict.fromkeys(self.hosts, 0)

@@ -34,8 +34,8 @@ class Case:
         if task not in self.stateful:
             return True
         end = self.ends.get(task, max(m.offset(task) for m in self.members.values()))
-        offset = self.members[member].offset(task)
-        return offset >= 0 and max(end, 0) - offset <= self.settings.acceptable_recovery_lag
+        held = max(self.members[member].offset(task), 0)
+        return max(end, 0) - held <= self.settings.acceptable_recovery_lag
 
 
 @st.composite
