@@ -26,7 +26,7 @@ from aiostreams.errors import (
 )
 from aiostreams.lifecycle.resources import Resource, ResourceClosedError
 from aiostreams.lifecycle.state import AppState
-from aiostreams.ops.status import AppStatus, TaskStatus, WorkerStatus
+from aiostreams.ops.status import AppStatus, StandbyStatus, TaskStatus, WorkerStatus
 from aiostreams.policies import OnError, Ordering, Retry
 from aiostreams.serde import (
     BytesSerde,
@@ -114,6 +114,7 @@ __all__ = [
     "SessionWindows",
     "Settings",
     "SlidingWindows",
+    "StandbyStatus",
     "StoreSpec",
     "StrSerde",
     "Stream",

@@ -438,12 +438,13 @@ class App(StartStop):
         """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
         run_event_loop(self.run_async())
 
-    def store(self, name: str) -> ReadOnlyStore:
+    def store(self, name: str, *, stale_ok: bool = False) -> ReadOnlyStore:
         """A read-only view of table or window store ``name`` across the tasks of this
         worker, for interactive queries (:mod:`aiostreams.ops.queries`): reads see retired
-        state only. Raises ``UnknownStoreError`` for a name the topology lacks."""
+        state only; with ``stale_ok``, also this worker's standby copies, which may lag.
+        Raises ``UnknownStoreError`` for a name the topology lacks."""
         from aiostreams.ops.queries import store_view
-        return store_view(self, name)
+        return store_view(self, name, stale_ok=stale_ok)
 
     @property
     def _tasks(self) -> dict[str, StreamTask]:

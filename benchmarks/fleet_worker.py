@@ -3,14 +3,16 @@ exactly-once, its updates to the output topic (the same key, so the same partiti
 
 Environment (``tests/support/kafkakit.worker_command`` and the fleet bed set them):
 ``WORKER_BROKER``, ``WORKER_APP``, ``WORKER_SRC``, ``WORKER_DST``, ``WORKER_STATE_DIR``,
-``WORKER_SESSION_TIMEOUT`` (seconds); the app's own settings come from ``AIOSTREAMS_*``
-(the host's ``client_id`` names it in the group's description).
+``WORKER_SESSION_TIMEOUT`` (seconds), ``WORKER_HOST_ID`` (the host's name: its
+``host_id``, so standbys go to other hosts); the app's own settings come from
+``AIOSTREAMS_*`` (the host's ``client_id`` names it in the group's description).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import aiostreams as ais
 from aiostreams.transport.kafka import KafkaTransport
@@ -19,6 +21,9 @@ from aiostreams.transport.kafka import KafkaTransport
 def build() -> ais.App:
     env = os.environ
     session = float(env.get("WORKER_SESSION_TIMEOUT", "10"))
+    placement: dict[str, Any] = {}
+    if "WORKER_HOST_ID" in env:
+        placement["host_id"] = env["WORKER_HOST_ID"]
     app = ais.App(
         env["WORKER_APP"],
         transport=KafkaTransport.from_url(env["WORKER_BROKER"], session_timeout=session,
@@ -26,6 +31,7 @@ def build() -> ais.App:
         processing_guarantee="exactly_once",
         commit_interval_ms=100,
         state_dir=env["WORKER_STATE_DIR"],
+        **placement,
     )
     src = app.topic(env["WORKER_SRC"], key=str, value=str)
     dst = app.topic(env["WORKER_DST"], key=str, value=int)

@@ -65,6 +65,11 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
      "([retries and dead letters](../guides/failures.md)).",
      ["on_error", "dead_letter_topic", "retry_attempts", "retry_backoff",
       "retry_max_backoff", "processing_timeout"]),
+    ("Standby replicas and placement",
+     "Copies of task state on other hosts, and a group assignment that knows where state is "
+     "([standby replicas](../guides/deployment.md#standby-replicas)).",
+     ["num_standby_replicas", "host_id", "acceptable_recovery_lag", "max_warmup_replicas",
+      "probing_rebalance_interval"]),
     ("Health and watchdogs",
      "How long trouble is ridden out before it is reported or stops the app "
      "([tracing records](../guides/observability.md) shows where it is reported).",

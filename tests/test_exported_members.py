@@ -34,7 +34,7 @@ EXPECTED = {
     # in and out, lifecycle
     "AppProducer", "AppConsumer", "Resource", "ResourceClosedError", "run_event_loop",
     # read-only views of a running app (app.status())
-    "AppStatus", "TaskStatus", "WorkerStatus",
+    "AppStatus", "TaskStatus", "WorkerStatus", "StandbyStatus",
     # the DSL
     "Stream", "Table", "TumblingWindows", "HoppingWindows", "SessionWindows", "JoinWindows",
     "SlidingWindows", "GlobalTable",

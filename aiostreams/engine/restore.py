@@ -136,11 +136,15 @@ YOUNG_GARBAGE_WINDOW = YoungGarbageWindow()
 
 class Restorer:
     def __init__(self, transport: Transport, *, exactly_once: bool,
-                 state_dir: Path | str | None) -> None:
+                 state_dir: Path | str | None, role: str = "task") -> None:
         self._transport = transport
+        self.role = role  # how its log lines name what they restore ("standby task")
         self._exactly_once = exactly_once
         self._state_dir = Path(state_dir) if state_dir is not None else None
         self.restored_records = 0
+        self.changelog_ends: dict[str, int] = {}
+        """Task id -> the summed changelog end of its persistent stores at its last
+        commit (what an active task reports holding to a state-aware assignor)."""
 
     def _checkpoint(self, task: StreamTask) -> Any | None:
         """The checkpoint of ``task``'s directory (None when it keeps no files)."""
@@ -154,12 +158,15 @@ class Restorer:
         """Stop trusting ``task``'s files: its next restore replays every changelog from
         the start (after a task was lost, its files may hold writes past the checkpoint
         that the group's other owner redid differently)."""
+        self.changelog_ends.pop(task.task_id, None)  # its files vouch for nothing now
         checkpoint = self._checkpoint(task)
         if checkpoint is not None:
             await asyncio.to_thread(checkpoint.delete)  # no file (or directory): nothing to do
 
-    async def restore(self, task: StreamTask) -> None:
+    async def restore(self, task: StreamTask) -> dict[TopicPartition, tuple[int, int]]:
         """Replay each logged store of ``task`` from its changelog (see the module doc).
+        Returns, per changelog partition, the offset its store now holds everything below
+        and the highest owner epoch of those records (a standby follows on from there).
 
         Raises :class:`~aiostreams.errors.TaskFailedError` naming the task, the store and
         its changelog partition when a replay fails. Cancellation: stops at the next fetch
@@ -168,7 +175,8 @@ class Restorer:
         which never claims more than the files hold."""
         changelogs = task.changelog_partitions
         if not changelogs:
-            return
+            return {}
+        reached: dict[TopicPartition, tuple[int, int]] = {}
         checkpoint = self._checkpoint(task)
         saved, epochs = (checkpoint.read_with_epochs() if checkpoint is not None
                          else ({}, {}))
@@ -218,6 +226,7 @@ class Restorer:
                         start = (await consumer.beginning_offsets([tp]))[tp]
                     await self._replay(consumer, store, tp, start, task.task_id, name,
                                        end=end, fence=fence)
+                    reached[tp] = (max(start, end), fence.high)
                 except StoreFormatError:
                     raise  # its message names the store, the formats and the fix
                 except Exception as error:
@@ -230,6 +239,7 @@ class Restorer:
                     raise failure from error
         finally:
             await consumer.stop()
+        return reached
 
     async def _replay(self, consumer: Consumer, store: Any, tp: TopicPartition, start: int,
                       task_id: str, name: str, *, end: int | None = None,
@@ -253,7 +263,8 @@ class Restorer:
                               name: str) -> None:
         start, end = span
         if start >= end:
-            log.info("task %s: store %r is up to date at %s offset %d", task_id, name, tp, end)
+            log.info("%s %s: store %r is up to date at %s offset %d", self.role, task_id, name,
+                     tp, end)
             return
         began = time.monotonic()
         consumer.assign([tp])
@@ -304,7 +315,7 @@ class Restorer:
                 position = await consumer.position(tp)
                 now = time.monotonic()
                 if now - last_log >= 5.0:
-                    log.info("task %s: restoring %r from %s: %d/%d", task_id, name, tp,
+                    log.info("%s %s: restoring %r from %s: %d/%d", self.role, task_id, name, tp,
                              position - start, end - start)
                     last_log = now
             if flushing is not None:
@@ -316,8 +327,8 @@ class Restorer:
                 flushing.cancel()  # the store puts the batch back; the caller closes it
                 await asyncio.wait([flushing])
         self.restored_records += count
-        log.info("task %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", task_id,
-                 count, name, tp, start, end, time.monotonic() - began)
+        log.info("%s %s: restored %d record(s) into %r from %s [%d, %d) in %.2fs", self.role,
+                 task_id, count, name, tp, start, end, time.monotonic() - began)
 
     async def changelog_marks(self, tasks: Sequence[StreamTask],
                               consumer: Consumer) -> dict[str, dict[TopicPartition, int]]:
@@ -337,6 +348,7 @@ class Restorer:
                    if getattr(task.stores[name], "persistent", False)]
             if tps:
                 marks[task.task_id] = await consumer.end_offsets(tps)
+                self.changelog_ends[task.task_id] = sum(marks[task.task_id].values())
         return marks
 
     async def write_checkpoints(self, tasks: Sequence[StreamTask],

@@ -36,6 +36,7 @@ from aiostreams.engine.committer import CommitTimer
 from aiostreams.engine.external_sink import start_sinks, stop_sinks
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.ownership import TaskOwnership
+from aiostreams.engine.placement_member import PlacementMember
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.stall_watch import StallWatch
@@ -112,6 +113,9 @@ class Worker:
         self.client_watchdog = ClientWatchdog(
             interval=config.client_watchdog_interval, stall_after=config.client_stall_timeout,
             failure_limit=config.corrupt_fetch_limit)
+        self.placement = None if config.placement is None else PlacementMember.of(
+            self, self.subs, config, make_task, transport, self._table.tasks,
+            self._core.restorer.changelog_ends)
         self._purger = RepartitionPurger(
             transport, [t for t in self._table.sub_of_topic
                         if t in self.topics and self.topics[t].internal],
@@ -147,6 +151,8 @@ class Worker:
         await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
                           (t for sub in self.subs for t in sub.source_topics))
         await self._router.start()
+        if self.placement is not None:
+            await self.placement.scan(self.config.state_dir, self.config.exactly_once)
         await self._start_consumer()
         self._enter(AppState.RUNNING)
         self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
@@ -161,9 +167,10 @@ class Worker:
             cfg.app_id, client_id=cfg.client_id,
             isolation_level=IsolationLevel.of(cfg.exactly_once),
             group_instance_id=cfg.group_instance_id, max_poll_records=cfg.max_poll_records,
-            offset_out_of_range=cfg.offset_out_of_range)
+            offset_out_of_range=cfg.offset_out_of_range,
+            state_aware_assignment=self.placement is not None)
         await self._consumer.start()
-        self._consumer.subscribe(list(self._table.sub_of_topic), self)
+        self._consumer.subscribe(list(self._table.sub_of_topic), self.placement or self)
 
     async def _run_loops(self) -> None:
         """The fetch loop and the sender, together: if one crashes (a bug), the other is
@@ -243,6 +250,8 @@ class Worker:
                 closings.append(close_within(self._consumer.stop(), closing_left(),
                                              "the consumer", at_least=0.25))
             await asyncio.gather(*closings)
+            if self.placement is not None:
+                await self.placement.standbys.close()
             await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()

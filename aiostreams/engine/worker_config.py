@@ -33,6 +33,7 @@ class WorkerConfig:
     client_watchdog_interval: float | None = 1.0  # seconds; see engine/client_watchdog.py
     client_stall_timeout: float | None = 60.0  # seconds
     corrupt_fetch_limit: int = 5
+    placement: Any = None  # PlacementConfig when standbys are kept; engine/placement_member.py
 
 
 @dataclass

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.worker import Worker
 from aiostreams.lifecycle.state import AppState
-from aiostreams.ops.status import AppStatus, TaskStatus, WorkerStatus
+from aiostreams.ops.status import AppStatus, StandbyStatus, TaskStatus, WorkerStatus
 
 
 class TaskRuns:
@@ -50,7 +50,20 @@ def app_status(name: str, state: AppState, worker: Worker | None,
         commits=worker.commits,
         failure=None if failure is None else f"{type(failure).__name__}: {failure}",
         offset_resets=resets.total if (resets := worker.offset_resets) is not None else 0,
-    ), tasks)
+    ), tasks, standby_statuses(worker))
+
+
+def standby_statuses(worker: Worker) -> tuple[StandbyStatus, ...]:
+    """The worker's standby tasks (none when it keeps no standbys)."""
+    placement = worker.placement
+    if placement is None:
+        return ()
+    warm = placement.assignment.warmup
+    return tuple(
+        StandbyStatus(task_id, MappingProxyType(dict(s.applied)),
+                      MappingProxyType(dict(s.end)), s.lag, task_id in warm,
+                      s.ready.is_set())
+        for task_id, s in sorted(placement.standbys.tasks.items()))
 
 
 def task_status(task: StreamTask, run: int) -> TaskStatus:

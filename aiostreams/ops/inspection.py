@@ -40,6 +40,16 @@ class Inspection:
     task_settings: Callable[[], TaskSettings]
 
     @property
+    def standby_tasks(self) -> Mapping[str, tuple[StreamTask, bool]]:
+        """The worker's standby tasks by id, each with whether its first catch-up is done
+        (empty when it keeps none)."""
+        placement = self.worker.placement if self.worker is not None else None
+        if placement is None:
+            return {}
+        return {task_id: (s.task, s.ready.is_set())
+                for task_id, s in placement.standbys.tasks.items()}
+
+    @property
     def commits(self) -> int:
         """Commits the worker made so far (0 before it starts)."""
         return self.worker.commits if self.worker is not None else 0
@@ -68,7 +78,7 @@ class OperatedApp(Protocol):
 
     def on_commit(self, listener: Callable[[CommitRecord], None]) -> None: ...
 
-    def store(self, name: str) -> ReadOnlyStore: ...
+    def store(self, name: str, *, stale_ok: bool = False) -> ReadOnlyStore: ...
 
     def status(self) -> AppStatus: ...
 

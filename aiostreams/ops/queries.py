@@ -24,6 +24,10 @@ What a read sees, and why:
   the HTTP layer asks its peers), so the caller can go there.
 - Only running tasks: a task that is restoring its stores from the changelog would answer
   with partial state, so :class:`StoreNotReadyError` is raised instead.
+- Stale reads only when asked for: ``app.store(name, stale_ok=True)`` also reads the
+  *standby* tasks' copies (``num_standby_replicas``), which lag their active task by their
+  changelog lag (``app.status().standbys``); a standby still at its first catch-up is not
+  read. Without ``stale_ok`` a standby is never read.
 
 The engine's tasks are reached through :func:`local_stores` only, the one place that knows
 where a worker keeps its tasks.
@@ -53,6 +57,9 @@ class LiveTasks(Protocol):
 
     @property
     def tasks(self) -> Mapping[str, StreamTask]: ...
+
+    @property
+    def standby_tasks(self) -> Mapping[str, tuple[StreamTask, bool]]: ...
 
 
 class QueryHost(Protocol):
@@ -113,20 +120,30 @@ class LocalStore:
     partition: int
     running: bool
     store: StateStore
+    standby: bool = False
+    """A standby's copy (read with ``stale_ok`` only): ``running`` means caught up once."""
 
 
-def local_stores(app: QueryHost, name: str) -> list[LocalStore]:
-    """The applied stores named ``name`` of the tasks this worker runs now, by partition.
+def local_stores(app: QueryHost, name: str, *, stale_ok: bool = False) -> list[LocalStore]:
+    """The applied stores named ``name`` of the tasks this worker runs now, by partition;
+    with ``stale_ok``, the copies of its standby tasks too.
 
     The only function that reaches into the engine for queries: ``App.status()`` gives
     read-only views of the tasks but not their stores, so this reads ``App._tasks``."""
-    tasks = app.inspect().tasks  # the live tasks: App.status() gives no access to their stores
+    inspection = app.inspect()
+    tasks = inspection.tasks  # the live tasks: App.status() gives no access to their stores
     found: list[LocalStore] = []
     for task in tasks.values():
         store = task.stores.get(name)
         if store is not None:
             found.append(LocalStore(task.task_id, task.partitions[0].partition,
                                     task.state.value == "running", store))
+    if stale_ok:
+        for task_id, (task, ready) in inspection.standby_tasks.items():
+            store = task.stores.get(name)
+            if store is not None and task_id not in tasks:
+                found.append(LocalStore(task_id, task.partitions[0].partition, ready, store,
+                                        standby=True))
     return sorted(found, key=lambda s: s.partition)
 
 
@@ -150,9 +167,10 @@ class ReadOnlyStore:
 
     Cancellation: every read only reads; cancelling one leaves nothing behind."""
 
-    def __init__(self, app: QueryHost, name: str) -> None:
+    def __init__(self, app: QueryHost, name: str, *, stale_ok: bool = False) -> None:
         self.app = app
         self.name = name
+        self.stale_ok = stale_ok
         self.source_topics = _source_topics(app, name)
         self._partitions: int | None = None
 
@@ -191,7 +209,7 @@ class ReadOnlyStore:
         return bytes(data)
 
     def _any_store(self) -> LocalStore | None:
-        stores = local_stores(self.app, self.name)
+        stores = local_stores(self.app, self.name, stale_ok=self.stale_ok)
         return stores[0] if stores else None
 
     async def partition_of(self, key: Any, key_bytes: bytes | None = None) -> int:
@@ -204,13 +222,15 @@ class ReadOnlyStore:
         :class:`StoreNotReadyError` when this worker cannot answer for it."""
         self._require_running()
         partition = await self.partition_of(key)
-        stores = local_stores(self.app, self.name)
+        stores = local_stores(self.app, self.name, stale_ok=self.stale_ok)
         for local in stores:
             if local.partition == partition:
                 if not local.running:
+                    what = "standby task" if local.standby else "task"
                     raise StoreNotReadyError(
-                        f"store {self.name!r}: task {local.task_id} (partition {partition}) "
-                        "is not running yet (restoring its stores); retry shortly")
+                        f"store {self.name!r}: {what} {local.task_id} (partition "
+                        f"{partition}) is not running yet (restoring its stores); retry "
+                        "shortly")
                 return local.store
         raise KeyNotLocalError(self.name, key, partition, [s.partition for s in stores])
 
@@ -246,7 +266,8 @@ class ReadOnlyStore:
         order, from every local running task (merged in memory: for a large store, bound
         the range)."""
         self._require_running()
-        stores = [s for s in local_stores(self.app, self.name) if s.running]
+        stores = [s for s in local_stores(self.app, self.name, stale_ok=self.stale_ok)
+                  if s.running]
         entries: list[tuple[bytes, Any, Any]] = []
         for local in stores:
             async for key, value in local.store.range(start, end):
@@ -272,9 +293,9 @@ class ReadOnlyStore:
                 async for start, value in store.fetch(key, time_from, time_to)]
 
 
-def store_view(app: QueryHost, name: str) -> ReadOnlyStore:
+def store_view(app: QueryHost, name: str, *, stale_ok: bool = False) -> ReadOnlyStore:
     """The view ``app.store(name)`` returns (raises :class:`UnknownStoreError`)."""
-    return ReadOnlyStore(app, name)
+    return ReadOnlyStore(app, name, stale_ok=stale_ok)
 
 
 __all__ = ["KeyNotLocalError", "QueryError", "QueryHost", "ReadOnlyStore", "StoreNotReadyError",

@@ -9,6 +9,8 @@ Routes (registered by :func:`add_store_routes`):
   JSON for the JSON and pydantic serdes (a string key in a JSON store is quoted:
   ``/stores/totals/%22alice%22``). For a window store the answer is the key's windows,
   ``"windows": [{"start", "value"}]``, limited by ``?from=SECONDS&to=SECONDS``.
+  ``?stale_ok=1`` lets a standby copy on this worker answer (``num_standby_replicas``;
+  it may lag its active task), never without it.
   404: no such store, or the key has no value (for a window store: no window, within
   the bounds when given, as Kafka Streams' ``fetch`` yields nothing); 400: the key (or a
   bound) cannot be read, the message says why; 503 (with ``Retry-After``): the app or the
@@ -131,7 +133,7 @@ class StoreRoutes:
         self.app = app
         self.peers = tuple(p.rstrip("/") for p in peers)
         self.self_url = self_url.rstrip("/") if self_url else None
-        self._views: dict[str, ReadOnlyStore] = {}
+        self._views: dict[tuple[str, bool], ReadOnlyStore] = {}
         self._session: aiohttp.ClientSession | None = None  # to the peers, made when needed
 
     async def close(self, _web_app: web.Application | None = None) -> None:
@@ -140,10 +142,10 @@ class StoreRoutes:
         if session is not None:
             await session.close()
 
-    def _view(self, name: str) -> ReadOnlyStore:
-        view = self._views.get(name)
+    def _view(self, name: str, stale_ok: bool = False) -> ReadOnlyStore:
+        view = self._views.get((name, stale_ok))
         if view is None:
-            view = self._views[name] = self.app.store(name)
+            view = self._views[name, stale_ok] = self.app.store(name, stale_ok=stale_ok)
         return view
 
     async def partitions(self, request: web.Request) -> web.Response:
@@ -157,8 +159,10 @@ class StoreRoutes:
 
     async def lookup(self, request: web.Request) -> web.Response:
         name, text = request.match_info["name"], request.match_info["key"]
+        # ?stale_ok=1: a standby's copy here may answer (it may lag its active task)
+        stale_ok = request.query.get("stale_ok", "").lower() in ("1", "true", "yes")
         try:
-            view = self._view(name)
+            view = self._view(name, stale_ok)
             key = parse_key(name, view.key_serde(), text)
             if view.kind() is StoreKind.WINDOW:
                 since = _bound(request, "from", -math.inf)

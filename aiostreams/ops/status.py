@@ -88,6 +88,27 @@ class WorkerStatus:
 
 
 @dataclass(frozen=True)
+class StandbyStatus:
+    """One standby task: another worker's task whose stores this worker keeps up to date
+    from their changelogs (``num_standby_replicas``; read-only, no source reads).
+
+    Invariant: ``lag == sum(end[tp] - applied[tp])`` over its changelog partitions, >= 0."""
+
+    task_id: str
+    applied: Mapping[TopicPartition, int]
+    """Per changelog partition, the offset its copy holds every record below."""
+    end: Mapping[TopicPartition, int]
+    """Per changelog partition, its end as the standby last saw it."""
+    lag: int
+    """Changelog records not applied yet (what a promotion here would restore)."""
+    warmup: bool = False
+    """Kept to warm this worker up for the task: the group moves the task here once
+    caught up (at a probing rebalance)."""
+    ready: bool = False
+    """Its first catch-up (the restore from the local files) is done."""
+
+
+@dataclass(frozen=True)
 class AppStatus:
     """An app at one instant: its state, its worker (``None`` before ``start()``) and the
     tasks it runs, ordered by task id."""
@@ -96,6 +117,8 @@ class AppStatus:
     state: AppState
     worker: WorkerStatus | None
     tasks: tuple[TaskStatus, ...]
+    standbys: tuple[StandbyStatus, ...] = ()
+    """The standby tasks this worker keeps, ordered by task id."""
 
     def task(self, task_id: str) -> TaskStatus:
         """The task ``task_id``; ``KeyError`` naming the tasks there are when absent."""
@@ -106,4 +129,4 @@ class AppStatus:
                        f"{[t.task_id for t in self.tasks]}")
 
 
-__all__ = ["AppStatus", "CommitRecord", "TaskStatus", "WorkerStatus"]
+__all__ = ["AppStatus", "CommitRecord", "StandbyStatus", "TaskStatus", "WorkerStatus"]

@@ -127,6 +127,20 @@ def _services_table(report: StatusReport, fields: Mapping[str, str]) -> str:
     return "".join(rows)
 
 
+def _standbys_table(report: StatusReport, fields: Mapping[str, str]) -> str:
+    """The standby tasks (nothing when the worker keeps none)."""
+    if not report.standbys:
+        return ""
+    rows = ["<h2>Standby tasks</h2><div class='scroll'><table id='standbys'><tr>"
+            "<th>task</th><th>role</th><th>applied</th><th>lag</th></tr>"]
+    for b in report.standbys:
+        rows.append(f"<tr><td>{html.escape(b.task_id)}</td>" + "".join(
+            _cell(fields, f"{k}:{b.task_id}")
+            for k in ("standby_role", "standby_applied", "standby_lag")) + "</tr>")
+    rows.append("</table></div>")
+    return "".join(rows)
+
+
 def render_page(report: StatusReport, graph_svg: str) -> str:
     """The whole page for ``report``, with ``graph_svg`` as the topology."""
     fields = report.fields()
@@ -144,7 +158,7 @@ def render_page(report: StatusReport, graph_svg: str) -> str:
         f"<h1>{html.escape(report.app)}</h1>"
         f'<p class="summary">{summary}<span class="muted" id="updated">as loaded</span></p>'
         f"{failure}<h2>Topology</h2><div class='graph'>{graph_svg}</div>"
-        f"<h2>Tasks</h2>{_tasks_table(report, fields)}"
+        f"<h2>Tasks</h2>{_tasks_table(report, fields)}{_standbys_table(report, fields)}"
         f"<h2>Services</h2>{_services_table(report, fields)}"
         "<p class='muted'>Also here: <a href='metrics'>metrics</a> (Prometheus) · "
         "<a href='health'>health</a> · <a href='status.json'>status.json</a></p>"

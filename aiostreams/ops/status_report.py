@@ -75,6 +75,17 @@ class ServiceRow:
 
 
 @dataclass(frozen=True)
+class StandbyRow:
+    """A standby task: a copy of another worker's task state (``num_standby_replicas``)."""
+
+    task_id: str
+    applied: int
+    """Changelog records applied, summed over the task's changelog partitions."""
+    lag: int
+    warmup: bool
+
+
+@dataclass(frozen=True)
 class StatusReport:
     """An app at one instant, as the status page shows it.
 
@@ -87,6 +98,7 @@ class StatusReport:
     failure: str | None
     tasks: tuple[TaskRow, ...]
     services: tuple[ServiceRow, ...]
+    standbys: tuple[StandbyRow, ...] = ()
 
     @property
     def dead_letters(self) -> int:
@@ -99,7 +111,9 @@ class StatusReport:
         tasks = ";".join(f"{t.task_id}=" + ",".join(f"{p.topic}[{p.partition}]"
                                                    for p in t.partitions) for t in self.tasks)
         failed = "|failed" if self.failure else ""  # the page shows a failure in a box
-        return f"{tasks}|{','.join(s.name for s in self.services)}{failed}"
+        standbys = f"|standby:{','.join(s.task_id for s in self.standbys)}" \
+            if self.standbys else ""
+        return f"{tasks}|{','.join(s.name for s in self.services)}{failed}{standbys}"
 
     def fields(self) -> dict[str, str]:
         """Every number the page shows, formatted, by key (see the module docstring)."""
@@ -125,6 +139,10 @@ class StatusReport:
             out[f"held:{s.name}"] = _int(s.held)
             out[f"service_in_flight:{s.name}"] = _int(s.in_flight)
             out[f"waiting:{s.name}"] = _int(s.waiting)
+        for b in self.standbys:
+            out[f"standby_applied:{b.task_id}"] = _int(b.applied)
+            out[f"standby_lag:{b.task_id}"] = _int(b.lag)
+            out[f"standby_role:{b.task_id}"] = "warm-up" if b.warmup else "standby"
         return out
 
 
@@ -175,4 +193,6 @@ def status_report(app: OperatedApp, end_offsets: Mapping[TopicPartition, int]) -
     return StatusReport(app=status.name, state=status.state.value,
                         commits=status.worker.commits if status.worker is not None else 0,
                         failure=status.worker.failure if status.worker is not None else None,
-                        tasks=tuple(tasks), services=tuple(services))
+                        tasks=tuple(tasks), services=tuple(services),
+                        standbys=tuple(StandbyRow(b.task_id, sum(b.applied.values()), b.lag,
+                                                  b.warmup) for b in status.standbys))

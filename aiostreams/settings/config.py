@@ -153,6 +153,27 @@ class Settings(BaseSettings):
         None, description=(
             "directory of the persistent (SQLite) stores and checkpoints, one subdirectory "
             "per task; required by persistent stores"))
+    num_standby_replicas: int = Field(
+        0, ge=0, description=(
+            "how many other hosts keep a standby copy of each task's stores, followed from "
+            "its changelog (Kafka Streams' num.standby.replicas); needs state_dir. With 0 "
+            "(default) the group uses Kafka's range assignment"))
+    acceptable_recovery_lag: int = Field(
+        10_000, ge=0, description=(
+            "changelog records a member may lack and still count as caught up on a task: "
+            "only such a member takes a task over to balance the group"))
+    max_warmup_replicas: int = Field(
+        2, ge=1, description=(
+            "extra standbys the group keeps at once to warm up hosts a task should move to"))
+    probing_rebalance_interval: float = Field(
+        600.0, gt=0, description=(
+            "seconds after which a member that warms tasks up rejoins, so the group can "
+            "move them once warm (Kafka Streams' probing.rebalance.interval.ms, in seconds)"))
+    host_id: str | None = Field(
+        None, description=(
+            "the host this app runs on, for placing standbys on other hosts than their "
+            "active task (default: the machine's host name; the workers of "
+            "`aiostreams run --workers N` share it)"))
     group_instance_id: str | None = Field(
         None, description=(
             "static group membership (KIP-345): a restart within the session timeout keeps "

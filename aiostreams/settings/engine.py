@@ -10,8 +10,10 @@ Tracing imports ``opentelemetry`` only when it is on.
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any
 
+from aiostreams.engine.placement_member import PlacementConfig, PlacementSettings
 from aiostreams.engine.task import TaskSettings
 from aiostreams.engine.worker import WorkerConfig
 from aiostreams.errors import ConfigError
@@ -70,7 +72,25 @@ def worker_config(app_id: str, s: Settings, topology: Topology,
         client_watchdog_interval=s.client_watchdog_interval,
         client_stall_timeout=s.client_stall_timeout,
         corrupt_fetch_limit=s.corrupt_fetch_limit,
+        placement=placement_config(s),
     )
+
+
+def placement_config(s: Settings) -> PlacementConfig | None:
+    """The worker's state-aware placement, when it keeps standbys (else None: the range
+    assignment). Raises :class:`ConfigError` for standbys without persistent stores."""
+    if s.num_standby_replicas == 0:
+        return None
+    if s.state_dir is None:
+        raise ConfigError(
+            f"num_standby_replicas={s.num_standby_replicas} needs persistent stores: set "
+            "state_dir (a standby's copy lives in its files), or num_standby_replicas=0")
+    return PlacementConfig(
+        host=s.host_id or socket.gethostname(), worker_index=0,
+        settings=PlacementSettings(num_standby_replicas=s.num_standby_replicas,
+                                   acceptable_recovery_lag=s.acceptable_recovery_lag,
+                                   max_warmup_replicas=s.max_warmup_replicas),
+        probing_rebalance_interval=s.probing_rebalance_interval)
 
 
 def load_tracing(enabled: bool, provider: Any) -> Tracing | None:

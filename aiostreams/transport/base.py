@@ -71,6 +71,10 @@ class ConsumerOptions:
     max_poll_records: int = 2000
     auto_offset_reset: str = "earliest"
     offset_out_of_range: str | None = None
+    state_aware_assignment: bool = False
+    """Place tasks with :mod:`~aiostreams.transport.group_placement` (standbys, warm-ups)
+    instead of range assignment; the subscribing listener must be a
+    :class:`~aiostreams.transport.group_placement.PlacementListener`."""
 
     def __post_init__(self) -> None:
         if self.max_poll_records < 1:
@@ -129,6 +133,7 @@ class ConsumerSettings(TypedDict, total=False):
     max_poll_records: int
     auto_offset_reset: str
     offset_out_of_range: str | None
+    state_aware_assignment: bool
 
 
 assert {f.name for f in fields(ConsumerOptions)} == {

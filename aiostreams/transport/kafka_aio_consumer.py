@@ -23,10 +23,15 @@ from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET
 __all__ = ["new_aiokafka_consumer", "stop_aiokafka"]
 
 
-def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions,
-                          options: ConsumerOptions) -> AIOKafkaConsumer:
-    """An aiokafka consumer of ``bootstrap`` for ``options`` (not started)."""
+def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions, options: ConsumerOptions,
+                          assignors: tuple[Any, ...] | None = None) -> AIOKafkaConsumer:
+    """An aiokafka consumer of ``bootstrap`` for ``options`` (not started); ``assignors``:
+    its ``partition_assignment_strategy`` (default aiokafka's, round-robin)."""
+    extra: dict[str, Any] = {}
+    if assignors is not None:
+        extra["partition_assignment_strategy"] = assignors
     return AIOKafkaConsumer(
+        **extra,
         **kafka.client_kwargs(bootstrap, options.client_id),
         group_id=options.group_id,
         group_instance_id=options.group_instance_id,

@@ -40,10 +40,21 @@ from aiokafka.errors import (
 )
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import BrokerUnavailableError, CorruptFetchError, TransportError
+from aiostreams.errors import (
+    BrokerUnavailableError,
+    ConfigError,
+    CorruptFetchError,
+    TransportError,
+)
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
+from aiostreams.transport.group_placement import PlacementListener, PlacementReport
 from aiostreams.transport.kafka_aio_consumer import new_aiokafka_consumer, stop_aiokafka
+from aiostreams.transport.kafka_assignor import (
+    StandbyDelivery,
+    StateAwareAssignor,
+    assignment_strategy,
+)
 from aiostreams.transport.kafka_connection import (
     KafkaOptions,
     KnownTopics,
@@ -105,6 +116,8 @@ class KafkaConsumer(KafkaConsumerQueries):
         # back-pressure toggles: wasted fetches, input gaps and a growing heap). Instead,
         # getmany asks aiokafka for the other partitions only, and what it holds stays.
         self._paused: set[TopicPartition] = set()
+        self._standbys = (StandbyDelivery(StateAwareAssignor(self._placement_report))
+                          if options.state_aware_assignment else None)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -113,7 +126,9 @@ class KafkaConsumer(KafkaConsumerQueries):
         :class:`~aiostreams.errors.BrokerUnavailableError`). A manual assignment made
         before takes effect at once; a subscription is joined by the first ``getmany``."""
         self._transition(ConsumerState.STARTED)
-        consumer = new_aiokafka_consumer(self._bootstrap, self._kafka, self.options)
+        consumer = new_aiokafka_consumer(
+            self._bootstrap, self._kafka, self.options,
+            None if self._standbys is None else assignment_strategy(self._standbys.assignor))
         try:
             await start_or_unavailable(
                 consumer.start, consumer.stop, bootstrap=self._bootstrap,
@@ -144,6 +159,8 @@ class KafkaConsumer(KafkaConsumerQueries):
         started = self._state is ConsumerState.STARTED
         self._transition(ConsumerState.STOPPING)
         self._bridge.wake()
+        if self._standbys is not None:
+            self._standbys.cancel()
         try:
             if started:
                 async with self._callback_lock:
@@ -367,6 +384,22 @@ class KafkaConsumer(KafkaConsumerQueries):
             self._owned |= partitions
             if assigned:
                 await listener.on_partitions_assigned(assigned)
+            if self._standbys is not None:
+                await self._standbys.deliver(listener, self._request_rejoin)
+
+    def _request_rejoin(self) -> None:
+        consumer = self._consumer
+        if consumer is not None and self._state is ConsumerState.STARTED \
+                and consumer._coordinator is not None:
+            consumer._coordinator.request_rejoin()
+
+    def _placement_report(self) -> PlacementReport:
+        """What this member tells the state-aware assignor (at each JoinGroup)."""
+        listener = self._listener
+        if not isinstance(listener, PlacementListener):
+            raise ConfigError("state_aware_assignment needs a subscribing listener that is a "
+                              "PlacementListener (it reports the member's state)")
+        return listener.placement_report()
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:
         """``getmany`` returns nothing of ``partitions`` until they are resumed; records

@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping
 from aiostreams.errors import CommitFailedError, TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
+from aiostreams.transport.group_placement import PlacementListener
 from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
 from aiostreams.transport.memory_group import GroupCoordinator
@@ -62,6 +63,7 @@ class MemoryConsumer:
         self._waiter: Waiter | None = None
         self._polling = False
         self._sync_lock = asyncio.Lock()
+        self._probe: asyncio.TimerHandle | None = None
         self.offset_resets = OffsetResets()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -85,6 +87,8 @@ class MemoryConsumer:
             return
         self._transition(ConsumerState.STOPPING)
         self._wake()
+        if self._probe is not None:
+            self._probe.cancel()
         try:
             async with self._sync_lock:
                 owned = frozenset(self._positions)
@@ -108,6 +112,7 @@ class MemoryConsumer:
             for topic in topics:
                 self._broker.require_topic(topic)
             subscription = frozenset(topics)
+            self._listener = listener  # before joining: the join reads its placement report
             if self._member_id is not None:
                 self._broker.group(group_id).subscribe(self._member_id, subscription)
             elif self._state is ConsumerState.STARTED:
@@ -346,6 +351,33 @@ class MemoryConsumer:
             assert frozenset(self._positions) == group.owned(member_id)
         if assigned:
             await listener.on_partitions_assigned(assigned)
+        await self._take_standbys(member_id)
+
+    async def _take_standbys(self, member_id: str) -> None:
+        """Hand this generation's standbys to the listener, once its revocations are done;
+        a probing rebalance asked for is started after ``probing_rebalance_interval``."""
+        listener, group = self._listener, self._group()
+        with self._broker._lock:
+            if self._member_id != member_id or group.revocations(member_id):
+                return
+            standbys = group.standby_pending(member_id)
+            generation = group.generation
+        if standbys is None or not isinstance(listener, PlacementListener):
+            return
+        await listener.on_standbys_assigned(standbys)
+        with self._broker._lock:
+            if self._member_id == member_id:
+                group.standby_taken(member_id, generation)
+        if standbys.probing_rebalance and self._probe is None:
+            interval = listener.placement_report().probing_rebalance_interval
+            self._probe = asyncio.get_running_loop().call_later(
+                interval, self._probe_now, member_id)
+
+    def _probe_now(self, member_id: str) -> None:
+        self._probe = None
+        with self._broker._lock:
+            if self._member_id == member_id and self._group().is_member(member_id):
+                self._group().rebalance()
 
     async def _rejoin_if_expelled(self) -> None:
         """The group dropped this member (:meth:`GroupCoordinator.expel`, a session timeout):
@@ -388,7 +420,10 @@ class MemoryConsumer:
         group = self._broker.group(self.options.require_group("join"))
         member_id = (self.options.group_instance_id
                      or self._broker.new_member_id(self.options.client_id))
-        group.join(member_id, subscription, self._wake)
+        listener = self._listener
+        group.join(member_id, subscription, self._wake,
+                   listener.placement_report if self.options.state_aware_assignment
+                   and isinstance(listener, PlacementListener) else None)
         self._member_id = member_id
 
     def _group(self) -> GroupCoordinator:

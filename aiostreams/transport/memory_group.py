@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from aiostreams.errors import TransportError
+from aiostreams.transport.group_placement import PlacementReport, StandbyAssignment, plan_group
 from aiostreams.types import TopicPartition
 
 __all__ = ["GroupCoordinator"]
@@ -22,6 +23,11 @@ class _Member:
     wake: Callable[[], None]
     owned: set[TopicPartition] = field(default_factory=set)
     target: frozenset[TopicPartition] = frozenset()
+    report: Callable[[], PlacementReport] | None = None
+    standby: StandbyAssignment | None = None
+    """This generation's standbys (None: placement is not state-aware)."""
+    standby_generation: int = -1
+    """The generation whose standbys the member took last."""
 
 
 class GroupCoordinator:
@@ -31,8 +37,13 @@ class GroupCoordinator:
     of a subscribed topic, starts a new *generation*: each member's *target* is recomputed
     by range assignment per topic over the members subscribed to it, sorted by member id.
     Range per topic gives partition ``p`` of equal-sized topics to the same member, so
-    co-partitioned topics stay together. Members then converge on their targets in two
-    phases, each driven by the member itself from inside ``getmany``:
+    co-partitioned topics stay together. When every member reports its state
+    (:class:`~aiostreams.transport.group_placement.PlacementReport`), the targets and each
+    member's standbys come from the state-aware planner instead
+    (:func:`~aiostreams.transport.group_placement.plan_group`, the Kafka assignor's), which
+    also keeps a task's partitions together; a member learns its standbys after its
+    partitions (:meth:`standby_pending`, :meth:`standby_taken`). Members then converge on
+    their targets in two phases, each driven by the member itself from inside ``getmany``:
 
     1. *revoke*: it runs ``on_partitions_revoked(owned - target)``, then :meth:`release`;
     2. *acquire*: it takes the target partitions nobody owns (:meth:`acquirable`,
@@ -64,14 +75,16 @@ class GroupCoordinator:
 
     # -- membership -------------------------------------------------------------------
 
-    def join(self, member_id: str, topics: Collection[str], wake: Callable[[], None]) -> None:
-        """Add a member subscribed to ``topics``; ``wake`` is called whenever it has work."""
+    def join(self, member_id: str, topics: Collection[str], wake: Callable[[], None],
+             report: Callable[[], PlacementReport] | None = None) -> None:
+        """Add a member subscribed to ``topics``; ``wake`` is called whenever it has work;
+        ``report`` (read at each new generation) says what state it holds."""
         if member_id in self._members:
             raise TransportError(
                 f"member id {member_id!r} is already live in group {self.group_id!r}; "
                 "give each consumer instance a unique group_instance_id"
             )
-        self._members[member_id] = _Member(member_id, frozenset(topics), wake)
+        self._members[member_id] = _Member(member_id, frozenset(topics), wake, report=report)
         self._new_generation()
 
     def subscribe(self, member_id: str, topics: Collection[str]) -> None:
@@ -126,7 +139,23 @@ class GroupCoordinator:
         )
 
     def needs_sync(self, member_id: str) -> bool:
-        return bool(self.revocations(member_id) or self.acquirable(member_id))
+        return bool(self.revocations(member_id) or self.acquirable(member_id)
+                    or self.standby_pending(member_id) is not None)
+
+    def standby_pending(self, member_id: str) -> StandbyAssignment | None:
+        """The member's standbys of this generation, if it has not taken them yet."""
+        member = self._members[member_id]
+        if member.standby is None or member.standby_generation == self.generation:
+            return None
+        return member.standby
+
+    def standby_taken(self, member_id: str, generation: int) -> None:
+        self._members[member_id].standby_generation = generation
+
+    def rebalance(self) -> None:
+        """Start a new generation with nothing changed (a probing rebalance: members report
+        their state again, and warmed-up standbys may take their tasks over)."""
+        self._new_generation()
 
     def release(self, member_id: str, partitions: Collection[TopicPartition]) -> None:
         """The member finished revoking ``partitions``; hand them to their new owners."""
@@ -170,9 +199,18 @@ class GroupCoordinator:
 
     def _new_generation(self) -> None:
         self.generation += 1
-        targets = self._range_assignment()
+        standbys: dict[str, StandbyAssignment] = {}
+        if self._members and all(m.report is not None for m in self._members.values()):
+            reports = {m: member.report() for m, member in self._members.items()
+                       if member.report is not None}
+            targets, standbys = plan_group(
+                reports, {m: member.topics for m, member in self._members.items()},
+                self._partition_count)
+        else:
+            targets = self._range_assignment()
         for member_id, member in self._members.items():
             member.target = targets[member_id]
+            member.standby = standbys.get(member_id)
         self._check_invariants()
         for member in self._members.values():
             member.wake()

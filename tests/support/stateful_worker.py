@@ -4,7 +4,8 @@ An async step (each record awaits a random 0..``WORKER_MAX_DELAY_MS`` ms, so tho
 flight), a per-key count and sum (store ``agg``, SQLite, logged) and a count re-keyed through a
 repartition topic (store ``rekeyed``: key ``g<value % 7>``). Environment: ``WORKER_BROKER``,
 ``WORKER_APP``, ``WORKER_SRC``, ``WORKER_DST`` (the aggregates' updates), ``WORKER_STATE_DIR``,
-``WORKER_GUARANTEE``, ``WORKER_SESSION_TIMEOUT`` (seconds), ``WORKER_MAX_DELAY_MS``.
+``WORKER_GUARANTEE``, ``WORKER_SESSION_TIMEOUT`` (seconds), ``WORKER_MAX_DELAY_MS``,
+``WORKER_STANDBYS`` (``num_standby_replicas``) and ``WORKER_HOST_ID`` (``host_id``).
 Input values are decimal integers.
 """
 
@@ -27,6 +28,11 @@ def add(_key: str, value: int, acc: dict[str, int]) -> dict[str, int]:
 def build() -> ais.App:
     env = os.environ
     session = float(env.get("WORKER_SESSION_TIMEOUT", "6"))
+    placement: dict[str, Any] = {}
+    if "WORKER_STANDBYS" in env:
+        placement["num_standby_replicas"] = int(env["WORKER_STANDBYS"])
+    if "WORKER_HOST_ID" in env:
+        placement["host_id"] = env["WORKER_HOST_ID"]
     app = ais.App(
         env["WORKER_APP"],
         transport=KafkaTransport.from_url(env["WORKER_BROKER"], session_timeout=session,
@@ -34,6 +40,7 @@ def build() -> ais.App:
         processing_guarantee=env.get("WORKER_GUARANTEE", "at_least_once"),
         commit_interval_ms=float(env.get("WORKER_COMMIT_MS", "200")),
         state_dir=env["WORKER_STATE_DIR"],
+        **placement,
     )
     delay = float(env.get("WORKER_MAX_DELAY_MS", "50")) / 1000.0
     rng = random.Random()

@@ -1,0 +1,128 @@
+"""What group members tell the assignor about their state, and what it tells them back:
+the bridge between a consumer group's partitions and the :mod:`task_placement` planner.
+
+A member that keeps standbys reports a :class:`PlacementReport` when it joins (Kafka: the
+``user_data`` of its subscription; the memory group: a callback): its host and worker, its
+tasks' layout (each task group - a sub-topology - and its co-partitioned source topics),
+the local changelog offset of each task it holds state for, the tasks it runs now, and the
+changelog end offsets it knows. The group's leader (:func:`plan_group`) turns the reports
+into each member's partitions - a task's partitions always go to one member, so
+co-partitioned topics stay together - and a :class:`StandbyAssignment`, which reaches
+the member through :meth:`PlacementListener.on_standbys_assigned` after its partitions.
+
+A task's id is ``f"{group}_{partition}"`` (the engine's task id); its partitions are
+partition ``p`` of each of its group's topics that has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from aiostreams.transport.base import RebalanceListener
+from aiostreams.transport.task_placement import MemberInfo, PlacementSettings, plan_placement
+from aiostreams.types import TopicPartition
+
+__all__ = ["PlacementListener", "PlacementReport", "StandbyAssignment", "plan_group",
+           "task_partitions"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementReport:
+    host: str
+    worker: int
+    task_groups: Mapping[str, tuple[str, ...]]
+    """Task group (sub-topology id) -> its source topics, co-partitioned."""
+    stateful_groups: frozenset[str]
+    """The task groups whose tasks keep logged stores."""
+    settings: PlacementSettings
+    offsets: Mapping[str, int] = field(default_factory=dict)
+    """Task id -> changelog offset held locally (summed over its stores)."""
+    active: frozenset[str] = frozenset()
+    """The tasks this member runs now (the planner's previous owners)."""
+    end_offsets: Mapping[str, int] = field(default_factory=dict)
+    """Task id -> its changelog end (summed), where this member knows it."""
+    probing_rebalance_interval: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class StandbyAssignment:
+    standby: frozenset[str] = frozenset()
+    """The tasks whose stores this member keeps up to date (warm-ups included)."""
+    warmup: frozenset[str] = frozenset()
+    probing_rebalance: bool = False
+    """Rejoin after ``probing_rebalance_interval``: a warm-up may have caught up."""
+
+
+@runtime_checkable
+class PlacementListener(RebalanceListener, Protocol):
+    """A rebalance listener that takes part in state-aware placement."""
+
+    def placement_report(self) -> PlacementReport:
+        """What this member holds now (called at each join; must not block)."""
+        ...
+
+    async def on_standbys_assigned(self, assignment: StandbyAssignment) -> None:
+        """This member's standbys in the new generation (after its partitions; called at
+        the end of every rebalance the member takes part in, changed or not)."""
+        ...
+
+
+def task_partitions(task_groups: Mapping[str, tuple[str, ...]],
+                    partition_count: Callable[[str], int | None]
+                    ) -> dict[str, frozenset[TopicPartition]]:
+    """Task id -> its partitions, for the topics that exist."""
+    tasks: dict[str, frozenset[TopicPartition]] = {}
+    for group, topics in sorted(task_groups.items()):
+        counts = {t: partition_count(t) for t in topics}
+        width = max((c for c in counts.values() if c is not None), default=0)
+        for p in range(width):
+            tasks[f"{group}_{p}"] = frozenset(
+                TopicPartition(t, p) for t, c in counts.items() if c is not None and p < c)
+    return tasks
+
+
+def plan_group(reports: Mapping[str, PlacementReport],
+               subscriptions: Mapping[str, Collection[str]],
+               partition_count: Callable[[str], int | None]
+               ) -> tuple[dict[str, frozenset[TopicPartition]], dict[str, StandbyAssignment]]:
+    """Each member's partitions and standbys. Topics a member subscribes to that no task
+    group names are tasks of their own (group ``~topic``). The settings of the first
+    member (by id) apply; members are expected to share them."""
+    if not reports:
+        return {}, {}
+    groups: dict[str, tuple[str, ...]] = {}
+    stateful_groups: set[str] = set()
+    for report in reports.values():
+        groups.update(report.task_groups)
+        stateful_groups |= report.stateful_groups
+    named = {t for topics in groups.values() for t in topics}
+    for topics in subscriptions.values():
+        for topic in sorted(set(topics) - named):
+            groups[f"~{topic}"] = (topic,)
+    tasks = task_partitions(groups, partition_count)
+    stateful = {t for t in tasks if t.rsplit("_", 1)[0] in stateful_groups}
+    ends: dict[str, int] = {}
+    previous: dict[str, str] = {}
+    for member_id, report in sorted(reports.items()):
+        for task, end in report.end_offsets.items():
+            ends[task] = max(end, ends.get(task, end))
+        for task in report.active:
+            # two claims (one member's may be stale: it lost the task in a rebalance that
+            # gave it nothing new): the one holding more of the task's state wins
+            other = previous.get(task)
+            if other is None or report.offsets.get(task, -1) > \
+                    reports[other].offsets.get(task, -1):
+                previous[task] = member_id
+    members = {m: MemberInfo(r.host, r.worker, r.offsets) for m, r in reports.items()}
+    settings = reports[min(reports)].settings
+    placement = plan_placement(members, tasks, stateful=stateful, end_offsets=ends,
+                               previous_active=previous, settings=settings)
+    targets: dict[str, frozenset[TopicPartition]] = {}
+    standbys: dict[str, StandbyAssignment] = {}
+    for member_id, plan in placement.members.items():
+        targets[member_id] = frozenset(tp for t in plan.active for tp in tasks[t])
+        standbys[member_id] = StandbyAssignment(plan.standby, plan.warmup,
+                                                placement.probing_rebalance)
+    return targets, standbys
