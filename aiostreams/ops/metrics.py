@@ -49,7 +49,7 @@ from aiostreams.ops.drain_time import DrainTime
 from aiostreams.ops.inspection import OperatedApp as App
 from aiostreams.ops.probes import health, liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
-from aiostreams.ops.restore_metrics import restore_metrics
+from aiostreams.ops.restore_metrics import restore_metrics, standby_metrics
 from aiostreams.ops.status_page import add_status_page_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
@@ -178,7 +178,7 @@ class AppCollector:
         yield latency
         yield from self._lag(name, tasks)
         yield from restore_metrics(name, app.inspect().worker, tasks)
-        yield from self._standbys(name)
+        yield from standby_metrics(name, app.status().standbys)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
@@ -266,16 +266,6 @@ class AppCollector:
                          "Seconds this worker needs to consume its lag at the pace it consumed "
                          "over the last two minutes (+Inf: lag and nothing consumed); for "
                          "autoscalers.", ["app"], [([name], seconds)])
-
-    def _standbys(self, name: str) -> Iterable[Metric]:
-        standbys = self.app.status().standbys
-        yield _gauge("aiostreams_standby_tasks", "Standby tasks this worker keeps (copies of "
-                     "other workers' task state, followed from the changelogs).", ["app"],
-                     [([name], len(standbys))])
-        yield _gauge("aiostreams_standby_lag_records",
-                     "Changelog records a standby task has not applied yet: what a promotion "
-                     "here would restore.", ["app", "task"],
-                     [([name, s.task_id], s.lag) for s in standbys])
 
     def _offset_resets(self, name: str) -> Metric:
         worker = self.app.inspect().worker

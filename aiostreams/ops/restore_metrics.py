@@ -5,9 +5,12 @@ them with the rest, see :mod:`~aiostreams.ops.metrics`):
   changelogs now; they process nothing until restored;
 - ``aiostreams_restored_records`` (counter, ``_total`` in the exposition): changelog
   records replayed into this worker's stores since it started (its rate is the restore's
-  pace).
+  pace);
+- ``aiostreams_standby_tasks`` (gauge) and ``aiostreams_standby_lag_records`` (gauge, per
+  ``task``): the standby copies this worker keeps, and the changelog records each has not
+  applied yet (what a promotion here would restore).
 
-Both carry the label ``app``, and exist from the first scrape (0 before the worker starts).
+All carry the label ``app``, and exist from the first scrape (0 before the worker starts).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_state import TaskState
 from aiostreams.engine.worker import Worker
+from aiostreams.ops.status import StandbyStatus
 
-__all__ = ["restore_metrics"]
+__all__ = ["restore_metrics", "standby_metrics"]
 
 
 def restore_metrics(app: str, worker: Worker | None,
@@ -37,3 +41,18 @@ def restore_metrics(app: str, worker: Worker | None,
         labels=["app"])
     restored.add_metric([app], worker.restorer.restored_records if worker is not None else 0)
     yield restored
+
+
+def standby_metrics(app: str, standbys: Sequence[StandbyStatus]) -> Iterable[Metric]:
+    """The standby families for app ``app`` and the ``standbys`` its status lists."""
+    tasks = GaugeMetricFamily(
+        "aiostreams_standby_tasks", "Standby tasks this worker keeps (copies of other "
+        "workers' task state, followed from the changelogs).", labels=["app"])
+    tasks.add_metric([app], len(standbys))
+    yield tasks
+    lag = GaugeMetricFamily(
+        "aiostreams_standby_lag_records", "Changelog records a standby task has not applied "
+        "yet: what a promotion here would restore.", labels=["app", "task"])
+    for standby in standbys:
+        lag.add_metric([app, standby.task_id], standby.lag)
+    yield lag
