@@ -193,6 +193,24 @@ class Run:
         self.feed.start()
         return wrong == 0
 
+    async def until_output_moves(self, partitions: list[int], timeout: float,
+                                 before: dict[int, int] | None = None) -> None:
+        """Wait until each of ``partitions`` of the output topic has grown past its end
+        ``before`` (default: now) - its new owner wrote and committed there - polling its
+        end offsets (cheap: reading a million-record topic for each look would not be)."""
+        if before is None:
+            before = await self.reader.end_offsets(self.dst, PARTITIONS)
+        began = time.monotonic()
+        while True:
+            now = await self.reader.end_offsets(self.dst, PARTITIONS)
+            # past a few offsets: an aborted transaction's marker alone takes one
+            if all(now[p] > before[p] + 3 for p in partitions):
+                return
+            if time.monotonic() - began > timeout:
+                raise RuntimeError(f"output partitions {partitions} did not move in "
+                                   f"{timeout:g} s")
+            await asyncio.sleep(0.2)
+
     async def appended(self, since: float) -> dict[int, list[float]]:
         """Append times (s since the epoch) of the outputs after ``since``, per partition."""
         times: dict[int, list[float]] = {p: [] for p in range(PARTITIONS)}
@@ -210,7 +228,7 @@ async def failover(run: Run) -> dict[str, Any]:
     run.workers.pop(host.name)
     await run.until_members({h.name for h in run.fleet.hosts} - {host.name}, 120)
     reassigned_at = time.time()  # the group gave its partitions to others (0.2 s polls)
-    await asyncio.sleep(SETTLE)  # flow on the new owners
+    await run.until_output_moves(held, 300)  # the new owners restored and wrote
     after = await run.appended(killed_at)
     moved = {p: round(min(after[p]) - killed_at, 2) if after[p] else None for p in held}
     taken = {p: round(min(after[p]) - reassigned_at, 2) if after[p] else None for p in held}
@@ -248,9 +266,11 @@ async def rolling(run: Run) -> dict[str, Any]:
 async def cut(run: Run) -> dict[str, Any]:
     host = run.fleet.hosts[1]
     held = (await run.members())[host.name]
+    ends_at_cut = await run.reader.end_offsets(run.dst, PARTITIONS)
     cut_at = time.time()
     host.cut()
     await asyncio.sleep(CUT_SECONDS)  # the scenario itself: 30 s without a network
+    await run.until_output_moves(held, 300, ends_at_cut)  # the others took them over
     host.heal()
     healed = time.monotonic()
     await run.until_members({h.name for h in run.fleet.hosts}, 180)
