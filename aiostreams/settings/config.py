@@ -199,8 +199,8 @@ ENV_PREFIX = "AIOSTREAMS_"
 TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_KAFKA": "host:port of a running Kafka broker for the tests and benchmarks",
     "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
-    "AIOSTREAMS_KAFKA_VERSION": "which Kafka release aiostreams.localkafka runs (3.9.1 or "
-                                "4.4.0; the test suite's broker too)",
+    "AIOSTREAMS_KAFKA_VERSION": "which Kafka release aiostreams.localkafka runs (4.4.0, the "
+                                "default, or 3.9.1; the test suite's broker too)",
     "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",
     "AIOSTREAMS_CHAOS_REPEAT": "how many times the slow tier repeats the fault-injection "
                                "tests (stalled workers, connection resets, dead clients)",
