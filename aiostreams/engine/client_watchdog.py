@@ -35,7 +35,7 @@ import logging
 from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from aiostreams.errors import ClientFailedError, CorruptFetchError
+from aiostreams.errors import ClientFailedError, CorruptFetchError, InstanceIdConflictError
 from aiostreams.transport.kafka_watchdog import Liveness
 from aiostreams.types import TopicPartition
 
@@ -104,9 +104,13 @@ class ClientWatchdog:
                 troubles.append(verdict.reason)
                 if self.pending is None:
                     self.detections += 1
-                    log.error("watchdog: the Kafka client died under the worker - %s. "
-                              "Rebuilding it: a fresh consumer rejoins the group and the "
-                              "tasks start again from their last commit", verdict.reason)
+                    if verdict.conflict is not None:
+                        log.error("watchdog: %s", verdict.conflict)
+                    else:
+                        log.error("watchdog: the Kafka client died under the worker - %s. "
+                                  "Rebuilding it: a fresh consumer rejoins the group and "
+                                  "the tasks start again from their last commit",
+                                  verdict.reason)
                     self.pending = verdict
                     self._died.set()
         for channel in list(channels):
@@ -130,11 +134,16 @@ class ClientWatchdog:
     def take(self, fetching: Collection[TopicPartition] = ()) -> Liveness | None:
         """The verdict the fetch loop must act on by rebuilding the consumer, if any.
         Raises :class:`ClientFailedError` instead, naming the partitions ``fetching``,
-        when ``failure_limit`` rebuilds in a row brought no record."""
+        when ``failure_limit`` rebuilds in a row brought no record; and
+        :class:`InstanceIdConflictError` for a verdict with a ``conflict`` (another process
+        took the member's instance id: a rebuilt consumer would take it back, and the two
+        would fence each other for ever)."""
         verdict, self.pending = self.pending, None
         self._died.clear()
         if verdict is None:
             return None
+        if verdict.conflict is not None:  # a rebuilt client would fence the other process
+            raise InstanceIdConflictError(verdict.conflict)
         self.rebuilds += 1
         if self.rebuilds > self.failure_limit:
             raise ClientFailedError(

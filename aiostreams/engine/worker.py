@@ -39,6 +39,11 @@ from aiostreams.engine.ownership import TaskOwnership
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.stall_watch import StallWatch
+from aiostreams.engine.static_membership import (
+    InstanceClaim,
+    claim_instance_id,
+    derives_instance_id,
+)
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, STOP_GRACE, Shielded, close_within
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskTable
@@ -88,6 +93,7 @@ class Worker:
         self._outside_callback.set()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
+        self._instance: InstanceClaim | None = None  # a derived group_instance_id's claim
         self._runner: asyncio.Task[None] | None = None
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._core = WorkerCore(transport, app_id=config.app_id, client_id=config.client_id,
@@ -147,11 +153,29 @@ class Worker:
         await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
                           (t for sub in self.subs for t in sub.source_topics))
         await self._router.start()
+        self._claim_instance_id()
         await self._start_consumer()
         self._enter(AppState.RUNNING)
         self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
                                                               name="aiostreams-worker")
         self._commit_timer.start()
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """The instance id this worker joins its group with (static membership), configured
+        or derived (:mod:`~aiostreams.engine.static_membership`); None: dynamic."""
+        if self._instance is not None:
+            return self._instance.instance_id
+        return self.config.group_instance_id
+
+    def _claim_instance_id(self) -> None:
+        cfg = self.config
+        if self._instance is None and derives_instance_id(
+                static_membership=cfg.static_membership,
+                group_instance_id=cfg.group_instance_id, state_dir=cfg.state_dir,
+                kafka=self.transport.url.startswith("kafka://")):
+            self._instance = claim_instance_id(cfg.app_id, cfg.state_dir)
+            log.info("worker: static group membership as %r", self._instance.instance_id)
 
     async def _start_consumer(self) -> None:
         """A new consumer of the group, started and subscribed (it joins at its first
@@ -160,7 +184,7 @@ class Worker:
         self._consumer = self.transport.consumer(
             cfg.app_id, client_id=cfg.client_id,
             isolation_level=IsolationLevel.of(cfg.exactly_once),
-            group_instance_id=cfg.group_instance_id, max_poll_records=cfg.max_poll_records,
+            group_instance_id=self.group_instance_id, max_poll_records=cfg.max_poll_records,
             offset_out_of_range=cfg.offset_out_of_range)
         await self._consumer.start()
         self._consumer.subscribe(list(self._table.sub_of_topic), self)
@@ -246,6 +270,8 @@ class Worker:
                 closings.append(close_within(self._consumer.stop(), closing_left(),
                                              "the consumer", at_least=0.25))
             await asyncio.gather(*closings)
+            if self._instance is not None:
+                self._instance.release()
             await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
@@ -286,7 +312,9 @@ class Worker:
         self._ownership.confirmed()
         await self._table.open(assigned, self._consumer)
         self._assigned = True
-        log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
+        generation = self._consumer.generation if self._consumer is not None else -1
+        log.info("assigned %s (generation %d)",
+                 ", ".join(map(str, sorted(assigned))) or "nothing", generation)
 
     def changelog_topic(self, store: str) -> str:
         return changelog_topic(self.config.app_id, store)

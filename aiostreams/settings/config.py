@@ -152,7 +152,15 @@ class Settings(BaseSettings):
     group_instance_id: str | None = Field(
         None, description=(
             "static group membership (KIP-345): a restart within the session timeout keeps "
-            "the partitions"))
+            "the partitions; by default derived per worker from state_dir (see "
+            "static_membership)"))
+    static_membership: bool = Field(
+        True, description=(
+            "with a Kafka broker, a state_dir and no group_instance_id: each worker joins "
+            "with an instance id derived from the state directory, stable across restarts, "
+            "so a restart within the session timeout causes no rebalance and no restore; "
+            "a stopped worker's partitions then wait for it up to the session timeout. "
+            "False: dynamic membership. See the scaling guide"))
     client_id: str | None = Field(
         None, description=(
             "the Kafka client id of the app's clients (default: the app's name)"))
