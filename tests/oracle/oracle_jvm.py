@@ -56,11 +56,17 @@ def _run(command: list[str], what: str, timeout: float) -> None:
         raise OracleSetupError(f"{what} failed (exit {result.returncode}):\n{tail}")
 
 
+def jars_dir(cache: Path | None = None) -> Path:
+    """Where the jars of ``java/pom.xml`` are (or go): complete once :func:`ensure_classpath`
+    returned."""
+    return (cache if cache is not None else cache_dir()) / "oracle-jars" / _digest(POM)[:16]
+
+
 def ensure_classpath(cache: Path | None = None) -> str:
     """The oracle's classpath (jars + compiled class), fetching and compiling when needed."""
     root = cache if cache is not None else cache_dir()
     digest = _digest(POM)
-    jars = root / "oracle-jars" / digest[:16]
+    jars = jars_dir(root)
     compiled = hashlib.sha256((_digest(SOURCE) + digest).encode()).hexdigest()
     classes = root / "oracle-classes" / compiled[:16]
     jars.mkdir(parents=True, exist_ok=True)
