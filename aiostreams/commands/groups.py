@@ -42,6 +42,7 @@ from aiostreams.transport.kafka_groups import (
     describe_group,
     group_coordinator,
 )
+from aiostreams.transport.kafka_instance_fence import STATIC_MEMBERS_LINGER
 
 
 class ResetTo(enum.Enum):
@@ -171,7 +172,7 @@ async def reset_group(transport: Transport, group: str, to: ResetTo, *,
             raise CommandError(
                 f"group {group!r} has {len(info.members)} member(s) ({info.state}; clients "
                 f"{clients_of}): stop them first, a running member would overwrite the "
-                "reset; nothing was changed")
+                f"reset; nothing was changed. {STATIC_MEMBERS_LINGER}")
         committed = await clients.committed(group)
         if topics:
             tps = [tp for topic in topics for tp in await clients.partitions(topic)]

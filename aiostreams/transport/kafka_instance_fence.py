@@ -23,8 +23,15 @@ from __future__ import annotations
 from aiokafka import errors as aiokafka_errors
 from aiokafka.errors import BrokerResponseError
 
-__all__ = ["FENCED_INSTANCE_ID", "FencedInstanceIdError", "instance_conflict_message",
-           "is_instance_fence"]
+__all__ = ["FENCED_INSTANCE_ID", "STATIC_MEMBERS_LINGER", "FencedInstanceIdError",
+           "instance_conflict_message", "is_instance_fence"]
+
+STATIC_MEMBERS_LINGER = (
+    "A worker with static membership (the default for apps with a state_dir) stays a member "
+    "after it stopped, until its session times out (the transport's session_timeout, 45 s "
+    "by default): if every instance is stopped, try again after that")
+"""What a command refused because a group has members adds: they may be stopped static
+members."""
 
 FENCED_INSTANCE_ID = 82
 """Kafka's error code for a static member replaced by another with its instance id."""
