@@ -339,7 +339,8 @@ class Worker:
             self._set_failure(error)
 
     async def _fetch_once(self) -> None:
-        dead = self.client_watchdog.take(self._table.task_of)
+        assigned = self._consumer.assignment() if self._consumer is not None else ()
+        dead = self.client_watchdog.take({*self._table.task_of, *assigned})
         if dead is not None:
             await self._rebuild_consumer(dead)
         consumer = self._consumer
