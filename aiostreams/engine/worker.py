@@ -312,9 +312,10 @@ class Worker:
         self._ownership.confirmed()
         await self._table.open(assigned, self._consumer)
         self._assigned = True
-        generation = self._consumer.generation if self._consumer is not None else -1
-        log.info("assigned %s (generation %d)",
-                 ", ".join(map(str, sorted(assigned))) or "nothing", generation)
+        log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
+        # a line of its own: tools match the line above to its end
+        log.info("assignment generation %d",
+                 self._consumer.generation if self._consumer is not None else -1)
 
     def changelog_topic(self, store: str) -> str:
         return changelog_topic(self.config.app_id, store)

@@ -30,7 +30,8 @@ from aiostreams.transport.kafka import KafkaTransport
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
 SESSION_TIMEOUT = 20.0  # s: a restart of a worker process fits in it with room to spare
-ASSIGNED = re.compile(r"aiostreams\.worker: assigned (.*) \(generation (-?\d+)\)")
+ASSIGNED = re.compile(r"aiostreams\.worker: assigned (.*)\n.*aiostreams\.worker: assignment "
+                      r"generation (-?\d+)")
 
 
 def assignments(log: Path) -> list[tuple[str, int]]:
@@ -89,8 +90,9 @@ async def test_a_worker_restarted_within_the_session_timeout_rejoins_with_no_reb
 
         # the restarted worker got its own partitions back, in the same generation ...
         assert (again, again_generation) == (held_a, generation)
-        # ... and the other worker was never reassigned
-        assert assignments(logs[1]) == before_b == [(held_b, generation)]
+        # ... and the other worker was never reassigned (whichever of them joined first)
+        assert before_b[-1] == (held_b, generation)
+        assert assignments(logs[1]) == before_b
         check_outputs(outputs, inputs, exactly_once=False)
         ids = [re.search(r"static group membership as '([^']+)'", log.read_text())
                for log in (logs[0], restarted_log, logs[1])]
