@@ -41,6 +41,7 @@ unit: install
 # suite's broker does not run (aiostreams/localkafka/releases.py; the suite: 4.4.0).
 COMPAT_KAFKA ?= 3.9.1
 COMPAT_TESTS := tests/transport/test_kafka.py tests/integration/test_kafka_app.py \
+                tests/integration/test_kafka_static_membership.py \
                 tests/cli/test_cli_groups_protocols.py tests/localkafka/test_releases.py
 compat: install
 	$(BIN)/python -m aiostreams.localkafka fetch --version $(COMPAT_KAFKA)
