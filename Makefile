@@ -1,7 +1,8 @@
 # The two quickstart commands (see README.md):
 #   make example   runs the main example end to end on the embedded default (no server)
 #   make test      runs the whole suite: lint, types, unit + real-Kafka + Spark tests, docs
-# Both install what they need into .venv first (Python packages; `test` also the Kafka jars).
+# Both install what they need into .venv first (Python packages; `test` also the Kafka jars,
+# and Debian's chromium for the browser tests when it is missing: `make chromium`).
 
 PYTHON ?= python3
 # pytest's worker processes in `make test` (pytest-xdist; tests/support/suite_scheduling.py
@@ -12,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install example test lint typecheck unit compat docs bench clean
+.PHONY: install chromium example test lint typecheck unit compat docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,20 @@ $(STAMP): pyproject.toml
 	touch $@
 
 install: $(STAMP)
+
+# The browser tests' Chromium (tests/support/browser.py): Debian's package, installed here
+# when missing and root (as CI runs); otherwise this says how, and the browser tests fail
+# with the same advice (they never skip).
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -q && apt-get install -y -q --no-install-recommends chromium; \
+	  else \
+	    echo "no $(CHROMIUM): the browser tests will fail. Install it:" \
+	      "sudo apt-get install -y --no-install-recommends chromium"; \
+	  fi; \
+	fi
 
 example: install
 	$(BIN)/python examples/enrich_rest.py
@@ -33,7 +48,7 @@ typecheck: install
 	$(BIN)/mypy
 	$(BIN)/mypy --strict examples  # the examples are what users copy: typed as strictly
 
-unit: install
+unit: install chromium
 	$(BIN)/python -m aiostreams.localkafka fetch
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
@@ -49,6 +64,9 @@ compat: install
 
 docs: install
 	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+	@echo "The site is in $(VENV)/site/. Serve it with"
+	@echo "  $(BIN)/python -m http.server -b 127.0.0.1 -d $(VENV)/site 8000   # then open http://127.0.0.1:8000/"
+	@echo "or, to rebuild as you edit: $(BIN)/mkdocs serve   # http://127.0.0.1:8000/"
 
 test: lint typecheck unit compat docs
 

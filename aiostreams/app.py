@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -46,7 +47,7 @@ from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology, Topology
 from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
-from aiostreams.windows import LateRecords
+from aiostreams.windows import DroppedRecords, LateRecords
 
 if TYPE_CHECKING:
     from aiostreams.ops.queries import ReadOnlyStore
@@ -147,7 +148,14 @@ class App(StartStop):
 
     def on_commit(self, listener: Callable[[CommitRecord], None]) -> None:
         """Call ``listener`` after every commit with what it committed (metrics, tests).
-        It runs on the event loop, inside the commit: keep it quick."""
+        It runs on the event loop, inside the commit: keep it quick. A plain function: an
+        ``async def`` listener is refused (it would be called, never awaited); to do async
+        work, start it from the listener (``asyncio.get_running_loop().create_task``)."""
+        if inspect.iscoroutinefunction(listener):
+            raise ConfigError(
+                f"on_commit() got the coroutine function "
+                f"{getattr(listener, '__name__', listener)!r}: a commit listener is called, "
+                "not awaited, inside the commit; pass a plain def (it may start a task)")
         self._commit_listeners.append(listener)
 
     def _committed(self, entry: CommitRecord) -> None:
@@ -201,6 +209,13 @@ class App(StartStop):
 
     def describe(self) -> str:
         return self.topology.describe()
+
+    @property
+    def dropped_records(self) -> DroppedRecords:
+        """Records the app's processors dropped without output or error, by task, node and
+        reason (``.by_task_node_reason``, ``.total``): late records, null keys, expired
+        versions; exported as ``aiostreams_task_dropped_records_total``."""
+        return self._builder.dropped
 
     @property
     def late_records(self) -> LateRecords:
@@ -373,27 +388,24 @@ class App(StartStop):
         It also waits for the worker's first assignment and until no task is restoring its
         stores, so the stores (``app.store``) hold everything their changelogs held when it
         returns, even for a task with no new input. Raises ``TimeoutError`` after
-        ``timeout`` seconds, and the worker's failure if it stops. Cancellation: stops
-        waiting, changes nothing."""
+        ``timeout`` seconds, the worker's failure if it fails, and ``RuntimeError`` if a
+        stop is asked for (a signal, ``request_stop``) before it caught up: it never waits
+        for commits a stopping worker will not make. Cancellation: stops waiting, changes
+        nothing."""
         worker = self._worker
         if worker is None or self.state is not AppState.RUNNING:
             raise RuntimeError(f"app {self.name!r} is not running ({self.state.value})")
-        from aiostreams.engine.caught_up import CaughtUpProbe
+        from aiostreams.engine.caught_up import CaughtUpProbe, until_caught_up
 
         probe = CaughtUpProbe(self.transport, self.name, self.build(),
                               read_committed=self.settings.processing_guarantee
                               == "exactly_once")
         async with asyncio.timeout(timeout):
-            await probe.start()
-            try:
-                while not worker.stores_ready or not await probe.caught_up():
-                    if worker.failure is not None:
-                        break
-                    worker.request_sink_flush()  # not just the backlogged sinks
-                    await worker.next_commit()
-            finally:
-                await probe.stop()
+            if await until_caught_up(worker, probe):
+                return
         worker.raise_failure()
+        raise RuntimeError(f"app {self.name!r} was asked to stop before it caught up with "
+                           "its input (a signal or request_stop while waiting)")
 
     async def run_async(self) -> None:
         """Start, then run until SIGINT/SIGTERM (or ``request_stop``), then stop gracefully.

@@ -60,6 +60,7 @@ from aiostreams.errors import (
     UncommittedStopError,
 )
 from aiostreams.settings.config import Settings
+from aiostreams.transport.kafka_connection import CONNECT_RETRY_LOG_MARK
 
 T = TypeVar("T")
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -191,6 +192,8 @@ def _configure_logging(args: argparse.Namespace) -> None:
         f"%(asctime)s {who} %(levelname)s %(name)s: %(message)s"))
     # a task failure ends the command with its own error line; logging it too says it twice
     handler.addFilter(lambda record: not getattr(record, TASK_FAILURE_LOG_MARK, False))
+    # so is an unreachable broker: exit code 3 and its one error line say it
+    handler.addFilter(lambda record: not getattr(record, CONNECT_RETRY_LOG_MARK, False))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if args.debug else logging.WARNING)

@@ -23,6 +23,7 @@ deserializers reads aiostreams' windowed output and the other way round:
 
 from __future__ import annotations
 
+import inspect
 import math
 import struct
 from collections.abc import Callable
@@ -155,14 +156,47 @@ class SessionWindowedSerde(_WindowedSerdeBase):
         return f"SessionWindowedSerde({self.inner!r})"
 
 
-class LateRecords:
-    """Records dropped because their window had closed, per DSL node, summed over the
-    app's tasks. ``on_late(hook)`` registers ``hook(node, record)`` (a metrics exporter,
-    a log). Counted when the record executes; a record retried after it was counted is
-    counted again."""
+class DroppedRecords:
+    """Records a processor dropped without output or error, by task, node and reason, as
+    Kafka Streams' task-level ``dropped-records-total`` counts them; what the Prometheus
+    metric ``aiostreams_task_dropped_records_total{task, node, reason}`` exports. Reasons:
+    ``late`` (its window had closed; see :class:`LateRecords`), ``null_key`` (a table
+    source, a stream-table join or a windowed aggregation cannot place a record without
+    a key), ``null_value`` (a stream-table join's record without a value), ``expired``
+    (older than a versioned table's history retention).
+
+    Counted when the record executes, once per window it was too late for; a record retried
+    after it was counted is counted again. Invariant: ``total`` is the sum of the counts."""
 
     def __init__(self) -> None:
+        self.by_task_node_reason: dict[tuple[str, str, str], int] = {}
+        self.total = 0
+
+    def record(self, node: str, *, task: str, reason: str) -> None:
+        """Count one record dropped by ``node`` of task ``task`` (its id, e.g. ``0_1``)."""
+        where = (task, node, reason)
+        self.by_task_node_reason[where] = self.by_task_node_reason.get(where, 0) + 1
+        self.total += 1
+
+    def drop(self, context: Any, reason: str) -> None:
+        """Count the record ``context`` (a processor's context) is processing now."""
+        self.record(context.node_name, task=context.task_id, reason=reason)
+
+
+class LateRecords:
+    """Records dropped because their window had closed, per DSL node, summed over the
+    app's tasks (``by_node``); each is also counted in :class:`DroppedRecords` (reason
+    ``late``) per task. ``on_late(hook)`` registers ``hook(node, record)`` (a metrics
+    exporter, a log).
+
+    Counted as Kafka Streams' ``dropped-records`` is: once per window the record was too
+    late for (a hopping window's record can be late for some of its windows only), when
+    the record executes; a record retried after it was counted is counted again.
+    Invariant: ``total`` is the sum of ``by_node``."""
+
+    def __init__(self, dropped: DroppedRecords | None = None) -> None:
         self.by_node: dict[str, int] = {}
+        self.dropped = dropped if dropped is not None else DroppedRecords()
         self._hooks: list[Callable[[str, AnyRecord], None]] = []
 
     @property
@@ -170,10 +204,18 @@ class LateRecords:
         return sum(self.by_node.values())
 
     def on_late(self, hook: Callable[[str, AnyRecord], None]) -> None:
+        """Call ``hook(node, record)`` for each late record, inside its processing: a
+        plain function (an ``async def`` would be called and never awaited)."""
+        if inspect.iscoroutinefunction(hook):
+            raise ConfigError(
+                f"on_late() got the coroutine function {getattr(hook, '__name__', hook)!r}: "
+                "a late-record hook is called, not awaited; pass a plain def")
         self._hooks.append(hook)
 
-    def record(self, node: str, record: AnyRecord) -> None:
+    def record(self, node: str, record: AnyRecord, *, task: str) -> None:
+        """Count ``record`` dropped by ``node`` of task ``task`` (its id, e.g. ``0_1``)."""
         self.by_node[node] = self.by_node.get(node, 0) + 1
+        self.dropped.record(node, task=task, reason="late")
         for hook in self._hooks:
             hook(node, record)
 
@@ -334,6 +376,7 @@ def _max_records(n: int | None) -> int | None:
 
 
 __all__ = [
+    "DroppedRecords",
     "HoppingWindows",
     "JoinWindows",
     "LateRecords",

@@ -157,11 +157,17 @@ class Phase:
     converged_in: float | None  # seconds from the phase's start, or None
     throughput: float  # admitted / s over [min(converged, 10 s), end) / R
     refused_after: float  # 429 share of calls from convergence (or 10 s) on
+    refused_from_start: float  # 429 share of all the phase's calls
+    lowest_window: tuple[float, int]  # (seconds into the phase, calls) of the fewest
+    # admitted in a 2-s window from convergence (or 10 s) on
 
 
 def phase(stats: Stats, start: float, end: float, rate: float) -> Phase:
-    """Figures of ``[start, end)`` (server seconds) at allowed ``rate``: converged when the
-    admitted rate over every following 2-s window is >= 0.9 x ``rate``."""
+    """Figures of ``[start, end)`` (server seconds) at allowed ``rate``. *Converged*: the
+    first whole second of the phase from which every 2-s window (sliding by half a
+    second, each inside the phase) admitted >= 0.9 x ``rate`` x 2 calls. *After
+    convergence*: from that second (or from 10 s when it never converged) to the phase's
+    end; *from start*: the whole phase, its opening included."""
     first, last = int(start / TICK + 0.999), int(end / TICK)
     ticks = (stats.timeline + [[0, 0, 0, 0, 0]] * last)[first:last]
     window = int(2 / TICK)
@@ -172,9 +178,16 @@ def phase(stats: Stats, start: float, end: float, rate: float) -> Phase:
                         int(10 / TICK)):] or ticks[-window:]
     admitted = sum(t[0] for t in settled)
     refused = sum(t[1] for t in settled)
+    since = min(converged if converged is not None else len(ticks), int(10 / TICK))
+    windows = [(j * TICK, sum(t[0] for t in ticks[j:j + window]))
+               for j in range(since, len(ticks) - window + 1)] or [(0.0, 0)]
+    total_admitted = sum(t[0] for t in ticks)
+    total_refused = sum(t[1] for t in ticks)
     return Phase(None if converged is None else converged * TICK,
                  admitted / (len(settled) * TICK) / rate,
-                 refused / max(1, admitted + refused))
+                 refused / max(1, admitted + refused),
+                 total_refused / max(1, total_admitted + total_refused),
+                 min(windows, key=lambda w: w[1]))
 
 
 async def rate_bound(sizes: Sizes) -> None:
@@ -187,6 +200,16 @@ async def rate_bound(sizes: Sizes) -> None:
                                                                   * 3))])
         learned: list[float | None] = []
         limits: list[int] = []
+        lags: list[float] = []  # the event loop's worst lateness each second
+
+        async def lateness() -> None:
+            while True:
+                worst, started = 0.0, time.perf_counter()
+                while time.perf_counter() - started < 1.0:
+                    due = time.perf_counter() + 0.01
+                    await asyncio.sleep(0.01)
+                    worst = max(worst, time.perf_counter() - due)
+                lags.append(worst)
 
         async def watch(seconds: float) -> None:
             for _ in range(int(seconds)):
@@ -195,10 +218,14 @@ async def rate_bound(sizes: Sizes) -> None:
                 learned.append(live.learned.rate if live is not None else None)
                 limits.append(live.limit if live is not None else 0)
         await service.configure(rate=rate)  # the start, on the server's clock
-        async with app:
-            await watch(sizes.rate_phase)
-            await service.configure(rate=rate / 2)
-            await watch(sizes.rate_phase)
+        lag = asyncio.ensure_future(lateness())
+        try:
+            async with app:
+                await watch(sizes.rate_phase)
+                await service.configure(rate=rate / 2)
+                await watch(sizes.rate_phase)
+        finally:
+            lag.cancel()
         stats = await service.stats()
     finally:
         await service.stop()
@@ -212,9 +239,17 @@ async def rate_bound(sizes: Sizes) -> None:
         say(f"{label} throughput / allowed rate", f"{part.throughput:.2f} (target >= 0.9)")
         say(f"{label} 429 share after convergence", f"{part.refused_after:.2%} "
             "(target <= 2%)")
+        say(f"{label} 429 share from start", f"{part.refused_from_start:.2%} "
+            "(target <= 2%)")
+        at, calls = part.lowest_window
+        say(f"{label} fewest in a 2-s window after convergence",
+            f"{calls} at {at:g} s (0.9 x R x 2 = {0.9 * allowed * 2:g})")
     per_second = [a[0] + b[0] for a, b in zip(stats.timeline[::2], stats.timeline[1::2],
                                               strict=False)]
     say("rate-bound admitted/s, each second", " ".join(map(str, per_second)))
+    say("rate-bound 429s/s, each second", " ".join(
+        str(a[1] + b[1]) for a, b in zip(stats.timeline[::2], stats.timeline[1::2],
+                                         strict=False)))
     dead = dead_letters(app)
     say("rate-bound dead-lettered for 429s", f"{slowed_down(dead)} (target 0)")
     say("rate-bound dead-lettered, all causes", f"{sum(dead.values())} {dict(dead)!r}")
@@ -222,6 +257,8 @@ async def rate_bound(sizes: Sizes) -> None:
     say("rate-bound learned rate, each second", " ".join(
         "-" if r is None else f"{r:.0f}" for r in learned))
     say("rate-bound concurrency limit, each second", " ".join(map(str, limits)))
+    say("rate-bound event loop's worst lateness (ms), each second",
+        " ".join(f"{lag * 1000:.0f}" for lag in lags))
     if risk.current is not None:
         say("rate-bound calls held (slow-down or outage) / hold expired",
             f"{risk.current.stats.held_total:,} / {risk.current.stats.hold_expired}")

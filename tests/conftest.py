@@ -33,6 +33,8 @@ from hypothesis import settings
 
 from aiostreams.localkafka import LocalKafka
 
+pytest_plugins = ["browser"]  # the headless-browser fixtures (tests/support/browser.py)
+
 # Hypothesis's default deadline (200 ms an example) measures the machine's load, not the
 # behaviour: with the suite on parallel workers an example may be slowed by a neighbour and
 # reported as flaky. pytest-timeout still bounds every test.

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aiostreams import App, Processor, PunctuationType, Record, TaskFailedError, Topology
+from aiostreams import App, Processor, PunctuationType, Record, TaskFailedError, Topic, Topology
 from aiostreams.serde import StrSerde
 from aiostreams.state import kv_store
 from aiostreams.testing import ManualClock, Sequencer, TopologyTestDriver
@@ -163,6 +163,24 @@ async def test_failed_records_go_to_the_dead_letter_topic_with_their_origin() ->
         assert headers["aiostreams.dlq.processor"] == b"picky"
         assert await driver.commit() == {TopicPartition("in", 0): 4}
         assert driver.committed("in", 0) == 4
+
+
+async def test_pipe_input_through_a_raw_topic_view_dead_letters_undecodable_bytes() -> None:
+    """``Topic.of(name, key=str, value=bytes)`` is the raw view the guide gives for
+    ``app.send``: the driver serializes with the view's serdes, not the source's."""
+    app = App("raw-view", broker="memory://", dead_letter_topic="dlq")
+    words = app.topic("words", key=str, value=str)
+    app.stream(words).map_values(str.upper).to(app.topic("upper", key=str, value=str))
+    raw = Topic.of("words", key=str, value=bytes)
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_input(raw, "bad", b"\xff\xfe not utf-8")
+        driver.pipe_input(words, "good", "hello")
+        driver.pipe_inputs(raw, [("raw", b"bytes")])
+        await driver.process_all()
+        assert pairs(driver.read_output(Topic.of("upper", key=str, value=bytes))) == [
+            ("good", b"HELLO"), ("raw", b"BYTES")]
+        assert [(r.key, r.value) for r in driver.read_raw_output(Topic.of("dlq"))] == [
+            (b"bad", b"\xff\xfe not utf-8")]
 
 
 async def test_a_value_the_sinks_serde_cannot_write_is_dead_lettered_naming_the_sink() -> None:

@@ -1,5 +1,5 @@
 """The fault-injection proxy the chaos tests rely on does what it says (against a local
-echo server): forwards, adds latency, black-holes, resets."""
+echo server): forwards, adds latency, black-holes, holds, resets."""
 
 from __future__ import annotations
 
@@ -54,6 +54,28 @@ async def test_blackhole_mode_keeps_the_connection_open_but_silent(
         await roundtrip(port, b"ping", timeout=0.3)
     proxy.forward()
     assert await roundtrip(port, b"pong") == b"pong"
+
+
+async def test_hold_mode_delivers_every_byte_late_on_open_and_new_connections(
+        echo_proxy: tuple[FaultProxy, int]) -> None:
+    """A cut link, not a lossy one: what was sent during the hold arrives, in order, once
+    it heals - on a connection open before the cut and on one opened during it."""
+    proxy, port = echo_proxy
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"a")
+    await writer.drain()
+    assert await reader.readexactly(1) == b"a"
+    proxy.hold()
+    writer.write(b"bcd")
+    await writer.drain()
+    late = asyncio.ensure_future(roundtrip(port, b"new", timeout=30.0))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(reader.readexactly(3), 0.3)
+    assert not late.done()
+    proxy.forward()
+    assert await asyncio.wait_for(reader.readexactly(3), 10.0) == b"bcd"
+    assert await late == b"new"
+    writer.close()
 
 
 async def test_reset_mode_resets_open_and_new_connections(

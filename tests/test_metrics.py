@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from aiostreams import App, Processor, Record, TaskFailedError
+from aiostreams import App, Processor, Record, TaskFailedError, TumblingWindows
 from aiostreams.ops.metrics import AppTotals, MetricsServer, TaskTracker
 from aiostreams.ops.progress import ProgressLine, Sample, rate, render
 from aiostreams.runtime.clock import ManualClock
@@ -80,6 +80,42 @@ def produce(broker: MemoryBroker, topic: str, values: list[str]) -> None:
     broker.create_topic(topic, 2)
     broker.append([(OutgoingRecord(topic, f"k{i}".encode(), v.encode(), 1.0), i % 2)
                    for i, v in enumerate(values)])
+
+
+def waiting_app(name: str, sequencer: Sequencer, clock: ManualClock,
+                records: list[tuple[bytes, bytes, float]], **settings: Any) -> App:
+    """An app of one partition whose processor waits for ``sequencer`` to release each
+    record's value; ``records`` (key, value, timestamp) are in its input already."""
+
+    class Waits(Processor[str, str]):
+        async def process(self, record: Record[str, str]) -> None:
+            await sequencer.wait(record.value)
+            self.context.forward(record)
+
+    broker = MemoryBroker()
+    broker.create_topic("in", 1)
+    broker.append([(OutgoingRecord("in", k, v, ts), 0) for k, v, ts in records])
+    app = App(name, transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01,
+              **settings)
+    app.topic("in", key=str, value=str)
+    app.topic("out", key=str, value=str)
+    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
+        "sink", "out", "waits")
+    app.commit_log = CommitLog()
+    return app
+
+
+async def failed_choosy_probe(path: str) -> tuple[int, dict[str, Any]]:
+    """What ``path`` of a MetricsServer answers once the choosy app failed on a bad record."""
+    broker = MemoryBroker()
+    app = choosy_app(broker)
+    app.settings.on_error = "fail"
+    produce(broker, "in", ["bad-1"])
+    async with MetricsServer(app) as server:
+        await app.start()
+        with pytest.raises(TaskFailedError):
+            await app.wait()  # returns once the task failed and the app stopped
+        return await health(server.url.removesuffix("/metrics") + path)
 
 
 async def scrape(url: str) -> Samples:
@@ -170,15 +206,7 @@ async def test_health_is_200_only_while_the_app_runs(
 
 
 async def test_failed_app_health_names_the_failure() -> None:
-    broker = MemoryBroker()
-    app = choosy_app(broker)
-    app.settings.on_error = "fail"
-    produce(broker, "in", ["bad-1"])
-    async with MetricsServer(app) as server:
-        await app.start()
-        with pytest.raises(TaskFailedError):
-            await app.wait()  # returns once the task failed and the app stopped
-        status, body = await health(server.url.removesuffix("/metrics") + "/health")
+    status, body = await failed_choosy_probe("/health")
     assert status == 503
     assert body["state"] == "failed"
     assert "processor 'choosy' failed on in[0]@0" in body["error"]
@@ -187,21 +215,8 @@ async def test_failed_app_health_names_the_failure() -> None:
 async def test_in_flight_and_retire_lag_show_a_record_stuck_at_the_head() -> None:
     sequencer = Sequencer()
     clock = ManualClock(start=1_000.0)
-
-    class Waits(Processor[str, str]):
-        async def process(self, record: Record[str, str]) -> None:
-            await sequencer.wait(record.value)
-            self.context.forward(record)
-
-    broker = MemoryBroker()
-    broker.create_topic("in", 1)
-    broker.append([(OutgoingRecord("in", b"k", b"stuck", 993.5), 0),
-                   (OutgoingRecord("in", b"j", b"fast", 999.0), 0)])
-    app = App("waits", transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01)
-    app.topic("in", key=str, value=str)
-    app.topic("out", key=str, value=str)
-    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
-        "sink", "out", "waits")
+    app = waiting_app("waits", sequencer, clock, [(b"k", b"stuck", 993.5),
+                                                  (b"j", b"fast", 999.0)])
     async with MetricsServer(app, host="127.0.0.1") as server:
         assert server.url.startswith("http://127.0.0.1:")
         await app.start()
@@ -225,21 +240,8 @@ async def test_health_is_degraded_naming_a_record_stuck_at_the_head_and_warns_on
         caplog: pytest.LogCaptureFixture) -> None:
     sequencer = Sequencer()
     clock = ManualClock(start=1_000.0)
-
-    class Waits(Processor[str, str]):
-        async def process(self, record: Record[str, str]) -> None:
-            await sequencer.wait(record.value)
-            self.context.forward(record)
-
-    broker = MemoryBroker()
-    broker.create_topic("in", 1)
-    broker.append([(OutgoingRecord("in", b"k", b"stuck", 999.0), 0)])
-    app = App("stalls", transport=MemoryTransport(broker), clock=clock, poll_timeout=0.01,
-              stuck_record_warning=30.0)
-    app.topic("in", key=str, value=str)
-    app.topic("out", key=str, value=str)
-    app.topology.add_source("src", "in").add_processor("waits", Waits, "src").add_sink(
-        "sink", "out", "waits")
+    app = waiting_app("stalls", sequencer, clock, [(b"k", b"stuck", 999.0)],
+                      stuck_record_warning=30.0)
     async with MetricsServer(app) as server:
         url = server.url.removesuffix("/metrics") + "/health"
         await app.start()
@@ -349,3 +351,29 @@ async def test_head_of_line_wait_shows_in_the_scrape_and_the_status_view(
     assert total(samples, "aiostreams_task_head_of_line_blocked_records_total", **labels) == 3
     assert (status.head_of_line_wait, status.head_of_line_wait_max,
             status.head_of_line_blocked) == (7.25, 4.5, 3)
+
+
+async def test_records_a_window_dropped_as_late_are_counted_per_task_and_node() -> None:
+    app = App("late-drops", transport=MemoryTransport(MemoryBroker()), commit_interval_ms=5)
+    clicks = app.topic("clicks", key=str, value=str, partitions=2)
+    (app.stream(clicks).group_by_key().windowed_by(TumblingWindows(10.0, grace=0.0))
+     .count(materialized="per-10s", name="count-10s"))
+    profiles = app.topic("profiles", key=str, value=str, partitions=1)
+    app.table(profiles, name="profiles-table")
+    async with app, MetricsServer(app) as server:
+        # one key per partition (murmur2: "d" -> 1, "c" -> 0); 30.0 closes [0, 10)
+        for key, stamps in (("d", (30.0, 5.0, 6.0, 31.0)), ("c", (30.0, 2.0))):
+            for stamp in stamps:
+                await app.send(clicks, key, "x", timestamp=stamp)
+        await app.send(profiles, None, "a profile without a key")  # a table cannot hold it
+        await app.send(profiles, "p1", "kept")
+        await app.wait_until_caught_up(timeout=30)
+        samples = await scrape(server.metrics_url)
+    dropped = {(dict(labels)["task"], dict(labels)["node"], dict(labels)["reason"]): value
+               for (n, labels), value in samples.items()
+               if n == "aiostreams_task_dropped_records_total"}
+    assert dropped == {("0_1", "count-10s", "late"): 2.0, ("0_0", "count-10s", "late"): 1.0,
+                       ("1_0", "profiles-table", "null_key"): 1.0}
+    assert total(samples, "aiostreams_task_dropped_records_total", app="late-drops",
+                 node="count-10s", reason="late") == app.late_records.total == 3
+    assert app.dropped_records.total == 4

@@ -49,8 +49,9 @@ def register(commands: Any, common: argparse.ArgumentParser,
                           f"{RestartPolicy.restart_window:.0f} s; then stop all (default "
                           "%(default)s; 0: stop all at the first crash)")
     run.add_argument("--metrics-port", type=_port, metavar="PORT",
-                     help="serve Prometheus metrics at /metrics and /health on PORT (0: a "
-                          "free port, printed); worker I of --workers uses PORT+I")
+                     help="serve Prometheus metrics at /metrics, /health and a live status "
+                          "page at / on PORT (0: a free port, printed); worker I of "
+                          "--workers uses PORT+I")
     run.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                      help="interface for the metrics server (default %(default)s)")
     run.add_argument("--no-progress", action="store_true",

@@ -11,6 +11,12 @@ consumer group (``--group``, default ``aiostreams-dlq-replay-<topic>``), committ
 after the re-published records are durable, so running it again replays only dead letters
 that arrived since (``--from-beginning`` replays everything again). ``--dry-run`` lists
 what would be replayed and changes nothing.
+
+``--exception NAME`` (repeatable: any of them) and ``--header NAME[=VALUE]`` (repeatable:
+all of them) replay only the dead letters that match (:class:`LetterFilter`); the others
+stay where they are, and are counted by exception. A filtered replay keeps its position in a
+group of its own (the default group's name followed by the filter), so a later replay with
+another filter, or none, still finds what this one left.
 """
 
 from __future__ import annotations
@@ -109,13 +115,20 @@ def format_dead_letter(letter: DeadLetter, decoders: Decoders, *, with_traceback
 
 async def show_dead_letters(transport: Transport, topic: str, *, limit: int | None,
                             decoders: Decoders, with_traceback: bool) -> int:
+    """Print the dead letters of ``topic`` (the first ``limit``), then how many records the
+    topic holds: records read, not offsets (transaction markers and compacted records
+    take offsets too)."""
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
-    shown = other = 0
+    shown = other = read = 0
     async with TopicReader(transport, topic) as reader:
         await reader.seek(Start.BEGINNING)
-        total = sum((await reader.end_offsets()).values())
-        async for record in reader.records(follow=False, limit=limit):
+        # one past the limit tells whether more follow, without reading the whole topic
+        async for record in reader.records(follow=False,
+                                           limit=None if limit is None else limit + 1):
+            read += 1
+            if limit is not None and read > limit:
+                continue  # the reader ends here, past its limit
             letter = DeadLetter.parse(record)
             if letter is None:
                 other += 1
@@ -128,17 +141,71 @@ async def show_dead_letters(transport: Transport, topic: str, *, limit: int | No
                   flush=True)
             shown += 1
     note = f", {other} other record(s)" if other else ""
-    print(f"\n{shown} dead letter(s) shown{note}; {total} record(s) in {topic!r}", flush=True)
+    if limit is not None and read > limit:
+        print(f"\n{shown} dead letter(s) shown{note}; more follow in {topic!r} (--limit "
+              f"{limit})", flush=True)
+    else:
+        print(f"\n{shown} dead letter(s) shown{note}; {read} record(s) in {topic!r}",
+              flush=True)
     return 0
+
+
+@dataclass(frozen=True)
+class LetterFilter:
+    """Which dead letters a replay sends: those whose exception is one of ``exceptions``
+    (the ``aiostreams.dlq.exception`` header, the exception's class name; any when
+    empty) and that carry every header of ``headers`` (``(name, value)``; a value of None
+    asks only that the header be there). Headers are the dead letter's own and its
+    ``aiostreams.dlq.*`` ones, so ``aiostreams.dlq.processor=enrich`` selects by node."""
+
+    exceptions: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str | None], ...] = ()
+
+    @classmethod
+    def parse(cls, exceptions: list[str], headers: list[str]) -> LetterFilter:
+        wanted: list[tuple[str, str | None]] = []
+        for item in headers:
+            name, equals, value = item.partition("=")
+            if not name:
+                raise UsageError(f"--header {item!r}: expected NAME=VALUE or NAME, e.g. "
+                                 "--header aiostreams.dlq.processor=enrich")
+            wanted.append((name, value if equals else None))
+        # a canonical order: the same filter written in another order keeps one position
+        return cls(tuple(sorted(set(exceptions))),
+                   tuple(sorted(set(wanted), key=lambda h: (h[0], h[1] or ""))))
+
+    def __bool__(self) -> bool:
+        return bool(self.exceptions or self.headers)
+
+    def matches(self, letter: DeadLetter) -> bool:
+        if self.exceptions and letter.exception not in self.exceptions:
+            return False
+        present = [(name, header_text(value)) for name, value in letter.record.headers]
+        return all(any(n == name and (value is None or v == value) for n, v in present)
+                   for name, value in self.headers)
+
+    def describe(self) -> str:
+        """As the command line wrote it, e.g. ``--exception KeyError --header a=b``."""
+        return " ".join([*(f"--exception {e}" for e in self.exceptions),
+                         *(f"--header {n}" + ("" if v is None else f"={v}")
+                           for n, v in self.headers)])
+
+    def default_group(self, topic: str) -> str:
+        """A replay position per filter: rerunning a filter replays only newer matches,
+        and another filter (or none) still finds the letters this one left."""
+        base = f"aiostreams-dlq-replay-{topic}"
+        return base if not self else f"{base} {self.describe()}"
 
 
 async def replay_dead_letters(transport: Transport, topic: str, *, limit: int | None,
                               dry_run: bool, group: str | None,
-                              from_beginning: bool) -> int:
+                              from_beginning: bool,
+                              only: LetterFilter = LetterFilter()) -> int:
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
-    group_id = group or f"aiostreams-dlq-replay-{topic}"
+    group_id = group or only.default_group(topic)
     letters: list[DeadLetter] = []
+    left: list[DeadLetter] = []
     skipped: list[str] = []
     async with TopicReader(transport, topic, group_id=group_id,
                            client_id="aiostreams-dlq-replay") as reader:
@@ -147,14 +214,20 @@ async def replay_dead_letters(transport: Transport, topic: str, *, limit: int | 
             letter = DeadLetter.parse(record)
             if letter is None:
                 skipped.append(f"{record.topic}[{record.partition}]@{record.offset}")
-            else:
+            elif only.matches(letter):
                 letters.append(letter)
+            else:
+                left.append(letter)
         by_topic = collections.Counter(letter.origin_topic for letter in letters)
         summary = ", ".join(f"{n} to {t!r}" for t, n in sorted(by_topic.items())) or "none"
         if skipped:
             print(f"skipping {len(skipped)} record(s) that are not dead letters (no "
                   f"{DLQ_HEADER_PREFIX}topic header): {', '.join(skipped[:5])}"
                   f"{' ...' if len(skipped) > 5 else ''}", flush=True)
+        if left:
+            kinds = collections.Counter(letter.exception for letter in left)
+            print(f"leaving {len(left)} dead letter(s) that do not match {only.describe()} "
+                  f"({', '.join(f'{n} {e}' for e, n in sorted(kinds.items()))})", flush=True)
         if dry_run:
             for letter in letters:
                 print(f"would replay {letter.where} -> {letter.origin_topic} "
@@ -165,7 +238,7 @@ async def replay_dead_letters(transport: Transport, topic: str, *, limit: int | 
         if letters:
             await _check_origins(transport, by_topic)
             await _republish(transport, letters)
-        if letters or skipped:
+        if letters or skipped or left:
             await reader.commit()
     print(f"replayed {len(letters)} dead letter(s) from {topic!r} ({summary}); position "
           f"saved in group {group_id!r}", flush=True)

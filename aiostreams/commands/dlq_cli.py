@@ -14,7 +14,12 @@ from typing import Any
 
 from aiostreams.commands import UsageError
 from aiostreams.commands.admin import RunTool, ToolTarget
-from aiostreams.commands.dlq import Decoders, replay_dead_letters, show_dead_letters
+from aiostreams.commands.dlq import (
+    Decoders,
+    LetterFilter,
+    replay_dead_letters,
+    show_dead_letters,
+)
 from aiostreams.commands.render import decoder
 from aiostreams.commands.target import client_transport
 from aiostreams.settings.config import Settings
@@ -49,6 +54,13 @@ def register(commands: Any, common: argparse.ArgumentParser,
                              "aiostreams-dlq-replay-TOPIC)")
     replay.add_argument("--from-beginning", action="store_true",
                         help="ignore the saved position: replay every dead letter")
+    replay.add_argument("--exception", metavar="NAME", action="append", default=[],
+                        help="replay only dead letters of this exception class, e.g. "
+                             "ConnectionError (repeatable: any of them)")
+    replay.add_argument("--header", metavar="NAME[=VALUE]", action="append", default=[],
+                        help="replay only dead letters with this header (and value), e.g. "
+                             "aiostreams.dlq.processor=enrich (repeatable: all of them); "
+                             "a filtered replay keeps its own position")
 
 
 def _dlq_action(actions: Any, parents: list[argparse.ArgumentParser],
@@ -89,4 +101,5 @@ def _dlq_replay(args: argparse.Namespace, tool_target: ToolTarget,
     return run_tool(replay_dead_letters(
         client_transport(settings, args.connect_timeout), _dlq_topic(args, settings),
         limit=args.limit, dry_run=args.dry_run, group=args.group,
-        from_beginning=args.from_beginning))
+        from_beginning=args.from_beginning, only=LetterFilter.parse(args.exception,
+                                                                    args.header)))

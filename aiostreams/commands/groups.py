@@ -36,7 +36,7 @@ from aiostreams.commands import CommandError, UsageError
 from aiostreams.errors import TransportError
 from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.transport.kafka_connection import start_or_unavailable
+from aiostreams.transport.kafka_connection import partition_counts, start_or_unavailable
 from aiostreams.transport.kafka_groups import (
     GroupDescription,
     describe_group,
@@ -109,11 +109,18 @@ class _Clients:
         return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
     async def partitions(self, topic: str) -> list[KafkaTP]:
-        found = await self.offsets.partitions_for_topic(topic)
-        if not found:
+        # One metadata request that never creates the topic (the consumer's
+        # partitions_for_topic is synchronous and knows only topics it already fetched).
+        try:
+            counts = await partition_counts(self.admin._client, [topic],
+                                            bootstrap=self.transport.bootstrap)
+        except TransportError as exc:
+            raise CommandError(str(exc)) from None
+        count = counts[topic]
+        if count is None:
             raise CommandError(f"topic {topic!r} does not exist on {self.transport.url}; "
                                "`aiostreams topics list` shows the topics there")
-        return [KafkaTP(topic, p) for p in sorted(found)]
+        return [KafkaTP(topic, p) for p in range(count)]
 
 
 async def show_groups(transport: Transport, group: str | None) -> int:

@@ -106,8 +106,9 @@ async def run_app(app: App, options: RunOptions, reporter: Reporter) -> int:
                     f"{os.strerror(e.errno) if e.errno else e}; choose another --metrics-port "
                     "(0 picks a free one)"
                 ) from e
-            reporter.say(f"metrics on {server.url} (health: "
-                         f"{server.url.removesuffix('/metrics')}/health)")
+            base = server.base_url
+            reporter.say(f"metrics on {server.metrics_url} (health: {base}/health; "
+                         f"status page: {base}/)")
         if not await _start_unless_interrupted(app, interrupted):
             reporter.say("interrupted while starting; stopped")
             return stopped_code()

@@ -28,6 +28,7 @@ Invariants (checked at build time, :class:`~aiostreams.errors.TopologyError` oth
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,14 @@ def add_async_step(stream: Stream[Any, Any], kind: str,
     if combine is not None and coalesce_by is None:
         raise TopologyError(f"{op}(combine=...) needs coalesce_by=: the step's function "
                             "then looks up by that key")
+    for option, helper in (("coalesce_by", coalesce_by), ("combine", combine)):
+        if helper is not None and inspect.iscoroutinefunction(helper):
+            raise TopologyError(
+                f"{op}({option}=...) got the coroutine function "
+                f"{getattr(helper, '__name__', helper)!r}: {option} is called, not awaited, "
+                f"so it would leave a coroutine never awaited; pass a plain def (the "
+                f"awaited work belongs in the step's function, "
+                f"{getattr(fn, '__name__', fn)!r})")
     caller: StepCaller = (limiter if service is None
                           else ServiceCaller(limiter, service, coalesce_by, memoize,
                                              combine))

@@ -43,7 +43,7 @@ from aiostreams.topic import Topic
 from aiostreams.topology.internal_topics import REPARTITION_TOPIC_CONFIG
 from aiostreams.topology.processor import Processor, ProcessorSupplier
 from aiostreams.topology.topology import StoreSpec, Topology
-from aiostreams.windows import LateRecords
+from aiostreams.windows import DroppedRecords, LateRecords
 
 
 class StreamsBuilder:
@@ -64,7 +64,8 @@ class StreamsBuilder:
                                 "internal topics; got an empty one")
         self.topology = topology
         self.app_id = app_id
-        self.late = LateRecords()
+        self.dropped = DroppedRecords()
+        self.late = LateRecords(self.dropped)
         self._counter = 0
         self._parents: dict[str, tuple[str, ...]] = {}
         self._source_topics: dict[str, tuple[str, ...]] = {}

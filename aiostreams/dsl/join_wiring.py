@@ -133,7 +133,8 @@ def _stream_table(this: Stream[Any, Any], table: Table[Any, Any],
     refuse_versioned(table, "a stream-table join")
     node = builder.add_processor(
         "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
-        lambda: StreamTableJoinProcessor(getter, joiner, left), [stream.node], name=name)
+        lambda: StreamTableJoinProcessor(getter, joiner, left, builder.dropped), [stream.node],
+        name=name)
     require_getter_stores(builder, getter, node, what)
     return Stream(builder, node, key_serde=stream.key_serde)
 

@@ -287,7 +287,8 @@ def _source_table(builder: StreamsBuilder, kind: str, parent: str, store: str,
         return versioned_source_table(builder, kind, parent, store, key_serde, value_serde,
                                       name=name, persistent=persistent, versioned=versioned)
     old_values = OldValues()
-    node = builder.add_processor(kind, lambda: TableSourceProcessor(store, old_values),
+    node = builder.add_processor(kind, lambda: TableSourceProcessor(store, old_values,
+                                                                      builder.dropped),
                                  [parent], name=name)
     builder.add_store(kv_store_spec(store, persistent=persistent, key_serde=key_serde,
                                     value_serde=TimestampedSerde(value_serde)), node)

@@ -48,7 +48,8 @@ def versioned_source_table(builder: StreamsBuilder, kind: str, parent: str, stor
         raise ConfigError(f"versioned= takes ais.Versioned(history_retention=...), got "
                           f"{type(versioned).__name__}")
     old_values = OldValues()
-    node = builder.add_processor(kind, lambda: VersionedTableSourceProcessor(store, old_values),
+    node = builder.add_processor(kind, lambda: VersionedTableSourceProcessor(
+        store, old_values, builder.dropped),
                                  [parent], name=name)
     builder.add_store(versioned_store(store, history_retention=versioned.history_retention,
                                       persistent=persistent, key_serde=key_serde,

@@ -10,10 +10,14 @@ without returning a record. The answer never depends on how fast the broker repl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from aiostreams.topology.topology import SubTopology
 from aiostreams.transport.base import Admin, Consumer, IsolationLevel, Transport
 from aiostreams.types import TopicPartition
+
+if TYPE_CHECKING:
+    from aiostreams.engine.worker import Worker
 
 
 class CaughtUpProbe:
@@ -84,3 +88,22 @@ class CaughtUpProbe:
                 return False
             pending = {tp for tp in pending if await reader.position(tp) < ends[tp]}
         return True
+
+
+
+async def until_caught_up(worker: Worker, probe: CaughtUpProbe) -> bool:
+    """Wait, commit after commit, until ``worker``'s stores are ready and ``probe`` says the
+    group caught up (True), or until a stop is asked for - a failure, a signal,
+    ``request_stop`` - after which no commit may come (False). Every wait asks the worker
+    to flush every sink at its next commit, not just the backlogged ones. Starts and
+    stops ``probe``."""
+    await probe.start()
+    try:
+        while not worker.stores_ready or not await probe.caught_up():
+            if worker.stopping:
+                return False
+            worker.request_sink_flush()
+            await worker.next_commit()
+        return True
+    finally:
+        await probe.stop()

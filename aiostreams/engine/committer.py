@@ -228,7 +228,8 @@ class Committer:
             offsets = capped
         if self._exactly_once:
             # 5. commit, reading the marks meanwhile; 6. the sealed state
-            marks = await self._commit_reading_marks(channel, tasks, consumer, offsets)
+            marks = _owned_marks(channel, await self._commit_reading_marks(
+                channel, tasks, consumer, offsets))
             advance(self.committed, offsets)
             for task in tasks:
                 await task.flush_sealed_stores(marks.get(task.task_id, {}))
@@ -243,6 +244,7 @@ class Committer:
         elif offsets:
             await consumer.commit(offsets)
         # 6. checkpoint
+        marks = _owned_marks(channel, marks)
         if marks:
             await self._restorer.write_checkpoints(tasks, marks)
         advance(self.committed, offsets)
@@ -368,3 +370,21 @@ class CommitTimer:
         """Whether a commit was due; clears the request."""
         due, self.requested = self.requested, False
         return due
+
+
+def _owned_marks(channel: OutputChannel, marks: dict[str, dict[TopicPartition, int]]
+                 ) -> dict[str, dict[TopicPartition, int]]:
+    """``marks`` if the changelog ends they hold are this owner's alone, else none.
+
+    A mark says the store files hold every changelog record below it, which is true only
+    while no other owner wrote there. A read of the ends held up in the network (a cut
+    link) can be answered after the group moved the task away and its new owner wrote: a
+    commit with nothing to send proves no ownership, so the marks are kept only if the
+    worker still holds its lease once they are in (its lease valid now means the group
+    cannot have moved the task before the broker answered). Without them the files keep
+    their older marks or checkpoint: a longer tail to replay, nothing wrong."""
+    if marks and not channel.owns():
+        log.warning("worker: the changelogs' ends for the store marks came in after this "
+                    "worker lost its lease on the tasks; the files keep their older marks")
+        return {}
+    return marks

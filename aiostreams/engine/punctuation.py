@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiostreams.engine.async_chain import Step, hand_over
+from aiostreams.errors import ConfigError
 from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.topology.processor import PunctuationType
@@ -32,7 +33,7 @@ class Punctuation:
     def __init__(self, node: str, steps: dict[str, Step], interval: float,
                  kind: PunctuationType, callback: PunctuationCallback) -> None:
         if interval <= 0:
-            raise ValueError(f"a punctuation interval must be > 0 seconds, got {interval}")
+            raise ConfigError(f"a punctuation interval must be > 0 seconds, got {interval}")
         self.node = node
         self.steps = steps  # the node's children's, for what the callback forwards
         self.interval = interval

@@ -99,3 +99,10 @@ class StallWatch:
         self._heads = heads
         self.stalls = stalls
         return stalls
+
+    def head_age(self, task_id: str, now: float) -> float | None:
+        """Seconds (at ``now``, monotonic) since the record at ``task_id``'s head at the
+        last check was first seen there; None when the task had nothing in flight then, or
+        the watch is off. Sampled: up to one check interval behind the truth."""
+        entry = self._heads.get(task_id)
+        return None if entry is None else max(0.0, now - entry[1])

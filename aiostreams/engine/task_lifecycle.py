@@ -43,7 +43,12 @@ from aiostreams.engine.state_updater import StateUpdater
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState, task_id_for
 from aiostreams.engine.topic_plan import changelog_names
-from aiostreams.errors import TaskFailedError
+from aiostreams.errors import (
+    ClientFailedError,
+    CommitFailedError,
+    ProducerFencedError,
+    TaskFailedError,
+)
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock
 from aiostreams.runtime.external_record import ExternalRecord
@@ -53,6 +58,10 @@ from aiostreams.transport.base import Consumer
 from aiostreams.types import OutgoingRecord, TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
+_MOVED = (CommitFailedError, ProducerFencedError, ClientFailedError)
+"""Errors that mean the group moved a task away (its lease ran out, its commit was refused,
+its producer fenced, its client died): :meth:`TaskTable.lose` says so; other errors of a
+closing commit (a sink's, the broker's) are said as what they are."""
 
 MakeTask = Callable[[SubTopology, int, list[TopicPartition]], StreamTask]
 
@@ -261,10 +270,17 @@ class TaskTable:
         lost = [t for t in tasks if self.owns(t)]
         if not lost:
             return
-        log.warning("worker: the group moved task(s) %s away while this worker was out of it "
-                    "(%s: %s); closing them without committing - their records since the "
-                    "last commit will be processed again by their new owner - and rejoining",
-                    ", ".join(t.task_id for t in lost), type(error).__name__, error)
+        names = ", ".join(t.task_id for t in lost)
+        if isinstance(error, _MOVED):
+            log.warning("worker: the group moved task(s) %s away while this worker was out "
+                        "of it (%s: %s); closing them without committing - their records "
+                        "since the last commit will be processed again by their new owner - "
+                        "and rejoining", names, type(error).__name__, error)
+        else:  # a closing commit that failed for another reason (a sink, the broker)
+            log.warning("worker: task(s) %s could not commit as they closed (%s: %s); "
+                        "closing them without committing - their records since the last "
+                        "commit will be processed again at the next start", names,
+                        type(error).__name__, error)
         for task in lost:
             # its files may hold writes past the checkpoint that another owner redid
             # differently meanwhile: the next owner here restores from the changelog

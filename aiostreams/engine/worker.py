@@ -107,6 +107,7 @@ class Worker:
             config.task, self.topics, node_retry=config.node_retry,
             on_failed=self._on_task_failed,
             fetcher=Fetcher(lambda: self._consumer, lambda tp: tp in self._table.task_of))
+        self.restorer = self._core.restorer  # its restored_records: the restore metric
         self._table = TaskTable(self.subs, make_task, self._router, self._core.restorer,
                                 self._committer.committed, clock=clock,
                                 broker_timeout=config.broker_timeout,
@@ -124,7 +125,6 @@ class Worker:
 
     def _enter(self, new: AppState) -> None:
         self.state = self.state.advance(new, who="worker")
-
     @property
     def commits(self) -> int:
         """How many commits moved an offset."""
@@ -203,9 +203,6 @@ class Worker:
         except* Exception as crashed:
             log.error("worker: a loop crashed", exc_info=crashed.exceptions[0])
             self._set_failure(crashed.exceptions[0])
-
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()
 
     def request_stop(self) -> None:
         self._stop_requested.set()
@@ -386,9 +383,8 @@ class Worker:
                     self.client_watchdog.rebuilds)
 
     def _transient(self, error: TransportError) -> bool:
-        """Worth retrying: see :mod:`~aiostreams.engine.outage`. A failed send, flush or
-        transactional commit is answered by a rewind at the next fetch; any other failure
-        that passes with time is retried."""
+        """Worth retrying (:mod:`~aiostreams.engine.outage`): a failed send, flush or commit
+        is answered by a rewind at the next fetch; any failure that passes with time is."""
         if any(channel.error is error for channel in self._router.channels()):
             return self._table.rewindable(error)
         return retriable(error)
@@ -438,8 +434,13 @@ class Worker:
         return committed
 
     async def stop_requested(self) -> None:
-        """Return once a stop has been asked for (a signal, ``request_stop``, a failure)."""
+        """Return once a stop has been asked for (a signal, ``request_stop``, a failure):
+        from then :attr:`stopping` is true."""
         await self._stop_requested.wait()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_requested.is_set()
 
     @property
     def offset_resets(self) -> OffsetResets | None:
@@ -452,8 +453,9 @@ class Worker:
         return self._committer.committed.get(tp)
 
     async def next_commit(self) -> None:
-        """Wait for the next commit (or for the worker to stop). Cancellation-safe."""
-        await self._core.next_commit(self._stopped)
+        """Wait for the next commit, or until a stop is asked for (a failure asks for one:
+        after it no commit may come). Cancellation-safe."""
+        await self._core.next_commit(self._stop_requested)
 
     # -- failure ------------------------------------------------------------------------
 

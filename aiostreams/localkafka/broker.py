@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from aiostreams.localkafka.child_life import die_with_parent
 from aiostreams.localkafka.errors import LocalKafkaError
 from aiostreams.localkafka.jars import cache_dir, ensure_jars
 from aiostreams.localkafka.probe import metadata_answers
@@ -297,7 +298,7 @@ class LocalKafka:
         with open(data_dir / "logs" / "stdout.log", "ab") as output:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=data_dir,
+                start_new_session=True, cwd=data_dir, preexec_fn=die_with_parent(),
             )
         self._process = process
         self._reaper = weakref.finalize(self, _kill_at_exit, process)

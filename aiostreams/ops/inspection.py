@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from aiostreams.services.declared import DeclaredService
     from aiostreams.topology.nodes import SubTopology
     from aiostreams.transport.base import Transport
+    from aiostreams.windows import DroppedRecords
 
 __all__ = ["Inspection", "OperatedApp"]
 
@@ -61,6 +62,9 @@ class OperatedApp(Protocol):
 
     @property
     def services(self) -> Mapping[str, DeclaredService]: ...
+
+    @property
+    def dropped_records(self) -> DroppedRecords: ...
 
     def on_commit(self, listener: Callable[[CommitRecord], None]) -> None: ...
 

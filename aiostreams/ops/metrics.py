@@ -3,7 +3,8 @@
 ::
 
     async with MetricsServer(app, port=9108) as server:   # 127.0.0.1 unless host= says so
-        print(server.url)                                  # http://127.0.0.1:9108/metrics
+        print(server.metrics_url)                          # http://127.0.0.1:9108/metrics
+        print(server.base_url + "/stores/totals/alice")     # interactive queries
         await app.run_async()
 
 Nothing here is on the record path. The engine keeps plain integer counters per task
@@ -28,7 +29,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -41,10 +42,15 @@ from prometheus_client.core import (
 )
 
 from aiostreams.engine.task import StreamTask, TaskMetrics
+from aiostreams.errors import ConfigError
 from aiostreams.lifecycle.start_stop import StartStop
 from aiostreams.lifecycle.state import AppState
+from aiostreams.ops.drain_time import DrainTime
 from aiostreams.ops.inspection import OperatedApp as App
+from aiostreams.ops.probes import health, liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
+from aiostreams.ops.restore_metrics import restore_metrics
+from aiostreams.ops.status_page import add_status_page_routes
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
 from aiostreams.transport.base import Consumer
@@ -141,6 +147,9 @@ class AppCollector:
         self.end_offsets: Mapping[TopicPartition, int] = {}
         self._latency = _CommitLatency(buckets)
         app.on_commit(self._latency.observe)
+        self._tracker = TaskTracker()  # records consumed, over tasks a rebalance closed too
+        self._tracker.watch_commits(app)
+        self._drain = DrainTime(clock=app.clock.monotonic)
 
     def describe(self) -> Iterable[Metric]:
         return []  # no describe-time work: metrics exist only while the app runs
@@ -168,6 +177,7 @@ class AppCollector:
         latency.add_metric([name], self._latency.buckets(), self._latency.total)
         yield latency
         yield from self._lag(name, tasks)
+        yield from restore_metrics(name, app.inspect().worker, tasks)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
 
@@ -208,6 +218,7 @@ class AppCollector:
         yield _counter("aiostreams_task_head_of_line_blocked_records",
                        "Retired records that waited behind an earlier record at all.",
                        _LABELS, [([name, t.task_id], t.head_of_line.blocked) for t in tasks])
+        yield self._dropped(name, {t.task_id for t in tasks})
         errors = CounterMetricFamily("aiostreams_processor_errors",
                                      "Records that failed for good, by the node that failed.",
                                      labels=["app", "task", "node"])
@@ -216,6 +227,20 @@ class AppCollector:
                 errors.add_metric([name, t.task_id, node], count)
         yield errors
 
+    def _dropped(self, name: str, running: set[str]) -> Metric:
+        """Kafka Streams' task-level ``dropped-records-total``, by node and reason (see
+        :class:`~aiostreams.windows.DroppedRecords`), for the tasks this worker runs now;
+        the app keeps the counts across rebalances, so they never go down."""
+        dropped = self.app.dropped_records.by_task_node_reason
+        return _counter(
+            "aiostreams_task_dropped_records",
+            "Records a processor dropped without output or error, by node and reason "
+            "(late: its window had closed, once per window; null_key, null_value, "
+            "expired), as Kafka Streams' dropped-records-total.",
+            [*_LABELS, "node", "reason"],
+            [([name, task, node, reason], count)
+             for (task, node, reason), count in sorted(dropped.items()) if task in running])
+
     def _lag(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
         if not self.end_offsets:
             return
@@ -223,14 +248,23 @@ class AppCollector:
             "aiostreams_consumer_lag_records",
             "Records of a partition not yet retired: log end offset minus retired position.",
             labels=["app", "topic", "partition"])
+        total = 0
         for task in tasks:
             retired = task.committable()
             for tp in task.partitions:
                 end = self.end_offsets.get(tp)
                 position = retired.get(tp, self._committed(tp))
                 if end is not None and position is not None:
-                    lag.add_metric([name, tp.topic, str(tp.partition)], max(0, end - position))
+                    behind = max(0, end - position)
+                    total += behind
+                    lag.add_metric([name, tp.topic, str(tp.partition)], behind)
         yield lag
+        seconds = self._drain.observe(self._tracker.totals(self.app).records_in, total)
+        if seconds is not None:
+            yield _gauge("aiostreams_drain_time_seconds",
+                         "Seconds this worker needs to consume its lag at the pace it consumed "
+                         "over the last two minutes (+Inf: lag and nothing consumed); for "
+                         "autoscalers.", ["app"], [([name], seconds)])
 
     def _offset_resets(self, name: str) -> Metric:
         worker = self.app.inspect().worker
@@ -281,53 +315,34 @@ def metrics_registry(app: App) -> tuple[CollectorRegistry, AppCollector]:
     return registry, collector
 
 
-def health(app: App) -> tuple[int, dict[str, Any]]:
-    """``(200, body)`` when the app is RUNNING and no partition is stuck, else
-    ``(503, body)``; the body names the state, the task count and, when the app failed, the
-    failure. A RUNNING app with a stalled task (its oldest record unretired for
-    ``stuck_record_warning`` seconds, see :mod:`aiostreams.engine.stall_watch`) is
-    ``"status": "degraded"``, with ``stalled`` naming each task, record and how long; so
-    is one whose Kafka client died under it, until it is rebuilt (``client`` says what
-    died, see :mod:`aiostreams.engine.client_watchdog`); otherwise ``status`` is ``"ok"``
-    (running) or ``"down"``."""
-    body: dict[str, Any] = {"app": app.name, "state": app.state.value,
-                            "tasks": len(app.inspect().tasks)}
-    worker = app.inspect().worker
-    if worker is not None and worker.failure is not None:
-        body["error"] = f"{type(worker.failure).__name__}: {worker.failure}"
-    stalls = worker.stall_watch.stalls if worker is not None else []
-    client_trouble = worker.client_watchdog.degraded if worker is not None else None
-    if app.state is not AppState.RUNNING:
-        body["status"] = "down"
-    elif stalls or client_trouble:
-        body["status"] = "degraded"
-        if stalls:
-            body["stalled"] = [{"task": s.task_id, "record": s.where,
-                                "seconds": round(s.seconds, 3)} for s in stalls]
-        if client_trouble:
-            body["client"] = client_trouble
-    else:
-        body["status"] = "ok"
-    return (200 if body["status"] == "ok" else 503), body
-
-
 # -- the HTTP server --------------------------------------------------------------------
 
 
 class MetricsServer(StartStop):
-    """Serves ``/metrics`` (Prometheus text format) and ``/health`` for one app, on the
-    app's event loop (aiohttp).
+    """Serves one app over HTTP on the app's event loop (aiohttp): ``/metrics`` (Prometheus
+    text format), ``/health``, an orchestrator's probes ``/health/live`` and
+    ``/health/ready`` (:mod:`~aiostreams.ops.probes`), the live status page (``/``,
+    :mod:`~aiostreams.ops.status_page`) and the interactive queries ``/stores/{name}`` and
+    ``/stores/{name}/{key}`` (:mod:`~aiostreams.ops.query_http`). ``aiostreams run
+    --metrics-port P`` starts one; in a program, ``async with MetricsServer(app,
+    port=9108) as server:`` around the run.
 
     Bound to ``host`` (default 127.0.0.1: metrics can reveal topic names and rates, so
     exposing them on other interfaces is a decision to make explicitly) on ``port``
     (0: a free port; read :attr:`port` after :meth:`start`). Start it before the app to
     see ``/health`` answer 503 while the app starts.
+
+    URLs: :attr:`base_url` (``http://127.0.0.1:9108``) is what paths are built on
+    (``base_url + "/stores/totals/alice"``); :attr:`metrics_url` is the one to scrape;
+    :attr:`url` is the metrics URL too (kept for scrape configs written against it).
+    ``peers`` are the base URLs of the group's workers, for redirects of keys another
+    worker owns.
     """
 
     def __init__(self, app: App, *, host: str = DEFAULT_HOST, port: int = 0,
                  peers: Sequence[str] = ()) -> None:
         if not 0 <= port < 65536:
-            raise ValueError(f"metrics port must be within 0..65535, got {port}")
+            raise ConfigError(f"metrics port must be within 0..65535, got {port}")
         self.app = app
         self.host = host
         self.registry, self.collector = metrics_registry(app)
@@ -344,16 +359,30 @@ class MetricsServer(StartStop):
         return self._port
 
     @property
-    def url(self) -> str:
-        """The metrics URL, e.g. ``http://127.0.0.1:9108/metrics``."""
+    def base_url(self) -> str:
+        """The server's root, without a trailing slash, e.g. ``http://127.0.0.1:9108``:
+        build ``/health`` and ``/stores/...`` URLs on it."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"http://{host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The Prometheus endpoint, e.g. ``http://127.0.0.1:9108/metrics``."""
+        return f"{self.base_url}/metrics"
+
+    @property
+    def url(self) -> str:
+        """The same as :attr:`metrics_url`; other paths hang off :attr:`base_url`."""
+        return self.metrics_url
 
     async def start(self) -> None:
         """Bind and serve. Raises ``OSError`` when the port is taken."""
         web_app = web.Application()
         web_app.router.add_get("/metrics", self._metrics)
         web_app.router.add_get("/health", self._health)
+        web_app.router.add_get("/health/live", self._probe(liveness))
+        web_app.router.add_get("/health/ready", self._probe(readiness))
+        add_status_page_routes(web_app, self.app, self._end_offsets)  # "/": the status page
         store_routes = add_store_routes(web_app, self.app, self.peers)
         runner = web.AppRunner(web_app, access_log=None)
         await runner.setup()
@@ -366,7 +395,7 @@ class MetricsServer(StartStop):
         self._runner = runner
         address = runner.addresses[0]
         self._port = int(address[1])
-        store_routes.self_url = self.url.removesuffix("/metrics")
+        store_routes.self_url = self.base_url
 
     async def stop(self) -> None:
         """Stop serving and close the lag consumer. Idempotent."""
@@ -387,6 +416,18 @@ class MetricsServer(StartStop):
         status, body = health(self.app)
         return web.Response(status=status, text=json.dumps(body),
                             content_type="application/json")
+
+    def _probe(self, check: Callable[[App], tuple[int, dict[str, Any]]]
+               ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def answer(request: web.Request) -> web.Response:
+            status, body = check(self.app)
+            return web.Response(status=status, text=json.dumps(body),
+                                content_type="application/json")
+        return answer
+
+    async def _end_offsets(self) -> Mapping[TopicPartition, int]:
+        await self._refresh_end_offsets()
+        return self.collector.end_offsets
 
     async def _refresh_end_offsets(self) -> None:
         tps = [tp for task in self.app.inspect().tasks.values() for tp in task.partitions]

@@ -9,9 +9,10 @@ Routes (registered by :func:`add_store_routes`):
   JSON for the JSON and pydantic serdes (a string key in a JSON store is quoted:
   ``/stores/totals/%22alice%22``). For a window store the answer is the key's windows,
   ``"windows": [{"start", "value"}]``, limited by ``?from=SECONDS&to=SECONDS``.
-  404: no such store, or the key has no value; 400: the key (or a bound) cannot be read,
-  the message says why; 503 (with ``Retry-After``): the app or the owning task is not
-  running yet, or no worker owns the key's partition (a rebalance).
+  404: no such store, or the key has no value (for a window store: no window, within
+  the bounds when given, as Kafka Streams' ``fetch`` yields nothing); 400: the key (or a
+  bound) cannot be read, the message says why; 503 (with ``Retry-After``): the app or the
+  owning task is not running yet, or no worker owns the key's partition (a rebalance).
 - ``GET /stores/{name}``: the partitions of ``name`` this worker answers for (its running
   tasks), ``{"store", "partitions"}``: what peers ask to find a key's owner.
 
@@ -97,6 +98,12 @@ def _bound(request: web.Request, name: str, default: float) -> float:
     return value
 
 
+def _range_text(since: float, until: float) -> str:
+    if math.isinf(since) and math.isinf(until):
+        return ""
+    return f" starting within [{since}, {until}]"
+
+
 def jsonable(value: Any) -> Any:
     """``value`` as JSON data: a pydantic model by its JSON dump, the rest by pydantic's
     encoder (dataclasses, datetimes, bytes as text, ...)."""
@@ -154,8 +161,12 @@ class StoreRoutes:
             view = self._view(name)
             key = parse_key(name, view.key_serde(), text)
             if view.kind() is StoreKind.WINDOW:
-                windows = await view.fetch(key, _bound(request, "from", -math.inf),
-                                           _bound(request, "to", math.inf))
+                since = _bound(request, "from", -math.inf)
+                until = _bound(request, "to", math.inf)
+                windows = await view.fetch(key, since, until)
+                if not windows:  # as a key-value store's missing key: 404, not 200 []
+                    return _error(404, f"store {name!r} has no window for key {key!r}"
+                                  f"{_range_text(since, until)}")
                 return _json(200, {
                     "store": name, "key": jsonable(key), "worker": self.self_url,
                     "partition": await view.partition_of(key),

@@ -33,6 +33,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from aiostreams.errors import ConfigError
 from aiostreams.processors.steps import call_when_run
 from aiostreams.runtime.clock import TimerHandle
 from aiostreams.runtime.permit_wait import record_trace, waiting_for_permit
@@ -169,11 +170,11 @@ class BatchCaller:
                  max_wait: float, retry_per: RetryPer, attempts: int, timeout: float | None,
                  op: str) -> None:
         if max_batch < 1:
-            raise ValueError(f"{op}: max_batch must be >= 1, got {max_batch}")
+            raise ConfigError(f"{op}: max_batch must be >= 1, got {max_batch}")
         if not max_wait > 0:
-            raise ValueError(f"{op}: max_wait must be positive seconds, got {max_wait}")
+            raise ConfigError(f"{op}: max_wait must be positive seconds, got {max_wait}")
         if retry_per not in ("value", "batch"):
-            raise ValueError(f"{op}: retry_per is 'value' or 'batch', got {retry_per!r}")
+            raise ConfigError(f"{op}: retry_per is 'value' or 'batch', got {retry_per!r}")
         self.service = service
         self.max_batch = max_batch
         self.max_wait = max_wait

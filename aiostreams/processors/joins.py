@@ -11,7 +11,7 @@ from aiostreams.processors.table_changes import NO_TIMESTAMP, old_value, update
 from aiostreams.processors.tables import ValueGetter
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
-from aiostreams.windows import to_ms
+from aiostreams.windows import DroppedRecords, to_ms
 
 JoinKind = Literal["inner", "left", "outer"]
 AnyRecord = Record[Any, Any]
@@ -20,10 +20,11 @@ class StreamTableJoinProcessor(Processor[Any, Any]):
     """Joins each stream record with the table's current value of its key."""
 
     def __init__(self, getter: ValueGetter, joiner: Callable[[Any, Any], Any],
-                 left: bool) -> None:
+                 left: bool, dropped: DroppedRecords | None = None) -> None:
         self.getter = getter
         self.joiner = joiner
         self.left = left
+        self.dropped = dropped if dropped is not None else DroppedRecords()
         self.skipped = 0
 
     async def process(self, record: AnyRecord) -> None:
@@ -33,6 +34,7 @@ class StreamTableJoinProcessor(Processor[Any, Any]):
             return
         if record.key is None or record.value is None:
             self.skipped += 1
+            self.dropped.drop(self.context, "null_key" if record.key is None else "null_value")
             return
         other = await self.getter.get(self.context, record.key)
         if other is None and not self.left:

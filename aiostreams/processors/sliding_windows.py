@@ -87,7 +87,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
         close = await self._time.observe(ctx, ts) - self.grace_ms
         if ts + self.d < close:
             self.dropped_late += 1
-            self.late.record(ctx.node_name, record)
+            self.late.record(ctx.node_name, record, task=ctx.task_id)
             return
         store = window_access(ctx.store(self.store_name))
         if ts < self.d:

@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from aiostreams.errors import TopologyError
+from aiostreams.errors import ConfigError, TopologyError
 from aiostreams.topology.processor import Processor
 from aiostreams.types import Record
 
@@ -170,7 +170,7 @@ class StepLimiter:
 
     def __init__(self, limit: int | None) -> None:
         if limit is not None and limit < 1:
-            raise ValueError(f"concurrency must be >= 1 (or None for no cap), got {limit}")
+            raise ConfigError(f"concurrency must be >= 1 (or None for no cap), got {limit}")
         self.limit = limit
         self._semaphore: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -13,7 +13,7 @@ from aiostreams.processors.store_values import plain_value
 from aiostreams.processors.table_changes import OldValues, update, write_stamped
 from aiostreams.topology.processor import Processor
 from aiostreams.types import Record
-from aiostreams.windows import to_ms
+from aiostreams.windows import DroppedRecords, to_ms
 
 if TYPE_CHECKING:
     pass
@@ -27,14 +27,17 @@ class TableSourceProcessor(Processor[Any, Any]):
     does), with the old value when ``old_values`` is on. Records with a null key cannot be
     stored and are dropped (counted)."""
 
-    def __init__(self, store: str, old_values: OldValues) -> None:
+    def __init__(self, store: str, old_values: OldValues,
+                 dropped: DroppedRecords | None = None) -> None:
         self.store_name = store
         self.old_values = old_values
+        self.dropped = dropped if dropped is not None else DroppedRecords()
         self.null_keys_dropped = 0
 
     async def process(self, record: AnyRecord) -> None:
         if record.key is None:
             self.null_keys_dropped += 1
+            self.dropped.drop(self.context, "null_key")
             return
         ctx = self.context
         old = (plain_value(await ctx.store(self.store_name).get(record.key))

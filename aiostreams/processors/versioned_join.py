@@ -43,7 +43,7 @@ from aiostreams.processors.tables import ValueGetter
 from aiostreams.serde import Serde
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
-from aiostreams.windows import to_ms
+from aiostreams.windows import DroppedRecords, to_ms
 
 __all__ = [
     "BufferSerde",
@@ -70,15 +70,18 @@ class BufferMeta(NamedTuple):
 class VersionedTableSourceProcessor(Processor[Any, Any]):
     """Materializes a topic in a versioned store (see the module docstring)."""
 
-    def __init__(self, store: str, old_values: OldValues) -> None:
+    def __init__(self, store: str, old_values: OldValues,
+                 dropped: DroppedRecords | None = None) -> None:
         self.store_name = store
         self.old_values = old_values
+        self.dropped = dropped if dropped is not None else DroppedRecords()
         self.null_keys_dropped = 0
         self.expired_dropped = 0
 
     async def process(self, record: AnyRecord) -> None:
         if record.key is None:
             self.null_keys_dropped += 1
+            self.dropped.drop(self.context, "null_key")
             return
         ctx = self.context
         await ctx.wait_for_earlier_records()
@@ -89,6 +92,7 @@ class VersionedTableSourceProcessor(Processor[Any, Any]):
             old = None if newest is None else newest.value
         if await store.put(record.key, record.value, record.timestamp) is None:
             self.expired_dropped += 1
+            self.dropped.drop(ctx, "expired")
             return
         ctx.forward(update(record, record.value, old))
 

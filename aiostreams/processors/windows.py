@@ -69,6 +69,8 @@ class WindowedAggregate(Processor[Any, Any]):
         a value): Kafka Streams skips those in windowed aggregations."""
         if record.key is None or (null_values and record.value is None):
             self.skipped += 1
+            self.late.dropped.drop(self.context,
+                                   "null_key" if record.key is None else "null_value")
             return True
         return False
 
@@ -96,7 +98,7 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         for start_ms, end_ms in self.windows.windows_for(ts):
             if end_ms <= close_ms:
                 self.dropped_late += 1
-                self.late.record(ctx.node_name, record)
+                self.late.record(ctx.node_name, record, task=ctx.task_id)
                 continue
             start = start_ms / 1000
             old = await store.get(key, start)
@@ -144,7 +146,7 @@ class SessionAggregateProcessor(WindowedAggregate):
         last = max([ts, *(e for e, _, _ in found)])
         if last < close_ms:
             self.dropped_late += 1
-            self.late.record(ctx.node_name, record)
+            self.late.record(ctx.node_name, record, task=ctx.task_id)
             return
         aggregate = self.start()
         for _, _, old in found:

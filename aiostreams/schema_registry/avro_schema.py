@@ -14,11 +14,18 @@ an ``enum.Enum`` of strings            ``enum``
 A field default that is JSON-like becomes the Avro default. Anything else (unions of several
 types, ``datetime``, ``Decimal``...) is a :class:`ValueError` naming the field: write the
 Avro schema by hand for those.
+
+The record's name is the model's class name unless ``name`` says otherwise. Avro readers
+resolve a writer's record against theirs by its full name, and the ``record_name``
+subject strategies use it as the subject: renaming the class is therefore an
+incompatible schema change. Pin the name (``name="com.acme.Order"``) to rename classes
+freely.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 import types
 from typing import Any, Union, get_args, get_origin
 
@@ -26,6 +33,9 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 __all__ = ["avro_schema_for", "avro_value"]
+
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+"""An Avro full name: dot-separated names of letters, digits and underscores."""
 
 _PRIMITIVES: dict[Any, str] = {str: "string", int: "long", float: "double", bool: "boolean",
                                bytes: "bytes"}
@@ -61,14 +71,15 @@ def _avro_type(annotation: Any, where: str, named: set[str], namespace: str) -> 
                      "by hand")
 
 
-def _record(model: type[BaseModel], named: set[str], namespace: str) -> Any:
+def _record(model: type[BaseModel], named: set[str], namespace: str,
+            name: str | None = None) -> Any:
     if model.__name__ in named:
         return model.__name__
     named.add(model.__name__)
     fields = []
-    for name, info in model.model_fields.items():
-        where = f"{model.__name__}.{name}"
-        field: dict[str, Any] = {"name": name,
+    for field_name, info in model.model_fields.items():
+        where = f"{model.__name__}.{field_name}"
+        field: dict[str, Any] = {"name": field_name,
                                  "type": _avro_type(info.annotation, where, named, namespace)}
         if info.default is not PydanticUndefined:
             default = info.default
@@ -78,15 +89,29 @@ def _record(model: type[BaseModel], named: set[str], namespace: str) -> Any:
                 default = default.decode("latin-1")
             field["default"] = default
         fields.append(field)
-    record: dict[str, Any] = {"type": "record", "name": model.__name__, "fields": fields}
+    record: dict[str, Any] = {"type": "record", "name": name or model.__name__,
+                              "fields": fields}
     if namespace:
         record["namespace"] = namespace
     return record
 
 
-def avro_schema_for(model: type[BaseModel], namespace: str = "") -> dict[str, Any]:
-    """The Avro record schema of ``model`` (see the module docstring for the mapping)."""
-    schema: dict[str, Any] = _record(model, set(), namespace)
+def avro_schema_for(model: type[BaseModel], namespace: str = "",
+                    name: str | None = None) -> dict[str, Any]:
+    """The Avro record schema of ``model`` (see the module docstring for the mapping),
+    named ``name`` (a simple name, or a full name ``com.acme.Order`` that also sets the
+    namespace) or else after the class. Raises ``ValueError`` for a name Avro refuses."""
+    if name is not None:
+        if not _AVRO_NAME.fullmatch(name):
+            raise ValueError(f"Avro record name {name!r} is not a valid Avro name: use "
+                             "letters, digits and underscores, dot-separated for a "
+                             "namespace, e.g. 'com.acme.Order'")
+        if "." in name:
+            if namespace:
+                raise ValueError(f"Avro record name {name!r} already has a namespace; do "
+                                 f"not also pass namespace={namespace!r}")
+            namespace, name = name.rsplit(".", 1)
+    schema: dict[str, Any] = _record(model, set(), namespace, name)
     return schema
 
 

@@ -7,7 +7,7 @@ See :class:`~aiostreams.services.service.Service`, :mod:`aiostreams.services.con
 
 from aiostreams.services.breaker import BreakerState, CircuitBreaker
 from aiostreams.services.contract import RateHint, ServiceContract, Verdict
-from aiostreams.services.declared import DeclaredService
+from aiostreams.services.declared import DeclaredService, ServiceOptions
 from aiostreams.services.limit import Adaptive
 from aiostreams.services.memo import Memo
 from aiostreams.services.outcome import CircuitOpenError, HoldExpired, Outcome, Overloaded
@@ -17,4 +17,4 @@ from aiostreams.services.single_flight import SingleFlight
 
 __all__ = ["Adaptive", "BreakerState", "CircuitBreaker", "CircuitOpenError", "DeclaredService",
            "HoldExpired", "Memo", "Outcome", "Overloaded", "RateHint", "RateLimit", "Service",
-           "ServiceContract", "SingleFlight", "Verdict"]
+           "ServiceContract", "ServiceOptions", "SingleFlight", "Verdict"]

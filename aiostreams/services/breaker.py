@@ -39,6 +39,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from aiostreams.errors import ConfigError
 from aiostreams.services.outcome import Outcome
 
 __all__ = ["Breaker", "BreakerState", "CircuitBreaker"]
@@ -57,16 +58,16 @@ class CircuitBreaker:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.failure_ratio <= 1.0:
-            raise ValueError(f"CircuitBreaker failure_ratio is in (0, 1]; got "
-                             f"{self.failure_ratio}")
+            raise ConfigError(f"CircuitBreaker failure_ratio is in (0, 1]; got "
+                              f"{self.failure_ratio}")
         if self.window <= 0 or self.cool_down <= 0:
-            raise ValueError("CircuitBreaker window and cool_down are positive seconds; got "
-                             f"window={self.window}, cool_down={self.cool_down}")
+            raise ConfigError("CircuitBreaker window and cool_down are positive seconds; got "
+                              f"window={self.window}, cool_down={self.cool_down}")
         if self.min_calls < 1 or self.probes < 1:
-            raise ValueError("CircuitBreaker min_calls and probes are at least 1")
+            raise ConfigError("CircuitBreaker min_calls and probes are at least 1")
         if self.consecutive_failures is not None and self.consecutive_failures < 1:
-            raise ValueError("CircuitBreaker consecutive_failures is at least 1 (or None: "
-                             f"the ratio alone opens it); got {self.consecutive_failures}")
+            raise ConfigError("CircuitBreaker consecutive_failures is at least 1 (or None: "
+                              f"the ratio alone opens it); got {self.consecutive_failures}")
 
 
 class BreakerState(enum.Enum):

@@ -11,14 +11,16 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from aiostreams.errors import ConfigError
+
 __all__ = ["RetryBudget"]
 
 
 class RetryBudget:
     def __init__(self, ratio: float, window: float = 10.0, min_per_second: float = 1.0) -> None:
         if not 0.0 <= ratio <= 10.0:
-            raise ValueError(f"retry_budget is a ratio of retries to calls (0.2 = 20%); "
-                             f"got {ratio}")
+            raise ConfigError(f"retry_budget is a ratio of retries to calls (0.2 = 20%); "
+                              f"got {ratio}")
         self.ratio = ratio
         self.window = window
         self.min_per_second = min_per_second

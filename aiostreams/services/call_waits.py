@@ -18,10 +18,43 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from aiostreams.runtime.clock import Clock
+from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.permit_wait import waiting_for_permit
 
-__all__ = ["CallWaits"]
+__all__ = ["CallWaits", "await_turn"]
+
+
+async def await_turn(waiter: asyncio.Future[None], clock: Clock, deadline: float | None,
+                     expire: Callable[[], None], *,
+                     passed_on: Callable[[], None] | None = None,
+                     left: Callable[[], None] | None = None) -> None:
+    """Await ``waiter``, a caller's turn in a first-come queue, as a wait for a permit.
+    At ``deadline`` (None: none) ``expire()`` runs if the turn has not come (it resolves
+    ``waiter``). A caller cancelled after its turn came calls ``passed_on()`` (the turn
+    goes to the next one); one that leaves without a turn (cancelled, or ``expire`` set an
+    error) cancels its waiter and calls ``left()`` (its queue drops it). Cancellation:
+    re-raised, after the above."""
+    timer: TimerHandle | None = None
+    if deadline is not None and not waiter.done():
+        def on_deadline() -> None:
+            if not waiter.done():
+                expire()
+        timer = clock.call_later(max(0.0, deadline - clock.monotonic()), on_deadline)
+    try:
+        with waiting_for_permit():
+            await waiter
+    except BaseException:
+        if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+            if passed_on is not None:
+                passed_on()
+        else:
+            waiter.cancel()
+            if left is not None:
+                left()
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 class CallWaits:
@@ -54,25 +87,10 @@ class CallWaits:
         come free), or until ``deadline``."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        timer = None
-        if deadline is not None:
-            def expire() -> None:
-                if not waiter.done():
-                    waiter.set_result(None)  # the caller sees its deadline passed
-            timer = self.clock.call_later(max(0.0, deadline - self.clock.monotonic()),
-                                          expire)
-        try:
-            with waiting_for_permit():
-                await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self.wake()  # woken, but leaving: the place goes to the next one
-            else:
-                waiter.cancel()
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
+        # past the deadline the caller sees it passed; woken, but leaving: the place goes
+        # to the next one
+        await await_turn(waiter, self.clock, deadline, lambda: waiter.set_result(None),
+                         passed_on=self.wake)
 
     def wake(self) -> None:
         """Wake as many waiters as places are free (at least one), oldest first."""

@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiostreams.errors import ConfigError
 from aiostreams.services.outcome import Overloaded
 
 __all__ = ["DEFAULT_CONTRACT", "RateHint", "ServiceContract", "Verdict", "read_headers",
@@ -126,12 +127,12 @@ class ServiceContract:
                    | self.slow_down_statuses & self.permanent_statuses
                    | self.transient_statuses & self.permanent_statuses)
         if overlap:
-            raise ValueError(f"ServiceContract: statuses {sorted(overlap)} are in more than "
-                             "one of slow_down_statuses, transient_statuses and "
-                             "permanent_statuses; give each status one meaning")
+            raise ConfigError(f"ServiceContract: statuses {sorted(overlap)} are in more than "
+                              "one of slow_down_statuses, transient_statuses and "
+                              "permanent_statuses; give each status one meaning")
         if not self.max_retry_after > 0:
-            raise ValueError(f"ServiceContract max_retry_after is positive seconds; got "
-                             f"{self.max_retry_after}")
+            raise ConfigError(f"ServiceContract max_retry_after is positive seconds; got "
+                              f"{self.max_retry_after}")
         for name in ("transient", "permanent"):
             types = getattr(self, name)
             if not isinstance(types, tuple) or not all(

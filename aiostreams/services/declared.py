@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any
+from typing import TypedDict, Unpack
 
 from aiostreams.runtime.clock import Clock
 from aiostreams.services.breaker import CircuitBreaker
@@ -23,21 +23,29 @@ from aiostreams.services.limit import Adaptive
 from aiostreams.services.rate import RateLimit
 from aiostreams.services.service import Service
 
-__all__ = ["DeclaredService"]
+__all__ = ["DeclaredService", "ServiceOptions"]
+
+
+class ServiceOptions(TypedDict, total=False):
+    """:class:`Service`'s keywords, as a declaration keeps them to make one per loop."""
+
+    concurrency: int | Adaptive
+    rate: RateLimit | None
+    breaker: CircuitBreaker | None
+    timeout: float | None
+    retry_budget: float | None
+    contract: ServiceContract | None
+    max_hold: float | None
+    clock: Clock | None
 
 
 class DeclaredService:
-    """The settings of one named service of an app (see :class:`Service` for each)."""
+    """The settings of one named service of an app: ``Service``'s keywords (see
+    :class:`Service` for each)."""
 
-    def __init__(self, name: str, *, concurrency: int | Adaptive = 64,
-                 rate: RateLimit | None = None, breaker: CircuitBreaker | None = None,
-                 timeout: float | None = None, retry_budget: float | None = None,
-                 contract: ServiceContract | None = None, max_hold: float | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(self, name: str, **options: Unpack[ServiceOptions]) -> None:
         self.name = name
-        self._options: dict[str, Any] = dict(
-            concurrency=concurrency, rate=rate, breaker=breaker, timeout=timeout,
-            retry_budget=retry_budget, contract=contract, max_hold=max_hold, clock=clock)
+        self._options = options
         Service(name, **self._options)  # validate now, where the user declared it
         self._live: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Service] = (
             weakref.WeakKeyDictionary())

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 
 from aiostreams.runtime.clock import Clock, TimerHandle
-from aiostreams.runtime.permit_wait import waiting_for_permit
+from aiostreams.services.call_waits import await_turn
 from aiostreams.services.learned_rate import LearnedRate
 
 __all__ = ["DispatchGate"]
@@ -47,25 +47,12 @@ class DispatchGate:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append(waiter)
         self._release()
-        expiry: TimerHandle | None = None
-        if deadline is not None and not waiter.done():
-            def expire() -> None:
-                if not waiter.done():
-                    waiter.set_exception(expired() if expired is not None
-                                         else TimeoutError("held past its deadline"))
-                    self._release()
-            expiry = self.clock.call_later(max(0.0, deadline - now), expire)
-        try:
-            with waiting_for_permit():
-                await waiter
-        except BaseException:
-            if not waiter.done():
-                waiter.cancel()
-                self._release()
-            raise
-        finally:
-            if expiry is not None:
-                expiry.cancel()
+
+        def expire() -> None:
+            waiter.set_exception(expired() if expired is not None
+                                 else TimeoutError("held past its deadline"))
+            self._release()
+        await await_turn(waiter, self.clock, deadline, expire, left=self._release)
 
     def changed(self) -> None:
         """The rate or the pause moved: recompute the head's turn."""

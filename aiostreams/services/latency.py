@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from aiostreams.errors import ConfigError
+
 __all__ = ["WARM_UP", "LatencyBaseline"]
 
 WARM_UP = 20
@@ -30,7 +32,7 @@ WARM_UP = 20
 class LatencyBaseline:
     def __init__(self, window: float) -> None:
         if not window > 0:
-            raise ValueError(f"a latency baseline window is positive seconds; got {window}")
+            raise ConfigError(f"a latency baseline window is positive seconds; got {window}")
         self.window = window
         self.short = 0.0  # short-term average latency of successes
         self._long = 0.0

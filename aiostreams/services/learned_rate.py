@@ -2,30 +2,40 @@
 
 A concurrency limit cannot find a rate limit: a service that allows 15 calls/s at 50 ms a
 call is over its limit with one call out. So beside the concurrency limit each service
-paces its dispatches with a :class:`LearnedRate` (a token bucket of one token, so calls are
-spread evenly, at the learned ``rate``):
+paces its dispatches with a :class:`LearnedRate`, at the learned ``rate``, from a
+**schedule**: each call's turn is one interval after the last one's turn (not after the
+moment it went: a timer that fires late on a loaded loop costs no call), caught up at most
+``LAG`` seconds behind; after a cut nothing goes until one interval of the new rate (the
+service's bucket is empty: a call at once would be refused too):
 
-- **unknown** at first (``rate`` None: no pacing). Nothing is paced until the service
-  refuses a call for its rate;
+- **unknown** at first (``rate`` None: no pacing; the concurrency limit bounds the calls
+  out). Nothing is paced until the service refuses a call for its rate;
 - a **rate refusal** (a 429 or ``Overloaded`` the service judged a rate refusal) of a call
   dispatched ``SETTLE`` seconds or more after the last cut **measures**: what the service
   accepted over the last ``WINDOW`` seconds of sending (a rate-bound server that refuses
   is saturated: what it took is its rate), less ``MARGIN``, and never above the pace it
-  refused less ``2 x MARGIN`` (the window's count includes the server's burst). Past the
-  start it is never above that pace x the share of calls accepted since the last cut,
-  less ``MARGIN`` (a rate that halves shows in that share before it shows in the window).
+  refused less ``2 x MARGIN`` (the window's count includes the server's burst). Within
+  ``EPISODE`` seconds of the last cut it is never above what the service admitted since
+  that cut, over the time since, less ``MARGIN`` (a rate that halves shows there before
+  it shows in the window). A refusal of a call sent since the cut that may not measure yet
+  delays the next call by an interval (the rate stays).
   Before any answer came back (the opening burst: refusals come back at once, acceptances
   after their latency) it is ``CUT`` x the rate calls were sent at; over a span shorter
-  than the window the calls still out count as accepted. A refusal with fewer than
+  than the window the calls still out count as accepted, and the first guess is lowered
+  by ``CUT`` at the shortest span, less as the span nears a window (the count is mostly
+  the server's burst). A refusal with fewer than
   ``MIN_PERIOD_CALLS`` accepted since the last cut, or none in the window, does not
   measure: a service that refuses everything is not telling a rate (the backoff below
   paces that case, and the rate it had is kept for when it is back);
 - the span measured never includes a **global pause** (``paused_until``): a token-bucket
   server rounds its 25 ms wait up to ``Retry-After: 1``, and counting that second would
   read 40/s as 20/s;
-- a rate measured over less than a window is a **guess**: it grows by
-  ``PROVISIONAL_STEP`` x itself every period it is in use and not refused, until a refusal
-  measures it over a full window;
+- a rate measured over less than a window is a **guess** (**slow start**): a refusal of a
+  call sent since the last cut measures the calls sent since that cut less the ones
+  refused, over the time since (the server's bucket was empty at both refusals: no
+  burst in that count), once that is ``SETTLE`` seconds and ``MIN_PERIOD_CALLS`` calls;
+  before, it halves (``CUT``) a guess most of whose calls since the cut were refused. An
+  unrefused guess grows by ``PROVISIONAL_STEP`` x itself every period it is in use;
 - **probing**: after ``PLATEAU`` periods (``PERIOD`` seconds and ``MIN_PERIOD_CALLS``
   answers each; the rest doubles, up to ``PLATEAU_MAX``, while probes find the same
   ceiling) with no rate refusal and the rate in use (``IN_USE`` of its tokens taken),
@@ -46,7 +56,8 @@ A pure state machine on explicit times (tests drive it with no clock; the servic
 :class:`~aiostreams.services.dispatch_gate.DispatchGate` asks it when the next call may go).
 
 Invariants (asserted): ``rate`` is None or at least ``MIN_RATE``; a measure never raises
-the pace that was refused; tokens never exceed one.
+the pace that was refused; the schedule never lags the present by more than ``LAG`` (in
+any T seconds at most ``1 + pace x (T + LAG)`` calls go).
 """
 
 from __future__ import annotations
@@ -67,6 +78,13 @@ SETTLE = 0.25
 bucket, emptied by the calls that were refused, refills before the new pace shows (without
 this, on a loaded client whose dispatches reach the server bunched, each refusal after an
 acceptance cut again, down to a fraction of the rate)."""
+
+EPISODE = 2.0
+"""Seconds after a cut within which a refusal is the same episode's: what the service
+admitted since the cut, over the time since, bounds the measure (a halving shows there
+within a quarter second, the window's count still holds the old rate). Over longer, the
+client may have sent under the rate for a while (the server's bucket full, its tokens
+lost): that count would read the client's pace, not the service's rate."""
 
 STARTUP_SPAN = 0.05
 """The shortest span a rate is measured over (calls sent at once at the start are a burst
@@ -108,6 +126,12 @@ IN_USE = 0.8
 MIN_RATE = 0.1
 """The lowest rate (calls/s): one call every 10 s still tells the service is back."""
 
+LAG = 0.1
+"""Seconds the paced schedule may fall behind and catch up: calls go at most ``1 + pace x
+(T + LAG)`` in any T seconds (a server's burst absorbs it), yet a timer fired late on a
+loaded loop costs no call (pacing from "now + interval" lost each late wake-up's delay:
+40/s ran at 37-39, 20/s at 17-19)."""
+
 EPSILON = 1e-6
 """Seconds below which a wait is none (float time has no finer grain near 1e9 s)."""
 
@@ -130,15 +154,15 @@ class LearnedRate:
         self.paused_until = -math.inf
         self._cap: float | None = None  # remaining / reset, until the reset
         self._cap_until = -math.inf
-        self._tokens = 1.0
-        self._at = now
+        self._next_at = -math.inf  # the paced schedule: when the next call may go
         self._first_call: float | None = None
         self._last_cut = -math.inf
         self._probing = 0
         self._provisional = False  # measured over less than a window: a guess
         self._plateau = PLATEAU
         self._accepted_since_cut = 0
-        self._refused_since_cut = 0
+        self._sent_since_cut = 0  # calls dispatched after the last cut...
+        self._refused_sent_since_cut = 0  # ...and refused
         self._accepted_at: deque[float] = deque()  # answers accepted in the last WINDOW
         self._flights: deque[tuple[float, int]] = deque()  # (time, calls out), falling
         self._backoff = 0.0
@@ -160,10 +184,8 @@ class LearnedRate:
         """Seconds until a call may go out (0.0: now). Takes nothing."""
         self._roll(now)
         pause = self.paused_until - now
-        pace = self.pace(now)
-        self._refill(now, pace)
-        token = 0.0 if pace is None or self._tokens >= 1.0 else (1.0 - self._tokens) / pace
-        wait = max(0.0, pause, token)
+        turn = self._next_at - now if self.pace(now) is not None else 0.0
+        wait = max(0.0, pause, turn)
         # below a microsecond is now: at a monotonic clock of 1e9 s, now + 1e-7 == now, and
         # a timer set that close would find the same wait again, for ever
         return wait if wait >= EPSILON else 0.0
@@ -171,13 +193,18 @@ class LearnedRate:
     def take(self, now: float) -> None:
         """A call goes out now (after :meth:`wait` said 0)."""
         pace = self.pace(now)
-        self._refill(now, pace)
         if pace is not None:
-            self._tokens -= 1.0
+            # the schedule moves one interval from where it was, not from now: a loaded
+            # loop's timer that fires late is caught up (it lost nothing), up to LAG behind
+            # (after an idle spell: no more than that at once), never into a pause
+            self._next_at = max(self._next_at, now - LAG,
+                                min(self.paused_until, now)) + 1.0 / pace
+            assert self._next_at > now - LAG
         if self._first_call is None:
             self._first_call = now
         self._taken += 1
         self._sent += 1
+        self._sent_since_cut += 1
 
     def on_answer(self, now: float, hint: RateHint, in_flight: int = 0) -> None:
         """The service accepted a call (any answer but a slow-down) sent with
@@ -218,7 +245,6 @@ class LearnedRate:
         self._roll(now)
         self._answers += 1
         self._refused += 1
-        self._refused_since_cut += 1
         started = self._first_call is not None and now - self._first_call >= WINDOW
         taking = self.accepting(now) or not started  # at the start, answers are on the way
         if hint.retry_after is not None and not taking:
@@ -231,8 +257,50 @@ class LearnedRate:
             self._backoff = min(BACKOFF_MAX, max(BACKOFF_START, 2 * self._backoff))
             self._backoff_at = now
             self._pause_until(now + self._backoff)
-        if dispatched_at >= self._last_cut + SETTLE and not self.told:
+        if self.told:
+            return
+        if dispatched_at >= self._last_cut:
+            self._refused_sent_since_cut += 1
+        if self._provisional and dispatched_at >= self._last_cut:
+            self._slow_start(now)
+        elif dispatched_at >= self._last_cut + SETTLE:
             self._measure(now, out)
+        elif dispatched_at >= self._last_cut and self.rate is not None:
+            # refused at the new pace before it may measure again: the rate stays, but
+            # the next call waits an interval from now (a halving refuses every other
+            # call until it measures: this spaces them; a loaded client's bunched calls
+            # lose a slot each, not a cut)
+            self._next_at = max(self._next_at, now) + 1.0 / self.rate
+
+    def _admitted_since_cut(self, now: float) -> float:
+        """Calls/s the service admitted since the last cut: the calls sent since, less the
+        ones refused (refusals come back at once: the calls still out count as
+        admitted), over the time since. Its bucket was empty at that cut's refusal and is
+        at this one's: no burst in the count, a token at most either end."""
+        admitted = self._sent_since_cut - self._refused_sent_since_cut
+        return admitted / max(STARTUP_SPAN, now - self._last_cut)
+
+    def _slow_start(self, now: float) -> None:
+        """A refusal of a call sent since the first guess (or since the last cut of the
+        opening): the server's bucket was empty at that cut and is empty now, so what it
+        admitted in between - the calls sent since, less the ones refused (refusals come
+        back at once: the calls still out count as admitted) - over the time between is
+        its rate, without the burst the first guess counted. Over less than ``SETTLE``
+        that count is too small to measure; then, if most of the calls sent since were
+        refused (two at least: one may be the server's bucket a token short just after
+        the cut), the guess was far too high: ``CUT`` it."""
+        assert self.rate is not None
+        before = self.rate
+        admitted = self._sent_since_cut - self._refused_sent_since_cut
+        span = now - self._last_cut
+        if span >= SETTLE and admitted >= MIN_PERIOD_CALLS:
+            rate = min(before * (1 - 2 * MARGIN), admitted / span * (1 - MARGIN))
+            self._provisional = False  # a measure, not a guess: probing takes it on
+        elif self._refused_sent_since_cut >= max(2, admitted):
+            rate = before * CUT
+        else:
+            return
+        self._cut(now, rate)
 
     def _measure(self, now: float, out: int) -> None:
         """Set the rate from what the service accepted over the last window (see the
@@ -246,28 +314,41 @@ class LearnedRate:
         before = self.pace(now)
         if accepted:
             rate = accepted / span * (1 - MARGIN)
+            if before is None and sending < WINDOW:
+                # the first guess, over less than a window: the shorter the span, the
+                # more of the count is the server's burst (8 calls in 0.15 s read 40/s
+                # as 80/s): start below it, by CUT at the shortest
+                rate *= CUT + (1 - CUT) * sending / WINDOW
             if before is not None:  # refused at this pace: below it, whatever the burst
-                # lent us (the window's count includes the server's burst), and the share
-                # of calls since the last cut it accepted shows a drop before the window
+                # lent us (the window's count includes the server's burst), and what it
+                # admitted since a recent cut shows a drop before the window does
                 rate = min(rate, before * (1 - 2 * MARGIN))
-                if sending >= WINDOW:
-                    taken = self._accepted_since_cut
-                    rate = min(rate, before * taken / (taken + self._refused_since_cut)
-                               * (1 - MARGIN))
+                if sending >= WINDOW and self._sent_since_cut >= MIN_PERIOD_CALLS and \
+                        now - self._last_cut <= EPISODE:
+                    rate = min(rate, self._admitted_since_cut(now) * (1 - MARGIN))
             if before is not None and self._accepted_since_cut < MIN_PERIOD_CALLS:
                 return  # (almost) nothing taken since the last cut: going down, not a rate
         elif self.rate is None and self._first_call is not None:
             rate = CUT * self._sent / max(STARTUP_SPAN, now - self._first_call)
         else:
             return  # refusing everything: the backoff paces it
+        self._cut(now, rate)
+        self._provisional = sending < WINDOW
+
+    def _cut(self, now: float, rate: float) -> None:
+        """The rate is ``rate`` from now (the service refused a call just now)."""
+        before = self.pace(now)
         self.rate = max(MIN_RATE, rate)
+        # the service refused just now: its bucket is empty, nothing more goes until the
+        # new pace says so (a call at once would be refused too)
+        self._next_at = max(self._next_at, now + 1.0 / self.rate)
         last, self.ceiling = self.ceiling, self.rate / (1 - MARGIN)
         # the same ceiling again: rest longer before the next probe (each costs refusals)
         self._plateau = min(PLATEAU_MAX, 2 * self._plateau) if last is not None and \
             abs(self.ceiling - last) <= SAME_CEILING * last else PLATEAU
         assert before is None or self.rate <= max(before, MIN_RATE)
-        self._provisional = sending < WINDOW
-        self._accepted_since_cut = self._refused_since_cut = 0
+        self._accepted_since_cut = 0
+        self._sent_since_cut = self._refused_sent_since_cut = 0
         self._last_cut = now
         self._probing = 0
 
@@ -285,12 +366,6 @@ class LearnedRate:
         since = min(self.paused_until, now)
         return sum(1 for at in accepted if at > since) if since > now - WINDOW \
             else len(accepted)
-
-    def _refill(self, now: float, pace: float | None) -> None:
-        if pace is not None and now > self._at:
-            self._tokens = min(1.0, self._tokens + (now - self._at) * pace)
-        self._at = max(self._at, now)
-        assert self._tokens <= 1.0
 
     def _pause_until(self, until: float) -> None:
         self.paused_until = max(self.paused_until, until)

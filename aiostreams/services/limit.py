@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from aiostreams.errors import ConfigError
 from aiostreams.services.outcome import Outcome
 
 __all__ = ["Adaptive", "Algorithm", "FixedLimit", "Limit"]
@@ -44,18 +45,18 @@ class Adaptive:
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.initial <= self.max:
-            raise ValueError(f"Adaptive needs 1 <= min <= initial <= max; got min={self.min}, "
-                             f"initial={self.initial}, max={self.max}")
+            raise ConfigError(f"Adaptive needs 1 <= min <= initial <= max; got min={self.min}, "
+                              f"initial={self.initial}, max={self.max}")
         if not 0.0 < self.backoff < 1.0:
-            raise ValueError(f"Adaptive backoff is a factor in (0, 1); got {self.backoff}")
+            raise ConfigError(f"Adaptive backoff is a factor in (0, 1); got {self.backoff}")
         if self.tolerance <= 1.0:
-            raise ValueError(f"Adaptive tolerance must exceed 1.0; got {self.tolerance}")
+            raise ConfigError(f"Adaptive tolerance must exceed 1.0; got {self.tolerance}")
         if not self.baseline_window > 0:
-            raise ValueError(f"Adaptive baseline_window is positive seconds; got "
-                             f"{self.baseline_window}")
+            raise ConfigError(f"Adaptive baseline_window is positive seconds; got "
+                              f"{self.baseline_window}")
         if self.algorithm not in ("gradient", "aimd"):
-            raise ValueError(f"Adaptive algorithm is 'gradient' or 'aimd'; got "
-                             f"{self.algorithm!r}")
+            raise ConfigError(f"Adaptive algorithm is 'gradient' or 'aimd'; got "
+                              f"{self.algorithm!r}")
 
 
 class Limit:
@@ -73,7 +74,7 @@ class Limit:
 class FixedLimit(Limit):
     def __init__(self, limit: int) -> None:
         if limit < 1:
-            raise ValueError(f"a service's concurrency must be at least 1; got {limit}")
+            raise ConfigError(f"a service's concurrency must be at least 1; got {limit}")
         self._limit = limit
 
     @property

@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from aiostreams.errors import ConfigError
+
 __all__ = ["Memo"]
 
 
@@ -38,7 +40,7 @@ class Memo:
 
     def __post_init__(self) -> None:
         if not self.ttl > 0:
-            raise ValueError(f"Memo ttl is positive seconds of stream time; got {self.ttl}")
+            raise ConfigError(f"Memo ttl is positive seconds of stream time; got {self.ttl}")
 
     def expires_at(self, stream_time: float) -> float:
         """The end of the TTL period holding ``stream_time``."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 
+from aiostreams.errors import ConfigError
+
 __all__ = ["CircuitOpenError", "HoldExpired", "Outcome", "Overloaded", "classify"]
 
 OVERLOAD_STATUSES = frozenset({429, 503})
@@ -35,7 +37,7 @@ class Overloaded(Exception):
     def __init__(self, service: str = "", detail: str = "", *,
                  retry_after: float | None = None) -> None:
         if retry_after is not None and not retry_after >= 0:
-            raise ValueError(f"Overloaded retry_after is seconds >= 0; got {retry_after}")
+            raise ConfigError(f"Overloaded retry_after is seconds >= 0; got {retry_after}")
         super().__init__(f"service {service!r} is overloaded{': ' + detail if detail else ''}")
         self.service = service
         self.retry_after = retry_after

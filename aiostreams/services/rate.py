@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aiostreams.errors import ConfigError
+
 __all__ = ["RateLimit", "TokenBucket"]
 
 
@@ -24,10 +26,10 @@ class RateLimit:
 
     def __post_init__(self) -> None:
         if self.calls <= 0 or self.per <= 0:
-            raise ValueError(f"RateLimit needs calls > 0 and per > 0 seconds; got "
-                             f"RateLimit({self.calls}, per={self.per})")
+            raise ConfigError(f"RateLimit needs calls > 0 and per > 0 seconds; got "
+                              f"RateLimit({self.calls}, per={self.per})")
         if self.burst is not None and self.burst < 1:
-            raise ValueError(f"RateLimit burst must be at least 1 call; got {self.burst}")
+            raise ConfigError(f"RateLimit burst must be at least 1 call; got {self.burst}")
 
     @property
     def rate(self) -> float:

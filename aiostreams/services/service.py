@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from typing import Any, Literal, TypeVar, cast
 
+from aiostreams.errors import ConfigError
 from aiostreams.policies import mark_retryable, mark_suspected_outage
 from aiostreams.runtime.clock import Clock, LoopClock
 from aiostreams.runtime.permit_wait import held_in_place, traced_call
@@ -131,13 +132,13 @@ class Service:
                  contract: ServiceContract | None = None, max_hold: float | None = None,
                  clock: Clock | None = None) -> None:
         if not name:
-            raise ValueError("a service needs a name (it labels its metrics)")
+            raise ConfigError("a service needs a name (it labels its metrics)")
         if timeout is not None and timeout <= 0:
-            raise ValueError(f"service {name!r}: timeout must be positive seconds; "
-                             f"got {timeout}")
+            raise ConfigError(f"service {name!r}: timeout must be positive seconds; "
+                              f"got {timeout}")
         if max_hold is not None and not max_hold > 0:
-            raise ValueError(f"service {name!r}: max_hold is positive seconds (or None: "
-                             f"hold for ever); got {max_hold}")
+            raise ConfigError(f"service {name!r}: max_hold is positive seconds (or None: "
+                              f"hold for ever); got {max_hold}")
         if contract is not None and not isinstance(contract, ServiceContract):
             raise TypeError(f"service {name!r}: contract= takes an ais.ServiceContract; got "
                             f"{type(contract).__name__}")

@@ -17,11 +17,13 @@ from aiostreams.settings.config import Settings
 
 
 def client_options(s: Settings) -> dict[str, Any]:
-    """Kafka client options from the settings: security protocol, SASL (PLAIN or
-    SCRAM), and TLS files turned into one ``ssl.SSLContext``."""
+    """Kafka client options from the settings: how long a client's start waits for a
+    broker (``connect_timeout``, capped by ``broker_timeout``), the security protocol,
+    SASL (PLAIN or SCRAM), and TLS files turned into one ``ssl.SSLContext``."""
     if not s.broker.startswith("kafka://"):
         return {}
-    opts: dict[str, Any] = {"security_protocol": s.security_protocol}
+    opts: dict[str, Any] = {"security_protocol": s.security_protocol,
+                            "connect_timeout": min(s.connect_timeout, s.broker_timeout)}
     if s.sasl_mechanism:
         opts["sasl_mechanism"] = s.sasl_mechanism
     if s.sasl_username:

@@ -87,7 +87,11 @@ class Settings(BaseSettings):
     drain_timeout: float = Field(30.0, ge=0, description="seconds to let in-flight work finish")
     broker_timeout: float = Field(
         120.0, gt=0, description="seconds of continuous broker trouble a running worker "
-        "rides out (retrying) before it stops with the error")
+        "rides out (retrying) before it stops with the error; also caps connect_timeout")
+    connect_timeout: float = Field(
+        30.0, gt=0, description="seconds a Kafka client keeps trying to reach a broker when "
+        "it starts (app start, app.send, app.producer(), the CLI tools) before "
+        "BrokerUnavailableError; at most broker_timeout")
     on_error: Literal["fail", "skip", "dead_letter"] | None = Field(
         None, description="after the last attempt; default: dead_letter when a dead-letter "
         "topic is set, else fail")
@@ -194,6 +198,8 @@ class Settings(BaseSettings):
     def _broker_scheme(cls, value: str) -> str:
         if not (value.startswith("memory://") or value.startswith("kafka://")):
             raise ValueError("use memory://[name] or kafka://host:port[,host:port...]")
+        if value.startswith("kafka://"):
+            _check_kafka_servers(value)
         return value
 
     @property
@@ -203,12 +209,32 @@ class Settings(BaseSettings):
         return "dead_letter" if self.dead_letter_topic else "fail"
 
 
+def _check_kafka_servers(url: str) -> None:
+    """Every server of a ``kafka://`` URL has a host and a port, as Kafka's own clients
+    require of ``bootstrap.servers``: a missing port is refused, not guessed, so the
+    address in every later message is the one that was meant."""
+    servers = [server.strip() for server in url.removeprefix("kafka://").strip("/").split(",")]
+    for server in servers:
+        host, colon, port = server.rpartition(":")
+        if not colon and server:
+            fixed = ",".join(f"{s}:9092" if ":" not in s else s for s in servers)
+            raise ValueError(f"{server!r} in {url!r} has no port: write kafka://{fixed} "
+                             "(9092 is Kafka's usual listener port) or the port your "
+                             "broker listens on")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad broker address {server!r} in {url!r}: expected "
+                             "host:port, e.g. kafka://127.0.0.1:9092 or "
+                             "kafka://b1:9092,b2:9092")
+
+
 ENV_PREFIX = "AIOSTREAMS_"
 TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_KAFKA": "host:port of a running Kafka broker for the tests and benchmarks",
     "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
     "AIOSTREAMS_KAFKA_VERSION": "which Kafka release aiostreams.localkafka runs (4.4.0, the "
                                 "default, or 3.9.1; the test suite's broker too)",
+    "AIOSTREAMS_SCHEMA_REGISTRY": "the URL of a running schema registry for the registry "
+                                  "tests (python -m aiostreams.localregistry run prints it)",
     "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",
     "AIOSTREAMS_CHAOS_REPEAT": "how many times the slow tier repeats the fault-injection "
                                "tests (stalled workers, connection resets, dead clients)",

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+from aiostreams.errors import ConfigError
 from aiostreams.sinks.spark.session import SparkConfig
 
 __all__ = ["s3_filesystem", "s3_key", "s3a_spark_conf", "with_s3a_conf"]
@@ -93,8 +94,8 @@ def s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
     if endpoint is not None:
         parts = urlsplit(endpoint)
         if parts.scheme == "http" and not _flag(options, "AWS_ALLOW_HTTP"):
-            raise ValueError(f"storage option AWS_ENDPOINT_URL={endpoint!r} is plain http; "
-                             "set AWS_ALLOW_HTTP='true' to use it")
+            raise ConfigError(f"storage option AWS_ENDPOINT_URL={endpoint!r} is plain http; "
+                              "set AWS_ALLOW_HTTP='true' to use it")
         scheme = parts.scheme or "https"
         endpoint = parts.netloc or endpoint
     return pafs.S3FileSystem(

@@ -47,12 +47,12 @@ def decimal_type(max_digits: int | None, decimal_places: int | None) -> pa.Decim
     Values that do not fit (more fractional digits than the scale, or too many integer
     digits) fail :meth:`RowSchema.check`: they are never rounded."""
     if max_digits is not None and not 1 <= max_digits <= _MAX_PRECISION:
-        raise ValueError(f"max_digits={max_digits} is outside Parquet's decimal128 range 1..38")
+        raise ConfigError(f"max_digits={max_digits} is outside Parquet's decimal128 range 1..38")
     if decimal_places is not None and decimal_places < 0:
-        raise ValueError(f"decimal_places={decimal_places} must be >= 0")
+        raise ConfigError(f"decimal_places={decimal_places} must be >= 0")
     if max_digits is not None and decimal_places is not None:
         if decimal_places > max_digits:
-            raise ValueError(f"decimal_places={decimal_places} exceeds max_digits={max_digits}")
+            raise ConfigError(f"decimal_places={decimal_places} exceeds max_digits={max_digits}")
         return pa.decimal128(max_digits, decimal_places)
     if decimal_places is not None:
         return pa.decimal128(_MAX_PRECISION, min(decimal_places, _MAX_PRECISION))

@@ -62,6 +62,7 @@ from aiostreams.settings.config import Settings
 from aiostreams.state.key_identity import EncodedKey
 from aiostreams.testing.driver_broker import DriverBroker
 from aiostreams.testing.global_feeder import GlobalFeeder
+from aiostreams.topic import Topic
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
@@ -222,18 +223,25 @@ class TopologyTestDriver:
 
     # -- input --------------------------------------------------------------------------
 
-    def pipe_input(self, topic: str, key: Any, value: Any, timestamp: float | None = None,
-                   *, headers: Headers = (), partition: int | None = None) -> None:
+    def pipe_input(self, topic: Topic | str, key: Any, value: Any,
+                   timestamp: float | None = None, *, headers: Headers = (),
+                   partition: int | None = None) -> None:
         """Append one record to the source topic ``topic``, serialized with the serdes its
-        source reads it with. ``timestamp`` (seconds) defaults to the clock's wall time;
+        source reads it with, or, given a :class:`~aiostreams.topic.Topic` (a view such as
+        ``Topic.of("orders", key=str, value=bytes)``, as for ``app.send``), with that
+        view's serdes. ``timestamp`` (seconds) defaults to the clock's wall time;
         ``partition`` to Kafka's partitioner on the key bytes. Processed by the next
         :meth:`process_all`."""
-        key_serde, value_serde = self._out.serdes_of(topic)
-        self.pipe_raw_input(topic, key_serde.serialize(topic, key),
-                            value_serde.serialize(topic, value), timestamp,
+        name = _topic_name(topic)
+        if isinstance(topic, Topic):
+            key_serde, value_serde = topic.key_serde, topic.value_serde
+        else:
+            key_serde, value_serde = self._out.serdes_of(name)
+        self.pipe_raw_input(name, key_serde.serialize(name, key),
+                            value_serde.serialize(name, value), timestamp,
                             headers=headers, partition=partition)
 
-    def pipe_inputs(self, topic: str, records: Iterable[Sequence[Any]]) -> None:
+    def pipe_inputs(self, topic: Topic | str, records: Iterable[Sequence[Any]]) -> None:
         """Append ``(key, value)`` or ``(key, value, timestamp)`` tuples to ``topic``."""
         for item in records:
             if len(item) not in (2, 3):
@@ -242,14 +250,15 @@ class TopologyTestDriver:
                     f"{item!r}")
             self.pipe_input(topic, *item)
 
-    def pipe_raw_input(self, topic: str, key: bytes | None, value: bytes | None,
+    def pipe_raw_input(self, topic: Topic | str, key: bytes | None, value: bytes | None,
                        timestamp: float | None = None, *, headers: Headers = (),
                        partition: int | None = None) -> None:
         """Append a record of raw bytes (e.g. bytes its serde cannot decode)."""
         self._require_running("pipe input")
-        self._out.serdes_of(topic)
+        name = _topic_name(topic)
+        self._out.serdes_of(name)  # a topic no source reads is a mistake: say so now
         when = self.clock.wall_time() if timestamp is None else timestamp
-        self._out.append([OutgoingRecord(topic, key, value, when, headers, partition)])
+        self._out.append([OutgoingRecord(name, key, value, when, headers, partition)])
 
     # -- processing ---------------------------------------------------------------------
 
@@ -326,20 +335,28 @@ class TopologyTestDriver:
 
     # -- output and state ---------------------------------------------------------------
 
-    def read_output(self, topic: str) -> list[Record[Any, Any]]:
+    def read_output(self, topic: Topic | str) -> list[Record[Any, Any]]:
         """The records tasks produced to ``topic`` since the last ``read_output`` of it, in
         the order they were produced, deserialized with the app's serdes for the topic
-        (those of the sink writing it when the topic is not declared; else bytes). Raises
+        (those of the sink writing it when the topic is not declared; else bytes), or with
+        the serdes of ``topic`` when it is a :class:`~aiostreams.topic.Topic`. Raises
         when piped input is still unprocessed: await :meth:`process_all` first."""
+        name = _topic_name(topic)
         if self.state is DriverState.RUNNING and self._unfed():
             raise RuntimeError(
-                f"read_output({topic!r}): {self._unfed()} piped record(s) are not processed "
+                f"read_output({name!r}): {self._unfed()} piped record(s) are not processed "
                 "yet; `await driver.process_all()` first")
-        return [self._out.decode(raw) for raw in self._out.take(topic)]
+        raws = self._out.take(name)
+        if isinstance(topic, Topic):
+            return [Record(topic.key_serde.deserialize(name, raw.key),
+                           topic.value_serde.deserialize(name, raw.value), raw.topic,
+                           raw.partition, raw.offset, raw.timestamp, raw.headers)
+                    for raw in raws]
+        return [self._out.decode(raw) for raw in raws]
 
-    def read_raw_output(self, topic: str) -> list[RawRecord]:
+    def read_raw_output(self, topic: Topic | str) -> list[RawRecord]:
         """Like :meth:`read_output`, as bytes with offsets and headers (dead letters)."""
-        return self._out.take(topic)
+        return self._out.take(_topic_name(topic))
 
     def store(self, name: str) -> dict[Any, Any]:
         """A snapshot of store ``name``'s applied (retired) state over every task, as of the
@@ -428,4 +445,11 @@ class TopologyTestDriver:
         self._snapshots = snapshots
 
 
+def _topic_name(topic: Topic | str) -> str:
+    """The name of a topic given by name or as a :class:`Topic` (which, holding a config
+    dict, cannot be a dictionary key itself)."""
+    return topic.name if isinstance(topic, Topic) else topic
+
+
 __all__ = ["DriverClock", "DriverState", "TopologyTestDriver"]
+

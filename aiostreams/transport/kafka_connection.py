@@ -166,6 +166,36 @@ def parse_bootstrap(url_or_servers: str) -> str:
     return ",".join(server.strip() for server in servers.split(","))
 
 
+_STARTING: set[asyncio.Task[Any]] = set()
+"""The tasks running a :func:`start_or_unavailable` retry loop now. By task, not by context
+variable: aiokafka's background tasks created during a start (metadata sync, fetcher,
+heartbeat) copy the context, and their later connection errors must still be logged."""
+_AIOKAFKA_ATTEMPT_ERRORS = ("Unable connect to ", "Unable to update metadata from ")
+CONNECT_RETRY_LOG_MARK = "aiostreams_connect_retry"
+"""Set on the one WARNING a start logs while it retries, so the command line, which
+reports the outcome itself (exit code 3 and one line), can leave it out."""
+
+
+class _QuietAttempts(logging.Filter):
+    """Drops aiokafka's ERROR line for each failed connection attempt of a client that
+    :func:`start_or_unavailable` is starting: it retries them, says once (a WARNING) that
+    the broker is not reachable yet and raises one error in the end, where aiokafka would
+    print a line per attempt (34 in 30 s). Outside a start (a running client losing its
+    broker) aiokafka's lines pass unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.msg, str) and record.msg.startswith(_AIOKAFKA_ATTEMPT_ERRORS)):
+            return True
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # logged outside an event loop
+            return True
+        return task not in _STARTING
+
+
+_QUIET_ATTEMPTS = _QuietAttempts()
+
+
 async def start_or_unavailable(
     start: Callable[[], Awaitable[None]],
     close: Callable[[], Awaitable[None]],
@@ -179,11 +209,17 @@ async def start_or_unavailable(
 
     Only the bootstrap (the first step of every aiokafka ``start``) is retried: the adapters
     start their clients before subscribing, so nothing else can fail half-way. Cancellation
-    closes the client and propagates.
+    closes the client and propagates. The first failed attempt is logged once, as a
+    WARNING; aiokafka's own line per attempt is left out (:class:`_QuietAttempts`).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + options.connect_timeout
     pause, largest_pause = _START_BACKOFF
+    logging.getLogger("aiokafka").addFilter(_QUIET_ATTEMPTS)  # idempotent
+    this_task = asyncio.current_task()
+    assert this_task is not None, "a coroutine runs in a task"
+    _STARTING.add(this_task)
+    warned = False
     try:
         while True:
             remaining = deadline - loop.time()
@@ -192,23 +228,33 @@ async def start_or_unavailable(
                     await start()
                 return
             except (KafkaConnectionError, TimeoutError, OSError) as exc:
+                last_error = str(exc) or type(exc).__name__
                 if loop.time() + pause >= deadline:
-                    last_error = str(exc) or type(exc).__name__
                     raise BrokerUnavailableError(
                         f"the {what} reached no Kafka broker at {bootstrap} within "
                         f"{options.connect_timeout:g} s (last error: {last_error}). Check "
                         "that the broker runs, that host:port is one of its listeners as "
                         "advertised (advertised.listeners), that nothing (firewall, container "
                         "port mapping) blocks the port, and that security_protocol "
-                        f"({options.security_protocol}) matches the listener; or raise "
-                        "connect_timeout."
+                        f"({options.security_protocol}) matches the listener; or wait longer: "
+                        "the connect_timeout setting (at most broker_timeout; the command "
+                        "line's --connect-timeout)."
                     ) from exc
-                log.debug("%s: broker at %s not reachable yet: %s", what, bootstrap, exc)
+                if not warned:
+                    warned = True
+                    log.warning("the %s reaches no Kafka broker at %s yet (%s); retrying for "
+                                "up to %g s (connect_timeout)", what, bootstrap, last_error,
+                                options.connect_timeout, extra={CONNECT_RETRY_LOG_MARK: True})
+                else:
+                    log.debug("%s: broker at %s not reachable yet: %s", what, bootstrap,
+                              last_error)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, largest_pause)
     except BaseException:
         await close()
         raise
+    finally:
+        _STARTING.discard(this_task)
 
 
 async def partition_counts(

@@ -58,7 +58,8 @@ async def one_worker() -> AsyncIterator[tuple[str, dict[str, int]]]:
     app = make_app(MemoryTransport(MemoryBroker()))
     async with app, MetricsServer(app) as server:
         expected = await fill(app)
-        yield server.url.removesuffix("/metrics"), expected
+        assert server.metrics_url == server.url == f"{server.base_url}/metrics"
+        yield server.base_url, expected
 
 
 async def test_a_key_is_answered_as_json_by_the_stores_serde(
@@ -102,6 +103,16 @@ async def test_a_window_store_answers_the_keys_windows_within_bounds(
                                {"start": 1_700_000_100.0, "value": 2}]
     status, body, _ = await get(f"{base}/stores/per-minute/alice?from=1700000100&to=1700000200")
     assert [w["value"] for w in body["windows"]] == [2]
+
+
+async def test_a_window_store_key_without_windows_is_not_found(
+        one_worker: tuple[str, dict[str, int]]) -> None:
+    base, _ = one_worker
+    status, body, _ = await get(f"{base}/stores/per-minute/bob")
+    assert status == 404 and body["error"] == "store 'per-minute' has no window for key 'bob'"
+    status, body, _ = await get(f"{base}/stores/per-minute/alice?from=1700000200")
+    assert status == 404 and "no window for key 'alice' starting within [1700000200.0, inf]" in \
+        body["error"]
 
 
 def free_ports(n: int) -> list[int]:

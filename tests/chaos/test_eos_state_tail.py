@@ -17,18 +17,15 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from appkit import create_topic, produce
 from kafkakit import start_worker, stop_worker, until_logged, wait_committed
+from stateful_check import expected, keyed_inputs, until_exact
 
-from aiostreams.transport.base import IsolationLevel
 from aiostreams.transport.kafka import KafkaTransport
-from aiostreams.types import TopicPartition
 
 pytestmark = [pytest.mark.kafka, pytest.mark.chaos, pytest.mark.timeout(600)]
 
@@ -42,40 +39,7 @@ UP_TO_DATE = re.compile(r"store '(agg|rekeyed)' is up to date at (\S+) offset (\
 
 
 def inputs() -> list[tuple[bytes, bytes]]:
-    return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
-
-
-def expected(records: list[tuple[bytes, bytes]]) -> dict[str, dict[str, int]]:
-    """The last update per key of an uninterrupted run: ``k..`` aggregates, ``g..`` counts."""
-    out: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "s": 0})
-    groups: Counter[str] = Counter()
-    for k, v in records:
-        agg = out[k.decode()]
-        agg["n"] += 1
-        agg["s"] += int(v)
-        groups[f"g{int(v) % 7}"] += 1
-    return {**out, **{g: {"n": n} for g, n in groups.items()}}
-
-
-async def last_updates(transport: KafkaTransport, topic: str) -> dict[str, dict[str, int]]:
-    consumer = transport.consumer(None, isolation_level=IsolationLevel.READ_COMMITTED)
-    await consumer.start()
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    latest: dict[str, dict[str, int]] = {}
-    try:
-        ends = await consumer.end_offsets(tps)
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        async with asyncio.timeout(60):
-            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-                for got in (await consumer.getmany(0.5)).values():
-                    for record in got:
-                        assert record.key is not None and record.value is not None
-                        latest[record.key.decode().strip('"')] = orjson.loads(record.value)
-    finally:
-        await consumer.stop()
-    return latest
+    return keyed_inputs(RECORDS, KEYS)
 
 
 def restore_starts(log: str) -> dict[tuple[str, str], int]:
@@ -116,16 +80,10 @@ async def test_a_sigkilled_exactly_once_worker_restores_the_tail_and_its_state_i
         await until_logged(second_log, "restored; running")
         # the re-keyed count is done once its repartition topic is consumed too: the
         # outputs say so (polled: nothing announces it to an outside reader)
-        want = expected(records)
-        async with asyncio.timeout(120):
-            while True:
-                got = await last_updates(transport, dst)
-                if got == want:
-                    break
-                await asyncio.sleep(0.5)
+        # no aborted write survived, no committed one was lost
+        await until_exact(transport, dst, PARTITIONS, expected(records), timeout=120)
     finally:
         assert await stop_worker(second, timeout=90) == 0
-    assert got == want  # no aborted write survived, no committed one was lost
     starts = restore_starts(second_log.read_text(errors="replace"))
     assert {store for store, _ in starts} == {"agg", "rekeyed"}, starts
     from_zero = {key: start for key, start in starts.items() if start == 0}

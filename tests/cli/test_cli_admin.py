@@ -102,6 +102,24 @@ async def test_groups_reset_moves_offsets_once_the_group_is_empty(
     assert code == 2 and "not an ISO 8601 time" in err
 
 
+async def test_groups_reset_of_named_topics_moves_their_partitions_and_refuses_unknown_ones(
+        kafka_bootstrap: str, topic_name: Callable[[str], str],
+        member: tuple[str, str, AIOKafkaConsumer]) -> None:
+    topic, group, consumer = member
+    await consumer.stop()  # leaves the group
+    broker = ("--broker", f"kafka://{kafka_bootstrap}")
+    code, out, err = await run("groups", "reset", group, "--topic", topic, "--to-earliest",
+                               *broker)
+    assert code == 0, err
+    assert f"{topic}[0]: 4 -> 0" in out and f"{topic}[1]: 7 -> 0" in out
+    assert await committed(kafka_bootstrap, group) == {0: 0, 1: 0}
+    never = topic_name("never")
+    code, _, err = await run("groups", "reset", group, "--topic", never, "--to-earliest",
+                             *broker)
+    assert code == 1 and f"topic {never!r} does not exist" in err, err
+    assert "unexpected" not in err
+
+
 def test_topics_delete_deletes_and_refuses_unknown_names(
         kafka_bootstrap: str, topic_name: Callable[[str], str]) -> None:
     broker = ("--broker", f"kafka://{kafka_bootstrap}")

@@ -10,6 +10,7 @@ import signal
 from collections.abc import Callable
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from clikit import Running, cli
 
 from aiostreams.commands.reader import Start, TopicReader
@@ -127,6 +128,35 @@ def test_dlq_replay_sends_dead_letters_back_once(kafka_bootstrap: str,
                                                       for i in range(3)]
     again = cli("dlq", "replay", dlq, "--broker", url)
     assert "replayed 0 dead letter(s)" in again.stdout
+
+
+async def produce_in_transactions(bootstrap: str, records: list[OutgoingRecord]) -> None:
+    """One transaction per record: each commit marker takes an offset of its own."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap,
+                                transactional_id=f"dlq-markers-{records[0].topic}")
+    await producer.start()
+    try:
+        for r in records:
+            async with producer.transaction():
+                await producer.send_and_wait(r.topic, r.value, key=r.key,
+                                             headers=list(r.headers))
+    finally:
+        await producer.stop()
+
+
+def test_dlq_show_counts_records_not_the_offsets_transaction_markers_take(
+        kafka_bootstrap: str, topic_name: Callable[[str], str]) -> None:
+    url = f"kafka://{kafka_bootstrap}"
+    dlq = topic_name("cli-dlq-txn")
+    asyncio.run(create(url, dlq, 1))
+    letters = [dead_letter_record(RawRecord("orders", 0, i, 1_700_000_000.0, b"k", order(i),
+                                            ()), ValueError("bad"), topic=dlq, attempts=1,
+                                  processor="p") for i in range(3)]
+    asyncio.run(produce_in_transactions(kafka_bootstrap, letters))
+    shown = cli("dlq", "show", dlq, "--broker", url)
+    assert shown.returncode == 0, shown.stderr
+    # offsets 0..5: three records, three commit markers
+    assert shown.stdout.splitlines()[-1] == f"3 dead letter(s) shown; 3 record(s) in {dlq!r}"
 
 
 def test_run_workers_share_the_partitions_of_one_consumer_group(

@@ -174,13 +174,19 @@ def get(url: str) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
-def test_run_serves_metrics_and_health_on_the_given_port() -> None:
+def test_run_serves_metrics_health_and_the_status_page_on_the_given_port() -> None:
     port = free_port()
     running = Running("run", "cli_demo:app", "--metrics-port", str(port))
     try:
-        url = running.expect(r"metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+        said = running.expect(r"metrics on (http://127\.0\.0\.1:\d+/metrics) .*status page: "
+                              r"(\S+)\)")
+        url, page_url = said.group(1), said.group(2)
         assert url == f"http://127.0.0.1:{port}/metrics"
+        assert page_url == f"http://127.0.0.1:{port}/"
         running.expect(r"app 'cli-demo' running")
+        status, page = get(page_url)
+        assert status == 200
+        assert "<h1>cli-demo</h1>" in page and "<svg" in page
         status, body = get(url.removesuffix("/metrics") + "/health")
         assert status == 200
         assert json.loads(body) == {"app": "cli-demo", "state": "running", "status": "ok",

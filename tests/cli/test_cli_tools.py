@@ -258,3 +258,60 @@ def test_dlq_replay_skips_records_that_are_not_dead_letters(
     assert "skipping 1 record(s) that are not dead letters (no aiostreams.dlq.topic " \
            "header): dlq[0]@0" in out
     assert "replayed 1 dead letter(s)" in out
+
+
+def mixed_dead_letters(broker: MemoryBroker) -> None:
+    """dlq[0]@0..3: KeyError from "pay", ValueError from "pay", KeyError from "ship",
+    ConnectionError from "pay" (trace ids t0..t3)."""
+    strs = serde_for(str)
+    errors = [(KeyError("missing"), "pay"), (ValueError("bad"), "pay"),
+              (KeyError("gone"), "ship"), (ConnectionError("503"), "pay")]
+    letters = []
+    for i, (error, processor) in enumerate(errors):
+        raw = RawRecord("payments", 0, i, 1_700_000_000.0 + i, strs.serialize("p", f"k{i}"),
+                        strs.serialize("p", f"v{i}"), (("trace-id", b"t%d" % i),))
+        letters.append((dead_letter_record(raw, error, topic="dlq", attempts=1,
+                                           processor=processor, now=1.0), 0))
+    broker.append(letters)
+
+
+def test_dlq_replay_by_exception_sends_only_those_and_keeps_its_own_position(
+        named_broker: tuple[str, MemoryBroker], capsys: pytest.CaptureFixture[str]) -> None:
+    url, broker = named_broker
+    mixed_dead_letters(broker)
+    fixable = ["dlq", "replay", "dlq", "--broker", url, "--exception", "ValueError",
+               "--exception", "ConnectionError"]
+    assert main([*fixable, "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "leaving 2 dead letter(s) that do not match --exception ConnectionError "
+        "--exception ValueError (2 KeyError)",
+        "would replay dlq[0]@1 -> payments (ValueError: bad)",
+        "would replay dlq[0]@3 -> payments (ConnectionError: 503)",
+        "dry run: would replay 2 dead letter(s) (2 to 'payments'); nothing was sent or "
+        "committed"]
+    assert broker.records("payments") == []
+    assert main(fixable) == 0
+    assert "replayed 2 dead letter(s) from 'dlq' (2 to 'payments')" in capsys.readouterr().out
+    assert sorted(r.value for r in broker.records("payments")) == [b"v1", b"v3"]
+    assert main([*fixable[:5], *fixable[7:], *fixable[5:7]]) == 0  # the same, reordered:
+    assert "replayed 0 dead letter(s)" in capsys.readouterr().out  # its position is saved
+    # another filter has its own position: it still finds the KeyErrors left behind
+    assert main(["dlq", "replay", "dlq", "--broker", url, "--exception", "KeyError"]) == 0
+    assert "replayed 2 dead letter(s)" in capsys.readouterr().out
+    assert sorted(r.value for r in broker.records("payments")) == [b"v0", b"v1", b"v2", b"v3"]
+
+
+def test_dlq_replay_by_header_needs_every_header_given(
+        named_broker: tuple[str, MemoryBroker], capsys: pytest.CaptureFixture[str]) -> None:
+    url, broker = named_broker
+    mixed_dead_letters(broker)
+    assert main(["dlq", "replay", "dlq", "--broker", url, "--dry-run",
+                 "--header", "aiostreams.dlq.processor=pay", "--header", "trace-id=t0"]) == 0
+    out = capsys.readouterr().out
+    assert "would replay dlq[0]@0 -> payments (KeyError: 'missing')" in out
+    assert "dry run: would replay 1 dead letter(s)" in out
+    assert main(["dlq", "replay", "dlq", "--broker", url, "--dry-run",
+                 "--header", "aiostreams.dlq.processor=ship"]) == 0
+    assert "would replay dlq[0]@2 -> payments (KeyError: 'gone')" in capsys.readouterr().out
+    assert main(["dlq", "replay", "dlq", "--broker", url, "--header", "=x"]) == 2
+    assert "expected NAME=VALUE or NAME" in capsys.readouterr().err

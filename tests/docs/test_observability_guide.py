@@ -20,3 +20,10 @@ def test_the_guides_tracing_snippet_prints_what_the_guide_shows() -> None:
     with contextlib.redirect_stdout(printed):
         exec(compile(snippet, str(GUIDE), "exec"), {"__name__": "guide"})
     assert printed.getvalue() == shown
+
+
+def test_the_guide_names_the_dropped_records_metric_the_server_exports() -> None:
+    """The exported name is checked in ``tests/test_metrics.py``; here, that the guide
+    gives it with its labels and reason."""
+    text = GUIDE.read_text()
+    assert 'aiostreams_task_dropped_records_total{app, task, node, reason="late"}' in text

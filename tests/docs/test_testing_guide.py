@@ -68,3 +68,12 @@ async def drive(app: Any, order: Any, *, commit: bool = True) -> None:
         await driver.process_all()
         if commit:
             await driver.commit()
+
+
+def test_the_guide_names_every_way_to_pipe_and_read_records() -> None:
+    guide = GUIDE.read_text()
+    calls = sorted(name for name in vars(TopologyTestDriver)
+                   if name.startswith(("pipe_", "read_")))
+    assert "pipe_raw_input" in calls
+    missing = [name for name in calls if f"`{name}(" not in guide]
+    assert missing == [], f"the testing guide's table lacks {missing}"

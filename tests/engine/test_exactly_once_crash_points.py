@@ -377,3 +377,52 @@ async def test_writes_retired_during_a_commit_never_reach_the_file_with_it(
         assert await contents(second.task) == oracle(records[:FIRST + SECOND])
     finally:
         await second.stop()
+
+
+async def test_changelog_ends_answered_after_the_task_moved_away_never_mark_the_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit with nothing to send, whose read of the changelog ends is held up in the
+    network (a cut link) and answered only after the group moved the task and its new
+    owner wrote: those ends are the new owner's, and must not become the mark of this
+    owner's files - the next owner on those files would skip the new owner's writes and
+    lose them (found from outside: a host cut for 30 s, counts too low)."""
+    broker = new_broker()
+    records = inputs()
+    zombie_dir = tmp_path / "zombie"
+    zombie = await start_owner(broker, zombie_dir)
+    await zombie.process(records[:FIRST])
+    await zombie.commit()
+    asked, answer = asyncio.Event(), asyncio.Event()
+    read_ends = zombie.restorer.changelog_marks
+    late_reader = MemoryTransport(broker).consumer(None)
+    await late_reader.start()
+
+    async def held_in_the_network(tasks: Any, consumer: Consumer) -> Any:
+        asked.set()
+        await answer.wait()
+        return await read_ends(tasks, late_reader)  # the broker answers as it is by then
+
+    monkeypatch.setattr(zombie.restorer, "changelog_marks", held_in_the_network)
+    idle_commit = asyncio.ensure_future(zombie.commit())
+    await asked.wait()
+    # the lease runs out and the group moves the task; its new owner fences the zombie's
+    # producer, writes and commits
+    zombie.router.channel_of(zombie.task.task_id).owns = lambda: False
+    await zombie.consumer.stop()
+    new_owner = await start_owner(broker, tmp_path / "new")
+    await new_owner.process(records[FIRST:FIRST + SECOND])
+    await new_owner.commit()
+    await new_owner.stop()
+    answer.set()
+    await idle_commit
+    await late_reader.stop()
+    await zombie.task.close()
+    await zombie.router.close(zombie.task.task_id)
+    await zombie.router.stop(lambda: 5.0)
+
+    after = await start_owner(broker, zombie_dir)
+    try:
+        assert after.position == FIRST + SECOND
+        assert await contents(after.task) == oracle(records[:FIRST + SECOND])
+    finally:
+        await after.stop()

@@ -47,3 +47,18 @@ def test_a_closed_task_drops_its_stall_and_none_turns_the_watch_off() -> None:
     assert StallWatch(None).check([FakeTask("a", at(1))], 1e9) == []
     with pytest.raises(ValueError, match="stuck_record_warning"):
         StallWatch(0.0)
+
+
+def test_head_age_is_how_long_the_current_head_has_been_there_as_last_checked() -> None:
+    watch, task = StallWatch(10.0), FakeTask("0_0", at(5))
+    assert watch.head_age("0_0", 0.0) is None  # not checked yet
+    watch.check([task], 100.0)
+    watch.check([task], 103.0)
+    assert watch.head_age("0_0", 104.5) == 4.5  # seen first at 100
+    task.oldest_unretired = at(6)
+    watch.check([task], 105.0)
+    assert watch.head_age("0_0", 105.0) == 0.0  # a new head starts again
+    task.oldest_unretired = None
+    watch.check([task], 106.0)
+    assert watch.head_age("0_0", 106.0) is None
+    assert StallWatch(None).head_age("0_0", 1.0) is None

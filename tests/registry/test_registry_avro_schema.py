@@ -12,7 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from aiostreams.schema_registry import avro_schema_for
+from aiostreams.schema_registry import (
+    AvroSerde,
+    SchemaRegistryClient,
+    avro_schema_for,
+    record_name,
+)
 from aiostreams.schema_registry.avro_schema import avro_value
 
 
@@ -80,3 +85,47 @@ def test_every_model_value_round_trips_through_the_generated_schema(
     fastavro.schemaless_writer(out, schema, avro_value(customer))
     out.seek(0)
     assert Customer.model_validate(fastavro.schemaless_reader(out, schema, None)) == customer
+
+
+class Order(BaseModel):
+    id: str
+    home: Address
+
+
+def test_the_record_name_is_the_class_name_unless_pinned() -> None:
+    assert avro_schema_for(Order)["name"] == "Order"
+    pinned = avro_schema_for(Order, name="com.acme.Order")
+    assert (pinned["name"], pinned["namespace"]) == ("Order", "com.acme")
+    assert avro_schema_for(Order, "com.acme", name="PlacedOrder")["name"] == "PlacedOrder"
+    fastavro.parse_schema(pinned)
+    with pytest.raises(ValueError, match=r"'com\.acme\.2nd' is not a valid Avro name"):
+        avro_schema_for(Order, name="com.acme.2nd")
+    with pytest.raises(ValueError, match="already has a namespace"):
+        avro_schema_for(Order, "org.other", name="com.acme.Order")
+
+
+async def test_a_renamed_class_keeps_the_pinned_record_name_and_subject() -> None:
+    """Renaming the class would otherwise change the record name, and with it the
+    subject under the record_name strategies: an incompatible change."""
+    registry = SchemaRegistryClient("http://127.0.0.1:9")  # never asked: no record written
+    try:
+        check_pinned_names(registry)
+    finally:
+        await registry.close()
+
+
+def check_pinned_names(registry: SchemaRegistryClient) -> None:
+
+    class OrderV2(BaseModel):  # the same record, its class renamed
+        id: str
+        home: Address
+
+    first = AvroSerde(registry, Order, record_name="com.acme.Order",
+                      subject_name_strategy=record_name)
+    renamed = AvroSerde(registry, OrderV2, record_name="com.acme.Order",
+                        subject_name_strategy=record_name)
+    assert first.record_name == renamed.record_name == "com.acme.Order"
+    assert first.schema == renamed.schema
+    assert AvroSerde(registry, OrderV2).record_name == "OrderV2"  # unpinned: it moved
+    with pytest.raises(ValueError, match="names the record generated from a pydantic model"):
+        AvroSerde(registry, avro_schema_for(Order), record_name="com.acme.Order")

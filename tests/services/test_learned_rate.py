@@ -10,6 +10,7 @@ servers with a burst of a quarter second's calls or more."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -65,7 +66,9 @@ def test_retry_after_pauses_every_call_only_when_the_service_takes_none() -> Non
     learned.on_slow_down(0.5, 0.6, RateHint(retry_after=3.0))
     # it took a call within the window: "Retry-After: 3" is the refused call's own wait
     # (a token-bucket server rounds 25 ms up to a second), the others go at the rate
-    assert learned.wait(0.6) == 0.0 and learned.paused_until < 0.6
+    # (its first guess: the next call one interval after the refusal)
+    assert learned.paused_until < 0.6 and learned.rate is not None
+    assert learned.wait(0.6) == pytest.approx(1.0 / learned.rate) and 1.0 / learned.rate < 3
     learned.take(2.0)
     learned.on_slow_down(2.0, 2.1, RateHint(retry_after=3.0))  # none taken for a window
     assert learned.wait(2.1) == pytest.approx(3.0) and learned.wait(5.1) == 0.0
@@ -122,8 +125,12 @@ def test_a_rounded_retry_after_is_not_read_as_the_rate_and_the_start_does_not_co
     server = RateBoundServer(rate=lambda t: 40.0 if t < 20 else 20.0, burst=8.0,
                              concurrency=100, rounded_retry_after=True, seed=4)
     seconds = server.run(LearnedRate(0.0), 40.0)
-    assert all(s.accepted >= 0.9 * 40 for s in seconds[1:20])  # from the 2nd second on
-    assert all(s.accepted >= 0.9 * 20 for s in seconds[22:])  # 2 s after the halving
+    # every 2-s window (the issue's rule) from the 2nd second on, and 2 s after the
+    # halving (a single second may count one call less: answers land across its edges)
+    assert all(a.accepted + b.accepted >= 0.9 * 40 * 2
+               for a, b in pairwise(seconds[1:20]))
+    assert all(a.accepted + b.accepted >= 0.9 * 20 * 2
+               for a, b in pairwise(seconds[22:]))
     assert refused_share(seconds[2:20]) <= 0.02 and refused_share(seconds[22:]) <= 0.02
 
 

@@ -9,6 +9,8 @@ import asyncio
 import pytest
 
 from aiostreams import Retry
+from aiostreams.engine.failure import Action, decide
+from aiostreams.policies import OnError
 from aiostreams.processors.service_caller import ServiceCaller
 from aiostreams.processors.steps import StepLimiter
 from aiostreams.services import (
@@ -151,6 +153,12 @@ async def test_a_record_held_past_max_hold_fails_to_on_error_without_a_retry() -
     error = record.exception()
     assert isinstance(error, HoldExpired) and "max_hold" in str(error)
     assert not Retry(attempts=5).should_retry(error, 1)  # on_error decides at once
+    # ...whatever the policy: with attempts left, and though it failed in an outage
+    for on_error, action in ((OnError.DEAD_LETTER, Action.DEAD_LETTER),
+                             (OnError.SKIP, Action.SKIP), (OnError.FAIL, Action.FAIL)):
+        decision = decide(error, is_record=True, attempts=1, retry=Retry(attempts=5),
+                          on_error=on_error, dead_letter_topic="dlq")
+        assert decision.action is action
 
 
 async def test_one_hung_call_among_answers_does_not_cut_the_concurrency_limit() -> None:

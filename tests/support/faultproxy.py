@@ -10,6 +10,7 @@ broker (issue 24): it forwards, delays, black-holes or resets connections on dem
     proxy.target = kafka.proxied_target
     ...
     proxy.blackhole()   # connections stay open; nothing gets through either way
+    proxy.hold()        # a cut link: nothing moves, nothing is lost; forward() delivers it
     proxy.reset()       # every connection is reset (RST), and every new one too
     proxy.drop_open()   # the open connections are reset once; new ones are forwarded
     await proxy.drop_every(2.0, duration=20.0)  # a reset of every connection each 2 s
@@ -40,6 +41,7 @@ from aiostreams.localkafka import LocalKafka
 class Mode(enum.Enum):
     FORWARD = "forward"
     BLACKHOLE = "blackhole"
+    HOLD = "hold"
     RESET = "reset"
 
 
@@ -77,7 +79,9 @@ class Corruption:
 class FaultProxy:
     """See the module docstring. Invariant: in FORWARD mode every byte read from one side is
     written to the other, in order, after ``delay`` seconds; in BLACKHOLE mode bytes are
-    read and dropped (the peers see a silent network); in RESET mode no connection lives."""
+    read and dropped (the peers see a silent network); in HOLD mode nothing is read, written
+    or connected upstream until the mode changes (a cut link, whose bytes TCP delivers late
+    when it heals); in RESET mode no connection lives."""
 
     def __init__(self, *, kafka: bool = False) -> None:
         self.kafka = kafka
@@ -91,18 +95,38 @@ class FaultProxy:
         self._open: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._paired = asyncio.Event()  # set whenever a connection is paired upstream
+        self._flowing = asyncio.Event()  # clear exactly while the mode is HOLD
+        self._flowing.set()
 
-    async def start(self) -> int:
-        """Listen on a free port of 127.0.0.1; returns it."""
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+    async def start(self, sock: socket.socket | None = None) -> int:
+        """Listen on a free port of 127.0.0.1, or on ``sock`` (a listening socket made
+        elsewhere: in another network namespace, say); returns the port."""
+        if sock is None:
+            self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        else:
+            self._server = await asyncio.start_server(self._accept, sock=sock)
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
+    def _set_mode(self, mode: Mode) -> None:
+        self.mode = mode
+        if mode is Mode.HOLD:
+            self._flowing.clear()
+        else:
+            self._flowing.set()
+
     def forward(self, delay: float = 0.0) -> None:
-        self.mode, self.delay = Mode.FORWARD, delay
+        self._set_mode(Mode.FORWARD)
+        self.delay = delay
 
     def blackhole(self) -> None:
-        self.mode = Mode.BLACKHOLE
+        self._set_mode(Mode.BLACKHOLE)
+
+    def hold(self) -> None:
+        """Cut the link without losing a byte: until the mode changes, nothing is read from
+        either side (their sends fill the socket buffers and then wait, as on a network that
+        stopped answering), and a new connection waits before its upstream is opened."""
+        self._set_mode(Mode.HOLD)
 
     def corrupt(self, needle: bytes | None = None, *, at: int = 0, bit: int = 5,
                 api_key: int = FETCH, times: int | None = None) -> Corruption:
@@ -119,7 +143,7 @@ class FaultProxy:
 
     def reset(self) -> None:
         """Reset every open connection now; new ones are reset until the mode changes."""
-        self.mode = Mode.RESET
+        self._set_mode(Mode.RESET)
         self.drop_open()
 
     def drop_open(self) -> int:
@@ -164,6 +188,7 @@ class FaultProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        await self._flowing.wait()
         if self.mode is Mode.RESET or self.target is None:
             _rst(writer)
             return
@@ -196,7 +221,9 @@ class FaultProxy:
     async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while True:
+                await self._flowing.wait()
                 data = await source.read(_CHUNK)
+                await self._flowing.wait()
                 if not data:
                     return
                 if self.mode is Mode.BLACKHOLE:
@@ -215,8 +242,10 @@ class FaultProxy:
         responses (corrupted per :attr:`corruption`)."""
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while True:
+                await self._flowing.wait()
                 size = await source.readexactly(4)
                 frame = bytearray(await source.readexactly(struct.unpack(">i", size)[0]))
+                await self._flowing.wait()
                 if self.mode is Mode.BLACKHOLE:
                     continue
                 if self.mode is Mode.RESET:

@@ -17,11 +17,10 @@ WORKER = Path(__file__).with_name("kafka_worker.py")
 COUNT_WORKER = Path(__file__).with_name("count_worker.py")
 
 
-def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
-                 stderr: int | None = None, cli: bool = False,
-                 **env: str) -> subprocess.Popen[bytes]:
-    """Start ``script``'s app in a process of its own: ``python script`` (``App.run``), or
-    with ``cli`` ``python -m aiostreams run script:app`` (its exit codes)."""
+def worker_command(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
+                   cli: bool = False, **env: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run ``script``'s app: ``python script``
+    (``App.run``), or with ``cli`` ``python -m aiostreams run script:app`` (its exit codes)."""
     environment = dict(os.environ)
     repo = str(Path(__file__).resolve().parents[2])
     environment["PYTHONPATH"] = os.pathsep.join(
@@ -32,6 +31,15 @@ def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path =
     })
     command = ([sys.executable, "-m", "aiostreams", "run", f"{script.stem}:app",
                 "--no-progress"] if cli else [sys.executable, str(script)])
+    return command, environment
+
+
+def start_worker(bootstrap: str, app: str, src: str, dst: str, *, script: Path = WORKER,
+                 stderr: int | None = None, cli: bool = False,
+                 **env: str) -> subprocess.Popen[bytes]:
+    """Start ``script``'s app in a process of its own (see :func:`worker_command`)."""
+    command, environment = worker_command(bootstrap, app, src, dst, script=script, cli=cli,
+                                          **env)
     return subprocess.Popen(command, env=environment, stderr=stderr)
 
 

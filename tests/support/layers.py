@@ -27,7 +27,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "topology": ("aiostreams.topology",),
     "state": ("aiostreams.state",),
     "services": ("aiostreams.services",),
-    "transport": ("aiostreams.transport", "aiostreams.localkafka"),
+    "transport": ("aiostreams.transport", "aiostreams.localkafka", "aiostreams.localregistry"),
     "schema_registry": ("aiostreams.schema_registry",),
     "runtime": ("aiostreams.runtime",),
     "vocabulary": ("aiostreams.types", "aiostreams.errors", "aiostreams.serde",

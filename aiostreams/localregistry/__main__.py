@@ -1,0 +1,69 @@
+"""``python -m aiostreams.localregistry build | run [--port P] [--timeout S]``: build the
+local schema registry, or run one on 127.0.0.1.
+
+``run`` prints the registry's URL (its Confluent-compatible API, what
+``SchemaRegistryClient`` takes) on stdout and, on stderr, the variable the test suite reads
+(``AIOSTREAMS_SCHEMA_REGISTRY``); then keeps it up until Ctrl-C or SIGTERM and stops it.
+Schemas are kept in memory: they are gone when it stops. ``--port P`` must be free.
+Exit codes: 0 stopped, 1 could not build or start (the message says why: ``mvn`` or
+``java`` missing, the port taken, the build failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+
+from aiostreams.localregistry.build import ensure_runner
+from aiostreams.localregistry.errors import LocalRegistryError
+from aiostreams.localregistry.registry import DEFAULT_START_TIMEOUT, LocalRegistry
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiostreams.localregistry")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("build", help="build the registry (mvn, once) and print its jar")
+    run = commands.add_parser("run", help="start a registry on 127.0.0.1 until Ctrl-C")
+    run.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
+    run.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT,
+                     help="seconds to wait for it to answer (default %(default)s; the "
+                          "first build comes before and takes longer)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            print(ensure_runner())
+            return 0
+        return _run(LocalRegistry(port=args.port), args.timeout)
+    except LocalRegistryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(registry: LocalRegistry, timeout: float) -> int:
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print("starting the schema registry (the first run builds it with mvn: a few "
+              "minutes)...", file=sys.stderr, flush=True)
+        registry.start(timeout)
+        print(registry.url, flush=True)
+        print(f"export AIOSTREAMS_SCHEMA_REGISTRY={registry.url}", file=sys.stderr)
+        print("(Ctrl-C stops the registry; its schemas are kept in memory only)",
+              file=sys.stderr, flush=True)
+        done.wait()
+    finally:
+        registry.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
