@@ -202,3 +202,11 @@ class CorruptFetchError(TransportError):
     def __init__(self, message: str, *, partitions: tuple[TopicPartition, ...] = ()) -> None:
         super().__init__(message)
         self.partitions = partitions
+
+
+class InstanceIdConflictError(ConfigError, TransportError):
+    """Another process joined the consumer group with this worker's ``group_instance_id``
+    (static membership) and took its place. A configuration error - two processes claim
+    one identity - so the worker stops (exit code 2: the supervisor does not restart it)
+    instead of rejoining, which would fence the other process in turn."""
+

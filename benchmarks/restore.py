@@ -12,7 +12,7 @@ changelog. Then, ``--rounds`` times each, alternating:
 * **aiostreams**: the worker's :class:`~aiostreams.engine.restore.Restorer` replays the
   partition from its start into a fresh :class:`~aiostreams.state.sqlite.
   SQLiteKeyValueStore`, timed up to the last flush (committed to the file);
-* **Kafka Streams** 3.9.1 (``benchmarks/kstreams/RestoreBench.java``, compiled here with
+* **Kafka Streams** 4.4.0 (``benchmarks/kstreams/RestoreBench.java``, compiled here with
   the jars the oracle tests fetch, ``rocksdbjni`` included): an app whose persistent
   RocksDB store has that changelog, local state deleted before it starts, timed by a
   ``StateRestoreListener`` from ``onRestoreStart`` to ``onRestoreEnd`` (the JVM's start and
@@ -93,15 +93,15 @@ STORE = "bench"
 def kafka_streams_classpath() -> str:
     """The classpath of ``RestoreBench``: Kafka Streams' jars as the oracle tests fetch
     them (one place knows how: ``tests/oracle/oracle_jvm.py``), and the class compiled
-    once per source digest under the project's cache dir."""
+    once per source and jars digest under the project's cache dir."""
     spec = importlib.util.spec_from_file_location("oracle_jvm", ORACLE_JVM)
     if spec is None or spec.loader is None:
         raise RuntimeError(f"cannot load {ORACLE_JVM}: it fetches Kafka Streams' jars")
     oracle_jvm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(oracle_jvm)
     oracle_jvm.ensure_classpath()
-    jars = cache_dir() / "oracle-jars"
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes()).hexdigest()[:16]
+    jars: Path = oracle_jvm.jars_dir()
+    digest = hashlib.sha256(JAVA_SOURCE.read_bytes() + jars.name.encode()).hexdigest()[:16]
     classes = cache_dir() / "restore-bench-classes" / digest
     if not (classes / "RestoreBench.class").is_file():
         javac = shutil.which("javac")

@@ -48,7 +48,8 @@ def bounds_text(metadata: list[Any]) -> str:
 CONCERNS: list[tuple[str, str, list[str]]] = [
     ("Where the app runs",
      "The broker, how the app's clients name themselves, and where local state lives.",
-     ["broker", "client_id", "group_instance_id", "default_partitions", "state_dir"]),
+     ["broker", "client_id", "group_instance_id", "static_membership", "default_partitions",
+      "state_dir"]),
     ("Records in flight: the reorder buffer",
      "How much work a task holds at once, and which earlier records a record waits for "
      "([the engine](../concepts/engine.md), [ordering modes](../guides/ordering.md)).",

@@ -6,8 +6,8 @@ nothing), unless ``AIOSTREAMS_KAFKA=host:port`` names one that is already runnin
 
     AIOSTREAMS_KAFKA=127.0.0.1:9092 python -m pytest -m kafka
 
-A broker started here runs the Kafka release ``AIOSTREAMS_KAFKA_VERSION`` names (3.9.1 or
-4.4.0; ``aiostreams.localkafka.releases``), the default one otherwise.
+A broker started here runs the Kafka release ``AIOSTREAMS_KAFKA_VERSION`` names (4.4.0 or
+3.9.1; ``aiostreams.localkafka.releases``), the default one otherwise.
 
 Deselect them with ``-m "not kafka"`` on a machine without Java and Maven.
 

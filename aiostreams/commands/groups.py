@@ -37,7 +37,12 @@ from aiostreams.errors import TransportError
 from aiostreams.transport.base import Transport
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.kafka_connection import partition_counts, start_or_unavailable
-from aiostreams.transport.kafka_groups import GroupDescription, describe_group
+from aiostreams.transport.kafka_groups import (
+    GroupDescription,
+    describe_group,
+    group_coordinator,
+)
+from aiostreams.transport.kafka_instance_fence import STATIC_MEMBERS_LINGER
 
 
 class ResetTo(enum.Enum):
@@ -83,14 +88,24 @@ class _Clients:
             await self.admin.close()
 
     async def describe(self, group: str) -> GroupDescription:
-        """The group whichever protocol it runs (classic or KIP-848)."""
+        """The group whichever protocol it runs (classic or KIP-848). A cluster that names
+        no coordinator yet (a fresh one) is asked again for up to the transport's
+        ``connect_timeout``, then the command fails saying so."""
         try:
-            return await describe_group(self.admin, group, bootstrap=self.transport.bootstrap)
+            return await describe_group(self.admin, group, bootstrap=self.transport.bootstrap,
+                                        timeout=self.transport.options.connect_timeout)
         except TransportError as exc:
             raise CommandError(str(exc)) from None
 
     async def committed(self, group: str) -> dict[KafkaTP, int]:
-        offsets = await self.admin.list_consumer_group_offsets(group)
+        """The group's committed offsets (after the same wait for a coordinator)."""
+        try:
+            coordinator = await group_coordinator(
+                self.admin, group, bootstrap=self.transport.bootstrap,
+                timeout=self.transport.options.connect_timeout)
+        except TransportError as exc:
+            raise CommandError(str(exc)) from None
+        offsets = await self.admin.list_consumer_group_offsets(group, coordinator)
         return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
     async def partitions(self, topic: str) -> list[KafkaTP]:
@@ -164,7 +179,7 @@ async def reset_group(transport: Transport, group: str, to: ResetTo, *,
             raise CommandError(
                 f"group {group!r} has {len(info.members)} member(s) ({info.state}; clients "
                 f"{clients_of}): stop them first, a running member would overwrite the "
-                "reset; nothing was changed")
+                f"reset; nothing was changed. {STATIC_MEMBERS_LINGER}")
         committed = await clients.committed(group)
         if topics:
             tps = [tp for topic in topics for tp in await clients.partitions(topic)]

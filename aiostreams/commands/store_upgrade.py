@@ -58,6 +58,7 @@ from aiostreams.state.store_format import (
 from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topology.topology import StoreSpec
 from aiostreams.transport.base import IsolationLevel, TopicSpec, Transport
+from aiostreams.transport.kafka_instance_fence import STATIC_MEMBERS_LINGER
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 __all__ = ["upgrade_store"]
@@ -132,7 +133,7 @@ async def _refuse_running(transport: Transport, group: str) -> None:
         raise CommandError(
             f"the app's group {group!r} has {members} member(s): stop every instance of "
             "the app first (a running worker would write the old format on, or restore a "
-            "half-written changelog); nothing was changed")
+            f"half-written changelog); nothing was changed. {STATIC_MEMBERS_LINGER}")
 
 
 async def _read_converted(transport: Transport, topic: str, store: str, fmt: StoreFormat,

@@ -15,9 +15,12 @@ the broker shares the input partitions among them as group members. The supervis
 * exits 0 once every worker exited 0, or 130 when it was interrupted by SIGINT (Ctrl-C)
   and every worker stopped gracefully (a worker's 130 after a SIGINT is not a failure).
 
-Identity per worker (:func:`worker_overrides`): with static membership
-(``group_instance_id``) or ``exactly_once`` each worker needs an id of its own, so worker I
-gets ``<group_instance_id or app name>-I``; two members with one id would fence each other.
+Identity per worker (:func:`worker_overrides`): with static membership each worker needs an
+instance id of its own (two members with one id fence each other). A configured
+``group_instance_id`` becomes ``<group_instance_id>-I`` for worker I; the default, derived
+one (:mod:`aiostreams.engine.static_membership`) is claimed by each worker in the shared
+state directory, one slot each, so the supervisor adds nothing. (Exactly-once needs no
+instance id: its transactional ids are per task.)
 """
 
 from __future__ import annotations
@@ -43,8 +46,6 @@ def worker_overrides(app_name: str, settings: Settings, index: int) -> dict[str,
     """The settings worker ``index`` adds to its app's (see the module docstring)."""
     if settings.group_instance_id is not None:
         return {"group_instance_id": f"{settings.group_instance_id}-{index}"}
-    if settings.processing_guarantee == "exactly_once":
-        return {"group_instance_id": f"{app_name}-{index}"}
     return {}
 
 

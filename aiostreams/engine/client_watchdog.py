@@ -35,7 +35,7 @@ import logging
 from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from aiostreams.errors import ClientFailedError, CorruptFetchError
+from aiostreams.errors import ClientFailedError, CorruptFetchError, InstanceIdConflictError
 from aiostreams.transport.kafka_watchdog import Liveness
 from aiostreams.types import TopicPartition
 
@@ -80,6 +80,8 @@ class ClientWatchdog:
         """What is wrong with a client, while it is (for ``/health``); else None."""
         self.pending: Liveness | None = None
         self.rebuilds = 0  # consumer rebuilds since the last fetched record
+        # the partitions the consumer was fetching at any rebuild since then
+        self._streak: set[TopicPartition] = set()
         self.detections = 0  # verdicts other than alive, in all
         self._corrupt: dict[TopicPartition, int] = {}
         self._died = asyncio.Event()  # set while ``pending`` holds a verdict
@@ -104,9 +106,13 @@ class ClientWatchdog:
                 troubles.append(verdict.reason)
                 if self.pending is None:
                     self.detections += 1
-                    log.error("watchdog: the Kafka client died under the worker - %s. "
-                              "Rebuilding it: a fresh consumer rejoins the group and the "
-                              "tasks start again from their last commit", verdict.reason)
+                    if verdict.conflict is not None:
+                        log.error("watchdog: %s", verdict.conflict)
+                    else:
+                        log.error("watchdog: the Kafka client died under the worker - %s. "
+                                  "Rebuilding it: a fresh consumer rejoins the group and "
+                                  "the tasks start again from their last commit",
+                                  verdict.reason)
                     self.pending = verdict
                     self._died.set()
         for channel in list(channels):
@@ -129,19 +135,27 @@ class ClientWatchdog:
 
     def take(self, fetching: Collection[TopicPartition] = ()) -> Liveness | None:
         """The verdict the fetch loop must act on by rebuilding the consumer, if any.
-        Raises :class:`ClientFailedError` instead, naming the partitions ``fetching``,
-        when ``failure_limit`` rebuilds in a row brought no record."""
+        Raises :class:`ClientFailedError` instead when ``failure_limit`` rebuilds in a row
+        brought no record, naming every partition the consumer was ``fetching`` (assigned)
+        at any of them - a rebuilt consumer's death may cut its assignment's tasks short
+        of opening them all, so one look names only some; and
+        :class:`InstanceIdConflictError` for a verdict with a ``conflict`` (another process
+        took the member's instance id: a rebuilt consumer would take it back, and the two
+        would fence each other for ever)."""
         verdict, self.pending = self.pending, None
         self._died.clear()
         if verdict is None:
             return None
+        if verdict.conflict is not None:  # a rebuilt client would fence the other process
+            raise InstanceIdConflictError(verdict.conflict)
         self.rebuilds += 1
+        self._streak.update(fetching)
         if self.rebuilds > self.failure_limit:
             raise ClientFailedError(
                 f"the Kafka consumer failed {self.rebuilds} times in a row, each time "
                 f"rebuilt without fetching a record in between (corrupt_fetch_limit="
                 f"{self.failure_limit}) while fetching partition(s) "
-                f"{', '.join(map(str, sorted(fetching))) or '(none assigned)'}; last: "
+                f"{', '.join(map(str, sorted(self._streak))) or '(none assigned)'}; last: "
                 f"{verdict.reason}. Nothing corrupt was "
                 "accepted and nothing past the last commit is marked done. Check the "
                 "network between this worker and the broker (a device corrupting bytes?) "
@@ -170,6 +184,7 @@ class ClientWatchdog:
         for tp, records in batch.items():
             if records:
                 self.rebuilds = 0
+                self._streak.clear()
                 self._corrupt.pop(tp, None)
 
     def corrupt_fetch(self, error: CorruptFetchError) -> None:

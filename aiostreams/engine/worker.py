@@ -40,6 +40,11 @@ from aiostreams.engine.placement_member import PlacementMember
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.stall_watch import StallWatch
+from aiostreams.engine.static_membership import (
+    InstanceClaim,
+    claim_instance_id,
+    derives_instance_id,
+)
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, STOP_GRACE, Shielded, close_within
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskTable
@@ -89,6 +94,7 @@ class Worker:
         self._outside_callback.set()
         self._stop_requested = asyncio.Event()
         self._consumer: Consumer | None = None
+        self._instance: InstanceClaim | None = None  # a derived group_instance_id's claim
         self._runner: asyncio.Task[None] | None = None
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._core = WorkerCore(transport, app_id=config.app_id, client_id=config.client_id,
@@ -151,6 +157,7 @@ class Worker:
         await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
                           (t for sub in self.subs for t in sub.source_topics))
         await self._router.start()
+        self._claim_instance_id()
         if self.placement is not None:
             await self.placement.scan(self.config.state_dir, self.config.exactly_once)
         await self._start_consumer()
@@ -159,6 +166,23 @@ class Worker:
                                                               name="aiostreams-worker")
         self._commit_timer.start()
 
+    @property
+    def group_instance_id(self) -> str | None:
+        """The instance id this worker joins its group with (static membership), configured
+        or derived (:mod:`~aiostreams.engine.static_membership`); None: dynamic."""
+        if self._instance is not None:
+            return self._instance.instance_id
+        return self.config.group_instance_id
+
+    def _claim_instance_id(self) -> None:
+        cfg = self.config
+        if self._instance is None and derives_instance_id(
+                static_membership=cfg.static_membership,
+                group_instance_id=cfg.group_instance_id, state_dir=cfg.state_dir,
+                kafka=self.transport.url.startswith("kafka://")):
+            self._instance = claim_instance_id(cfg.app_id, cfg.state_dir)
+            log.info("worker: static group membership as %r", self._instance.instance_id)
+
     async def _start_consumer(self) -> None:
         """A new consumer of the group, started and subscribed (it joins at its first
         fetch)."""
@@ -166,7 +190,7 @@ class Worker:
         self._consumer = self.transport.consumer(
             cfg.app_id, client_id=cfg.client_id,
             isolation_level=IsolationLevel.of(cfg.exactly_once),
-            group_instance_id=cfg.group_instance_id, max_poll_records=cfg.max_poll_records,
+            group_instance_id=self.group_instance_id, max_poll_records=cfg.max_poll_records,
             offset_out_of_range=cfg.offset_out_of_range,
             state_aware_assignment=self.placement is not None)
         await self._consumer.start()
@@ -252,6 +276,8 @@ class Worker:
             await asyncio.gather(*closings)
             if self.placement is not None:
                 await self.placement.standbys.close()
+            if self._instance is not None:
+                self._instance.release()
             await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
@@ -293,6 +319,9 @@ class Worker:
         await self._table.open(assigned, self._consumer)
         self._assigned = True
         log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
+        # a line of its own: tools match the line above to its end
+        log.info("assignment generation %d",
+                 self._consumer.generation if self._consumer is not None else -1)
 
     def changelog_topic(self, store: str) -> str:
         return changelog_topic(self.config.app_id, store)
@@ -317,7 +346,8 @@ class Worker:
             self._set_failure(error)
 
     async def _fetch_once(self) -> None:
-        dead = self.client_watchdog.take(self._table.task_of)
+        assigned = self._consumer.assignment() if self._consumer is not None else ()
+        dead = self.client_watchdog.take({*self._table.task_of, *assigned})
         if dead is not None:
             await self._rebuild_consumer(dead)
         consumer = self._consumer

@@ -25,6 +25,7 @@ class WorkerConfig:
     exactly_once: bool = False
     default_partitions: int = 1
     group_instance_id: str | None = None
+    static_membership: bool = False  # see engine/static_membership.py (the App's default: on)
     client_id: str = "aiostreams"
     state_dir: Any = None
     node_retry: Mapping[str, Retry] = field(default_factory=dict)

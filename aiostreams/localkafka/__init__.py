@@ -6,8 +6,8 @@ into a git-ignored cache::
     with LocalKafka() as kafka:
         app = App("demo", broker=f"kafka://{kafka.bootstrap}")
 
-It runs Kafka 3.9.1 or 4.4.0: ``LocalKafka(version="4.4.0")``, or
-``AIOSTREAMS_KAFKA_VERSION=4.4.0`` for every broker the process starts (the test suite's too).
+It runs Kafka 4.4.0 (the default) or 3.9.1: ``LocalKafka(version="3.9.1")``, or
+``AIOSTREAMS_KAFKA_VERSION=3.9.1`` for every broker the process starts (the test suite's too).
 
 From a shell: ``python -m aiostreams.localkafka fetch`` (download the jars) and
 ``python -m aiostreams.localkafka run`` (start a broker, print its address, stop on Ctrl-C);

@@ -1,5 +1,5 @@
 """``python -m aiostreams.localkafka fetch|run [--version V]``: download the broker's jars, or
-run a broker (of release ``V``: 3.9.1 or 4.4.0; default ``$AIOSTREAMS_KAFKA_VERSION``).
+run a broker (of release ``V``: 4.4.0 or 3.9.1; default ``$AIOSTREAMS_KAFKA_VERSION``).
 
 ``run`` prints the bootstrap address on stdout, and on stderr the variables to export:
 ``AIOSTREAMS_BROKER=kafka://...`` (what apps, examples and the CLI read) and

@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -72,7 +73,8 @@ class LocalKafka:
     """
 
     def __init__(self, *, port: int | None = None, cache: Path | None = None,
-                 proxied_port: int | None = None, version: str | None = None) -> None:
+                 proxied_port: int | None = None, version: str | None = None,
+                 server_properties: Mapping[str, str] | None = None) -> None:
         """``port``: the client port to bind (default: a free one). ``cache``: where jars
         are cached (default: :func:`aiostreams.localkafka.jars.cache_dir`). ``version``:
         the Kafka release to run (default: ``$AIOSTREAMS_KAFKA_VERSION``, else
@@ -84,8 +86,12 @@ class LocalKafka:
         a fault-injection proxy listens and forwards to :attr:`proxied_target`. A client
         bootstrapped at ``127.0.0.1:<proxied_port>`` then talks to the broker only through
         the proxy, while clients of :attr:`bootstrap` talk to it directly: a network fault
-        between one client and the broker."""
+        between one client and the broker.
+
+        ``server_properties``: written over the broker's defaults (a test's misconfigured
+        broker, e.g. ``offsets.topic.replication.factor`` above its one node)."""
         self.release: KafkaRelease = kafka_release(version)
+        self._extra_properties = dict(server_properties or {})
         self._proxied_port = proxied_port
         self.proxied_target: int | None = None
         self._requested_port = port
@@ -250,6 +256,7 @@ class LocalKafka:
             "broker.heartbeat.interval.ms": "500",
         }
         properties.update(self.release.server_properties)
+        properties.update(self._extra_properties)
         if self.proxied_target is not None:
             properties["listeners"] += f",PROXIED://{HOST}:{self.proxied_target}"
             properties["advertised.listeners"] += f",PROXIED://{HOST}:{self._proxied_port}"

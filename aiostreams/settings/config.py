@@ -177,7 +177,15 @@ class Settings(BaseSettings):
     group_instance_id: str | None = Field(
         None, description=(
             "static group membership (KIP-345): a restart within the session timeout keeps "
-            "the partitions"))
+            "the partitions; by default derived per worker from state_dir (see "
+            "static_membership)"))
+    static_membership: bool = Field(
+        True, description=(
+            "with a Kafka broker, a state_dir and no group_instance_id: each worker joins "
+            "with an instance id derived from the state directory, stable across restarts, "
+            "so a restart within the session timeout causes no rebalance and no restore; "
+            "a stopped worker's partitions then wait for it up to the session timeout. "
+            "False: dynamic membership. See the scaling guide"))
     client_id: str | None = Field(
         None, description=(
             "the Kafka client id of the app's clients (default: the app's name)"))
@@ -244,8 +252,8 @@ ENV_PREFIX = "AIOSTREAMS_"
 TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_KAFKA": "host:port of a running Kafka broker for the tests and benchmarks",
     "AIOSTREAMS_CACHE_DIR": "where aiostreams.localkafka keeps the Kafka jars",
-    "AIOSTREAMS_KAFKA_VERSION": "which Kafka release aiostreams.localkafka runs (3.9.1 or "
-                                "4.4.0; the test suite's broker too)",
+    "AIOSTREAMS_KAFKA_VERSION": "which Kafka release aiostreams.localkafka runs (4.4.0, the "
+                                "default, or 3.9.1; the test suite's broker too)",
     "AIOSTREAMS_SCHEMA_REGISTRY": "the URL of a running schema registry for the registry "
                                   "tests (python -m aiostreams.localregistry run prints it)",
     "AIOSTREAMS_CHAOS_SEED": "the random seed of the chaos tests",

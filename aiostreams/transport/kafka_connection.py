@@ -42,6 +42,9 @@ SCHEME = "kafka://"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _UNKNOWN_TOPIC = 3  # Kafka's UNKNOWN_TOPIC_OR_PARTITION error code
 _START_BACKOFF = (0.05, 1.0)  # first and largest pause between connection attempts
+NO_BROKER_WAIT = 15.0
+"""Seconds :func:`a_broker` waits for the cluster's metadata to list a broker."""
+_NO_BROKER_RETRY = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +268,9 @@ async def partition_counts(
     metadata requests allow creation). ``client`` is an ``aiokafka.AIOKafkaClient``.
     """
     request = MetadataRequest(sorted(topics), allow_auto_topic_creation=False)
+    node = await a_broker(client, bootstrap=bootstrap)
     try:
-        response = await client.send(client.get_random_node(), request)
+        response = await client.send(node, request)
     except KafkaError as exc:
         raise TransportError(
             f"cannot read the metadata of {sorted(topics)} from {bootstrap}: {exc!r}"
@@ -279,6 +283,36 @@ async def partition_counts(
             if led or not require_leaders:
                 counts[topic["topic"]] = len(topic["partitions"])
     return counts
+
+
+async def a_broker(client: Any, *, bootstrap: str, timeout: float = NO_BROKER_WAIT) -> int:
+    """The node id of a broker the cluster's metadata lists, for a request any broker
+    answers. ``client`` is an ``aiokafka.AIOKafkaClient``.
+
+    A broker that just restarted, or resumed after a pause longer than its KRaft session
+    (the controller fenced it meanwhile), answers Metadata before its controller counts it
+    live again: for a moment it lists no broker at all, and a client bootstrapped then knows
+    none - aiokafka would send to node ``None`` and fail with ``NodeNotReadyError`` (seen
+    on 4.4.0 right after a broker outage). So while the client knows none, refresh its
+    metadata (through the bootstrap connection it keeps for that) every 0.2 s - polling:
+    nothing announces it - for up to ``timeout`` seconds, then raise
+    :class:`BrokerUnavailableError`, which the engine rides out like any outage.
+
+    Cancellation: propagates at once."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        node = client.get_random_node()
+        if node is not None:
+            return int(node)
+        if asyncio.get_running_loop().time() > deadline:
+            raise BrokerUnavailableError(
+                f"the cluster at {bootstrap} lists no live broker in its metadata after "
+                f"{timeout:.0f} s: a broker that just started or came back from an outage "
+                "is not registered with its controller yet. Check the brokers' logs (the "
+                "controller quorum) and try again")
+        await client.force_metadata_update()
+        if client.get_random_node() is None:
+            await asyncio.sleep(_NO_BROKER_RETRY)
 
 
 def known_topic(error_code: int, reading: str, *, bootstrap: str) -> bool:

@@ -44,6 +44,7 @@ from aiostreams.errors import (
     BrokerUnavailableError,
     ConfigError,
     CorruptFetchError,
+    InstanceIdConflictError,
     TransportError,
 )
 from aiostreams.transport import lifecycle
@@ -63,6 +64,7 @@ from aiostreams.transport.kafka_connection import (
 )
 from aiostreams.transport.kafka_consumer_queries import KafkaConsumerQueries, aio
 from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
+from aiostreams.transport.kafka_instance_fence import instance_conflict_message
 from aiostreams.transport.kafka_lease import install_lease, lease_generation
 from aiostreams.transport.kafka_positions import KafkaPositions
 from aiostreams.transport.kafka_rebalance import RebalanceBridge, RebalancePhase
@@ -144,7 +146,8 @@ class KafkaConsumer(KafkaConsumerQueries):
             return
         self._consumer = consumer
         self._lease = install_lease(consumer, self._kafka.session_timeout,
-                                    self._kafka.max_poll_interval)
+                                    self._kafka.max_poll_interval,
+                                    static=self.options.group_instance_id is not None)
         if self._manual is not None:
             consumer.assign([aio(tp) for tp in self._manual])
 
@@ -230,7 +233,7 @@ class KafkaConsumer(KafkaConsumerQueries):
             return True  # no group: a manual assignment cannot be taken away
         if lease.valid(lease_generation(consumer)):
             return True
-        if self._owned:
+        if self._owned and not lease.taken_over:  # taken over: never rejoin (getmany raises)
             consumer._coordinator.request_rejoin()
         return False
 
@@ -253,7 +256,9 @@ class KafkaConsumer(KafkaConsumerQueries):
         Runs pending rebalance callbacks first (and again if one arrives while waiting).
         At most ``max_records`` (default ``max_poll_records``) records in total. Raises
         :class:`~aiostreams.errors.OffsetOutOfRangeError` for a position outside its
-        partition's log under ``offset_out_of_range="fail"`` (the position stays).
+        partition's log under ``offset_out_of_range="fail"`` (the position stays), and
+        :class:`~aiostreams.errors.InstanceIdConflictError` once another process took this
+        static member's ``group_instance_id`` (:mod:`~aiostreams.transport.kafka_lease`).
 
         Cancellation: positions only advance when records are returned, so a cancelled
         call loses nothing. If cancelled inside ``on_partitions_revoked`` the partitions
@@ -262,6 +267,9 @@ class KafkaConsumer(KafkaConsumerQueries):
         """
         consumer = self._require_started("getmany")
         lifecycle.check_getmany(timeout, max_records, self._polling)
+        if self._lease is not None and self._lease.taken_over:
+            raise InstanceIdConflictError(instance_conflict_message(
+                self.options.group_id or "", self.options.group_instance_id))
         self._polling = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

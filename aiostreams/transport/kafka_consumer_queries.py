@@ -11,6 +11,7 @@ Invariant: every query of a partition first checks that the application owns it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 
 from aiokafka import AIOKafkaConsumer
@@ -19,10 +20,11 @@ from aiokafka.conn import CloseReason
 from aiokafka.errors import IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import TransportError
+from aiostreams.errors import InstanceIdConflictError, TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions
 from aiostreams.transport.kafka_connection import KafkaOptions, KnownTopics
+from aiostreams.transport.kafka_instance_fence import instance_conflict_message, is_instance_fence
 from aiostreams.transport.kafka_offsets import (
     commit_offsets,
     list_offsets,
@@ -92,11 +94,19 @@ class KafkaConsumerQueries:
         """Commit ``offsets`` (next offset to read) for the group; all or none are stored.
 
         Raises :class:`CommitFailedError` for a partition this consumer does not hold now,
-        or when the group rebalanced under it.
+        or when the group rebalanced under it; :class:`InstanceIdConflictError` when
+        another process took this member's ``group_instance_id``.
         """
         consumer = self._require_client("commit")
         group_id = self.options.require_group("commit")
-        await commit_offsets(consumer, offsets, group_id=group_id, owned=self.assignment())
+        try:
+            await commit_offsets(consumer, offsets, group_id=group_id,
+                                 owned=self.assignment())
+        except TransportError as exc:
+            if not is_instance_fence(exc):
+                raise
+            raise InstanceIdConflictError(instance_conflict_message(
+                group_id, self.options.group_instance_id)) from exc
 
     async def committed(self, tp: TopicPartition) -> int | None:
         if self.options.group_id is None:
@@ -137,7 +147,12 @@ class KafkaConsumerQueries:
             answers = await broker_answers(
                 self._kafka.client_kwargs(self._bootstrap, self.options.client_id),
                 self._kafka.request_timeout)
-        return judge(seen, stall_after=stall_after, answers=answers)
+        verdict = judge(seen, stall_after=stall_after, answers=answers)
+        if verdict.dead and is_instance_fence(verdict.reason):
+            group = self.options.group_id or ""
+            return dataclasses.replace(verdict, conflict=instance_conflict_message(
+                group, self.options.group_instance_id))
+        return verdict
 
     def _drop_connections(self) -> None:
         """Close the client's fetch connections (not the group coordinator's), so the

@@ -43,13 +43,14 @@ from aiokafka.protocol.types import (
 from aiostreams.errors import TransportError
 from aiostreams.transport.kafka_wire import Uuid
 
-__all__ = ["GroupDescription", "GroupMember", "GroupProtocol", "describe_group"]
+__all__ = ["GroupDescription", "GroupMember", "GroupProtocol", "describe_group",
+           "group_coordinator"]
 
 _UNSUPPORTED_VERSION = 35  # 3.8/3.9 advertise the API but run no consumer groups by default
 _GROUP_ID_NOT_FOUND = 69  # "not a consumer group": a classic one, or none
 _ASK_THE_CLASSIC_WAY = frozenset({_UNSUPPORTED_VERSION, _GROUP_ID_NOT_FOUND})
 _COORDINATOR_BUSY = frozenset({14, 15, 16})  # loading, not available, not the coordinator
-_COORDINATOR_WAIT = 15.0  # s: a fresh broker creates its offsets topic on the first lookup
+_COORDINATOR_WAIT = 30.0  # s: a fresh broker creates its offsets topic on the first lookup
 _COORDINATOR_RETRY = 0.2
 
 
@@ -135,24 +136,65 @@ class _ConsumerGroupDescribe(Request[_ConsumerGroupDescribeRequestV0]):  # type:
         return request_struct_class([self._group], False, {})
 
 
-async def describe_group(admin: Any, group: str, *, bootstrap: str) -> GroupDescription:
+async def group_coordinator(admin: Any, group: str, *, bootstrap: str,
+                            timeout: float = _COORDINATOR_WAIT) -> int:
+    """The node id of ``group``'s coordinator. ``admin``: a started
+    ``aiokafka.admin.AIOKafkaAdminClient``.
+
+    A cluster names no coordinator until its offsets topic (``__consumer_offsets``) exists,
+    and a fresh one creates it only on the first lookup: the answer is "coordinator not
+    available" (or "loading") for the first seconds. Asks again every 0.2 s (polling:
+    nothing announces it) for up to ``timeout`` seconds, then raises
+    :class:`TransportError` saying what the broker answered and what to check. Any other
+    error is raised as it is.
+
+    Cancellation: propagates at once; nothing is left behind."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(await admin.find_coordinator(group))
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            if time.monotonic() > deadline:
+                raise _no_coordinator(group, bootstrap, timeout, exc) from None
+        await asyncio.sleep(_COORDINATOR_RETRY)
+
+
+def _no_coordinator(group: str, bootstrap: str, timeout: float, last: BaseException
+                    ) -> TransportError:
+    return TransportError(
+        f"no coordinator for group {group!r} on {bootstrap} after {timeout:.0f} s (the "
+        f"broker answered {type(last).__name__}). A new cluster creates its offsets topic "
+        "(__consumer_offsets) on the first lookup, which takes seconds, not this long: check "
+        "that the broker's offsets.topic.replication.factor is at most its number of "
+        "brokers, and the brokers' logs; then try again")
+
+
+async def describe_group(admin: Any, group: str, *, bootstrap: str,
+                         timeout: float = _COORDINATOR_WAIT) -> GroupDescription:
     """``group`` as its coordinator describes it, whichever protocol it runs (a group that
     does not exist: classic, ``Dead``, no members, as Kafka's own tools show it).
 
-    ``admin`` is a started ``aiokafka.admin.AIOKafkaAdminClient``. While the coordinator is
-    loading or moving (a fresh broker creates its offsets topic on the first lookup), asks
-    again for up to 15 s (polling: nothing announces it). Raises :class:`TransportError`
-    naming the broker's error for any other error."""
-    deadline = time.monotonic() + _COORDINATOR_WAIT
+    ``admin`` is a started ``aiokafka.admin.AIOKafkaAdminClient``. While there is no
+    coordinator yet, or it is loading or moving, asks again for up to ``timeout`` seconds
+    (see :func:`group_coordinator`), then raises :class:`TransportError` saying so. Raises
+    :class:`TransportError` naming the broker's error for any other error."""
+    deadline = time.monotonic() + timeout
     while True:
         try:
-            return await _describe_once(admin, group, bootstrap)
+            coordinator = await group_coordinator(
+                admin, group, bootstrap=bootstrap,
+                timeout=max(0.0, deadline - time.monotonic()))
+            return await _describe_once(admin, group, coordinator, bootstrap)
         except _CoordinatorBusy as busy:
             if time.monotonic() > deadline:
                 raise _broker_error(group, busy.code, None, bootstrap) from None
         except KafkaError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
+            if not exc.retriable:
                 raise
+            if time.monotonic() > deadline:
+                raise _no_coordinator(group, bootstrap, timeout, exc) from None
         await asyncio.sleep(_COORDINATOR_RETRY)
 
 
@@ -161,8 +203,8 @@ class _CoordinatorBusy(Exception):
         self.code = code
 
 
-async def _describe_once(admin: Any, group: str, bootstrap: str) -> GroupDescription:
-    coordinator = int(await admin.find_coordinator(group))
+async def _describe_once(admin: Any, group: str, coordinator: int, bootstrap: str
+                         ) -> GroupDescription:
     try:
         response = await admin._send_request(_ConsumerGroupDescribe(group), coordinator)
     except (IncompatibleBrokerVersion, NotImplementedError):

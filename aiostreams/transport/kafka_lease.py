@@ -7,6 +7,16 @@ no error renews it from the moment the request was sent, for the generation the 
 named; an answer saying the member or its generation is unknown (or fenced) revokes it.
 A heartbeat answered "rebalance in progress" renews it for the rebalance's length (the
 member keeps its partitions until it rejoins, within the rebalance timeout).
+
+A *static* member (one with a ``group_instance_id``) told by a heartbeat that its member id
+is unknown while its lease was still valid was not expired: another process joined with its
+instance id and the broker gave that one its place (aiokafka sends no instance id with its
+heartbeats, so the broker says "unknown member", not ``FENCED_INSTANCE_ID``; either counts).
+Left to itself aiokafka would rejoin, take the id back and fence the other process, which
+would do the same, for ever. So the lease is marked :attr:`~MembershipLease.taken_over`, and
+from then on the heartbeat fails with :class:`FencedInstanceIdError` and the coordinator's
+generation is never reset: aiokafka does not rejoin, and the consumer raises
+:class:`~aiostreams.errors.InstanceIdConflictError` to its user.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from aiostreams.transport.kafka_instance_fence import FencedInstanceIdError
 from aiostreams.transport.membership import MembershipLease
 
 __all__ = ["install_lease", "lease_generation"]
@@ -28,12 +39,14 @@ _LOST = frozenset({
     25,  # UNKNOWN_MEMBER_ID
     82,  # FENCED_INSTANCE_ID
 })
+_REPLACED = frozenset({25, 82})  # a static member's answers when another took its id
 
 
 def install_lease(aio_consumer: Any, session_timeout: float,
-                  rebalance_timeout: float) -> MembershipLease | None:
+                  rebalance_timeout: float, *, static: bool = False) -> MembershipLease | None:
     """Attach a lease to a started aiokafka consumer's group coordinator; None when the
-    consumer has no group."""
+    consumer has no group. ``static``: the consumer has a ``group_instance_id`` (see the
+    module docstring for what changes)."""
     coordinator = getattr(aio_consumer, "_coordinator", None)
     if coordinator is None or not hasattr(coordinator, "generation") \
             or not hasattr(coordinator, "_send_req"):
@@ -48,6 +61,12 @@ def install_lease(aio_consumer: Any, session_timeout: float,
         response = await send(request)
         if api_key in _RENEWING:
             code = getattr(response, "error_code", None)
+            if api_key == _HEARTBEAT and static and code in _REPLACED and (
+                    lease.taken_over or lease.expires_in() > 0):
+                lease.taken_over = True
+                lease.revoke()
+                raise FencedInstanceIdError("another process took this member's "
+                                            "group_instance_id")
             if code == _NO_ERROR:
                 # a SyncGroup's answer is for the generation its JoinGroup gave, which
                 # the coordinator already holds when the SyncGroup is sent
@@ -63,7 +82,8 @@ def install_lease(aio_consumer: Any, session_timeout: float,
 
     def reset_and_revoke() -> None:
         lease.revoke()
-        reset()
+        if not lease.taken_over:  # a reset generation makes aiokafka rejoin
+            reset()
 
     coordinator.reset_generation = reset_and_revoke
     return lease

@@ -32,7 +32,7 @@ from aiokafka.protocol.types import (
 
 from aiostreams.errors import TransportError
 from aiostreams.transport.base import format_topic_id
-from aiostreams.transport.kafka_connection import known_topic
+from aiostreams.transport.kafka_connection import a_broker, known_topic
 from aiostreams.transport.kafka_wire import Uuid
 
 __all__ = ["read_topic_ids"]
@@ -102,9 +102,9 @@ async def read_topic_ids(client: Any, topics: Collection[str], *,
     ids: dict[str, str | None] = dict.fromkeys(topics)
     if not topics:
         return ids
+    node = await a_broker(client, bootstrap=bootstrap)
     try:
-        response = await client.send(client.get_random_node(),
-                                     _TopicIdsRequest(sorted(topics)))
+        response = await client.send(node, _TopicIdsRequest(sorted(topics)))
     except (IncompatibleBrokerVersion, NotImplementedError):
         return ids  # Metadata v10 unsupported: the broker has no topic ids
     except KafkaError as exc:

@@ -77,6 +77,10 @@ class Liveness:
     dead: bool = False
     stalled: bool = False
     reason: str = ""
+    conflict: str | None = None
+    """Set on a dead verdict that rebuilding the client cannot help: another process took
+    this member's ``group_instance_id`` (:mod:`~aiostreams.transport.kafka_instance_fence`).
+    The message says what to change."""
 
     @property
     def alive(self) -> bool:

@@ -53,6 +53,12 @@ class MembershipLease:
         self._rebalancing_since: float | None = None
         self.generation: int | None = None
         """The generation the lease was last renewed for (None: never renewed)."""
+        self.taken_over = False
+        """Set (for good) when the coordinator forgot this *static* member while its lease
+        was valid - it cannot have expired it, so another process joined with its
+        ``group_instance_id`` and took its place (see :mod:`~aiostreams.transport.kafka_lease`).
+        The member must then stop, not rejoin: rejoining would take the id back and fence
+        the other process, which would do the same."""
 
     def renew(self, sent_at: float, generation: int, *, rebalancing: bool = False) -> None:
         """A group request sent at ``sent_at`` (this lease's clock) for ``generation`` was

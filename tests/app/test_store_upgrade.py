@@ -47,7 +47,10 @@ STORES = sorted(OLD)
 
 
 def make_app(name: str, transport: Transport, src: str, state_dir: Path) -> App:
-    app = App(name, transport=transport, state_dir=state_dir, commit_interval_ms=50)
+    # dynamic membership: a stopped static member (the default with a state_dir) stays in
+    # the group for its session timeout, and the upgrade is refused while it does
+    app = App(name, transport=transport, state_dir=state_dir, commit_interval_ms=50,
+              static_membership=False)
     app.topic(src, key=str, value=JsonSerde())
     grouped = app.stream(src).group_by_key()
     grouped.aggregate("", lambda k, v, acc: acc + v["c"], materialized="text",

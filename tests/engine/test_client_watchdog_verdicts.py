@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiostreams.engine.client_watchdog import ClientWatchdog
-from aiostreams.errors import ClientFailedError, CorruptFetchError
+from aiostreams.errors import ClientFailedError, CorruptFetchError, InstanceIdConflictError
 from aiostreams.transport.kafka_watchdog import (
     ALIVE,
     InternalTask,
@@ -109,6 +109,31 @@ async def test_rebuilds_without_a_fetched_record_in_between_stop_at_the_limit() 
     await watchdog.check(FakeClient(DEAD), [])
     with pytest.raises(ClientFailedError, match=r"3 times in a row.*partition.* t-0"):
         watchdog.take([tp])
+
+
+async def test_the_stop_names_every_partition_fetched_during_the_failing_rebuilds() -> None:
+    """A consumer that dies while its assignment's tasks open (exactly-once fences a
+    producer per task) leaves some unopened: the stop still names all it was fetching."""
+    watchdog = ClientWatchdog(interval=1.0, stall_after=None, failure_limit=2)
+    old, t0, t1 = TopicPartition("t", 9), TopicPartition("t", 0), TopicPartition("t", 1)
+    await watchdog.check(FakeClient(DEAD), [])
+    watchdog.take([old])
+    watchdog.fetched({old: [object()]})  # progress: what came before is not named
+    for fetching in ([t0, t1], [t0]):
+        await watchdog.check(FakeClient(DEAD), [])
+        assert watchdog.take(fetching) == DEAD
+    await watchdog.check(FakeClient(DEAD), [])
+    with pytest.raises(ClientFailedError, match=r"partition\(s\) t-0, t-1; last"):
+        watchdog.take([t0])
+
+
+async def test_a_consumer_whose_instance_id_another_process_took_is_not_rebuilt() -> None:
+    watchdog = ClientWatchdog(interval=1.0, stall_after=None, failure_limit=5)
+    taken = Liveness(dead=True, reason="consumer 'c': its heartbeat task failed",
+                     conflict="another process joined group 'g' with ...")
+    await watchdog.check(FakeClient(taken), [])
+    with pytest.raises(InstanceIdConflictError, match="another process joined group 'g'"):
+        watchdog.take()
 
 
 async def test_a_dead_producer_fails_its_channel_for_a_rewind() -> None:

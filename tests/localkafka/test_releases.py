@@ -36,6 +36,15 @@ def test_the_version_argument_beats_the_variable_which_beats_the_default(
     assert LocalKafka(version=DEFAULT_KAFKA_VERSION).release.version == DEFAULT_KAFKA_VERSION
 
 
+def test_the_suite_runs_the_newest_release_and_make_compat_the_other() -> None:
+    newest = max(RELEASES, key=lambda v: tuple(int(p) for p in v.split(".")))
+    assert newest == DEFAULT_KAFKA_VERSION
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    compat = next(line.split("?=")[1].strip() for line in makefile.splitlines()
+                  if line.startswith("COMPAT_KAFKA"))
+    assert compat in RELEASES and compat != DEFAULT_KAFKA_VERSION
+
+
 @pytest.mark.parametrize("where", ["argument", "variable"])
 def test_an_unknown_version_is_refused_naming_the_known_ones(
         where: str, monkeypatch: pytest.MonkeyPatch) -> None:

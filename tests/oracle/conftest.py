@@ -12,8 +12,9 @@ from oracle_jvm import OracleJVM, ensure_classpath
 
 @pytest.fixture(scope="session")
 def oracle() -> Iterator[OracleJVM]:
-    """The Kafka Streams 3.9.1 oracle (jars fetched and ``Oracle.java`` compiled on first
-    use, cached under ``.cache/``)."""
+    """The Kafka Streams oracle, at the release ``java/pom.xml`` pins (4.4.0, the suite's
+    broker's): jars fetched and ``Oracle.java`` compiled on first use, cached under
+    ``.cache/``."""
     jvm = OracleJVM(ensure_classpath())
     try:
         yield jvm

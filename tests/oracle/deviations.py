@@ -1,4 +1,4 @@
-"""Where aiostreams differs from Kafka Streams 3.9.1 on purpose: the ONE list.
+"""Where aiostreams differs from Kafka Streams 4.4.0 (java/pom.xml) on purpose: the ONE list.
 
 Each entry names the Kafka setting behind the difference; the oracle runs with
 ``oracle_config`` (so the differential suite compares semantics, not the setting), and

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from hypothesis import HealthCheck, settings
-from oracle_jvm import OracleJVM
+from oracle_jvm import KAFKA_STREAMS_VERSION, OracleJVM
 from oracle_spec import Case, Out, chooser_order, run_aiostreams, stateless, task_source_order
 
 EXAMPLES = int(os.environ.get("AIOSTREAMS_ORACLE_EXAMPLES", "300"))
@@ -61,8 +61,8 @@ def check(jvm: OracleJVM, family: str, case: Case, *, max_in_flight: int, orderi
     COUNTS[family] += 1
     if actual != expected:
         raise AssertionError(
-            f"aiostreams differs from Kafka Streams 3.9.1 (family {family}, max_in_flight="
-            f"{max_in_flight}, ordering={ordering}, seed={seed})\n"
+            f"aiostreams differs from Kafka Streams {KAFKA_STREAMS_VERSION} (family {family}, "
+            f"max_in_flight={max_in_flight}, ordering={ordering}, seed={seed})\n"
             f"ops: {case['ops']}\ninputs: {describe_inputs(case)}\n"
             + "".join(f"topic {t}:\n  kafka:      {describe(expected.get(t, []))}\n"
                       f"  aiostreams: {describe(actual.get(t, []))}\n"

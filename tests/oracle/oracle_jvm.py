@@ -2,9 +2,11 @@
 process per test session answering cases over stdin/stdout.
 
 Cache layout (under the project's cache dir, see :func:`aiostreams.localkafka.jars.cache_dir`):
-``oracle-jars/`` holds the jars of ``java/pom.xml`` and is complete exactly when its marker
-holds the pom's SHA-256 (written only after ``mvn`` succeeded); ``oracle-classes/<digest>/``
-holds ``Oracle.class`` compiled from the source with that SHA-256. A file lock serializes
+``oracle-jars/<pom digest>/`` holds the jars of ``java/pom.xml`` and is complete exactly when
+its marker holds the pom's SHA-256 (written only after ``mvn`` succeeded);
+``oracle-classes/<digest>/`` holds ``Oracle.class`` compiled from the source against those
+jars (the digest covers both). Keyed by the pom, checkouts that pin different Kafka Streams
+releases share one cache without refetching each other's jars. A file lock serializes
 concurrent fetches.
 
 Protocol: one JSON object per line in, one per line out, in order; :meth:`OracleJVM.ask`
@@ -17,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -29,6 +32,9 @@ JAVA_DIR = Path(__file__).with_name("java")
 POM = JAVA_DIR / "pom.xml"
 SOURCE = JAVA_DIR / "Oracle.java"
 _MVN_TIMEOUT = 900.0
+KAFKA_STREAMS_VERSION = re.search(r"<artifactId>kafka-streams</artifactId>\s*<version>([^<]+)<",
+                                  POM.read_text()).group(1)  # type: ignore[union-attr]
+"""The Kafka Streams release the oracle runs (what ``java/pom.xml`` pins)."""
 
 
 class OracleSetupError(RuntimeError):
@@ -50,16 +56,23 @@ def _run(command: list[str], what: str, timeout: float) -> None:
         raise OracleSetupError(f"{what} failed (exit {result.returncode}):\n{tail}")
 
 
+def jars_dir(cache: Path | None = None) -> Path:
+    """Where the jars of ``java/pom.xml`` are (or go): complete once :func:`ensure_classpath`
+    returned."""
+    return (cache if cache is not None else cache_dir()) / "oracle-jars" / _digest(POM)[:16]
+
+
 def ensure_classpath(cache: Path | None = None) -> str:
     """The oracle's classpath (jars + compiled class), fetching and compiling when needed."""
     root = cache if cache is not None else cache_dir()
-    jars = root / "oracle-jars"
-    classes = root / "oracle-classes" / _digest(SOURCE)[:16]
+    digest = _digest(POM)
+    jars = jars_dir(root)
+    compiled = hashlib.sha256((_digest(SOURCE) + digest).encode()).hexdigest()
+    classes = root / "oracle-classes" / compiled[:16]
     jars.mkdir(parents=True, exist_ok=True)
-    with open(jars / ".lock", "w") as lock:
+    with open(jars.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         marker = jars / ".complete"
-        digest = _digest(POM)
         if not marker.is_file() or marker.read_text().strip() != digest:
             mvn = shutil.which("mvn")
             if mvn is None:

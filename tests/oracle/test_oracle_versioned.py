@@ -1,5 +1,5 @@
 """Versioned tables (KIP-889/914) and stream-table joins with grace (KIP-923) give Kafka
-Streams 3.9.1's records: a versioned source table's updates (out-of-order ones stored and
+Streams 4.4.0's records: a versioned source table's updates (out-of-order ones stored and
 forwarded, ones older than the history retention dropped; filter/map_values after it),
 and a stream joined with a versioned table as of each record's timestamp, with and without
 a grace buffer, inner and left, with tombstones, null keys and out-of-order timestamps."""

@@ -1,5 +1,5 @@
 """A Kafka Streams consumer reads aiostreams' windowed keys: TimeWindowedDeserializer and
-SessionWindowedDeserializer (3.9.1, in the oracle JVM) give back the key and the window
+SessionWindowedDeserializer (4.4.0, in the oracle JVM) give back the key and the window
 that aiostreams' TimeWindowedSerde / SessionWindowedSerde wrote."""
 
 from __future__ import annotations
