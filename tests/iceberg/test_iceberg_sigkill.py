@@ -2,6 +2,8 @@
 
 * one worker process SIGKILLs itself at each point of a batch (before its write, after its
   data files, after its snapshot, after its offset commit); a fresh app finishes the input;
+* a worker SIGKILLed again and again at random points of random batches of one table
+  (:data:`RANDOM_KILLS`, 3; ``ICEBERG_KILLS=20`` for a long run), then a fresh app;
 * ``aiostreams run --workers 3`` writing one table, under both guarantees, while kills (in
   whichever workers reach the kill point) move partitions between workers and a reader scans
   every new snapshot: no read ever sees a duplicate, a gap, or a row past the offsets its
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import sys
@@ -80,6 +83,33 @@ async def test_a_worker_killed_at_each_point_of_a_batch_leaves_each_input_once_f
     expected = expected_pairs(ends)
     assert len(expected) == N
     assert_every_reader_sees_each_input_once(sink, expected)
+
+
+RANDOM_KILLS = int(os.environ.get("ICEBERG_KILLS", "3"))
+
+
+async def test_random_kills_of_one_writer_leave_each_input_once_for_every_reader(
+        kafka_bootstrap: str, topic_name: Any, tmp_path: Path) -> None:
+    transport = KafkaTransport(kafka_bootstrap)
+    topic, group = topic_name("orders"), topic_name("iceberg-random")
+    n = max(N, 1_200 * RANDOM_KILLS)  # each run writes 1 to 3 batches of 400 before dying
+    await topic_of_orders(transport, topic, range(n))
+    warehouse = tmp_path / "lake"
+    chance = random.Random(os.environ.get("ICEBERG_KILLS_SEED"))
+    for _ in range(RANDOM_KILLS):
+        await run_until_sigkilled("iceberg_chaos_worker.py", kafka_bootstrap, topic, group,
+                                  str(warehouse), chance.choice(KILL_POINTS),
+                                  str(chance.randint(1, 3)))
+    sink = WatchedIcebergSink(TABLE, Order, warehouse=warehouse,
+                              include=("partition", "offset"), batch_interval=0.5)
+    ends = await end_offsets(transport, topic)
+    async with chaos_app(kafka_bootstrap, topic, group, sink, group_instance_id="worker-1"):
+        await sink.durable_through(ends).wait()
+    assert_every_reader_sees_each_input_once(sink, expected_pairs(ends))
+    table = sink.load()
+    assert table is not None
+    for snapshot in table.metadata.snapshots:  # and so did every snapshot on the way
+        check_snapshot(table, snapshot.snapshot_id, sink.app)
 
 
 def check_snapshot(table: Table, snapshot_id: int, app: str) -> tuple[int, int]:
