@@ -247,8 +247,7 @@ class IcebergSink:
         return durable_offsets(table, self.app)
 
     def _check_identity(self, identity: TableIdentity, sources: Iterable[str]) -> None:
-        where = f"(Iceberg) {self.table}"
-        identity.check(self.app, sources, where)
+        identity.check(self.app, sources, self.table, kind="the Iceberg table")
         check_incarnations(identity.ids, self.topic_ids, table=f"the Iceberg table {self.table}",
                            recorded_in="its aiostreams.identity property")
 

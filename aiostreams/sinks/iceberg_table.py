@@ -186,7 +186,8 @@ def table_partitioning(table: Table) -> tuple[Partitioning, ...]:
 
 def table_identity(table: Table, where: str) -> TableIdentity | None:
     """The identity in ``table``'s properties (None: not created by aiostreams)."""
-    return TableIdentity.from_description(table.properties.get(IDENTITY_PROPERTY), where)
+    return TableIdentity.from_description(table.properties.get(IDENTITY_PROPERTY), where,
+                                          kind="the Iceberg table")
 
 
 def record_identity(table: Table, identity: TableIdentity) -> None:

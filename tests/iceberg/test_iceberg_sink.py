@@ -218,7 +218,8 @@ async def test_a_table_of_another_app_or_partitioning_is_refused_before_writing(
 
     other_app = IcebergSink(TABLE, Order, warehouse=tmp_path, partition_by=("region",))
     other_app.bind_app("two")
-    with pytest.raises(TableIdentityError, match="written for app 'one'"):
+    with pytest.raises(TableIdentityError,
+                       match=r"the Iceberg table lake\.orders is written for app 'one'"):
         await other_app.start()
     other_spec = IcebergSink(TABLE, Order, warehouse=tmp_path,
                              partition_by=("day(placed_at)",))
