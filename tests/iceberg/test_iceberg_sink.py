@@ -264,3 +264,38 @@ def test_bad_arguments_say_what_to_change(tmp_path: Path) -> None:
         IcebergSink(TABLE, Order, warehouse=tmp_path, partition_by=("day(region)",))
     with pytest.raises(ConfigError, match="not a column"):
         IcebergSink(TABLE, Order, warehouse=tmp_path, partition_by=("nope",))
+
+
+async def test_durable_offsets_survive_foreign_snapshots_and_expired_history(
+        tmp_path: Path) -> None:
+    """Another engine's snapshot on top (no aiostreams summary) is skipped, and expiring
+    every older snapshot loses no partition's offset: each aiostreams snapshot holds them
+    all."""
+    p0, p1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+    sink = IcebergSink(TABLE, Order, warehouse=tmp_path)
+    await sink.start()
+    for source, base in ((p0, 0), (p1, 100)):
+        for r in records(source, range(5), id_base=base):
+            sink.add(r)
+        await sink.flush()
+    await sink.stop()
+    table = sink.load()
+    assert table is not None
+    table.append(sink.schema.to_table([make_order(999)], {}))  # a foreign writer's append
+    table = sink.load()
+    assert table is not None and len(table.metadata.snapshots) == 3
+    current = table.current_snapshot()
+    assert current is not None
+    table.maintenance.expire_snapshots().by_ids(
+        [s.snapshot_id for s in table.metadata.snapshots
+         if s.snapshot_id not in (current.snapshot_id, current.parent_snapshot_id)]).commit()
+
+    again = IcebergSink(TABLE, Order, warehouse=tmp_path)
+    await again.start()
+    assert (again.durable_offset(p0), again.durable_offset(p1)) == (4, 4)
+    for source, base in ((p0, 0), (p1, 100)):
+        for r in records(source, range(8), id_base=base):
+            again.add(r)
+    await again.stop()
+    ids = Counter(read_arrow(again).column("id").to_pylist())
+    assert set(ids.values()) == {1} and len(ids) == 8 + 8 + 1
