@@ -9,7 +9,8 @@
   every new snapshot: no read ever sees a duplicate, a gap, or a row past the offsets its
   own snapshot records;
 
-then pyiceberg's Arrow scan, pandas and DuckDB each count every input once."""
+then pyiceberg's Arrow scan, pandas and DuckDB each count every input once (and Spark, with
+Iceberg's Spark runtime, after the random kills: a full and an incremental read)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from icebergkit import (
     end_offsets,
     expected_pairs,
     run_until_sigkilled,
+    seen_once,
     topic_of_orders,
     worker_env,
 )
@@ -88,6 +90,19 @@ async def test_a_worker_killed_at_each_point_of_a_batch_leaves_each_input_once_f
 RANDOM_KILLS = int(os.environ.get("ICEBERG_KILLS", "3"))
 
 
+async def read_with_spark(location: str, start: int) -> dict[str, Any]:
+    """What ``iceberg_spark_reader.py`` prints for the table at ``location``."""
+    reader = await asyncio.create_subprocess_exec(
+        sys.executable, str(REPO / "tests" / "iceberg" / "iceberg_spark_reader.py"), location,
+        str(start), env=worker_env(), stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(reader.communicate(), 240)
+    assert reader.returncode == 0, err.decode()[-3000:]
+    found: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return found
+
+
+@pytest.mark.spark
 async def test_random_kills_of_one_writer_leave_each_input_once_for_every_reader(
         kafka_bootstrap: str, topic_name: Any, tmp_path: Path) -> None:
     transport = KafkaTransport(kafka_bootstrap)
@@ -105,11 +120,18 @@ async def test_random_kills_of_one_writer_leave_each_input_once_for_every_reader
     ends = await end_offsets(transport, topic)
     async with chaos_app(kafka_bootstrap, topic, group, sink, group_instance_id="worker-1"):
         await sink.durable_through(ends).wait()
-    assert_every_reader_sees_each_input_once(sink, expected_pairs(ends))
+    expected = expected_pairs(ends)
+    assert_every_reader_sees_each_input_once(sink, expected)
     table = sink.load()
     assert table is not None
     for snapshot in table.metadata.snapshots:  # and so did every snapshot on the way
         check_snapshot(table, snapshot.snapshot_id, sink.app)
+
+    first = table.metadata.snapshots[0]  # Spark: a full read, and an incremental one
+    in_first = len(table.scan(snapshot_id=first.snapshot_id).to_arrow())
+    read = await read_with_spark(table.metadata_location, first.snapshot_id)
+    assert seen_once([tuple(p) for p in read["pairs"]], expected) == (0, 0, len(expected))
+    assert read["since"] == len(expected) - in_first
 
 
 def check_snapshot(table: Table, snapshot_id: int, app: str) -> tuple[int, int]:
