@@ -204,8 +204,15 @@ async def run_until(command: list[str], env: dict[str, str], line: str,
 KILLS = 3
 
 
-@pytest.mark.parametrize(("guarantee", "kill_point"), [
-    ("at_least_once", "after_write"), ("exactly_once", "after_files")])
+WORKER_KILLS = ([("at_least_once", p) for p in KILL_POINTS]
+                + [("exactly_once", p) for p in KILL_POINTS if p != "after_commit"]
+                if "ICEBERG_KILLS" in os.environ  # a long run: every point, both guarantees
+                else [("at_least_once", "after_write"), ("exactly_once", "after_files")])
+"""(guarantee, kill point) of the ``--workers`` test. Under exactly-once the offsets go with
+the transaction, not a consumer commit, so ``after_commit`` is an at-least-once point."""
+
+
+@pytest.mark.parametrize(("guarantee", "kill_point"), WORKER_KILLS)
 async def test_three_workers_killed_during_rebalances_leave_each_input_once_for_every_reader(
         kafka_bootstrap: str, topic_name: Any, tmp_path: Path, guarantee: str,
         kill_point: str) -> None:
