@@ -1,5 +1,5 @@
-"""A stream's exits: a topic (``Stream.to``, ``Stream.through``) and the Spark bridge
-(``Stream.to_parquet``, ``Stream.to_delta``).
+"""A stream's exits: a topic (``Stream.to``, ``Stream.through``) and the lake
+(``Stream.to_parquet``, ``Stream.to_delta``, ``Stream.to_iceberg``).
 
 Serdes of a topic sink: the ones given, else the topic's declared ones, else the stream's
 known ones, else bytes. ``through`` needs a declared :class:`~aiostreams.topic.Topic`, so
@@ -62,8 +62,10 @@ def through_topic(stream: Stream[Any, Any], topic: Topic,
 
 def add_spark_sink(stream: Stream[Any, Any], kind: str, path: Any, model: Any,
                    name: str | None, options: dict[str, Any]) -> Any:
-    """A ``ParquetSink`` (``kind`` "parquet") or ``DeltaSink`` ("delta") fed by
-    ``stream`` through its validation step."""
+    """A ``ParquetSink`` (``kind`` "parquet"), ``DeltaSink`` ("delta") or ``IcebergSink``
+    ("iceberg") fed by ``stream`` through its validation step."""
+    if kind == "iceberg":
+        return _add_iceberg_sink(stream, path, model, name, options)
     try:
         from aiostreams import sinks
     except ImportError as e:  # pragma: no cover - the spark extra is missing
@@ -79,4 +81,18 @@ def add_spark_sink(stream: Stream[Any, Any], kind: str, path: Any, model: Any,
         sink = sinks.ParquetSink(path, model, **options)
         sinks.add_parquet_sink(builder.topology,
                                builder.new_name("KSTREAM-PARQUET", name), stream.node, sink)
+    return sink
+
+
+def _add_iceberg_sink(stream: Stream[Any, Any], table: Any, model: Any, name: str | None,
+                      options: dict[str, Any]) -> Any:
+    try:
+        from aiostreams.sinks import iceberg_sink
+    except ImportError as e:  # pragma: no cover - the iceberg extra is missing
+        raise TopologyError(
+            f"to_iceberg needs pyiceberg: pip install 'aiostreams[iceberg]' ({e})") from e
+    builder = stream.builder
+    sink = iceberg_sink.IcebergSink(table, model, **options)
+    iceberg_sink.add_iceberg_sink(builder.topology, builder.new_name("KSTREAM-ICEBERG", name),
+                                  stream.node, sink)
     return sink

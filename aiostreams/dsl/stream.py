@@ -316,6 +316,19 @@ class Stream(Generic[K, V]):
         validation step before the sink (the dead-letter path). Returns the sink."""
         return add_spark_sink(self, "delta", path, model, name, options)
 
+    def to_iceberg(self, table: str, model: Any, *, name: str | None = None,
+                   **options: Any) -> Any:
+        """Write this stream's values (instances of the pydantic ``model``) to the Apache
+        Iceberg table ``table`` (``"namespace.table"``), exactly once for every Iceberg
+        reader: one snapshot per batch, its summary carrying the source offsets, before
+        offsets are committed. ``options`` go to
+        :class:`aiostreams.sinks.iceberg_sink.IcebergSink`: ``catalog`` (any pyiceberg
+        catalog) or ``warehouse`` (a directory: pyiceberg's SQL catalog on SQLite there),
+        ``partition_by`` (``"region"``, ``"day(placed_at)"``), ``include``, ``batch_rows``,
+        ... Values that do not fit the schema fail in a validation step before the sink
+        (the dead-letter path). Returns the sink."""
+        return add_spark_sink(self, "iceberg", table, model, name, options)
+
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:
         """``to(topic)`` and read it back: the records come back partitioned by their
         (serialized) key, in a new sub-topology. ``topic`` must be declared (with

@@ -10,6 +10,9 @@
   Parquet dataset) belongs to another app, source, or incarnation of a source topic.
 * :class:`ParquetSink` + :func:`add_parquet_sink`: a Parquet dataset as an external sink of an
   app (Spark or pyarrow writes, a commit log beside the data, replays dropped).
+* :mod:`aiostreams.sinks.iceberg_sink`: ``IcebergSink`` + ``add_iceberg_sink``, an Apache
+  Iceberg table through pyiceberg (one snapshot per batch, source offsets in its summary);
+  not imported here, so this package needs no pyiceberg (the ``iceberg`` extra).
 * :class:`RowSchema`: the Arrow schema of a pydantic model, and batches as Arrow tables.
 * :class:`SparkConfig`, :func:`get_session`, :func:`stop_session`: the process's one
   SparkSession.

@@ -15,7 +15,7 @@ The DSL calls these for ``stream.to_parquet(...)`` and ``stream.to_delta(...)``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from aiostreams.errors import SerializationError
 from aiostreams.sinks.delta_sink import DeltaSink
@@ -25,7 +25,19 @@ from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import Topology
 from aiostreams.types import Record
 
-__all__ = ["ParquetValidator", "add_delta_sink", "add_parquet_sink", "validator_name"]
+__all__ = ["CheckedSink", "ParquetValidator", "add_delta_sink", "add_parquet_sink",
+           "add_validated_sink", "validator_name"]
+
+
+class CheckedSink(Protocol):
+    """What the validation step needs of a table sink (Parquet, Delta, Iceberg): the check,
+    and where and what it writes, for the error."""
+
+    path: Any
+    model: type[Any]
+    validated_upstream: bool
+
+    def validate(self, value: Any, key: Any = None) -> None: ...
 
 
 def validator_name(sink_name: str) -> str:
@@ -37,7 +49,7 @@ class ParquetValidator(Processor[Any, Any]):
     """Forwards records whose value fits ``sink``'s schema, unchanged; raises
     :class:`SerializationError` naming the record and the field for the others."""
 
-    def __init__(self, sink: ParquetSink | DeltaSink) -> None:
+    def __init__(self, sink: CheckedSink) -> None:
         self.sink = sink
 
     def process(self, record: Record[Any, Any]) -> None:
@@ -55,17 +67,18 @@ class ParquetValidator(Processor[Any, Any]):
 def add_parquet_sink(topology: Topology, name: str, parent: str, sink: ParquetSink) -> None:
     """Add ``sink`` to ``topology`` as node ``name``, fed by ``parent`` through a
     validation processor named :func:`validator_name` (``"<name>-validate"``)."""
-    _add_validated(topology, name, parent, sink)
+    add_validated_sink(topology, name, parent, sink)
 
 
 def add_delta_sink(topology: Topology, name: str, parent: str, sink: DeltaSink) -> None:
     """Add the Delta ``sink`` to ``topology`` as node ``name``, fed by ``parent`` through a
     validation processor named :func:`validator_name` (``"<name>-validate"``)."""
-    _add_validated(topology, name, parent, sink)
+    add_validated_sink(topology, name, parent, sink)
 
 
-def _add_validated(topology: Topology, name: str, parent: str,
-                   sink: ParquetSink | DeltaSink) -> None:
+def add_validated_sink(topology: Topology, name: str, parent: str, sink: CheckedSink) -> None:
+    """Add the external ``sink`` to ``topology`` as node ``name``, fed by ``parent``
+    through a validation processor named :func:`validator_name` (``"<name>-validate"``)."""
     check = validator_name(name)
     topology.add_processor(check, lambda: ParquetValidator(sink), parent)
     topology.add_external_sink(name, sink, check)

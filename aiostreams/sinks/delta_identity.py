@@ -84,9 +84,11 @@ class TableIdentity:
                                   "topic_ids": self.ids}}, sort_keys=True)
 
     @classmethod
-    def from_description(cls, description: str | None, table: str) -> TableIdentity | None:
+    def from_description(cls, description: str | None, table: str,
+                         kind: str = "the Delta table at") -> TableIdentity | None:
         """The identity in a table's description; None when the table has none (not
-        written by aiostreams). Raises :class:`TableIdentityError` for a malformed one."""
+        written by aiostreams). Raises :class:`TableIdentityError` for a malformed one.
+        ``kind`` words the table in errors ("the Iceberg table")."""
         if not description:
             return None
         try:
@@ -104,22 +106,23 @@ class TableIdentity:
                 or not all(isinstance(i, str) and t in mine["sources"]
                            for t, i in ids.items())):
             raise TableIdentityError(
-                f"the Delta table at {table} has a malformed aiostreams identity in its "
+                f"{kind} {table} has a malformed aiostreams identity in its "
                 f"description: {description!r}; fix the description or use another path")
         return cls.of(mine["app"], mine["sources"], ids)
 
-    def check(self, app: str, sources: Iterable[str], table: str) -> None:
+    def check(self, app: str, sources: Iterable[str], table: str,
+              kind: str = "the Delta table at") -> None:
         """Raise :class:`TableIdentityError` unless this (the table's) identity names
-        ``app`` and every topic of ``sources``."""
+        ``app`` and every topic of ``sources``; ``kind`` words the table in errors."""
         if app != self.app:
             raise TableIdentityError(
-                f"the Delta table at {table} is written for app {self.app!r} (sources "
+                f"{kind} {table} is written for app {self.app!r} (sources "
                 f"{list(self.sources)}); this sink writes for app {app!r}. Its transaction "
                 "ids are that app's: give each app its own table path (a renamed app is "
                 "another app)")
         foreign = sorted(set(sources) - set(self.sources))
         if foreign:
             raise TableIdentityError(
-                f"the Delta table at {table} holds topics {list(self.sources)} of app "
+                f"{kind} {table} holds topics {list(self.sources)} of app "
                 f"{app!r}; this sink got rows from {foreign}. Nothing was written. Write "
                 "another source to another table path")
