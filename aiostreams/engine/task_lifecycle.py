@@ -43,12 +43,7 @@ from aiostreams.engine.state_updater import StateUpdater
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState, task_id_for
 from aiostreams.engine.topic_plan import changelog_names
-from aiostreams.errors import (
-    ClientFailedError,
-    CommitFailedError,
-    ProducerFencedError,
-    TaskFailedError,
-)
+from aiostreams.errors import TaskFailedError, TransportError
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock
 from aiostreams.runtime.external_record import ExternalRecord
@@ -58,10 +53,11 @@ from aiostreams.transport.base import Consumer
 from aiostreams.types import OutgoingRecord, TopicPartition
 
 log = logging.getLogger("aiostreams.worker")
-_MOVED = (CommitFailedError, ProducerFencedError, ClientFailedError)
-"""Errors that mean the group moved a task away (its lease ran out, its commit was refused,
-its producer fenced, its client died): :meth:`TaskTable.lose` says so; other errors of a
-closing commit (a sink's, the broker's) are said as what they are."""
+_MOVED = (TransportError,)
+"""Errors of the group or the broker (a lease run out, a commit refused, a producer fenced, a
+client dead, a coordinator gone): the group may have moved the task away, and
+:meth:`TaskTable.lose` says so. A closing commit that failed otherwise (a sink's error) is
+said as what it is."""
 
 MakeTask = Callable[[SubTopology, int, list[TopicPartition]], StreamTask]
 
