@@ -226,9 +226,10 @@ class Committer:
                 raise AssertionError(f"a sink holds records below {offsets} after a full "
                                      f"flush: {capped}")
             offsets = capped
+        generation = consumer.generation  # the marks are this generation's owner's only
         if self._exactly_once:
             # 5. commit, reading the marks meanwhile; 6. the sealed state
-            marks = _owned_marks(channel, await self._commit_reading_marks(
+            marks = _owned_marks(channel, consumer, generation, await self._commit_reading_marks(
                 channel, tasks, consumer, offsets))
             advance(self.committed, offsets)
             for task in tasks:
@@ -244,7 +245,7 @@ class Committer:
         elif offsets:
             await consumer.commit(offsets)
         # 6. checkpoint
-        marks = _owned_marks(channel, marks)
+        marks = _owned_marks(channel, consumer, generation, marks)
         if marks:
             await self._restorer.write_checkpoints(tasks, marks)
         advance(self.committed, offsets)
@@ -372,7 +373,8 @@ class CommitTimer:
         return due
 
 
-def _owned_marks(channel: OutputChannel, marks: dict[str, dict[TopicPartition, int]]
+def _owned_marks(channel: OutputChannel, consumer: Consumer, generation: int,
+                 marks: dict[str, dict[TopicPartition, int]]
                  ) -> dict[str, dict[TopicPartition, int]]:
     """``marks`` if the changelog ends they hold are this owner's alone, else none.
 
@@ -380,11 +382,23 @@ def _owned_marks(channel: OutputChannel, marks: dict[str, dict[TopicPartition, i
     while no other owner wrote there. A read of the ends held up in the network (a cut
     link) can be answered after the group moved the task away and its new owner wrote: a
     commit with nothing to send proves no ownership, so the marks are kept only if the
-    worker still holds its lease once they are in (its lease valid now means the group
-    cannot have moved the task before the broker answered). Without them the files keep
-    their older marks or checkpoint: a longer tail to replay, nothing wrong."""
-    if marks and not channel.owns():
+    worker still holds its lease once they are in, **in the generation it held when it
+    asked** (``generation``, read before the first request). The lease alone is not
+    enough: a worker that rejoined before the late answer came holds a valid lease again,
+    for a new generation, and a later owner always holds a partition in a later
+    generation, so an unchanged generation with a valid lease means no one else can have
+    written. Without the marks the files keep their older marks or checkpoint: a longer
+    tail to replay, nothing wrong."""
+    if not marks:
+        return marks
+    if not channel.owns():
         log.warning("worker: the changelogs' ends for the store marks came in after this "
                     "worker lost its lease on the tasks; the files keep their older marks")
+        return {}
+    if consumer.generation != generation:
+        log.warning("worker: the changelogs' ends for the store marks were asked in group "
+                    "generation %d and came in at generation %d; another member may have "
+                    "written meanwhile, so the files keep their older marks", generation,
+                    consumer.generation)
         return {}
     return marks

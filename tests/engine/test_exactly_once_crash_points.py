@@ -41,6 +41,7 @@ from aiostreams.testing import settle
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.transport.memory_consumer import MemoryConsumer
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
 
 APP = "app"
@@ -419,6 +420,61 @@ async def test_changelog_ends_answered_after_the_task_moved_away_never_mark_the_
     await zombie.task.close()
     await zombie.router.close(zombie.task.task_id)
     await zombie.router.stop(lambda: 5.0)
+
+    after = await start_owner(broker, zombie_dir)
+    try:
+        assert after.position == FIRST + SECOND
+        assert await contents(after.task) == oracle(records[:FIRST + SECOND])
+    finally:
+        await after.stop()
+
+
+async def test_changelog_ends_answered_after_the_worker_rejoined_never_mark_the_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but the late answer comes after the worker has rejoined and got the task
+    back: its lease is valid again, for a new generation. The ends still hold what another
+    owner wrote in between, so they must not become the files' mark either - the marks are
+    kept only for the generation the worker held when it asked."""
+    broker = new_broker()
+    records = inputs()
+    zombie_dir = tmp_path / "zombie"
+    zombie = await start_owner(broker, zombie_dir)
+    await zombie.process(records[:FIRST])
+    await zombie.commit()
+    asked, answer = asyncio.Event(), asyncio.Event()
+    read_ends = zombie.restorer.changelog_marks
+    late_reader = MemoryTransport(broker).consumer(None)
+    await late_reader.start()
+
+    async def held_in_the_network(tasks: Any, consumer: Consumer) -> Any:
+        asked.set()
+        await answer.wait()
+        return await read_ends(tasks, late_reader)  # the broker answers as it is by then
+
+    monkeypatch.setattr(zombie.restorer, "changelog_marks", held_in_the_network)
+    idle_commit = asyncio.ensure_future(zombie.commit())
+    await asked.wait()
+    # the zombie's session runs out; a new owner takes the task, writes, commits, leaves
+    assert isinstance(zombie.consumer, MemoryConsumer)
+    asked_in = zombie.consumer.generation
+    member = zombie.consumer.member_id
+    assert member is not None
+    broker.group(APP).expel(member)
+    new_owner = await start_owner(broker, tmp_path / "new")
+    await new_owner.process(records[FIRST:FIRST + SECOND])
+    await new_owner.commit()
+    await new_owner.stop()
+    # the zombie rejoins and gets the task back: a valid lease, a new generation
+    await zombie.consumer.getmany(0.0)
+    assert zombie.consumer.assignment() == {IN} and zombie.consumer.owns_assignment()
+    assert zombie.consumer.generation > asked_in
+    answer.set()
+    await idle_commit
+    await late_reader.stop()
+    await zombie.task.close()
+    await zombie.router.close(zombie.task.task_id)
+    await zombie.router.stop(lambda: 5.0)
+    await zombie.consumer.stop()
 
     after = await start_owner(broker, zombie_dir)
     try:
