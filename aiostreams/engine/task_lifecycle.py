@@ -43,7 +43,7 @@ from aiostreams.engine.state_updater import StateUpdater
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, close_within
 from aiostreams.engine.task import StreamTask, TaskSettings, TaskState, task_id_for
 from aiostreams.engine.topic_plan import changelog_names
-from aiostreams.errors import TaskFailedError, TransportError
+from aiostreams.errors import CoPartitioningError, TaskFailedError, TransportError
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock
 from aiostreams.runtime.external_record import ExternalRecord
@@ -143,6 +143,8 @@ class TaskTable:
             if tp not in self.task_of:
                 sub = self.sub_of_topic[tp.topic]
                 by_task.setdefault((sub.id, tp.partition), []).append(tp)
+        for (sub_id, partition), tps in sorted(by_task.items()):
+            _check_whole(self._subs[sub_id], partition, tps)
         for (sub_id, partition), tps in sorted(by_task.items()):
             task = self._make_task(self._subs[sub_id], partition, tps)
             task.owner_epoch = consumer.generation if consumer is not None else -1
@@ -355,3 +357,19 @@ def _cancelling() -> bool:
     """Whether the current task is being cancelled (``Task.cancelling``)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def _check_whole(sub: SubTopology, partition: int, tps: Collection[TopicPartition]) -> None:
+    """Refuse a task given only some of its sub-topology's topics at ``partition``: it
+    would join or merge one side alone - wrong answers, and two members writing one task's
+    stores. (Co-partitioned topics have equal counts, checked at start, so each has
+    ``partition``.) The group's assignors keep them together
+    (:data:`~aiostreams.transport.kafka_aio_consumer.CO_PARTITIONING_ASSIGNORS`); a member
+    assigning round-robin (an older version, during a rolling upgrade) can split them."""
+    missing = sorted(set(sub.source_topics) - {tp.topic for tp in tps})
+    if missing:
+        raise CoPartitioningError(
+            f"the group assigned this worker {sorted(map(str, tps))} without partition "
+            f"{partition} of {missing}, which task {task_id_for(sub, partition)} reads with "
+            f"them: a group member assigns partitions round-robin (an older aiostreams "
+            f"version?). Stop every worker of an older version, then start this one again")

@@ -14,24 +14,34 @@ import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
 from aiostreams.transport.base import ConsumerOptions
 from aiostreams.transport.kafka_connection import KafkaOptions, to_ms
 from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET
 
-__all__ = ["new_aiokafka_consumer", "stop_aiokafka"]
+__all__ = ["CO_PARTITIONING_ASSIGNORS", "new_aiokafka_consumer", "stop_aiokafka"]
+
+CO_PARTITIONING_ASSIGNORS: tuple[Any, ...] = (RangePartitionAssignor,
+                                              RoundRobinPartitionAssignor)
+"""A group member's assignors, preferred first. A task reads partition *p* of each of its
+sub-topology's topics (a join's two sides, say), so they must go to one member: range
+assignment (per topic, contiguous ranges over the same sorted members) keeps co-partitioned
+topics together. Round-robin deals every topic's partitions in one sequence and splits them
+whenever the member count does not divide the partition count (3 members, 4 partitions:
+``a-2`` to one member, ``b-2`` to another) - kept second only so a rolling upgrade from a
+version that listed it alone can form a group (the coordinator picks a protocol every
+member lists); :meth:`~aiostreams.engine.task_lifecycle.TaskTable.open` refuses a split."""
 
 
 def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions, options: ConsumerOptions,
                           assignors: tuple[Any, ...] | None = None) -> AIOKafkaConsumer:
     """An aiokafka consumer of ``bootstrap`` for ``options`` (not started); ``assignors``:
-    its ``partition_assignment_strategy`` (default aiokafka's, round-robin)."""
-    extra: dict[str, Any] = {}
-    if assignors is not None:
-        extra["partition_assignment_strategy"] = assignors
+    its ``partition_assignment_strategy`` (default :data:`CO_PARTITIONING_ASSIGNORS`)."""
     return AIOKafkaConsumer(
-        **extra,
+        partition_assignment_strategy=assignors or CO_PARTITIONING_ASSIGNORS,
         **kafka.client_kwargs(bootstrap, options.client_id),
         group_id=options.group_id,
         group_instance_id=options.group_instance_id,

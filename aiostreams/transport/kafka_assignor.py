@@ -11,11 +11,12 @@ plan_group` inside aiokafka's group protocol (``partition_assignment_strategy``)
 * ``on_assignment()`` (each member) keeps the standbys received, which the consumer hands
   to its listener after the partition callbacks.
 
-Members list this assignor first and aiokafka's default (round-robin, what every other
-aiostreams consumer uses) second, so a group with a member that lacks it (an older
-version, or an app without standbys) falls back to it. A report this version cannot read
-(another format version) makes the leader assign round-robin for everyone, with a
-warning: never a placement from half-understood reports.
+Members list this assignor first and then what every other aiostreams consumer lists
+(:data:`~aiostreams.transport.kafka_aio_consumer.CO_PARTITIONING_ASSIGNORS`: range, then
+round-robin), so a group with a member that lacks it (an older version, or an app without
+standbys) falls back to those. A report this version cannot read (another format version)
+makes the leader assign by range for everyone, with a warning: never a placement from
+half-understood reports, and never co-partitioned topics split.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import orjson
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
@@ -42,6 +43,7 @@ from aiostreams.transport.group_placement import (
     StandbyAssignment,
     plan_group,
 )
+from aiostreams.transport.kafka_aio_consumer import CO_PARTITIONING_ASSIGNORS
 from aiostreams.transport.task_placement import PlacementSettings
 
 log = logging.getLogger("aiostreams.transport")
@@ -128,8 +130,8 @@ class StateAwareAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # un
         try:
             reports = {m: decode_report(meta.user_data) for m, meta in members.items()}
         except ValueError as error:
-            log.warning("state-aware assignment: %s; assigning round-robin this time", error)
-            return dict(RoundRobinPartitionAssignor.assign(cluster, members))
+            log.warning("state-aware assignment: %s; assigning by range this time", error)
+            return dict(RangePartitionAssignor.assign(cluster, members))
 
         def partition_count(topic: str) -> int | None:
             partitions = cluster.partitions_for_topic(topic)
@@ -153,7 +155,7 @@ class StateAwareAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # un
 
 def assignment_strategy(assignor: StateAwareAssignor) -> tuple[Any, ...]:
     """aiokafka's ``partition_assignment_strategy`` for a state-aware member."""
-    return (assignor, RoundRobinPartitionAssignor)
+    return (assignor, *CO_PARTITIONING_ASSIGNORS)
 
 
 class StandbyDelivery:
