@@ -210,3 +210,10 @@ class InstanceIdConflictError(ConfigError, TransportError):
     one identity - so the worker stops (exit code 2: the supervisor does not restart it)
     instead of rejoining, which would fence the other process in turn."""
 
+
+class GroupProtocolError(ConfigError, TransportError):
+    """The consumer group's members assign partitions with a protocol this worker does not
+    offer - members of an older aiostreams version (round-robin), or of this app with a
+    different ``num_standby_replicas`` (the state-aware assignor) - so the broker refused its
+    join. A configuration error: stop the other members, then start this worker."""
+

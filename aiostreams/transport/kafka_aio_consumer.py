@@ -15,7 +15,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
 from aiostreams.transport.base import ConsumerOptions
@@ -24,16 +23,22 @@ from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET
 
 __all__ = ["CO_PARTITIONING_ASSIGNORS", "new_aiokafka_consumer", "stop_aiokafka"]
 
-CO_PARTITIONING_ASSIGNORS: tuple[Any, ...] = (RangePartitionAssignor,
-                                              RoundRobinPartitionAssignor)
-"""A group member's assignors, preferred first. A task reads partition *p* of each of its
+CO_PARTITIONING_ASSIGNORS: tuple[Any, ...] = (RangePartitionAssignor,)
+"""A group member's assignors: **one**. A task reads partition *p* of each of its
 sub-topology's topics (a join's two sides, say), so they must go to one member: range
 assignment (per topic, contiguous ranges over the same sorted members) keeps co-partitioned
-topics together. Round-robin deals every topic's partitions in one sequence and splits them
-whenever the member count does not divide the partition count (3 members, 4 partitions:
-``a-2`` to one member, ``b-2`` to another) - kept second only so a rolling upgrade from a
-version that listed it alone can form a group (the coordinator picks a protocol every
-member lists); :meth:`~aiostreams.engine.task_lifecycle.TaskTable.open` refuses a split."""
+topics together. Round-robin - aiokafka's default, and these consumers' before - deals every
+topic's partitions in one sequence and splits them whenever the member count does not divide
+the partition count (3 members, 4 partitions: ``a-2`` to one member, ``b-2`` to another).
+
+Never list two: aiokafka 0.14 sends one JoinGroup per listed assignor, the first with only
+the first protocol, each waiting for its generation - every join is two rebalances, and
+members joining together chase each other's second join for ever (measured: three members,
+``(range, roundrobin)``, 4 of 5 groups still rebalancing after 40 s at generation 190-320;
+either alone, 10 of 10 formed within 5 s). So a member of an older version, which offers
+only round-robin, cannot share a group with these (the broker refuses the join:
+``InconsistentGroupProtocolError``) - stop the older workers before starting new ones.
+:meth:`~aiostreams.engine.task_lifecycle.TaskTable.open` refuses a split all the same."""
 
 
 def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions, options: ConsumerOptions,

@@ -11,12 +11,13 @@ plan_group` inside aiokafka's group protocol (``partition_assignment_strategy``)
 * ``on_assignment()`` (each member) keeps the standbys received, which the consumer hands
   to its listener after the partition callbacks.
 
-Members list this assignor first and then what every other aiostreams consumer lists
-(:data:`~aiostreams.transport.kafka_aio_consumer.CO_PARTITIONING_ASSIGNORS`: range, then
-round-robin), so a group with a member that lacks it (an older version, or an app without
-standbys) falls back to those. A report this version cannot read (another format version)
-makes the leader assign by range for everyone, with a warning: never a placement from
-half-understood reports, and never co-partitioned topics split.
+Members list this assignor alone: aiokafka 0.14 sends one JoinGroup per listed assignor,
+so a second one (round-robin, as before) made every join two rebalances (see
+:data:`~aiostreams.transport.kafka_aio_consumer.CO_PARTITIONING_ASSIGNORS`). A group
+mixing members with and without standbys therefore cannot form: the broker refuses the
+join (``InconsistentGroupProtocolError``). A report this version cannot read (another
+format version) makes the leader assign by range for everyone, with a warning: never a
+placement from half-understood reports, and never co-partitioned topics split.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from aiostreams.transport.group_placement import (
     StandbyAssignment,
     plan_group,
 )
-from aiostreams.transport.kafka_aio_consumer import CO_PARTITIONING_ASSIGNORS
 from aiostreams.transport.task_placement import PlacementSettings
 
 log = logging.getLogger("aiostreams.transport")
@@ -155,7 +155,7 @@ class StateAwareAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # un
 
 def assignment_strategy(assignor: StateAwareAssignor) -> tuple[Any, ...]:
     """aiokafka's ``partition_assignment_strategy`` for a state-aware member."""
-    return (assignor, *CO_PARTITIONING_ASSIGNORS)
+    return (assignor,)
 
 
 class StandbyDelivery:

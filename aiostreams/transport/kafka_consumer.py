@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import (
     ConsumerStoppedError,
     CorruptRecordException,
+    InconsistentGroupProtocolError,
     KafkaError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -44,6 +45,7 @@ from aiostreams.errors import (
     BrokerUnavailableError,
     ConfigError,
     CorruptFetchError,
+    GroupProtocolError,
     InstanceIdConflictError,
     TransportError,
 )
@@ -329,6 +331,13 @@ class KafkaConsumer(KafkaConsumerQueries):
                 f"a record batch fetched from {self._bootstrap} failed its CRC check "
                 f"({exc}); nothing of it was accepted, the connection was dropped and the "
                 "fetch will be retried", partitions=self._named_in(str(exc))) from exc
+        except InconsistentGroupProtocolError as exc:
+            raise GroupProtocolError(
+                f"the group {self.options.group_id!r} refused this worker: its members "
+                f"assign partitions with a protocol this worker does not offer (members "
+                f"of an older aiostreams version, which assigned round-robin, or of this "
+                f"app with a different num_standby_replicas). Stop them, then start this "
+                f"worker again") from exc
         except KafkaError as exc:
             raise TransportError(
                 f"fetching from {self._bootstrap} failed: {exc!r}; "

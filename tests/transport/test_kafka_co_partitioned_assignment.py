@@ -11,7 +11,11 @@ from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import AsyncExitStack
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
+from aiostreams.engine.outage import retriable
+from aiostreams.errors import GroupProtocolError
 from aiostreams.transport.base import TopicSpec
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.kafka_consumer import KafkaConsumer
@@ -73,3 +77,35 @@ async def test_three_members_get_each_partition_of_two_topics_together(
             topics_of.setdefault(tp.partition, set()).add(tp.topic)
         assert all(topics == {a, b} for topics in topics_of.values()), \
             sorted(member.assignment())
+
+
+async def test_a_worker_refused_by_a_group_of_round_robin_members_says_to_stop_them(
+        kafka_bootstrap: str, topic_name: Callable[[str], str], clients: AsyncExitStack
+        ) -> None:
+    """A member of an older version offers only round-robin; this one offers range alone
+    (two protocols would make every join two rebalances under aiokafka 0.14), so the broker
+    refuses it - with an error that says what to do, not a retried transport failure."""
+    transport = KafkaTransport(kafka_bootstrap, heartbeat_interval=0.5, session_timeout=10.0)
+    topic, group = topic_name("t"), topic_name("g")
+    admin = transport.admin()
+    await admin.start()
+    try:
+        await admin.create_topics([TopicSpec(topic, 2)])
+    finally:
+        await admin.stop()
+    older = AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id=group,
+                             partition_assignment_strategy=(RoundRobinPartitionAssignor,))
+    await older.start()
+    clients.push_async_callback(older.stop)
+    async with asyncio.timeout(60):  # bounds a broken run; the group answers sooner
+        while not older.assignment():
+            await older.getmany(timeout_ms=200)
+    newer = transport.consumer(group)
+    await newer.start()
+    clients.push_async_callback(newer.stop)
+    newer.subscribe([topic], _Member())
+    with pytest.raises(GroupProtocolError, match="Stop them, then start this worker") as refused:
+        async with asyncio.timeout(60):
+            while True:
+                await newer.getmany(0.2)
+    assert not retriable(refused.value)  # the worker stops, it does not retry for ever
