@@ -1,0 +1,143 @@
+"""``aiostreams replay MODULE:APP --from ... --out DIR``: run a (possibly changed) app over
+recorded inputs on a private memory broker, and write what it produced.
+
+1. The inputs: a recorded input file (``--from DIR``), or source records read from the
+   app's broker by offsets (``--from TOPIC:PARTITION:START-END``) or time
+   (``--since``/``--until``) - :mod:`aiostreams.replay.inputs`. They are written to
+   ``DIR/inputs.jsonl`` of the output, so a later replay can take the same ones.
+2. A private broker (``memory://aiostreams-replay-<id>``): the source topics made as wide
+   as the app declares them (at least as wide as the recording needs), each input appended
+   to its recorded partition in offset order with the origin header
+   (:data:`~aiostreams.replay.player.ORIGIN_HEADER`).
+3. With ``services="recorded"`` every declared service answers from the recording
+   (:class:`~aiostreams.replay.player.Player`); with ``"live"`` the app calls them.
+4. The app runs (``max_in_flight`` as given), until it has processed and committed every
+   input; then every output topic (what it wrote but does not read itself, and not its
+   changelogs) is written to the output directory (:mod:`aiostreams.replay.outputs`).
+
+The app's own broker is only read (for inputs), never written; the replay records nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from aiostreams.app import App
+from aiostreams.commands.render import decoder, to_json
+from aiostreams.commands.target import apply_settings
+from aiostreams.replay.inputs import save_inputs
+from aiostreams.replay.outputs import OutputRecord, write_outputs
+from aiostreams.replay.player import ORIGIN_HEADER, MissingCall, Player, origin_of
+from aiostreams.replay.recording import Recording
+from aiostreams.transport.memory import MemoryBroker
+from aiostreams.types import OutgoingRecord, RawRecord
+
+__all__ = ["CAUGHT_UP_TIMEOUT", "ReplayResult", "replay_app"]
+
+CAUGHT_UP_TIMEOUT = 600.0
+"""Seconds a replay waits for the app to process its inputs before it gives up."""
+
+Services = Literal["recorded", "live"]
+
+
+@dataclass
+class ReplayResult:
+    inputs: int
+    outputs: dict[str, int]
+    answered: int = 0
+    missing_count: int = 0
+    missing: list[MissingCall] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "outputs": self.outputs, "answered": self.answered,
+                "missing_count": self.missing_count,
+                "missing_examples": [str(m) for m in self.missing]}
+
+
+async def replay_app(app: App, inputs: Sequence[RawRecord], out: str | Path, *,
+                     recording: Recording | None, max_in_flight: int | None = None,
+                     latency_scale: float = 0.0,
+                     timeout: float = CAUGHT_UP_TIMEOUT) -> ReplayResult:
+    """Replay ``inputs`` through ``app`` (not started yet; it is started and stopped
+    here), answering its services from ``recording`` (None: live), and write its outputs
+    to ``out``. Raises the app's failure (a task that failed), after writing what it had
+    produced. Cancellation: the app is stopped; nothing is written."""
+    name = f"aiostreams-replay-{uuid.uuid4().hex[:12]}"
+    overrides: dict[str, Any] = {
+        "broker": f"memory://{name}", "record_services_dir": None,
+        # persistent stores need a state directory: a fresh one, never the app's
+        "state_dir": None if app.settings.state_dir is None else str(Path(out) / "state")}
+    if max_in_flight is not None:
+        overrides["max_in_flight"] = max_in_flight
+    apply_settings(app, overrides, None)
+    player = Player(recording, latency_scale) if recording is not None else None
+    for declared in app.services.values():
+        declared.tap = player
+    broker = MemoryBroker.named(name)
+    _load_inputs(app, broker, inputs)
+    save_inputs(out, inputs)
+    await app.start()
+    failure: BaseException | None = None
+    try:
+        await app.wait_until_caught_up(timeout)
+    except Exception as error:
+        failure = error
+    finally:
+        await app.stop()
+    topics = _output_topics(app, broker, {r.topic for r in inputs})
+    records = [_output(app, raw) for topic in topics for raw in broker.records(topic)]
+    result = ReplayResult(len(inputs), {t: len(broker.records(t)) for t in topics})
+    broker.delete_topics(broker.topic_names())  # the registry keeps the broker: not its data
+    if player is not None:
+        result.answered = player.answered
+        result.missing_count = player.missing_count
+        result.missing = list(player.missing)
+    write_outputs(out, records, topics, {
+        "app": app.name, "services": "recorded" if recording is not None else "live",
+        "max_in_flight": app.settings.max_in_flight,
+        "failure": None if failure is None else f"{type(failure).__name__}: {failure}",
+        **result.to_json()})
+    if failure is not None:
+        raise failure
+    return result
+
+
+def _load_inputs(app: App, broker: MemoryBroker, inputs: Sequence[RawRecord]) -> None:
+    """Create the source topics and append the inputs, each to its recorded partition."""
+    widths: dict[str, int] = {}
+    for r in inputs:
+        widths[r.topic] = max(widths.get(r.topic, 1), r.partition + 1)
+    for topic, width in widths.items():
+        declared = app.topology.topic(topic)
+        partitions = declared.partitions if declared is not None else None
+        if partitions is not None and partitions < width:
+            raise ValueError(
+                f"topic {topic!r}: the app declares {partitions} partition(s), the recorded "
+                f"inputs use {width}; declare it as wide as the recorded run had it")
+        broker.create_topic(topic, partitions or max(width, app.settings.default_partitions))
+    for r in sorted(inputs, key=lambda r: (r.topic, r.partition, r.offset)):
+        headers = (*((n, v) for n, v in r.headers if n != ORIGIN_HEADER),
+                   (ORIGIN_HEADER, f"{r.topic}/{r.partition}/{r.offset}".encode()))
+        broker.append([(OutgoingRecord(r.topic, r.key, r.value, r.timestamp, headers,
+                                       r.partition), r.partition)])
+
+
+def _output_topics(app: App, broker: MemoryBroker, inputs: set[str]) -> list[str]:
+    """What the app wrote that it does not read itself (repartition topics), that is not a
+    changelog, and not an input."""
+    read = {t for sub in app.build() for t in sub.source_topics} | inputs
+    return sorted(t for t in broker.topic_names() if t not in read
+                  and not (t.startswith(f"{app.name}-") and t.endswith("-changelog")))
+
+
+def _output(app: App, raw: RawRecord) -> OutputRecord:
+    topic = app.topology.topic(raw.topic)
+    key_text = to_json(decoder("auto", topic, "key")(raw.key))
+    value_text = to_json(decoder("auto", topic, "value")(raw.value))
+    headers = tuple((n, v) for n, v in raw.headers if n != ORIGIN_HEADER)
+    return OutputRecord(raw.topic, raw.partition, raw.offset, raw.timestamp, raw.key,
+                        raw.value, headers, origin_of(raw.headers), key_text, value_text)
