@@ -41,6 +41,9 @@ __all__ = ["CAUGHT_UP_TIMEOUT", "ReplayResult", "replay_app"]
 CAUGHT_UP_TIMEOUT = 600.0
 """Seconds a replay waits for the app to process its inputs before it gives up."""
 
+REPLAY_COMMIT_MS = 50.0
+"""The commit interval of a replay (at most; outputs do not depend on it)."""
+
 Services = Literal["recorded", "live"]
 
 
@@ -70,7 +73,9 @@ async def replay_app(app: App, inputs: Sequence[RawRecord], out: str | Path, *,
     overrides: dict[str, Any] = {
         "broker": f"memory://{name}", "record_services_dir": None,
         # persistent stores need a state directory: a fresh one, never the app's
-        "state_dir": None if app.settings.state_dir is None else str(Path(out) / "state")}
+        "state_dir": None if app.settings.state_dir is None else str(Path(out) / "state"),
+        # a replay waits for its last commit: no need to wait a production interval for it
+        "commit_interval_ms": min(app.settings.commit_interval_ms, REPLAY_COMMIT_MS)}
     if max_in_flight is not None:
         overrides["max_in_flight"] = max_in_flight
     apply_settings(app, overrides, None)

@@ -271,6 +271,7 @@ TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_ORACLE_EXAMPLES": "how many examples the Kafka Streams oracle tests draw",
     "AIOSTREAMS_FK_CONVERGE_EXAMPLES": "how many interleavings the foreign-key join "
                                        "convergence test draws",
+    "AIOSTREAMS_REPLAY_EXAMPLES": "how many examples the replay determinism test draws",
 }
 """``AIOSTREAMS_*`` variables that are not settings: the project's tools read them (add a
 new one here, or apps refuse to start where it is set)."""
