@@ -41,11 +41,17 @@ from typing import Any
 from pydantic import BaseModel
 
 import aiostreams as ais
-from aiostreams.commands.replay import replay_app
-from aiostreams.replay.diff import RunDiff, diff_runs
-from aiostreams.replay.inputs import InputRange, load_inputs, read_ranges, save_inputs
-from aiostreams.replay.outputs import read_outputs
-from aiostreams.replay.recording import Recording
+from aiostreams.replay import (
+    InputRange,
+    Recording,
+    RunDiff,
+    diff_runs,
+    load_inputs,
+    read_outputs,
+    read_ranges,
+    replay,
+    save_inputs,
+)
 
 THRESHOLD = 0.60
 NEW_THRESHOLD = 0.55
@@ -147,24 +153,25 @@ def make_payments(count: int, seed: int = 39) -> list[Payment]:
 async def record(directory: Path, payments: list[Payment]) -> set[tuple[str, str]]:
     """Run version 1 with its answers recorded, then save its inputs beside them; returns
     the alerts it raised, as (card, alert JSON)."""
+    broker = f"memory://fraud-record-{id(directory):x}"
     live = build_app(THRESHOLD, record_services_dir=str(directory / "recording"),
-                     broker=f"memory://fraud-record-{id(directory):x}")
+                     broker=broker)
     async with live.producer() as producer:
         for i, p in enumerate(payments):
             await producer.send("payments", p.card, p, timestamp=T0 + i)
     async with live:
         await live.wait_until_caught_up(timeout=120)
-    inputs = await read_ranges(live.transport, [InputRange("payments", p, 0, None)
-                                                for p in range(PARTITIONS)])
+    inputs = await read_ranges(broker, [InputRange("payments", p, 0, None)
+                                        for p in range(PARTITIONS)])
     save_inputs(directory / "recording", inputs)
-    raised = await read_ranges(live.transport, [InputRange("alerts", p, 0, None)
-                                                for p in range(live.settings.default_partitions)])
+    raised = await read_ranges(broker, [InputRange("alerts", 0, 0, None)])
     return {(r.key.decode(), (r.value or b"").decode()) for r in raised if r.key is not None}
 
 
-async def replay(directory: Path, name: str, threshold: float, max_in_flight: int) -> None:
+async def replay_version(directory: Path, name: str, threshold: float,
+                         max_in_flight: int) -> None:
     recording = directory / "recording"
-    await replay_app(build_app(threshold), load_inputs(recording), directory / name,
+    await replay(build_app(threshold), load_inputs(recording), directory / name,
                      recording=Recording.open(recording), max_in_flight=max_in_flight)
 
 
@@ -177,9 +184,9 @@ async def main_async(directory: Path, count: int) -> int:
     recorded = await record(directory, payments)
     print(f"recorded {count} payments, {len(recorded)} alerts and "
           f"{len(Recording.open(directory / 'recording'))} risk answers")
-    await replay(directory, "v1-serial", THRESHOLD, 1)
-    await replay(directory, "v1-wide", THRESHOLD, 1000)
-    await replay(directory, "v2", NEW_THRESHOLD, 1000)
+    await replay_version(directory, "v1-serial", THRESHOLD, 1)
+    await replay_version(directory, "v1-wide", THRESHOLD, 1000)
+    await replay_version(directory, "v2", NEW_THRESHOLD, 1000)
     replayed = {((r.key or b"").decode(), (r.value or b"").decode())
                 for r in read_outputs(directory / "v1-serial")["alerts"]}
     print(f"v1 replayed gives the recorded run's alerts: {replayed == recorded}")

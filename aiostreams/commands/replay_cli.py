@@ -1,5 +1,5 @@
 """The replay commands' command line: ``aiostreams replay MODULE:APP --from ... --out DIR``
-(:mod:`aiostreams.commands.replay`) and ``aiostreams diff RUN_A RUN_B``
+(:mod:`aiostreams.replay.run`) and ``aiostreams diff RUN_A RUN_B``
 (:mod:`aiostreams.replay.diff`).
 
 Exit codes: ``replay`` 0 when every input was processed and every call found its recorded
@@ -20,7 +20,6 @@ from typing import Any
 from aiostreams.app import App
 from aiostreams.commands import CommandError, ExitCode, UsageError
 from aiostreams.commands.admin import RunTool
-from aiostreams.commands.replay import replay_app
 from aiostreams.commands.target import (
     apply_settings,
     client_transport,
@@ -32,6 +31,7 @@ from aiostreams.replay.diff import diff_runs
 from aiostreams.replay.inputs import InputRange, load_inputs, read_ranges, read_times
 from aiostreams.replay.outputs import read_outputs
 from aiostreams.replay.recording import SEGMENT_GLOB, Recording
+from aiostreams.replay.run import replay
 from aiostreams.transport.base import Transport
 from aiostreams.types import RawRecord
 
@@ -41,39 +41,39 @@ __all__ = ["register"]
 def register(commands: Any, common: argparse.ArgumentParser,
              settings: argparse.ArgumentParser, run_tool: RunTool) -> None:
     """Add ``replay`` and ``diff`` to ``commands``."""
-    replay = commands.add_parser(
+    parser = commands.add_parser(
         "replay", parents=[common, settings], help="run an app over recorded traffic",
         description="Run MODULE:APP (possibly a new version) over recorded inputs on a "
                     "private memory broker, its service calls answered from the recording "
                     "(a call the recording lacks is reported, never guessed), and write "
                     "each output topic's records to --out as JSON lines.")
-    replay.add_argument("target", metavar="MODULE:APP")
-    replay.add_argument("--from", dest="sources", metavar="SOURCE", action="append",
+    parser.add_argument("target", metavar="MODULE:APP")
+    parser.add_argument("--from", dest="sources", metavar="SOURCE", action="append",
                         default=[],
                         help="a directory with recorded inputs (inputs.jsonl), or "
                              "TOPIC:PARTITION:START-END offsets (both included) read from "
                              "the app's broker (repeatable)")
-    replay.add_argument("--since", metavar="TIME",
+    parser.add_argument("--since", metavar="TIME",
                         help="with --until: the app's source records from this time "
                              "(ISO 8601 or epoch seconds), read from its broker")
-    replay.add_argument("--until", metavar="TIME", help="...up to this time (excluded)")
-    replay.add_argument("--recording", metavar="DIR",
+    parser.add_argument("--until", metavar="TIME", help="...up to this time (excluded)")
+    parser.add_argument("--recording", metavar="DIR",
                         help="the recorded answers (default: the --from directory, else "
                              "the app's record_services_dir)")
-    replay.add_argument("--services", choices=("recorded", "live"), default="recorded",
+    parser.add_argument("--services", choices=("recorded", "live"), default="recorded",
                         help="answer service calls from the recording (default) or call "
                              "the services")
-    replay.add_argument("--out", metavar="DIR", required=True,
+    parser.add_argument("--out", metavar="DIR", required=True,
                         help="where the outputs go (outputs/<topic>.jsonl, run.json, "
                              "inputs.jsonl)")
-    replay.add_argument("--max-in-flight", type=int, metavar="N",
+    parser.add_argument("--max-in-flight", type=int, metavar="N",
                         help="the reorder buffer's size for this run (default: the app's)")
-    replay.add_argument("--allow-missing", action="store_true",
+    parser.add_argument("--allow-missing", action="store_true",
                         help="exit 0 even when calls were missing from the recording")
-    replay.add_argument("--latency-scale", type=float, default=0.0, metavar="X",
+    parser.add_argument("--latency-scale", type=float, default=0.0, metavar="X",
                         help="recorded answers take their recorded latency times X "
                              "(default 0: at once)")
-    replay.set_defaults(handler=lambda args: _replay(args, run_tool))
+    parser.set_defaults(handler=lambda args: _replay(args, run_tool))
 
     diff = commands.add_parser(
         "diff", parents=[common], help="compare two runs' outputs",
@@ -140,7 +140,7 @@ def _replay(args: argparse.Namespace, run_tool: RunTool) -> int:
             if since is not None or until is not None:
                 topics = {t: await _width(app, transport, t) for t in _sources(app)}
                 inputs.extend(await read_times(transport, topics, since, until))
-        result = await replay_app(app, inputs, args.out, recording=recording,
+        result = await replay(app, inputs, args.out, recording=recording,
                                   max_in_flight=args.max_in_flight,
                                   latency_scale=args.latency_scale)
         print(f"replayed {result.inputs} input(s): "

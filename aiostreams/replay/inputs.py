@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiostreams.transport import transport_for_url
 from aiostreams.transport.base import Transport
 from aiostreams.types import RawRecord, TopicPartition
 
@@ -104,9 +105,13 @@ def load_inputs(directory: str | Path) -> list[RawRecord]:
     return records
 
 
-async def read_ranges(transport: Transport, ranges: Sequence[InputRange]) -> list[RawRecord]:
-    """The records of ``ranges`` on ``transport``'s broker (a range past the partition's
-    end stops at the end as it was when reading began). Cancellation: stops reading."""
+async def read_ranges(broker: Transport | str,
+                      ranges: Sequence[InputRange]) -> list[RawRecord]:
+    """The records of ``ranges`` on ``broker`` (a transport, or a broker URL such as
+    ``memory://name`` or ``kafka://host:port`` with default client options); a range past
+    the partition's end stops at the end as it was when reading began. Cancellation:
+    stops reading."""
+    transport = transport_for_url(broker) if isinstance(broker, str) else broker
     consumer = transport.consumer(None, client_id="aiostreams-replay")
     await consumer.start()
     try:
@@ -133,13 +138,13 @@ async def read_ranges(transport: Transport, ranges: Sequence[InputRange]) -> lis
         await consumer.stop()
 
 
-async def read_times(transport: Transport, topics: dict[str, int], since: float | None,
+async def read_times(broker: Transport | str, topics: dict[str, int], since: float | None,
                      until: float | None) -> list[RawRecord]:
     """The records of every partition of ``topics`` (name -> partition count) with
     ``since <= timestamp < until`` (None: unbounded)."""
     ranges = [InputRange(topic, p, 0, None) for topic, count in topics.items()
               for p in range(count)]
-    return [r for r in await read_ranges(transport, ranges)
+    return [r for r in await read_ranges(broker, ranges)
             if (since is None or r.timestamp >= since)
             and (until is None or r.timestamp < until)]
 

@@ -19,11 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aiostreams as ais
-from aiostreams.commands.replay import replay_app
-from aiostreams.replay.diff import diff_runs
-from aiostreams.replay.inputs import InputRange, read_ranges
-from aiostreams.replay.outputs import read_outputs
-from aiostreams.replay.recording import Recording
+from aiostreams.replay import InputRange, Recording, diff_runs, read_outputs, read_ranges, replay
 from aiostreams.types import RawRecord
 
 EXAMPLES = int(os.environ.get("AIOSTREAMS_REPLAY_EXAMPLES", "6"))
@@ -62,22 +58,22 @@ def build(broker: str, seed: int, **settings: Any) -> ais.App:
 async def record(directory: Path, payments: list[tuple[str, int]], seed: int
                  ) -> tuple[list[RawRecord], Counter[tuple[bytes | None, bytes | None]]]:
     """Run once, recording; the inputs as the broker holds them, and the outputs."""
-    app = build(f"memory://replayprop-{uuid.uuid4().hex[:8]}", seed,
-                record_services_dir=str(directory / "recording"))
+    broker = f"memory://replayprop-{uuid.uuid4().hex[:8]}"
+    app = build(broker, seed, record_services_dir=str(directory / "recording"))
     async with app.producer() as producer:
         for i, (key, value) in enumerate(payments):
             await producer.send("in", key, value, timestamp=1_700_000_000.0 + i)
     async with app:
         await app.wait_until_caught_up(timeout=60)
-    inputs = await read_ranges(app.transport, [InputRange("in", p, 0, None)
-                                               for p in range(PARTITIONS)])
-    outs = await read_ranges(app.transport, [InputRange("out", 0, 0, None)])
+    inputs = await read_ranges(broker, [InputRange("in", p, 0, None)
+                                        for p in range(PARTITIONS)])
+    outs = await read_ranges(broker, [InputRange("out", 0, 0, None)])
     return inputs, Counter((r.key, r.value) for r in outs)
 
 
-async def replay(directory: Path, inputs: list[RawRecord], name: str, max_in_flight: int,
-                 latency_scale: float) -> None:
-    await replay_app(build("memory://", 0), inputs, directory / name,
+async def replay_once(directory: Path, inputs: list[RawRecord], name: str,
+                      max_in_flight: int, latency_scale: float) -> None:
+    await replay(build("memory://", 0), inputs, directory / name,
                      recording=Recording.open(directory / "recording"),
                      max_in_flight=max_in_flight, latency_scale=latency_scale)
 
@@ -96,8 +92,8 @@ def test_replaying_the_same_version_gives_an_empty_diff_at_any_max_in_flight(
 
     async def scenario() -> None:
         inputs, recorded = await record(directory, payments, seed)
-        await replay(directory, inputs, "serial", 1, 0.0)
-        await replay(directory, inputs, "wide", max_in_flight, latency_scale)
+        await replay_once(directory, inputs, "serial", 1, 0.0)
+        await replay_once(directory, inputs, "wide", max_in_flight, latency_scale)
         serial, wide = read_outputs(directory / "serial"), read_outputs(directory / "wide")
         assert diff_runs(serial, wide).equal, diff_runs(serial, wide).summary(5)
         assert Counter((r.key, r.value) for r in serial["out"]) == recorded

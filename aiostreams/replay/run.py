@@ -1,5 +1,6 @@
-"""``aiostreams replay MODULE:APP --from ... --out DIR``: run a (possibly changed) app over
-recorded inputs on a private memory broker, and write what it produced.
+"""Running a (possibly changed) app over recorded inputs on a private memory broker, and
+writing what it produced: what ``aiostreams replay MODULE:APP --from ... --out DIR`` does
+(:func:`replay`).
 
 1. The inputs: a recorded input file (``--from DIR``), or source records read from the
    app's broker by offsets (``--from TOPIC:PARTITION:START-END``) or time
@@ -21,22 +22,21 @@ The app's own broker is only read (for inputs), never written; the replay record
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Protocol
 
-from aiostreams.app import App
-from aiostreams.commands.render import decoder, to_json
-from aiostreams.commands.target import apply_settings
 from aiostreams.replay.inputs import save_inputs
 from aiostreams.replay.outputs import OutputRecord, write_outputs
 from aiostreams.replay.player import ORIGIN_HEADER, MissingCall, Player, origin_of
 from aiostreams.replay.recording import Recording
+from aiostreams.services.declared import DeclaredService
 from aiostreams.transport.memory import MemoryBroker
 from aiostreams.types import OutgoingRecord, RawRecord
 
-__all__ = ["CAUGHT_UP_TIMEOUT", "ReplayResult", "replay_app"]
+__all__ = ["CAUGHT_UP_TIMEOUT", "REPLAY_COMMIT_MS", "ReplayResult", "ReplayableApp",
+           "replay"]
 
 CAUGHT_UP_TIMEOUT = 600.0
 """Seconds a replay waits for the app to process its inputs before it gives up."""
@@ -44,7 +44,28 @@ CAUGHT_UP_TIMEOUT = 600.0
 REPLAY_COMMIT_MS = 50.0
 """The commit interval of a replay (at most; outputs do not depend on it)."""
 
-Services = Literal["recorded", "live"]
+
+
+class ReplayableApp(Protocol):
+    """What a replay needs of an :class:`aiostreams.App` (one not started yet)."""
+
+    name: str
+    settings: Any
+    topology: Any
+
+    @property
+    def services(self) -> Mapping[str, DeclaredService]: ...
+
+    @property
+    def transport(self) -> Any: ...
+
+    def build(self) -> list[Any]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def wait_until_caught_up(self, timeout: float | None = None) -> None: ...
 
 
 @dataclass
@@ -61,7 +82,7 @@ class ReplayResult:
                 "missing_examples": [str(m) for m in self.missing]}
 
 
-async def replay_app(app: App, inputs: Sequence[RawRecord], out: str | Path, *,
+async def replay(app: ReplayableApp, inputs: Sequence[RawRecord], out: str | Path, *,
                      recording: Recording | None, max_in_flight: int | None = None,
                      latency_scale: float = 0.0,
                      timeout: float = CAUGHT_UP_TIMEOUT) -> ReplayResult:
@@ -77,8 +98,14 @@ async def replay_app(app: App, inputs: Sequence[RawRecord], out: str | Path, *,
         # a replay waits for its last commit: no need to wait a production interval for it
         "commit_interval_ms": min(app.settings.commit_interval_ms, REPLAY_COMMIT_MS)}
     if max_in_flight is not None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         overrides["max_in_flight"] = max_in_flight
-    apply_settings(app, overrides, None)
+    app.settings = app.settings.model_copy(update=overrides)
+    if app.transport.url != overrides["broker"]:
+        raise RuntimeError(
+            f"app {app.name!r} opened its broker ({app.transport.url}) before the replay: "
+            "give the replay an app that has not used its producer, consumer or transport")
     player = Player(recording, latency_scale) if recording is not None else None
     for declared in app.services.values():
         declared.tap = player
@@ -111,7 +138,7 @@ async def replay_app(app: App, inputs: Sequence[RawRecord], out: str | Path, *,
     return result
 
 
-def _load_inputs(app: App, broker: MemoryBroker, inputs: Sequence[RawRecord]) -> None:
+def _load_inputs(app: ReplayableApp, broker: MemoryBroker, inputs: Sequence[RawRecord]) -> None:
     """Create the source topics and append the inputs, each to its recorded partition."""
     widths: dict[str, int] = {}
     for r in inputs:
@@ -131,7 +158,7 @@ def _load_inputs(app: App, broker: MemoryBroker, inputs: Sequence[RawRecord]) ->
                                        r.partition), r.partition)])
 
 
-def _output_topics(app: App, broker: MemoryBroker, inputs: set[str]) -> list[str]:
+def _output_topics(app: ReplayableApp, broker: MemoryBroker, inputs: set[str]) -> list[str]:
     """What the app wrote that it does not read itself (repartition topics), that is not a
     changelog, and not an input."""
     read = {t for sub in app.build() for t in sub.source_topics} | inputs
@@ -139,10 +166,29 @@ def _output_topics(app: App, broker: MemoryBroker, inputs: set[str]) -> list[str
                   and not (t.startswith(f"{app.name}-") and t.endswith("-changelog")))
 
 
-def _output(app: App, raw: RawRecord) -> OutputRecord:
+def _output(app: ReplayableApp, raw: RawRecord) -> OutputRecord:
     topic = app.topology.topic(raw.topic)
-    key_text = to_json(decoder("auto", topic, "key")(raw.key))
-    value_text = to_json(decoder("auto", topic, "value")(raw.value))
+    key_text = _text(topic, "key_serde", raw.topic, raw.key)
+    value_text = _text(topic, "value_serde", raw.topic, raw.value)
     headers = tuple((n, v) for n, v in raw.headers if n != ORIGIN_HEADER)
     return OutputRecord(raw.topic, raw.partition, raw.offset, raw.timestamp, raw.key,
                         raw.value, headers, origin_of(raw.headers), key_text, value_text)
+
+
+def _text(topic: Any, serde: str, name: str, data: bytes | None) -> Any:
+    """``data`` decoded with the declared topic's serde, JSON-shaped for people (a model
+    as its JSON form; bytes as text when they are UTF-8); the bytes' repr when undecodable."""
+    if data is None:
+        return None
+    try:
+        value = getattr(topic, serde).deserialize(name, data) if topic is not None else data
+    except Exception:
+        value = data
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(value)
+    return value
