@@ -78,6 +78,9 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
       "client_stall_timeout", "corrupt_fetch_limit"]),
     ("Observability and runtime", "Spans per record, and the Python runtime.",
      ["tracing", "gc_tuning"]),
+    ("Recording service answers",
+     "What the app records for a later replay ([replay and diff](../guides/replay.md)).",
+     ["record_services_dir", "record_services_max_bytes"]),
     ("Security",
      "TLS and SASL to the brokers ([security](../guides/security.md)); secrets are never "
      "printed.",
