@@ -260,6 +260,17 @@ def _http_limit(rows: Sequence[Row]) -> list[Target]:
             f"{f['server cpu us']:.0f} µs of CPU per request, the least at any of {levels} "
             f"at once) — Kafka and the framework free{where(ceiling)}",
             _ratio(ours, ceiling), 0.8, limit=f"{ceiling:,.0f}/s (CPU)"))
+        app = _result(rows, "P1 http", "aiostreams")
+        app_us = None if app is None else cpu_per_record(app)
+        if app_us is not None:
+            # the same ceiling with aiostreams as the client: its CPU per record (Kafka
+            # and the framework included) in place of the bare client's per request
+            own = f["cores"] * 1e6 / (app_us * 1e6 + f["server cpu us"])
+            found.append(Target(
+                "P1 http", f"figure: by CPU, steadier under load: aiostreams as the client "
+                f"({app_us * 1e6:.0f} µs of CPU per record) gives a ceiling of {own:,.0f}/s, "
+                f"over the bare client's", own / ceiling, 0.0,
+                limit=f"{ceiling:,.0f}/s (CPU)", judged=False))
     return found
 
 

@@ -227,3 +227,18 @@ def test_exactly_once_with_fewer_than_three_rounds_is_shown_but_not_judged() -> 
     judged, _ = [t for t in targets(bench.rows) if t.scenario == "EOS P2"]
     assert judged.measured is not None and not judged.judged and judged.met is None
     assert "not judged below 3 rounds" in judged.claim
+
+
+def test_p1_http_shows_aiostreams_cpu_per_record_as_the_client_of_the_same_ceiling() -> None:
+    bench = bench_on("unused:9092", Sizes())
+    ours = _row(bench, "P1 http", "aiostreams", "test", 1_000.0)  # a loaded machine's rate
+    ours.result.cpu = 120e-6 * ours.result.timed  # 120 µs of CPU a record
+    _row(bench, "P1 http", HTTP_LIMIT, "test", 24_000.0).figures.update({
+        "cpu ceiling per s": 15_000.0, "client cpu us": 80.0, "server cpu us": 53.3,
+        "cores": 2.0})
+    found = targets(bench.rows)
+    judged = by_claim(found, "P1 http", "the CPU ceiling of the bare")
+    assert judged.measured == pytest.approx(1_000 / 15_000) and judged.met is False
+    by_cpu = by_claim(found, "P1 http", "by CPU")
+    assert by_cpu.measured == pytest.approx((2e6 / (120 + 53.3)) / 15_000)
+    assert (by_cpu.judged, by_cpu.met) == (False, None) and "120 µs" in by_cpu.claim
