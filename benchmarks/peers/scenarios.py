@@ -122,7 +122,8 @@ class Row:
             "records": r.records, "records_per_s": round(r.rate, 1),
             "seconds": round(r.seconds, 3), "startup_s": round(r.startup, 2),
             "cpu_cores": round(r.cpu_share, 2),
-            "cpu_us_per_record": round(r.cpu / r.timed * 1e6, 2) if r.timed > 0 else None,
+            "cpu_us_per_record": (round(r.cpu / r.timed * 1e6, 2) if r.timed > 0 and r.cpu > 0
+                                  else None),
             "io": r.options.io, "concurrency": r.options.concurrency,
             "claims_key_order": self.contender.claims_key_order, "ok": self.ok,
             "max_rss_mb": round(max((b for _, b in r.rss), default=0) / 2**20, 1),
