@@ -18,8 +18,9 @@ this API in CPython could reach if key order, retirement in order and commits co
 a target on (b)/(b'') above it is beyond any such engine. Likewise (a*)/(a') for (a)/(a').
 (b)/(b*) and (a)/(a*) are the engine's own cost.
 
-Targets (issue 23, which replaced the core engine issue's): (a) >= 0.6 x (a'); (b) >= 0.85 x
-(b'').
+Targets (issue 40, which restated issue 23's on the floors): (a) >= 0.7 x (a*); (b) >= 0.75 x
+(b*) (median of the interleaved rounds). Issue 23's (a) >= 0.6 x (a') and (b) >= 0.85 x (b'')
+are printed as figures: they asked for no more than the API's floor itself.
 
 (a), (a') and (a*) run interleaved, 3 times each; (b), (b''), (b''') and (b*) interleaved,
 ``--rounds`` times each; every run starts from a collected heap. Each async round's ratios
@@ -168,10 +169,9 @@ def main() -> None:
     print(f"{'case':42} {'records/s':>14}")
     for name, rate in rows:
         print(f"{name:42} {rate:14,.0f}")
-    ok_a = a >= 0.6 * a1
-    print(f"target (a) >= 0.6 x (a'):  {a / a1:.2f} x  {'MET' if ok_a else 'NOT MET'}  "
-          f"(the API's floor (a*)/(a') {r['a_api_ratio']:.2f} x; (a)/(a*) "
-          f"{r['a_ratio_api']:.2f} x)")
+    ok_a = r["a_ratio_api"] >= 0.7
+    print(f"target (a) >= 0.7 x (a*):  {r['a_ratio_api']:.2f} x  {'MET' if ok_a else 'NOT MET'}"
+          f"  ((a)/(a') {a / a1:.2f} x; the API's floor (a*)/(a') {r['a_api_ratio']:.2f} x)")
     for i, x in enumerate(r["async_rounds"], 1):
         print(f"round {i}: (b) {x['b']:,.0f}/s  (b'') {x['b2']:,.0f}/s  (b''') {x['b3']:,.0f}/s"
               f"  (b*) {x['b_api']:,.0f}/s  (b)/(b'') {x['ratio']:.2f}  (b*)/(b'') "
@@ -186,11 +186,12 @@ def main() -> None:
     print(f"the API's floor (b*)/(b''), median: {r['b_api_ratio_median']:.2f} x (0.85 x (b'') "
           f"is {'within' if r['b_api_ratio_median'] >= 0.85 else 'beyond'} it); (b)/(b*) "
           f"median {r['b_ratio_api_median']:.2f} x")
-    ok_floor = r["b_ratio_median"] >= 0.85
-    print(f"target (b) >= 0.85 x (b''), median: {r['b_ratio_median']:.2f} x  "
-          f"{'MET' if ok_floor else 'NOT MET'}")
+    ok_b = r["b_ratio_api_median"] >= 0.75
+    print(f"target (b) >= 0.75 x (b*), median: {r['b_ratio_api_median']:.2f} x  "
+          f"{'MET' if ok_b else 'NOT MET'}  ((b)/(b'') median {r['b_ratio_median']:.2f} x; "
+          f"CPU per record (b) median {r['cpu_b_median']:.2f} us)")
     print(json.dumps({"benchmark": "engine", **r, "target_a_met": ok_a,
-                      "target_b_floor_met": ok_floor}))
+                      "target_b_met": ok_b}))
 
 
 if __name__ == "__main__":

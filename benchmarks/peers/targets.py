@@ -1,13 +1,15 @@
-"""The targets of issues 8 and 23, as ratios within one run: every figure is reported,
+"""The targets of issues 8, 23 and 40, as ratios within one run: every figure is reported,
 met or not.
 
 P1 sleep and P1 http: aiostreams >= 0.9 x the raw aiokafka gather loop (which keeps no key
 order; issue 23 replaced issue 8's ">= 0.8 x min(1000 / 5 ms, P2 rate)", above what bare
-asyncio does on these cores), >= 1.5 x Faust ``concurrency=1000``, >= 100 x Quix Streams;
-P1 http also shows its physical limits as figures: a bare aiohttp client (no Kafka) against
-the same server at its best concurrency, and the CPU ceiling of that client/server pair
-(the cores over their least CPU per request). P2: >= 0.8 x the raw aiokafka loop (the
-better of its two variants), >= 1.5 x Faust, >= 1.0 x Quix Streams.
+asyncio does on these cores), >= 1.5 x Faust ``concurrency=1000``; P1 sleep >= 100 x Quix
+Streams. P1 http (issue 40, which restated issue 23's 100 x Quix: that was beyond what any
+client can do against the server on these cores): >= 0.8 x the CPU ceiling of the bare
+client/server pair (the cores over their least CPU per request, Kafka and the framework
+free); the bare aiohttp client's best rate and 100 x Quix are figures beside it.
+P2: >= 0.8 x the raw aiokafka loop (the better of its two variants), >= 1.5 x Faust,
+>= 1.0 x Quix Streams.
 P1 tail (1% of records take 200 ms): aiostreams at its defaults >= 5 x the raw gather loop.
 Zipf variants: aiostreams >= 0.8 x the bound set by the hottest key.
 P5: RSS grows <= 50 MB over the run (from 5% of the output on, after start-up and warm-up);
@@ -16,25 +18,30 @@ while input keeps arriving), and what the stuck record holds - its peak RSS over
 of the same async pipeline without it - is at most ``max_task_buffer_bytes`` (32 MiB).
 P6: CPU seconds per record with 2 workers <= 1.1 x with 1 (issue 23 item 7; the rate ratio
 is a figure, not a target: two workers cannot scale on 2 cores shared with their broker).
-Exactly-once: P1 sleep and P2 under ``exactly_once`` >= 0.8 x ``at_least_once``. Start-up:
-the median first output <= 1 s after the process starts (warm broker). Scale-out: the
-longest pause of a partition's output while a second worker joins, and while it leaves,
-<= 2 s each. Engine (item 3): the async path (b) >= 0.85 x (b''), bare asyncio doing only
-the same awaits (median of interleaved rounds); the sync path (a) >= 0.6 x the
-hand-rolled loop (a'); each with the processor API's floor ((b*), (a*): what an engine
-whose records go through this API in CPython could reach with ordering free, see
-:mod:`benchmarks.engine_controls`) and the engine's ratio to it as figures. Restore
-(item 6): aiostreams into SQLite >= 0.5 x Kafka Streams into RocksDB, same changelog.
+Exactly-once (issue 40): P1 sleep and P2 under ``exactly_once`` >= 0.9 x ``at_least_once``
+judged by the app's CPU per record (at-least-once's over exactly-once's, each round's pair
+run back to back; the median over >= 3 alternating rounds): a 1M-record rate moves by 20%
+between runs minutes apart on a shared machine, CPU per record far less. The rate ratio
+(best of each) is a figure. Start-up: the median first output <= 1 s after the process
+starts (warm broker). Scale-out: the longest pause of a partition's output while a second
+worker joins, and while it leaves, <= 2 s each. Engine (issue 40, which restated issue 23's
+targets on the processor API's floors, see :mod:`benchmarks.engine_controls`): the async
+path (b) >= 0.75 x (b*), the floor of an async engine whose records go through this API in
+CPython (median of interleaved rounds); the sync path (a) >= 0.7 x (a*); the ratios to bare
+asyncio (b'') and to the hand-rolled loop (a') are figures. Restore (item 6): aiostreams
+into SQLite >= 0.5 x Kafka Streams into RocksDB, same changelog.
 """
 
 from __future__ import annotations
 
+import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.peers.runner import RunResult
-from benchmarks.peers.scenarios import IN_FLIGHT, P5_ASYNC, Row
+from benchmarks.peers.scenarios import EOS_ROUNDS, IN_FLIGHT, P5_ASYNC, Row
 from benchmarks.peers.standalone import (
     API_FLOOR_ASYNC,
     API_FLOOR_SYNC,
@@ -143,13 +150,17 @@ def targets(rows: Sequence[Row]) -> list[Target]:
             continue
         gather = "raw aiokafka gather loop" if scenario == "P1 sleep" else (
             "raw aiokafka aiohttp gather loop")
+        quix = _ratio(ais, _rate(rows, scenario, "quixstreams"))
         found += [
             Target(scenario, f"aiostreams ≥ 0.9 {X} {gather} (which keeps no key order)",
                    _ratio(ais, _rate(rows, scenario, "raw aiokafka")), 0.9),
             Target(scenario, f"aiostreams ≥ 1.5 {X} {faust_n}",
                    _ratio(ais, _rate(rows, scenario, faust_n)), 1.5),
-            Target(scenario, f"aiostreams ≥ 100 {X} quixstreams",
-                   _ratio(ais, _rate(rows, scenario, "quixstreams")), 100.0),
+            Target(scenario, f"aiostreams ≥ 100 {X} quixstreams", quix, 100.0)
+            if scenario == "P1 sleep" else
+            Target(scenario, f"figure: aiostreams over quixstreams (issue 40 replaced "
+                   f"≥ 100 {X}, beyond what the client/server pair can do on these cores, "
+                   f"by ≥ 0.8 {X} the pair's ceiling)", quix, 0.0, judged=False),
         ]
     found += _http_limit(rows)
     if any(r.scenario == "P1 jitter" for r in rows):
@@ -167,11 +178,7 @@ def targets(rows: Sequence[Row]) -> list[Target]:
                                 f"bound ({row.limit:,.0f}/s)", _ratio(rate, row.limit), 0.8,
                                 limit=f"{row.limit:,.0f}/s (hottest key)"))
     for scenario in ("EOS P1 sleep", "EOS P2"):
-        eos = _best(rows, scenario, "aiostreams exactly_once")
-        alo = _best(rows, scenario, "aiostreams")
-        if eos is not None or alo is not None:
-            found.append(Target(scenario, f"exactly_once ≥ 0.8 {X} at_least_once (best of "
-                                "each, alternating runs)", _ratio(eos, alo), 0.8))
+        found += _exactly_once(rows, scenario)
     if any(r.scenario == "P2" for r in rows):
         raws = [r for r in (_rate(rows, "P2", "raw aiokafka"),
                             _rate(rows, "P2", "raw aiokafka (batch API)")) if r is not None]
@@ -248,11 +255,22 @@ def _http_limit(rows: Sequence[Row]) -> list[Target]:
     if ceiling is not None:
         f = row.figures
         found.append(Target(
-            "P1 http", f"figure: aiostreams over the CPU ceiling of the client/server pair, "
+            "P1 http", f"aiostreams ≥ 0.8 {X} the CPU ceiling of the bare client/server pair, "
             f"{f['cores']:.0f} cores ÷ (client {f['client cpu us']:.0f} µs + server "
             f"{f['server cpu us']:.0f} µs of CPU per request, the least at any of {levels} "
             f"at once) — Kafka and the framework free{where(ceiling)}",
-            _ratio(ours, ceiling), 0.0, limit=f"{ceiling:,.0f}/s (CPU)", judged=False))
+            _ratio(ours, ceiling), 0.8, limit=f"{ceiling:,.0f}/s (CPU)"))
+        app = _result(rows, "P1 http", "aiostreams")
+        app_us = None if app is None else cpu_per_record(app)
+        if app_us is not None:
+            # the same ceiling with aiostreams as the client: its CPU per record (Kafka
+            # and the framework included) in place of the bare client's per request
+            own = f["cores"] * 1e6 / (app_us * 1e6 + f["server cpu us"])
+            found.append(Target(
+                "P1 http", f"figure: by CPU, steadier under load: aiostreams as the client "
+                f"({app_us * 1e6:.0f} µs of CPU per record) gives a ceiling of {own:,.0f}/s, "
+                f"over the bare client's", own / ceiling, 0.0,
+                limit=f"{ceiling:,.0f}/s (CPU)", judged=False))
     return found
 
 
@@ -270,19 +288,17 @@ def _engine(rows: Sequence[Row]) -> list[Target]:
             return ours.figures.get(name) if ok else None
 
         found += [
-            Target(ENGINE_ASYNC, f"(b) ≥ 0.85 {X} (b''), bare asyncio doing only the same "
-                   f"awaits (median of {rounds:.0f} interleaved rounds)",
-                   figure("b_ratio_median"), 0.85, limit=limit),
-            Target(ENGINE_ASYNC, "figure: the processor API's floor (b*) over (b''): a "
+            Target(ENGINE_ASYNC, f"(b) ≥ 0.75 {X} (b*), the processor API's floor: a "
                    "hand-rolled async loop whose records go through a Record, the same "
-                   "process() and forward, with no key order, ordered retirement or "
-                   "ordered commit (median; 0.85 is beyond any engine with this API in "
-                   "CPython when this is below it)", figure("b_api_ratio_median"), 0.0,
-                   judged=False, limit=limit),
-            Target(ENGINE_ASYNC, "figure: (b) over the processor API's floor (b*), the "
-                   "engine's own cost (median)", figure("b_ratio_api_median"), 0.0,
-                   judged=False, limit=_per_s(_rate(rows, ENGINE_ASYNC, API_FLOOR_ASYNC),
-                                              "(b*)")),
+                   "process() and forward, with no key order, ordered retirement or ordered "
+                   f"commit (median of {rounds:.0f} interleaved rounds)",
+                   figure("b_ratio_api_median"), 0.75,
+                   limit=_per_s(_rate(rows, ENGINE_ASYNC, API_FLOOR_ASYNC), "(b*)")),
+            Target(ENGINE_ASYNC, "figure: (b) over (b''), bare asyncio doing only the same "
+                   "awaits (median; issue 23's target of 0.85 was beyond the API's floor)",
+                   figure("b_ratio_median"), 0.0, judged=False, limit=limit),
+            Target(ENGINE_ASYNC, "figure: the processor API's floor (b*) over (b'') "
+                   "(median)", figure("b_api_ratio_median"), 0.0, judged=False, limit=limit),
             Target(ENGINE_ASYNC, "figure: CPU per record of (b'') over (b)'s (median; steadier "
                    "than rates under load: (b) is CPU-bound, (b'') is not)",
                    figure("cpu_ratio_median"), 0.0, judged=False, limit=limit)]
@@ -291,18 +307,64 @@ def _engine(rows: Sequence[Row]) -> list[Target]:
         api = _rate(rows, ENGINE_SYNC, API_FLOOR_SYNC)
         sync = _rate(rows, ENGINE_SYNC, "aiostreams")
         found += [
-            Target(ENGINE_SYNC, f"(a) ≥ 0.6 {X} the hand-rolled loop (a') on the same memory "
-                   "broker (best of 3 each)", _ratio(sync, by_hand), 0.6,
+            Target(ENGINE_SYNC, f"(a) ≥ 0.7 {X} the processor API's floor (a*): the "
+                   "hand-rolled loop (a') with each record through a Record, the same "
+                   "process() and forward, nothing else (best of 3 each)",
+                   _ratio(sync, api), 0.7, limit=_per_s(api, "(a*)")),
+            Target(ENGINE_SYNC, "figure: (a) over the hand-rolled loop (a') on the same "
+                   "memory broker (best of 3 each; issue 23's target of 0.6 was the API's "
+                   "floor itself)", _ratio(sync, by_hand), 0.0, judged=False,
                    limit=_per_s(by_hand, "(a')")),
-            Target(ENGINE_SYNC, "figure: the processor API's floor (a*) over (a'): (a') "
-                   "with each record through a Record, the same process() and forward, "
-                   "nothing else (best of 3 each; 0.6 is beyond any engine with this API in "
-                   "CPython when this is below it)", _ratio(api, by_hand), 0.0,
-                   judged=False, limit=_per_s(by_hand, "(a')")),
-            Target(ENGINE_SYNC, "figure: (a) over the processor API's floor (a*), the "
-                   "engine's own cost", _ratio(sync, api), 0.0, judged=False,
-                   limit=_per_s(api, "(a*)"))]
+            Target(ENGINE_SYNC, "figure: the processor API's floor (a*) over (a') (best of "
+                   "3 each)", _ratio(api, by_hand), 0.0, judged=False,
+                   limit=_per_s(by_hand, "(a')"))]
     return found
+
+
+def _rounds(rows: Sequence[Row], scenario: str) -> dict[int, dict[str, RunResult]]:
+    """The successful runs of ``scenario``'s rounds (``"<scenario> #<round>"``): by round,
+    by contender label."""
+    found: dict[int, dict[str, RunResult]] = {}
+    for r in rows:
+        m = re.fullmatch(re.escape(scenario) + r" #(\d+)", r.scenario)
+        if m is not None and r.result.error is None:
+            found.setdefault(int(m.group(1)), {})[r.contender.label] = r.result
+    return found
+
+
+def cpu_per_record(result: RunResult) -> float | None:
+    """CPU seconds of the contender's process tree per record over its timed interval."""
+    return result.cpu / result.timed if result.timed > 0 and result.cpu > 0 else None
+
+
+def _exactly_once(rows: Sequence[Row], scenario: str) -> list[Target]:
+    """Exactly-once against at-least-once: judged by CPU per record, each round's pair (run
+    back to back, under the same load) giving one ratio, the median over the rounds; the
+    rates' ratio (best of each) beside it as a figure."""
+    eos_label, alo_label = "aiostreams exactly_once", "aiostreams"
+    rounds = _rounds(rows, scenario)
+    if not rounds:
+        return []
+    ratios = []
+    for runs in rounds.values():
+        eos = runs.get(eos_label)
+        alo = runs.get(alo_label)
+        ratio = _ratio(None if alo is None else cpu_per_record(alo),
+                       None if eos is None else cpu_per_record(eos))
+        if ratio is not None:
+            ratios.append(ratio)
+    median = float(statistics.median(ratios)) if ratios else None
+    shown = ", ".join(f"{r:.2f}" for r in ratios)
+    enough = len(ratios) >= EOS_ROUNDS
+    return [
+        Target(scenario, f"exactly_once ≥ 0.9 {X} at_least_once by the app's CPU per record "
+               f"(at_least_once's over exactly_once's, median of {len(ratios)} alternating "
+               f"rounds{': ' + shown if shown else ''}"
+               f"{'' if enough else f'; not judged below {EOS_ROUNDS} rounds'})",
+               median, 0.9, judged=enough),
+        Target(scenario, "figure: exactly_once's rate over at_least_once's (best of each)",
+               _ratio(_best(rows, scenario, eos_label), _best(rows, scenario, alo_label)),
+               0.0, judged=False)]
 
 
 def _per_s(rate: float | None, name: str) -> str:
