@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from benchmarks._broker import kafka_broker
-from benchmarks.nexmark import bench, drive
+from benchmarks.nexmark import bench, drive, profiles
 from benchmarks.nexmark.generator import Config, check_lifetimes
 from benchmarks.nexmark.queries import QUERIES
 
@@ -22,8 +22,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=None,
                         help="events generated (default 200,000; --check: 3,000)")
-    parser.add_argument("--rate", type=int, default=10_000,
-                        help="events per second of event time (default 10,000)")
+    parser.add_argument("--rate", type=int, default=None,
+                        help="events per second of event time (default 10,000; --check: "
+                             "500, so its 3,000 events span several windows)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--partitions", type=int, default=4,
                         help="partitions of every topic (default 4)")
@@ -48,7 +49,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    config = Config(args.events or (3_000 if args.check else 200_000), args.rate, args.seed)
+    config = Config(args.events or (3_000 if args.check else 200_000),
+                    args.rate or (500 if args.check else 10_000), args.seed)
     check_lifetimes(config)
     if args.check:
         results = drive.check(config, args.queries)
@@ -72,6 +74,10 @@ def main(argv: list[str] | None = None) -> None:
           f"{config.seed}, {args.partitions} partitions")
     print(bench.HEADER, flush=True)
     rows = asyncio.run(go())
+    if args.profile is not None:
+        for row in rows:
+            print(f"\n### {row.query}\n")
+            print(profiles.top(args.profile / f"nexmark-{row.query}.prof"))
     print(json.dumps({"benchmark": "nexmark", "events": config.events, "rate": config.rate,
                       "partitions": args.partitions,
                       "rows": [row.as_dict() for row in rows]}))
