@@ -5,9 +5,10 @@
 //
 //   java -cp <kafka-streams jars>:<classes> Nexmark run <bootstrap> <application.id> <query>
 //        <input prefix> <output topic> <expected inputs> <state dir> <timeout seconds>
+//        [<record cache bytes>]
 //
 // runs one query on a broker with one stream thread (commit.interval.ms 1000, aiostreams'
-// default; the record cache at its default, 10 MB; RocksDB stores), and prints one JSON line:
+// default; the record cache at its default, 10 MB, unless given; RocksDB stores), and prints one JSON line:
 // {"inputs": N, "outputs": M, "seconds": S, "cpu_seconds": C}: from the first input record
 // read to the last output record written (or the last input read, if later), and the whole
 // JVM's CPU time over the same span (every thread). The run ends when every input was read
@@ -313,6 +314,7 @@ public final class Nexmark {
         long expected = Long.parseLong(args[6]);
         String stateDir = args[7];
         long timeout = Long.parseLong(args[8]);
+        String cacheBytes = args.length > 9 ? args[9] : null;
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -323,6 +325,9 @@ public final class Nexmark {
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG),
             "earliest");
+        if (cacheBytes != null) {
+            props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(cacheBytes));
+        }
 
         Timing timing = new Timing();
         Topology topology = build(query, prefix, output, timing, props);
@@ -488,7 +493,8 @@ public final class Nexmark {
             drive(args);
         } else {
             System.err.println("usage: Nexmark run <bootstrap> <application.id> <query> "
-                + "<input prefix> <output topic> <expected inputs> <state dir> <timeout s>\n"
+                + "<input prefix> <output topic> <expected inputs> <state dir> <timeout s> "
+            + "[<cache bytes>]\n"
                 + "       Nexmark drive <query> [<query> ...]  (records on stdin)");
             System.exit(64);
         }

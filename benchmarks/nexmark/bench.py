@@ -103,7 +103,8 @@ async def read_output(bootstrap: str, query: str, topic: str, partitions: int) -
 
 
 async def run_query(bootstrap: str, inputs: Inputs, query: str, state: Path, *,
-                    kafka_streams: bool, timeout: float, profile: Path | None) -> Row:
+                    kafka_streams: bool, timeout: float, profile: Path | None,
+                    cache_bytes: int | None = None) -> Row:
     """``query`` on both sides (aiostreams first), outputs compared."""
     p = inputs.partitions
     ours_topic, theirs_topic = f"{inputs.prefix}-{query}-aiostreams", \
@@ -120,7 +121,7 @@ async def run_query(bootstrap: str, inputs: Inputs, query: str, state: Path, *,
         return Row(query, ours, None, None, 0, run.expected)
     theirs = await jvm.run_query(bootstrap, f"{inputs.prefix}-{query}-ks", query,
                                  inputs.prefix, theirs_topic, run.expected,
-                                 state / f"{query}-ks", timeout)
+                                 state / f"{query}-ks", timeout, cache_bytes)
     a = await read_output(bootstrap, query, ours_topic, p)
     b = await read_output(bootstrap, query, theirs_topic, p)
     return Row(query, ours, theirs, a == b, len(b), run.expected)
@@ -128,9 +129,11 @@ async def run_query(bootstrap: str, inputs: Inputs, query: str, state: Path, *,
 
 async def measure(bootstrap: str, config: Config, partitions: int, which: list[str], *,
                   kafka_streams: bool = True, timeout: float = 900.0,
-                  profile: Path | None = None, report: Any = None) -> list[Row]:
+                  profile: Path | None = None, report: Any = None,
+                  cache_bytes: int | None = None) -> list[Row]:
     """Write ``config``'s inputs under a fresh prefix, then run each query of ``which``.
-    ``report(row)`` is called as each query finishes."""
+    ``report(row)`` is called as each query finishes; ``cache_bytes``: Kafka Streams'
+    record cache (None: its default, 10 MB)."""
     prefix = f"nexmark-{time.strftime('%H%M%S')}-{os.getpid()}"
     inputs = await write_inputs(bootstrap, prefix, config, partitions)
     rows = []
@@ -138,7 +141,7 @@ async def measure(bootstrap: str, config: Config, partitions: int, which: list[s
         for query in which:
             row = await run_query(bootstrap, inputs, query, Path(tmp),
                                   kafka_streams=kafka_streams, timeout=timeout,
-                                  profile=profile)
+                                  profile=profile, cache_bytes=cache_bytes)
             rows.append(row)
             if report is not None:
                 report(row)

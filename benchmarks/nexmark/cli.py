@@ -37,6 +37,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="time aiostreams only (no JVM, no comparison)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="write a cProfile of aiostreams' timed span per query here")
+    parser.add_argument("--kafka-streams-cache-bytes", type=int, default=None,
+                        help="Kafka Streams' statestore.cache.max.bytes (default: its own, "
+                             "10 MB; 0 emits every update, as aiostreams does)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds one side may take for one query")
     args = parser.parse_args(argv)
@@ -68,10 +71,13 @@ def main(argv: list[str] | None = None) -> None:
             return await bench.measure(bootstrap, config, args.partitions, args.queries,
                                        kafka_streams=not args.no_kafka_streams,
                                        timeout=args.timeout, profile=args.profile,
-                                       report=report)
+                                       report=report,
+                                       cache_bytes=args.kafka_streams_cache_bytes)
 
+    cache = args.kafka_streams_cache_bytes
     print(f"Nexmark: {config.events:,} events at {config.rate:,}/s of event time, seed "
-          f"{config.seed}, {args.partitions} partitions")
+          f"{config.seed}, {args.partitions} partitions; Kafka Streams' record cache "
+          f"{'10 MB (default)' if cache is None else f'{cache:,} bytes'}")
     print(bench.HEADER, flush=True)
     rows = asyncio.run(go())
     if args.profile is not None:

@@ -68,12 +68,15 @@ class Timed:
 
 
 async def run_query(bootstrap: str, app: str, query: str, prefix: str, output: str,
-                    expected: int, state_dir: Path, timeout: float) -> Timed:
-    """Run ``query`` in Kafka Streams on the broker (see ``Nexmark.java``'s ``run``)."""
+                    expected: int, state_dir: Path, timeout: float,
+                    cache_bytes: int | None = None) -> Timed:
+    """Run ``query`` in Kafka Streams on the broker (see ``Nexmark.java``'s ``run``), its
+    record cache ``cache_bytes`` (None: Kafka Streams' default, 10 MB)."""
     cp = await asyncio.to_thread(classpath)
+    cache = () if cache_bytes is None else (str(cache_bytes),)
     process = await asyncio.create_subprocess_exec(
         "java", *JAVA_OPTIONS, "-cp", cp, "Nexmark", "run", bootstrap, app, query, prefix,
-        output, str(expected), str(state_dir), str(int(timeout)),
+        output, str(expected), str(state_dir), str(int(timeout)), *cache,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await process.communicate()
     if process.returncode != 0:
