@@ -1,6 +1,6 @@
 """Where aiostreams' time goes in a Nexmark query: the top functions of a cProfile written
 by ``python -m benchmarks.nexmark --profile DIR`` (the timed span of the aiostreams
-side, in the event loop thread's CPU time), by own time and by cumulative time, as a
+side, wall clock, the event loop's thread), by own time and by cumulative time, as a
 Markdown table.
 
 The profiler slows the process several times over: a run with ``--profile`` says where the
@@ -34,7 +34,7 @@ def top(path: Path, limit: int = 12) -> str:
     profile: Any = pstats.Stats(str(path))  # typeshed omits .stats
     stats = profile.stats  # func -> (cc, nc, tt, ct, callers)
     total = sum(tt for _cc, _nc, tt, _ct, _callers in stats.values()) or 1.0
-    lines = [f"profile {path.name}: {total:.2f} CPU s in the event loop's thread", "",
+    lines = [f"profile {path.name}: {total:.2f} s in the event loop's thread", "",
              "| own s | share | calls | function |", "| ---: | ---: | ---: | --- |"]
     by_own = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:limit]
     for func, (_cc, nc, tt, _ct, _callers) in by_own:
