@@ -65,8 +65,10 @@ from pydantic import BaseModel
 from aiostreams.errors import ConfigError
 from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.sinks.delta_identity import TableIdentity, transaction_app_id
+from aiostreams.sinks.delta_maintenance import DeltaMaintainer
 from aiostreams.sinks.delta_table import CommitRace, open_table, record_identity, write_batch
 from aiostreams.sinks.incarnations import check_incarnations
+from aiostreams.sinks.maintenance import MaintenanceRunner, TableMaintenance
 from aiostreams.sinks.object_store import with_s3a_conf
 from aiostreams.sinks.paths import parse_table_path
 from aiostreams.sinks.rows import rows_to_table
@@ -119,6 +121,8 @@ class DeltaSink(SnapshotTableSink):
     ``spark`` configures the session; on ``s3a://`` its ``fs.s3a.*`` settings are derived
     from ``storage_options`` unless ``spark.conf`` sets them:
     :mod:`aiostreams.sinks.object_store`; ``hadoop-aws`` must be on Spark's classpath).
+    ``maintenance``: compaction and vacuum of the table, on the writer thread between
+    batches (:class:`~aiostreams.sinks.maintenance.TableMaintenance`; None: off).
     """
 
     _race = CommitRace
@@ -139,6 +143,7 @@ class DeltaSink(SnapshotTableSink):
         engine: str = "pyarrow",
         storage_options: Mapping[str, str] | None = None,
         spark: SparkConfig | None = None,
+        maintenance: TableMaintenance | None = None,
     ) -> None:
         where = parse_table_path(path)
         if where.scheme not in ("file", "s3a"):
@@ -187,6 +192,12 @@ class DeltaSink(SnapshotTableSink):
             hand_off=lambda records, firsts, lasts: records)
         self._identity: TableIdentity | None = None  # owned by the writer thread
         self._failure: BaseException | None = None
+        if maintenance is not None and not isinstance(maintenance, TableMaintenance):
+            raise ConfigError(f"maintenance is a TableMaintenance, got {maintenance!r}")
+        if maintenance is not None:
+            self._maintenance = MaintenanceRunner(
+                maintenance, lambda: DeltaMaintainer(str(self.path), self.storage_options,
+                                                     self.app), owner=repr(self))
 
     def __repr__(self) -> str:
         return f"DeltaSink({str(self.path)!r}, {self.model.__name__}, state={self.state.value})"

@@ -58,6 +58,7 @@ from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.sinks.attach import add_validated_sink
 from aiostreams.sinks.delta_identity import TableIdentity
 from aiostreams.sinks.delta_table import WRITER
+from aiostreams.sinks.iceberg_maintenance import IcebergMaintainer
 from aiostreams.sinks.iceberg_table import (
     IcebergCommitRace,
     Partitioning,
@@ -72,6 +73,7 @@ from aiostreams.sinks.iceberg_table import (
     table_partitioning,
 )
 from aiostreams.sinks.incarnations import check_incarnations
+from aiostreams.sinks.maintenance import MaintenanceRunner, TableMaintenance
 from aiostreams.sinks.rows import rows_to_table
 from aiostreams.sinks.schema_evolution import check_appendable
 from aiostreams.sinks.sink_batching import Batcher
@@ -106,7 +108,9 @@ class IcebergSink(SnapshotTableSink):
     as for :class:`~aiostreams.sinks.ParquetSink`. ``batch_rows`` and ``batch_interval``
     (seconds): as for :class:`~aiostreams.sinks.DeltaSink`. ``sources``: the topics feeding
     the sink, recorded in the table's identity when it is created (default: the topics of
-    the first batch).
+    the first batch). ``maintenance``: compaction and vacuum of the table, on the writer
+    thread between batches (:class:`~aiostreams.sinks.maintenance.TableMaintenance`;
+    None: off).
     """
 
     _race = IcebergCommitRace
@@ -125,6 +129,7 @@ class IcebergSink(SnapshotTableSink):
         batch_rows: int = 50_000,
         batch_interval: float = 5.0,
         sources: Sequence[str] = (),
+        maintenance: TableMaintenance | None = None,
     ) -> None:
         parse_identifier(table)
         if (catalog is None) == (warehouse is None):
@@ -161,6 +166,11 @@ class IcebergSink(SnapshotTableSink):
             hand_off=lambda records, firsts, lasts: records)
         self._identity: TableIdentity | None = None  # owned by the writer thread
         self._failure: BaseException | None = None
+        if maintenance is not None and not isinstance(maintenance, TableMaintenance):
+            raise ConfigError(f"maintenance is a TableMaintenance, got {maintenance!r}")
+        if maintenance is not None:
+            self._maintenance = MaintenanceRunner(
+                maintenance, lambda: IcebergMaintainer(self.load, self.app), owner=repr(self))
 
     def __repr__(self) -> str:
         return f"IcebergSink({self.table!r}, {self.model.__name__}, state={self.state.value})"

@@ -1,6 +1,6 @@
 """What the table sinks (Delta, Iceberg, Parquet) share: the contract's bookkeeping on the
 event loop, and - for the tables that commit against a snapshot (Delta, Iceberg) - the
-flush and the writer thread's commit loop.
+flush, the writer thread's commit loop and the scheduled table maintenance.
 
 * :class:`TableSinkBase` (every table sink): binding to the app and its topic incarnations
   before start, the lifecycle's one place of change, and the contract's ``add``,
@@ -12,6 +12,9 @@ flush and the writer thread's commit loop.
   replays, commit the rest against that snapshot) and, when the commit lost a race with
   another writer (the sink's ``_race`` exception: nothing of it committed), checks again,
   up to :data:`COMMIT_ATTEMPTS` times. Any error in a write leaves the sink FAILED.
+  After a flush that succeeded, the table's maintenance (:mod:`aiostreams.sinks.maintenance`),
+  when the sink has one and a task is due, is queued on the same writer thread: it runs
+  between two of this sink's writes, never racing them, and its errors never fail the sink.
 
 Invariants (asserted): those of the batcher; a commit's durable offsets only move forward.
 """
@@ -24,9 +27,12 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.table_health import TableHealth
 from aiostreams.sinks.incarnations import known_ids
+from aiostreams.sinks.maintenance import MaintenanceRunner
 from aiostreams.sinks.sink_batching import Batcher, stop_table_sink, write_taken
 from aiostreams.sinks.sink_state import SinkFailedError, SinkMetrics, SinkState, move_to
+from aiostreams.sinks.spark.spark_thread import submit_to_spark_thread
 from aiostreams.types import TopicPartition
 
 __all__ = ["COMMIT_ATTEMPTS", "SnapshotTableSink", "TableSinkBase", "Written"]
@@ -109,6 +115,12 @@ class SnapshotTableSink(TableSinkBase[list[ExternalRecord]]):
 
     path: object  # what errors name: the table's path or identifier
     _race: type[Exception]
+    _maintenance: MaintenanceRunner | None = None
+
+    @property
+    def table_health(self) -> TableHealth | None:
+        """The maintenance's figures (None when the sink has no maintenance)."""
+        return None if self._maintenance is None else self._maintenance.health
 
     async def flush(self) -> None:
         """Write everything added so far as one table commit; returns once it landed.
@@ -131,9 +143,20 @@ class SnapshotTableSink(TableSinkBase[list[ExternalRecord]]):
             m.last_flush_seconds = seconds
         for source, offset in written.durable.items():
             self._batch.advance(source, offset)
+        self._schedule_maintenance()
+
+    def _schedule_maintenance(self) -> None:
+        """Queue the due maintenance on the writer thread, behind this flush's write and
+        before the next one (the thread is FIFO)."""
+        runner = self._maintenance
+        if runner is not None and self.state is SinkState.RUNNING and runner.due():
+            runner.queued()
+            submit_to_spark_thread(runner.run)
 
     async def stop(self) -> None:
         """Flush (when running). Idempotent. Cancellation: as :meth:`flush`."""
+        if self._maintenance is not None:
+            self._maintenance.stop()
         await stop_table_sink(self, self.flush)
 
     # -- on the writer thread ---------------------------------------------------------------
