@@ -326,8 +326,9 @@ class Stream(Generic[K, V]):
         :class:`aiostreams.sinks.iceberg_sink.IcebergSink`: ``catalog`` (any pyiceberg
         catalog) or ``warehouse`` (a directory: pyiceberg's SQL catalog on SQLite there),
         ``partition_by`` (``"region"``, ``"day(placed_at)"``), ``include``, ``batch_rows``,
-        ``maintenance`` (:class:`aiostreams.sinks.TableMaintenance`), ... Values that do not fit the schema fail in a validation step before the sink
-        (the dead-letter path). Returns the sink."""
+        ``maintenance`` (:class:`aiostreams.sinks.TableMaintenance`), ... Values that do
+        not fit the schema fail in a validation step before the sink (the dead-letter
+        path). Returns the sink."""
         return add_spark_sink(self, "iceberg", table, model, name, options)
 
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:

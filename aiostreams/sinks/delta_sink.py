@@ -197,7 +197,8 @@ class DeltaSink(SnapshotTableSink):
         if maintenance is not None:
             self._maintenance = MaintenanceRunner(
                 maintenance, lambda: DeltaMaintainer(str(self.path), self.storage_options,
-                                                     self.app), owner=repr(self))
+                                                     self.app, self._after_maintenance),
+                owner=repr(self))
 
     def __repr__(self) -> str:
         return f"DeltaSink({str(self.path)!r}, {self.model.__name__}, state={self.state.value})"

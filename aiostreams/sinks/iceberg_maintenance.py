@@ -53,7 +53,13 @@ from pyiceberg.typedef import EMPTY_DICT
 from aiostreams.runtime.table_health import TableHealth
 from aiostreams.sinks.delta_table import WRITER
 from aiostreams.sinks.iceberg_table import APP_KEY, OFFSETS_KEY, WRITER_KEY
-from aiostreams.sinks.maintenance import MaintenanceConflict, TableMaintenance
+from aiostreams.sinks.maintenance import (
+    AfterStep,
+    MaintenanceConflict,
+    MaintenanceStep,
+    TableMaintenance,
+    _no_hook,
+)
 
 __all__ = ["MAINTENANCE_KEY", "IcebergMaintainer"]
 
@@ -80,11 +86,13 @@ class _RewriteFiles(_OverwriteFiles):
 
 class IcebergMaintainer:
     """The table ``load()`` returns (newest metadata, no re-basing retries), written by
-    ``app``."""
+    ``app``; ``after`` is called after each :class:`MaintenanceStep`."""
 
-    def __init__(self, load: Callable[[], Table | None], app: str) -> None:
+    def __init__(self, load: Callable[[], Table | None], app: str,
+                 after: AfterStep = _no_hook) -> None:
         self._load = load
         self.app = app
+        self._after = after
 
     # -- compaction ---------------------------------------------------------------------------
 
@@ -116,6 +124,7 @@ class IcebergMaintainer:
                 for f in new:
                     rewrite.append_data_file(f)
             rewrite.commit()
+            self._after(MaintenanceStep.REWRITTEN)
             tx.commit_transaction()
         except CommitFailedException as e:
             _delete_quietly(table, (f.file_path for f in written))
@@ -125,6 +134,7 @@ class IcebergMaintainer:
             raise
         health.files_compacted += sum(len(group) for group in bins)
         health.files_rewritten += len(written)
+        self._after(MaintenanceStep.COMPACTED)
 
     # -- vacuum ----------------------------------------------------------------------------
 
@@ -137,6 +147,7 @@ class IcebergMaintainer:
         table = self._load()
         assert table is not None
         self._delete_orphans(table, cutoff_ms / 1000.0, health)
+        self._after(MaintenanceStep.VACUUMED)
 
     def _expire(self, table: Table, cutoff_ms: int) -> None:
         keep = set()

@@ -170,7 +170,9 @@ class IcebergSink(SnapshotTableSink):
             raise ConfigError(f"maintenance is a TableMaintenance, got {maintenance!r}")
         if maintenance is not None:
             self._maintenance = MaintenanceRunner(
-                maintenance, lambda: IcebergMaintainer(self.load, self.app), owner=repr(self))
+                maintenance,
+                lambda: IcebergMaintainer(self.load, self.app, self._after_maintenance),
+                owner=repr(self))
 
     def __repr__(self) -> str:
         return f"IcebergSink({self.table!r}, {self.model.__name__}, state={self.state.value})"

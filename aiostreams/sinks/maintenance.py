@@ -36,6 +36,7 @@ files-per-partition gauge, sampled after each task.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import threading
@@ -48,13 +49,31 @@ from aiostreams.errors import ConfigError
 from aiostreams.runtime.table_health import TableHealth
 
 __all__ = ["DEFAULT_TARGET_FILE_SIZE", "MaintenanceConflict", "MaintenanceRunner",
-           "TableMaintainer", "TableMaintenance"]
+           "MaintenanceStep", "TableMaintainer", "TableMaintenance"]
 
 log = logging.getLogger("aiostreams.sinks.maintenance")
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 """Bytes of a compacted file unless ``target_file_size`` says otherwise (Iceberg's and
 Spark's usual 128 MiB)."""
+
+
+class MaintenanceStep(enum.Enum):
+    """The points of a maintenance task after which a crash leaves a distinct table state
+    (the sink's ``_after_maintenance`` hook is called at each; fault-injection tests
+    override it)."""
+
+    CLAIMED = "claimed"  # a Delta compaction's claim landed; nothing rewritten yet
+    REWRITTEN = "rewritten"  # compacted files written, not committed (Iceberg): orphans
+    COMPACTED = "compacted"  # the compaction commit landed
+    VACUUMED = "vacuumed"  # a vacuum deleted what it found
+
+
+AfterStep = Callable[[MaintenanceStep], None]
+
+
+def _no_hook(step: MaintenanceStep) -> None:
+    """The default hook: nothing."""
 
 
 class MaintenanceConflict(Exception):

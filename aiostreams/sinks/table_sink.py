@@ -29,7 +29,7 @@ from typing import Generic, TypeVar
 from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.runtime.table_health import TableHealth
 from aiostreams.sinks.incarnations import known_ids
-from aiostreams.sinks.maintenance import MaintenanceRunner
+from aiostreams.sinks.maintenance import MaintenanceRunner, MaintenanceStep
 from aiostreams.sinks.sink_batching import Batcher, stop_table_sink, write_taken
 from aiostreams.sinks.sink_state import SinkFailedError, SinkMetrics, SinkState, move_to
 from aiostreams.sinks.spark.spark_thread import submit_to_spark_thread
@@ -190,3 +190,7 @@ class SnapshotTableSink(TableSinkBase[list[ExternalRecord]]):
 
     def _check_and_commit(self, records: list[ExternalRecord]) -> Written:
         raise NotImplementedError
+
+    def _after_maintenance(self, step: MaintenanceStep) -> None:
+        """Called on the writer thread after each step of a maintenance task; a no-op.
+        Fault-injection tests override it to kill the process, as a crash there would."""
