@@ -1,7 +1,8 @@
 """Table maintenance of the Iceberg sink: compaction leaves fewer files and every row once
 (and the durable offsets readable, so a replay is still dropped); vacuum deletes old orphans
 and keeps every listed file; a compaction that loses a race with another writer's commit is
-dropped and duplicates nothing; a sink without maintenance runs none."""
+dropped and duplicates nothing; a sink without maintenance runs none; the figures reach
+Prometheus."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ from icebergkit import (
     read_arrow,
     records,
     table_durable,
+    topic_of_orders,
 )
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 
+from aiostreams import App
 from aiostreams.errors import ConfigError
+from aiostreams.ops.metrics import metrics_registry
 from aiostreams.runtime.table_health import TableHealth
 from aiostreams.sinks import TableMaintenance
 from aiostreams.sinks.iceberg_maintenance import IcebergMaintainer
@@ -29,6 +35,7 @@ from aiostreams.sinks.iceberg_sink import IcebergSink
 from aiostreams.sinks.iceberg_table import OFFSETS_KEY
 from aiostreams.sinks.maintenance import MaintenanceConflict
 from aiostreams.sinks.spark.spark_thread import run_on_spark_thread
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -218,6 +225,44 @@ async def test_a_sink_whose_maintenance_conflicts_keeps_writing(tmp_path: Path) 
     assert health.files_per_partition == {"region=apac": 1, "region=eu": 1, "region=us": 1}
     assert_every_reader_sees_each_input_once(sink, expected({P0: 59, P1: 59}))
     await sink.stop()
+
+
+async def test_a_maintained_sink_exports_its_table_figures_to_prometheus(
+        tmp_path: Path) -> None:
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    await topic_of_orders(transport, "orders", range(200))
+    app = App("maintained", transport=transport, commit_interval_ms=100)
+    orders = app.topic("orders", key=str, value=Order)
+    stream = app.stream(orders)
+    sink = stream.to_iceberg(
+        TABLE, Order, warehouse=tmp_path, include=("partition", "offset"),
+        partition_by=("region",), batch_rows=100, batch_interval=0.1, maintenance=EVERY_FLUSH)
+    plain = stream.to_iceberg("lake.plain", Order, warehouse=tmp_path / "plain")
+    registry, _ = metrics_registry(app)
+    async with app:
+        for round in range(3):  # three batches at least: files to compact
+            if round:
+                await topic_of_orders(transport, "orders", range(200 * round, 200 * round + 200),
+                                      create=False)
+            ends = {TopicPartition("orders", p): broker.end_offset(TopicPartition("orders", p))
+                    - 1 for p in range(2)}
+            while table_durable(sink) != ends:  # a table commit announces nothing in-process
+                await app.wait_until_caught_up(timeout=30)
+        await run_on_spark_thread(lambda: None)  # the maintenance queued by the last flush
+        text = generate_latest(registry).decode()
+    health = sink.table_health
+    assert health is not None and health.compactions >= 2
+    samples = {(m.name, tuple(sorted(m.labels.items()))): m.value
+               for family in text_string_to_metric_families(text) for m in family.samples}
+    ours = (("app", "maintained"), ("sink", sink.name))
+    assert samples[("aiostreams_table_compactions_total", ours)] == health.compactions
+    assert samples[("aiostreams_table_files_compacted_total", ours)] == health.files_compacted
+    assert samples[("aiostreams_table_maintenance_conflicts_total", ours)] == 0
+    for region in ("eu", "us", "apac"):
+        key = tuple(sorted((*ours, ("partition", f"region={region}"))))
+        assert samples[("aiostreams_table_files", key)] == 1
+    assert plain.name not in text  # a sink without maintenance has no series
 
 
 def test_maintenance_settings_are_checked() -> None:
