@@ -312,7 +312,8 @@ class Stream(Generic[K, V]):
         at ``path``, exactly once for every Delta reader: one Delta commit per batch,
         carrying the source offsets as Delta app transactions, before offsets are
         committed. ``options`` go to :class:`aiostreams.sinks.DeltaSink` (``partition_by``,
-        ``include``, ``batch_rows``, ...). Values that do not fit the schema fail in a
+        ``include``, ``batch_rows``, ``maintenance=TableMaintenance(...)`` for scheduled
+        compaction and vacuum, ...). Values that do not fit the schema fail in a
         validation step before the sink (the dead-letter path). Returns the sink."""
         return add_spark_sink(self, "delta", path, model, name, options)
 
@@ -325,8 +326,9 @@ class Stream(Generic[K, V]):
         :class:`aiostreams.sinks.iceberg_sink.IcebergSink`: ``catalog`` (any pyiceberg
         catalog) or ``warehouse`` (a directory: pyiceberg's SQL catalog on SQLite there),
         ``partition_by`` (``"region"``, ``"day(placed_at)"``), ``include``, ``batch_rows``,
-        ... Values that do not fit the schema fail in a validation step before the sink
-        (the dead-letter path). Returns the sink."""
+        ``maintenance`` (:class:`aiostreams.sinks.TableMaintenance`), ... Values that do
+        not fit the schema fail in a validation step before the sink (the dead-letter
+        path). Returns the sink."""
         return add_spark_sink(self, "iceberg", table, model, name, options)
 
     def through(self, topic: Topic, *, name: str | None = None) -> Stream[K, V]:

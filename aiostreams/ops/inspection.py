@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from aiostreams.ops.status import AppStatus
     from aiostreams.services.declared import DeclaredService
     from aiostreams.topology.nodes import SubTopology
+    from aiostreams.topology.topology import Topology
     from aiostreams.transport.base import Transport
     from aiostreams.windows import DroppedRecords
 
@@ -72,6 +73,9 @@ class OperatedApp(Protocol):
 
     @property
     def services(self) -> Mapping[str, DeclaredService]: ...
+
+    @property
+    def topology(self) -> Topology: ...
 
     @property
     def dropped_records(self) -> DroppedRecords: ...

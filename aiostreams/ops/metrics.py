@@ -51,6 +51,7 @@ from aiostreams.ops.probes import health, liveness, readiness
 from aiostreams.ops.query_http import add_store_routes
 from aiostreams.ops.restore_metrics import restore_metrics, standby_metrics
 from aiostreams.ops.status_page import add_status_page_routes
+from aiostreams.ops.table_metrics import table_metrics
 from aiostreams.ops.task_totals import AppTotals, TaskTracker, retire_lag
 from aiostreams.services.prometheus import service_metrics
 from aiostreams.transport.base import Consumer
@@ -181,6 +182,7 @@ class AppCollector:
         yield from standby_metrics(name, app.status().standbys)
         yield self._offset_resets(name)
         yield from service_metrics(name, app.services)  # see aiostreams.services.prometheus
+        yield from table_metrics(name, app.topology.external_sinks)  # their maintenance
 
     def _task_metrics(self, name: str, tasks: list[StreamTask]) -> Iterable[Metric]:
         now = self.app.clock.wall_time()

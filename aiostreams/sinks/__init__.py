@@ -13,6 +13,8 @@
 * :mod:`aiostreams.sinks.iceberg_sink`: ``IcebergSink`` + ``add_iceberg_sink``, an Apache
   Iceberg table through pyiceberg (one snapshot per batch, source offsets in its summary);
   not imported here, so this package needs no pyiceberg (the ``iceberg`` extra).
+* :class:`TableMaintenance`: scheduled compaction and vacuum of a Delta or Iceberg sink's
+  table (``maintenance=`` of ``to_delta``/``to_iceberg``; off by default).
 * :class:`RowSchema`: the Arrow schema of a pydantic model, and batches as Arrow tables.
 * :class:`SparkConfig`, :func:`get_session`, :func:`stop_session`: the process's one
   SparkSession.
@@ -32,6 +34,7 @@ from aiostreams.sinks.attach import ParquetValidator, add_delta_sink, add_parque
 from aiostreams.sinks.commit_log import DatasetLockedError, DatasetOwnerError, committed_files
 from aiostreams.sinks.delta_identity import TableIdentityError
 from aiostreams.sinks.delta_sink import DeltaSink, DeltaStep
+from aiostreams.sinks.maintenance import TableMaintenance
 from aiostreams.sinks.parquet_sink import FlushStep, ParquetSink
 from aiostreams.sinks.parquet_writer import UnreachableFilesError
 from aiostreams.sinks.schema import RowSchema, SchemaMismatch, to_spark_schema
@@ -57,6 +60,7 @@ __all__ = [
     "SinkState",
     "SparkConfig",
     "TableIdentityError",
+    "TableMaintenance",
     "UnreachableFilesError",
     "add_delta_sink",
     "add_parquet_sink",

@@ -55,7 +55,6 @@ import enum
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,31 +65,26 @@ from pydantic import BaseModel
 from aiostreams.errors import ConfigError
 from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.sinks.delta_identity import TableIdentity, transaction_app_id
+from aiostreams.sinks.delta_maintenance import DeltaMaintainer
 from aiostreams.sinks.delta_table import CommitRace, open_table, record_identity, write_batch
-from aiostreams.sinks.incarnations import check_incarnations, known_ids
+from aiostreams.sinks.incarnations import check_incarnations
+from aiostreams.sinks.maintenance import MaintenanceRunner, TableMaintenance
 from aiostreams.sinks.object_store import with_s3a_conf
 from aiostreams.sinks.paths import parse_table_path
 from aiostreams.sinks.rows import rows_to_table
 from aiostreams.sinks.schema_evolution import check_appendable
-from aiostreams.sinks.sink_batching import Batcher, stop_table_sink, write_taken
+from aiostreams.sinks.sink_batching import Batcher
 from aiostreams.sinks.sink_columns import TableColumns
-from aiostreams.sinks.sink_state import (
-    SinkFailedError,
-    SinkMetrics,
-    SinkState,
-    move_to,
-)
+from aiostreams.sinks.sink_state import SinkFailedError, SinkMetrics, SinkState
 from aiostreams.sinks.spark.delta_spark import SparkDeltaEngine
 from aiostreams.sinks.spark.session import SparkConfig, get_session
 from aiostreams.sinks.spark.spark_thread import run_on_spark_thread
+from aiostreams.sinks.table_sink import COMMIT_ATTEMPTS, SnapshotTableSink, Written
 from aiostreams.types import TopicPartition
 
-__all__ = ["DEFAULT_BATCH_ROWS", "DeltaSink", "DeltaStep"]
+__all__ = ["COMMIT_ATTEMPTS", "DEFAULT_BATCH_ROWS", "DeltaSink", "DeltaStep"]
 
 log = logging.getLogger("aiostreams.sinks")
-
-COMMIT_ATTEMPTS = 8
-"""Commits of one batch tried against successively newer snapshots before the sink fails."""
 
 
 class DeltaStep(enum.Enum):
@@ -100,13 +94,6 @@ class DeltaStep(enum.Enum):
     COMMITTED = "committed"  # the Delta commit landed; offsets not committed yet
 
 
-@dataclass(frozen=True)
-class _Written:
-    rows: int
-    replayed: int
-    durable: dict[TopicPartition, int]  # per source partition of the batch, after the write
-
-
 DEFAULT_BATCH_ROWS: dict[str, int] = {"pyarrow": 50_000, "spark": 200_000}
 """Rows per write unless ``batch_rows`` says otherwise. A Spark job has a large fixed cost,
 so the Spark engine's batches are larger; not as large as the Parquet sink's 500k, because
@@ -114,7 +101,7 @@ this sink holds a filling batch as the records themselves (about 2 KB each for t
 benchmark's orders: 200k rows ~ 400 MB). Measured in docs/guides/spark.md."""
 
 
-class DeltaSink:
+class DeltaSink(SnapshotTableSink):
     """Writes the values reaching it (instances of ``model``) to the Delta table at ``path``
     (shared by every writer): a local or mounted directory, as a path or ``file:`` URI, or
     an object-store prefix ``s3a://bucket/key`` (``s3://`` names the same table) reached
@@ -134,7 +121,11 @@ class DeltaSink:
     ``spark`` configures the session; on ``s3a://`` its ``fs.s3a.*`` settings are derived
     from ``storage_options`` unless ``spark.conf`` sets them:
     :mod:`aiostreams.sinks.object_store`; ``hadoop-aws`` must be on Spark's classpath).
+    ``maintenance``: compaction and vacuum of the table, on the writer thread between
+    batches (:class:`~aiostreams.sinks.maintenance.TableMaintenance`; None: off).
     """
+
+    _race = CommitRace
 
     def __init__(
         self,
@@ -152,6 +143,7 @@ class DeltaSink:
         engine: str = "pyarrow",
         storage_options: Mapping[str, str] | None = None,
         spark: SparkConfig | None = None,
+        maintenance: TableMaintenance | None = None,
     ) -> None:
         where = parse_table_path(path)
         if where.scheme not in ("file", "s3a"):
@@ -200,17 +192,16 @@ class DeltaSink:
             hand_off=lambda records, firsts, lasts: records)
         self._identity: TableIdentity | None = None  # owned by the writer thread
         self._failure: BaseException | None = None
-
-    def _move_to(self, state: SinkState) -> None:
-        self.state = move_to(self.name, self.state, state)
+        if maintenance is not None and not isinstance(maintenance, TableMaintenance):
+            raise ConfigError(f"maintenance is a TableMaintenance, got {maintenance!r}")
+        if maintenance is not None:
+            self._maintenance = MaintenanceRunner(
+                maintenance, lambda: DeltaMaintainer(str(self.path), self.storage_options,
+                                                     self.app, self._after_maintenance),
+                owner=repr(self))
 
     def __repr__(self) -> str:
         return f"DeltaSink({str(self.path)!r}, {self.model.__name__}, state={self.state.value})"
-
-    @property
-    def app(self) -> str:
-        """The app id the table's identity and transaction ids name."""
-        return self.app_id or "aiostreams"
 
     def validate(self, value: Any, key: Any = None) -> None:
         """Raise :class:`SchemaMismatch` unless ``value`` (and ``key``) fit the table's
@@ -218,19 +209,6 @@ class DeltaSink:
         self.columns.validate(value, key)
 
     # -- ExternalSink ---------------------------------------------------------------------
-
-    def bind_app(self, app_id: str) -> None:
-        """Name the app this sink writes for (the worker calls it before :meth:`start`)."""
-        if self.state is not SinkState.CREATED:
-            raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
-        self.app_id = app_id
-
-    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
-        """Name the incarnation (Kafka topic id) of each source topic as the app starts (the
-        worker calls it before :meth:`start`); None for a topic without an id."""
-        if self.state is not SinkState.CREATED:
-            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
-        self.topic_ids = known_ids(ids)
 
     async def start(self) -> None:
         """Open the table when it exists and check identity, partitioning and schema (see
@@ -301,83 +279,9 @@ class DeltaSink:
         raise SinkFailedError(f"{self!r}: recording the topic ids in {where}'s identity lost "
                               f"{COMMIT_ATTEMPTS} races with other writers; restart the app")
 
-    def add(self, record: ExternalRecord) -> None:
-        """Buffer a retired result; never blocks. Replays are dropped; after a failure,
-        records are dropped (they are replayed after a restart)."""
-        self._batch.add(record, keep=self.state is SinkState.RUNNING)
-
-    @property
-    def backlogged(self) -> bool:
-        """See :attr:`aiostreams.sinks.sink_batching.Batcher.backlogged`."""
-        return self._batch.backlogged
-
-    def durable_offset(self, source: TopicPartition) -> int | None:
-        """The durable offset of ``source`` as last read from the table (None before this
-        sink has written or checked a batch of it; the writer re-reads it anyway)."""
-        return self._batch.durable.get(source)
-
-    def pending_offset(self, source: TopicPartition) -> int | None:
-        """The first offset of ``source`` added and not durable yet, or None."""
-        return self._batch.pending_offset(source)
-
-    async def flush(self) -> None:
-        """Write everything added so far as one Delta commit; returns once it landed.
-        Raises :class:`SinkFailedError` if it did not. Cancellation: see the module
-        docstring (the write completes; nothing is committed)."""
-        done = await write_taken(
-            self, self._batch, self._write_payloads, skip_empty=True,
-            restart="restart the app so a new sink reads the durable offsets from the table")
-        if done is None:
-            return
-        written, rows, seconds = done
-        m = self.metrics
-        m.flush_seconds += seconds
-        m.rows_added += rows
-        m.rows_replayed += written.replayed
-        if written.rows:
-            m.rows_written += written.rows
-            m.batches += 1
-            m.last_flush_seconds = seconds
-        for source, offset in written.durable.items():
-            self._batch.advance(source, offset)
-
-    async def stop(self) -> None:
-        """Flush (when running). Idempotent. Cancellation: as :meth:`flush`."""
-        await stop_table_sink(self, self.flush)
-
     # -- the write, on the writer thread ---------------------------------------------------
 
-    def _write_payloads(self, chunks: list[list[ExternalRecord]]) -> _Written:
-        return self._write([r for chunk in chunks for r in chunk])
-
-    def _write(self, records: list[ExternalRecord]) -> _Written:
-        if self._failure is not None:
-            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
-        try:
-            return self._write_batch(records)
-        except BaseException as e:
-            self._failure = e
-            raise
-
-    def _write_batch(self, records: list[ExternalRecord]) -> _Written:
-        """Check and commit ``records``; on a commit conflict, check again against the new
-        snapshot and commit what is still not durable (see the module docstring)."""
-        for attempt in range(1, COMMIT_ATTEMPTS + 1):
-            try:
-                return self._check_and_commit(records)
-            except CommitRace as e:
-                if attempt == COMMIT_ATTEMPTS:
-                    raise SinkFailedError(
-                        f"{self!r}: {attempt} commits in a row lost a race with other writers "
-                        f"of {self.path} (last: {e}); nothing of this batch was committed by "
-                        "this sink. Restart the app; if it recurs, fewer workers should write "
-                        "this table") from e
-                self.metrics.commit_conflicts += 1
-                log.info("sink %r: commit conflict (%s); checking the newest snapshot again "
-                         "(attempt %d of %d)", self.name, e, attempt + 1, COMMIT_ATTEMPTS)
-        raise AssertionError("unreachable")
-
-    def _check_and_commit(self, records: list[ExternalRecord]) -> _Written:
+    def _check_and_commit(self, records: list[ExternalRecord]) -> Written:
         where = str(self.path)
         table = open_table(where, self.storage_options)  # the snapshot this commit is on
         sources = sorted({r.source for r in records})
@@ -419,7 +323,7 @@ class DeltaSink:
             self._identity = identity
             durable.update(lasts)
             self._after(DeltaStep.COMMITTED)
-        return _Written(len(rows), len(records) - len(rows), durable)
+        return Written(len(rows), len(records) - len(rows), 0, durable)
 
     def _after(self, step: DeltaStep) -> None:
         """Called on the writer thread after each step of a write; a no-op. Fault-injection

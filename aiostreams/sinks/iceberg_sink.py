@@ -44,8 +44,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,7 @@ from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.sinks.attach import add_validated_sink
 from aiostreams.sinks.delta_identity import TableIdentity
 from aiostreams.sinks.delta_table import WRITER
+from aiostreams.sinks.iceberg_maintenance import IcebergMaintainer
 from aiostreams.sinks.iceberg_table import (
     IcebergCommitRace,
     Partitioning,
@@ -72,22 +72,21 @@ from aiostreams.sinks.iceberg_table import (
     table_identity,
     table_partitioning,
 )
-from aiostreams.sinks.incarnations import check_incarnations, known_ids
+from aiostreams.sinks.incarnations import check_incarnations
+from aiostreams.sinks.maintenance import MaintenanceRunner, TableMaintenance
 from aiostreams.sinks.rows import rows_to_table
 from aiostreams.sinks.schema_evolution import check_appendable
-from aiostreams.sinks.sink_batching import Batcher, stop_table_sink, write_taken
+from aiostreams.sinks.sink_batching import Batcher
 from aiostreams.sinks.sink_columns import TableColumns
-from aiostreams.sinks.sink_state import SinkFailedError, SinkMetrics, SinkState, move_to
+from aiostreams.sinks.sink_state import SinkFailedError, SinkMetrics, SinkState
 from aiostreams.sinks.spark.spark_thread import run_on_spark_thread
+from aiostreams.sinks.table_sink import COMMIT_ATTEMPTS, SnapshotTableSink, Written
 from aiostreams.topology.topology import Topology
 from aiostreams.types import TopicPartition
 
 __all__ = ["COMMIT_ATTEMPTS", "IcebergSink", "IcebergStep", "add_iceberg_sink"]
 
 log = logging.getLogger("aiostreams.sinks")
-
-COMMIT_ATTEMPTS = 8
-"""Commits of one batch tried against successively newer snapshots before the sink fails."""
 
 
 class IcebergStep(enum.Enum):
@@ -98,15 +97,7 @@ class IcebergStep(enum.Enum):
     COMMITTED = "committed"  # the snapshot landed; offsets not committed yet
 
 
-@dataclass(frozen=True)
-class _Written:
-    rows: int
-    replayed: int
-    files: int
-    durable: dict[TopicPartition, int]  # per source partition, after the write
-
-
-class IcebergSink:
+class IcebergSink(SnapshotTableSink):
     """Writes the values reaching it (instances of ``model``) to the Iceberg table
     ``table`` (``"namespace.table"``), shared by every writer. See the module docstring.
 
@@ -117,8 +108,12 @@ class IcebergSink:
     as for :class:`~aiostreams.sinks.ParquetSink`. ``batch_rows`` and ``batch_interval``
     (seconds): as for :class:`~aiostreams.sinks.DeltaSink`. ``sources``: the topics feeding
     the sink, recorded in the table's identity when it is created (default: the topics of
-    the first batch).
+    the first batch). ``maintenance``: compaction and vacuum of the table, on the writer
+    thread between batches (:class:`~aiostreams.sinks.maintenance.TableMaintenance`;
+    None: off).
     """
+
+    _race = IcebergCommitRace
 
     def __init__(
         self,
@@ -134,6 +129,7 @@ class IcebergSink:
         batch_rows: int = 50_000,
         batch_interval: float = 5.0,
         sources: Sequence[str] = (),
+        maintenance: TableMaintenance | None = None,
     ) -> None:
         parse_identifier(table)
         if (catalog is None) == (warehouse is None):
@@ -170,18 +166,16 @@ class IcebergSink:
             hand_off=lambda records, firsts, lasts: records)
         self._identity: TableIdentity | None = None  # owned by the writer thread
         self._failure: BaseException | None = None
-        self._started_durable: dict[TopicPartition, int] = {}
-
-    def _move_to(self, state: SinkState) -> None:
-        self.state = move_to(self.name, self.state, state)
+        if maintenance is not None and not isinstance(maintenance, TableMaintenance):
+            raise ConfigError(f"maintenance is a TableMaintenance, got {maintenance!r}")
+        if maintenance is not None:
+            self._maintenance = MaintenanceRunner(
+                maintenance,
+                lambda: IcebergMaintainer(self.load, self.app, self._after_maintenance),
+                owner=repr(self))
 
     def __repr__(self) -> str:
         return f"IcebergSink({self.table!r}, {self.model.__name__}, state={self.state.value})"
-
-    @property
-    def app(self) -> str:
-        """The app id the table's identity and snapshot summaries name."""
-        return self.app_id or "aiostreams"
 
     @property
     def catalog(self) -> Catalog:
@@ -201,19 +195,6 @@ class IcebergSink:
         self.columns.validate(value, key)
 
     # -- ExternalSink ---------------------------------------------------------------------
-
-    def bind_app(self, app_id: str) -> None:
-        """Name the app this sink writes for (the worker calls it before :meth:`start`)."""
-        if self.state is not SinkState.CREATED:
-            raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
-        self.app_id = app_id
-
-    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
-        """Name the incarnation (Kafka topic id) of each source topic (the worker calls it
-        before :meth:`start`); None for a topic without an id."""
-        if self.state is not SinkState.CREATED:
-            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
-        self.topic_ids = known_ids(ids)
 
     async def start(self) -> None:
         """Open the table when it exists, check identity, partitioning and schema, and read
@@ -274,80 +255,9 @@ class IcebergSink:
         raise SinkFailedError(f"{self!r}: recording the topic ids lost {COMMIT_ATTEMPTS} races "
                               "with other writers; restart the app")
 
-    def add(self, record: ExternalRecord) -> None:
-        """Buffer a retired result; never blocks. Replays are dropped; after a failure,
-        records are dropped (they are replayed after a restart)."""
-        self._batch.add(record, keep=self.state is SinkState.RUNNING)
-
-    @property
-    def backlogged(self) -> bool:
-        """See :attr:`aiostreams.sinks.sink_batching.Batcher.backlogged`."""
-        return self._batch.backlogged
-
-    def durable_offset(self, source: TopicPartition) -> int | None:
-        """The durable offset of ``source`` as last read from the table, or None."""
-        return self._batch.durable.get(source)
-
-    def pending_offset(self, source: TopicPartition) -> int | None:
-        """The first offset of ``source`` added and not durable yet, or None."""
-        return self._batch.pending_offset(source)
-
-    async def flush(self) -> None:
-        """Write everything added so far as one Iceberg snapshot; returns once it landed.
-        Raises :class:`SinkFailedError` if it did not. Cancellation: see the module
-        docstring (the write completes; nothing is committed)."""
-        done = await write_taken(
-            self, self._batch, self._write_payloads, skip_empty=True,
-            restart="restart the app so a new sink reads the durable offsets from the table")
-        if done is None:
-            return
-        written, rows, seconds = done
-        m = self.metrics
-        m.flush_seconds += seconds
-        m.rows_added += rows
-        m.rows_replayed += written.replayed
-        if written.rows:
-            m.rows_written += written.rows
-            m.files_written += written.files
-            m.batches += 1
-            m.last_flush_seconds = seconds
-        for source, offset in written.durable.items():
-            self._batch.advance(source, offset)
-
-    async def stop(self) -> None:
-        """Flush (when running). Idempotent. Cancellation: as :meth:`flush`."""
-        await stop_table_sink(self, self.flush)
-
     # -- the write, on the writer thread ---------------------------------------------------
 
-    def _write_payloads(self, chunks: list[list[ExternalRecord]]) -> _Written:
-        if self._failure is not None:
-            raise SinkFailedError(f"{self!r} failed earlier: {self._failure!r}")
-        try:
-            return self._write_batch([r for chunk in chunks for r in chunk])
-        except BaseException as e:
-            self._failure = e
-            raise
-
-    def _write_batch(self, records: list[ExternalRecord]) -> _Written:
-        """Check and commit ``records``; on a lost race, check again against the newest
-        snapshot and commit what is still not durable (see the module docstring)."""
-        for attempt in range(1, COMMIT_ATTEMPTS + 1):
-            try:
-                return self._check_and_commit(records)
-            except IcebergCommitRace as e:
-                if attempt == COMMIT_ATTEMPTS:
-                    raise SinkFailedError(
-                        f"{self!r}: {attempt} commits in a row lost a race with other writers "
-                        f"of {self.table} (last: {e}); nothing of this batch was committed by "
-                        "this sink. Restart the app; if it recurs, fewer workers should write "
-                        "this table") from e
-                self.metrics.commit_conflicts += 1
-                log.info("sink %r: commit conflict (%s); checking the newest snapshot again "
-                         "(attempt %d of %d)", self.name, e, attempt + 1, COMMIT_ATTEMPTS)
-        raise AssertionError("unreachable")
-
-    def _check_and_commit(self, records: list[ExternalRecord]) -> _Written:
+    def _check_and_commit(self, records: list[ExternalRecord]) -> Written:
         table = self.load()  # the metadata this commit is built on
         durable: dict[TopicPartition, int] = {}
         if table is not None:
@@ -381,7 +291,7 @@ class IcebergSink:
                                  files_written=lambda: self._after(IcebergStep.FILES_WRITTEN))
             durable = after
             self._after(IcebergStep.COMMITTED)
-        return _Written(len(rows), len(records) - len(rows), files,
+        return Written(len(rows), len(records) - len(rows), files,
                         {s: o for s, o in durable.items() if s in {r.source for r in records}})
 
     def _after(self, step: IcebergStep) -> None:

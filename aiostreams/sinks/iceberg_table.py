@@ -206,9 +206,12 @@ def durable_offsets(table: Table, app: str) -> dict[TopicPartition, int]:
     docstring); empty when there is none."""
     for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
         summary = snapshot.summary
-        if summary is None or summary.get(APP_KEY) != app or OFFSETS_KEY not in summary:
+        # (``in`` does not look into a pyiceberg Summary's properties: ask with get)
+        offsets = None if summary is None or summary.get(APP_KEY) != app else summary.get(
+            OFFSETS_KEY)
+        if offsets is None:  # another engine's, or a compaction of ours: it records none
             continue
-        return decode_offsets(str(summary[OFFSETS_KEY]))
+        return decode_offsets(str(offsets))
     return {}
 
 

@@ -52,7 +52,7 @@ import enum
 import logging
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,10 +93,10 @@ from aiostreams.sinks.sink_state import (
     SinkFailedError,
     SinkMetrics,
     SinkState,
-    move_to,
 )
 from aiostreams.sinks.spark.session import SparkConfig, get_session
 from aiostreams.sinks.spark.spark_thread import run_on_spark_thread, submit_to_spark_thread
+from aiostreams.sinks.table_sink import TableSinkBase
 from aiostreams.types import TopicPartition
 
 __all__ = ["FIRST_WRITE_GUESS", "FlushStep", "ParquetSink", "SinkFailedError", "SinkMetrics",
@@ -141,7 +141,7 @@ class _Written:
     durable: dict[TopicPartition, int]  # the log's durable offsets after the write
 
 
-class ParquetSink:
+class ParquetSink(TableSinkBase[_Job]):
     """Writes the values reaching it (instances of ``model``) to the Parquet dataset at
     ``path``: a local or mounted directory, as a path or a ``file:`` URI
     (:mod:`aiostreams.sinks.paths`; a relative path is resolved now, against the current
@@ -224,9 +224,6 @@ class ParquetSink:
         self._log = CommitLog(self.path)
         self._failure: BaseException | None = None
 
-    def _move_to(self, state: SinkState) -> None:
-        self.state = move_to(self.name, self.state, state)
-
     def __repr__(self) -> str:
         return (f"ParquetSink({str(self.path)!r}, {self.model.__name__}, "
                 f"engine={self.engine!r}, state={self.state.value})")
@@ -240,21 +237,6 @@ class ParquetSink:
         self.columns.validate(value, key)
 
     # -- ExternalSink ---------------------------------------------------------------------
-
-    def bind_app(self, app_id: str) -> None:
-        """Name the app this sink writes for (the worker calls it before :meth:`start`):
-        its log entries carry it, and :meth:`start` refuses a dataset another app wrote."""
-        if self.state is not SinkState.CREATED:
-            raise RuntimeError(f"sink {self.name!r}: bind_app() comes before start()")
-        self.app_id = app_id
-
-    def bind_topic_ids(self, ids: Mapping[str, str | None]) -> None:
-        """Name the incarnation (Kafka topic id) of each source topic (the worker calls it
-        before :meth:`start`): log entries record them, and :meth:`start` refuses a dataset
-        holding another incarnation's offsets. None: a topic without an id (not checked)."""
-        if self.state is not SinkState.CREATED:
-            raise RuntimeError(f"sink {self.name!r}: bind_topic_ids() comes before start()")
-        self.topic_ids = known_ids(ids)
 
     async def start(self) -> None:
         """Take the writer lock, recover from the commit log (see the module docstring) and,
@@ -288,26 +270,6 @@ class ParquetSink:
             self._log.release()
             raise
         return report
-
-    def add(self, record: ExternalRecord) -> None:
-        """Buffer a retired result; never blocks. Replays (at or below the durable offset)
-        are dropped. After a failure, records are dropped: they are replayed on restart.
-        Every ``convert_rows`` rows are queued for conversion on the Spark thread (FIFO:
-        after every write queued before, so it sees their durable offsets)."""
-        self._batch.add(record, keep=self.state is SinkState.RUNNING)
-
-    @property
-    def backlogged(self) -> bool:
-        """See :attr:`aiostreams.sinks.sink_batching.Batcher.backlogged`."""
-        return self._batch.backlogged
-
-    def durable_offset(self, source: TopicPartition) -> int | None:
-        return self._batch.durable.get(source)
-
-    def pending_offset(self, source: TopicPartition) -> int | None:
-        """The first offset of ``source`` added and not durable yet (buffered, in a write
-        that has not succeeded, or dropped after a failure), or None."""
-        return self._batch.pending_offset(source)
 
     async def flush(self) -> None:
         """Write everything added so far and commit it to the log; returns once durable.

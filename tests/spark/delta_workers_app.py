@@ -10,8 +10,10 @@ offset of each partition of ``DW_TOPIC``) prints ``DONE_LINE`` to stderr.
 
 Environment: ``DW_BOOTSTRAP``, ``DW_TOPIC``, ``DW_PATH``, ``DW_KILL_POINT``, ``DW_NTH``,
 ``DW_TOKENS``, ``DW_ENDS``, ``DW_STORAGE_OPTIONS`` (JSON) for a table on S3, and
-``DW_ENGINE``: the sink's engine (``pyarrow``, the default, or ``spark``: each worker process
-then writes through a ``local[1]`` SparkSession of its own).
+``DW_MAINTENANCE`` (set: the table partitioned by region, with a compaction after about
+every batch on every worker), ``DW_ENGINE``: the sink's engine (``pyarrow``, the default,
+or ``spark``: each worker process then writes through a ``local[1]`` SparkSession of its
+own).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from deltakit import make_delta_app
 from deltalake import DeltaTable
 from sparkkit import Order
 
-from aiostreams.sinks import SparkConfig
+from aiostreams.sinks import SparkConfig, TableMaintenance
 from aiostreams.sinks.delta_identity import transaction_app_id
 from aiostreams.types import TopicPartition
 
@@ -62,6 +64,16 @@ class TokenKillingSink(KillingSink):
             print(DONE_LINE, file=sys.stderr, flush=True)
 
 
+def maintained(env: Any) -> dict[str, Any]:
+    """The sink's options for maintenance, when ``DW_MAINTENANCE`` is set: compaction after
+    about every batch; vacuums that take only what is two minutes old (a test is over by
+    then: nothing a reader or another worker may still need)."""
+    if "DW_MAINTENANCE" not in env:
+        return {}
+    return {"partition_by": ("region",), "maintenance": TableMaintenance(
+        compact_every=0.2, vacuum_every=2.0, retention=120.0, target_file_size=1 << 20)}
+
+
 def build() -> Any:
     env = os.environ
     topic = env["DW_TOPIC"]
@@ -73,7 +85,7 @@ def build() -> Any:
                             batch_rows=400, batch_interval=0.5, kill_point=env["DW_KILL_POINT"],
                             nth=int(env["DW_NTH"]), tokens=Path(env["DW_TOKENS"]), ends=ends,
                             storage_options=json.loads(env.get("DW_STORAGE_OPTIONS", "{}")),
-                            engine=engine, spark=spark)
+                            engine=engine, spark=spark, **maintained(env))
     transport = KillingTransport(env["DW_BOOTSTRAP"], session_timeout=6.0, heartbeat_interval=1.0)
     transport.sink = sink
     return make_delta_app(f"dw-{topic}", transport, topic, sink, commit_interval_ms=200,

@@ -184,6 +184,15 @@ def assert_every_reader_sees_each_input_once(
         assert seen_once(seen, expected) == (0, 0, len(expected)), reader
 
 
+def assert_rust_pandas_duckdb_see_each_input_once(path: Path | str,
+                                                 expected: set[tuple[int, int]]) -> None:
+    """delta-rs, pandas and DuckDB (no JVM) each see every pair of ``expected`` once."""
+    readers = {"delta-rs": pairs(read_with_deltars(path)), "pandas": read_with_pandas(path),
+               "duckdb": read_with_duckdb(path)}
+    for reader, seen in readers.items():
+        assert seen_once(seen, expected) == (0, 0, len(expected)), reader
+
+
 def read_with_spark_process(config: Any, path: Path | str) -> list[tuple[int, int]]:
     """(partition, offset) of every row, read by Spark's Delta source in a process of its
     own (``delta_spark_reader.py``: a JVM takes the Delta jar only at start)."""

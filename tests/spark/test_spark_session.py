@@ -78,5 +78,6 @@ def test_the_public_names_are_what_we_mean_to_export() -> None:
         "ExternalSink", "FlushStep",
         "IncompatibleSchemaError", "ParquetSink", "ParquetValidator", "RowSchema",
         "SchemaMismatch", "SinkFailedError", "SinkMetrics", "SinkState", "SparkConfig",
-        "TableIdentityError", "UnreachableFilesError", "add_delta_sink", "add_parquet_sink",
+        "TableIdentityError", "TableMaintenance", "UnreachableFilesError", "add_delta_sink",
+        "add_parquet_sink",
         "committed_files", "get_session", "stop_session", "to_spark_schema"]
