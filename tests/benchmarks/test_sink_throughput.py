@@ -1,0 +1,41 @@
+"""``python -m benchmarks.sink_throughput`` at a tiny size, in its own process: a row per
+batch size and writer (the two ``write_table`` floors and each sink, each sink having
+written every row with every source partition's durable offset recorded: the script checks
+that itself), the whole pipeline per sink, and the JSON line with every figure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+WRITERS = ("write_table", "to_table+write", "parquet", "delta", "iceberg")
+
+
+def test_the_script_prints_every_writer_per_batch_size_and_every_pipeline() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get(
+        "PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.sink_throughput", "--rows", "3000",
+         "--batch-rows", "1000", "1500", "--pipeline-rows", "1200", "--profile", "iceberg",
+         "--profile-top", "5"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=240, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    rows = [line.split(" | ") for line in lines if line.startswith("| 1,")]
+    assert [(r[0], r[1]) for r in rows] == [
+        (f"| {size}", writer) for size in ("1,000", "1,500") for writer in WRITERS]
+    for r in rows:
+        rate, x_convert, x_floor, cpu = (float(v.strip(" |").replace(",", "")) for v in r[2:])
+        assert rate > 0 and x_convert > 0 and x_floor > 0 and cpu > 0, r
+    pipelines = [line.split(" | ")[0] for line in lines if line.startswith("| ")
+                 and " | " in line and not line.startswith(("| 1,", "| batch", "| pipeline"))]
+    assert pipelines == ["| foreach (no sink)", "| parquet", "| delta", "| iceberg"]
+    assert "--- iceberg sink, writer thread (aiostreams-spark): top 5" in result.stdout
+    figures = json.loads(lines[-1])
+    assert set(figures["cases"]) == {"1000", "1500"}
+    assert set(figures["cases"]["1000"]) == set(WRITERS)
+    assert figures["pipeline"]["rows"] == 1200
