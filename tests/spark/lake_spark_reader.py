@@ -12,8 +12,10 @@ Per ``round``: Delta's streaming source with ``trigger(availableNow=True)`` (eve
 not read yet, then stop: how a scheduled job reads a table incrementally; its checkpoint
 remembers where it stopped), and Iceberg's incremental read of the appends between the last
 snapshot the job read (kept in a file of its own) and the current one. Prints ``ROUND
-{"delta": n, "iceberg": m}``: the rows each read in that round. ``last`` runs a round, then
-prints ``FINAL`` with every (partition, offset) pair of each output, and ends.
+{"delta": n, "iceberg": m}``: the rows Delta's stream read, and 1 if Iceberg had a new
+snapshot (0 if not). ``last`` runs a round, then prints ``FINAL``: every (partition, offset)
+pair of the Delta output, and every (partition, offset, after) of the Iceberg output
+(``after``: the snapshot its round started after, 0 for the first), and ends.
 
 Its own process: a JVM takes ``spark.jars.packages`` only when it starts. The code between
 the ``--8<--`` marks is the guide's, word for word (tests/spark/test_lake_pipeline.py checks).
@@ -82,9 +84,7 @@ def iceberg_round(spark: Any, table_name: str, work: str, catalog_db: str,
         new.write.mode("overwrite").parquet(f"{work}/orders-from-iceberg/after={last or 0}")
         done.write_text(str(current.snapshot_id))
     # --8<-- [end:iceberg]
-    if current is None or current.snapshot_id == last:
-        return 0  # nothing new this round
-    return int(spark.read.parquet(f"{work}/orders-from-iceberg/after={last or 0}").count())
+    return int(current is not None and current.snapshot_id != last)  # (rows: see FINAL)
 
 
 def pairs(rows: Any) -> list[list[int]]:
@@ -108,7 +108,9 @@ def main() -> None:
                 iceberg = spark.read.parquet(f"{work}/orders-from-iceberg")
                 print("FINAL " + json.dumps({
                     "delta": pairs(delta.select("partition", "offset")),
-                    "iceberg": pairs(iceberg.select("partition", "offset"))}), flush=True)
+                    "iceberg": [[int(r["partition"]), int(r["offset"]), int(r["after"])]
+                                for r in iceberg.select("partition", "offset", "after")
+                                .collect()]}), flush=True)
                 return
     finally:
         spark.stop()
