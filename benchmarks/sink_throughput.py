@@ -33,6 +33,10 @@ to a ``memory://`` topic of 4 partitions beforehand, then an app ``stream(topic)
 50k, ``batch_interval`` 1 s) from start until every offset is durable in the table; and the
 same app with ``foreach`` instead of a sink until it saw every record: the engine's own cost.
 
+``--history-batches N`` (0 to skip) writes N batches of ``--history-rows`` rows through each
+sink into a new table and prints the CPU ms per ``flush()`` of the first 25 and the last 25:
+how a commit's cost grows with the table's history.
+
 ``--profile SINK`` runs that sink once at the largest B under cProfile (the event loop thread
 and the writer thread, each profiled on its own thread) and prints the top functions by
 cumulative time of each.
@@ -257,6 +261,27 @@ async def profile(kind: str, rows: list[Order], batch_rows: int, directory: Path
     return out.getvalue()
 
 
+async def history(kind: str, batches: int, size: int, directory: Path,
+                  window: int = 25) -> dict[str, float]:
+    """CPU ms per ``flush()`` of ``size`` rows, the mean of the first ``window`` batches and
+    of the last ``window`` of ``batches``: how a commit's cost grows with the table's
+    history (snapshots, log entries, files)."""
+    recs = records(make_rows(batches * size))
+    sink = make_sink(kind, directory, size, batch_interval=3600.0)
+    await sink.start()
+    cpu: list[float] = []
+    for n in range(batches):
+        for r in recs[n * size:(n + 1) * size]:
+            sink.add(r)
+        began = time.process_time()
+        await sink.flush()
+        cpu.append(time.process_time() - began)
+    await sink.stop()
+    window = min(window, batches)
+    return {"first_ms": statistics.mean(cpu[:window]) * 1000,
+            "last_ms": statistics.mean(cpu[-window:]) * 1000}
+
+
 def median(samples: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(s[k] for s in samples) for k in samples[0]}
 
@@ -297,6 +322,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 took = await run_pipeline(kind, prows, root / f"pipeline-{kind or 'none'}")
                 pipeline[kind or "foreach (no sink)"] = took.figures(len(prows))
             out["pipeline"] = {"rows": len(prows), "cases": pipeline}
+        if args.history_batches:
+            out["history"] = {"batches": args.history_batches, "rows": args.history_rows,
+                              "cases": {kind: await history(kind, args.history_batches,
+                                                            args.history_rows,
+                                                            root / f"history-{kind}")
+                                        for kind in args.sinks}}
         out["load_average_at_end"] = os.getloadavg()[0]
         if args.profile:
             out["profile"] = await profile(args.profile, rows, max(args.batch_rows),
@@ -324,6 +355,16 @@ def print_table(out: dict[str, Any]) -> None:
             print(f"| {case} | {fig['rows_per_s']:,.0f} | {fig['cpu_us_per_row']:.1f} |")
 
 
+def print_history(out: dict[str, Any]) -> None:
+    growth = out["history"]
+    print(f"\nCPU ms per flush as the table's history grows ({growth['batches']} batches of "
+          f"{growth['rows']} rows; mean of the first 25 and the last 25)")
+    print("| sink | first | last |")
+    print("|---|---|---|")
+    for kind, fig in growth["cases"].items():
+        print(f"| {kind} | {fig['first_ms']:.1f} | {fig['last_ms']:.1f} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -332,6 +373,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--pipeline-rows", type=int, default=200_000,
                         help="rows through the whole pipeline per sink (0: skip)")
+    parser.add_argument("--history-batches", type=int, default=400,
+                        help="batches for the commit-cost-over-history table (0: skip)")
+    parser.add_argument("--history-rows", type=int, default=100,
+                        help="rows per batch of that table")
     parser.add_argument("--profile", choices=SINKS, default=None)
     parser.add_argument("--profile-top", type=int, default=25)
     args = parser.parse_args(argv)
@@ -339,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--rows, --rounds and --batch-rows must be >= 1")
     out = asyncio.run(main_async(args))
     print_table(out)
+    if "history" in out:
+        print_history(out)
     if "profile" in out:
         print(out.pop("profile"))
     print(json.dumps(rounded(out)))

@@ -1,7 +1,8 @@
 """``python -m benchmarks.sink_throughput`` at a tiny size, in its own process: a row per
 batch size and writer (the two ``write_table`` floors and each sink, each sink having
 written every row with every source partition's durable offset recorded: the script checks
-that itself), the whole pipeline per sink, and the JSON line with every figure."""
+that itself), the whole pipeline per sink, the commit cost over a table's history, the
+profile, and the JSON line with every figure."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def test_the_script_prints_every_writer_per_batch_size_and_every_pipeline() -> N
         "PYTHONPATH", "")])}
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.sink_throughput", "--rows", "3000",
-         "--batch-rows", "1000", "1500", "--pipeline-rows", "1200", "--profile", "iceberg",
+         "--batch-rows", "1000", "1500", "--pipeline-rows", "1200", "--history-batches", "3",
+         "--history-rows", "10", "--profile", "iceberg",
          "--profile-top", "5"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=240, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -31,11 +33,14 @@ def test_the_script_prints_every_writer_per_batch_size_and_every_pipeline() -> N
     for r in rows:
         rate, x_convert, x_floor, cpu = (float(v.strip(" |").replace(",", "")) for v in r[2:])
         assert rate > 0 and x_convert > 0 and x_floor > 0 and cpu > 0, r
-    pipelines = [line.split(" | ")[0] for line in lines if line.startswith("| ")
-                 and " | " in line and not line.startswith(("| 1,", "| batch", "| pipeline"))]
-    assert pipelines == ["| foreach (no sink)", "| parquet", "| delta", "| iceberg"]
+    others = [line.split(" | ")[0] for line in lines if line.startswith("| ")
+              and " | " in line and not line.startswith(("| 1,", "| batch", "| pipeline",
+                                                         "| sink"))]
+    assert others == ["| foreach (no sink)", "| parquet", "| delta", "| iceberg",  # pipeline
+                      "| parquet", "| delta", "| iceberg"]  # commit cost over history
     assert "--- iceberg sink, writer thread (aiostreams-spark): top 5" in result.stdout
     figures = json.loads(lines[-1])
     assert set(figures["cases"]) == {"1000", "1500"}
     assert set(figures["cases"]["1000"]) == set(WRITERS)
     assert figures["pipeline"]["rows"] == 1200
+    assert set(figures["history"]["cases"]) == {"parquet", "delta", "iceberg"}
