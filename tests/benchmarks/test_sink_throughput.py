@@ -30,9 +30,8 @@ def test_the_script_prints_every_writer_per_batch_size_and_every_pipeline() -> N
     rows = [line.split(" | ") for line in lines if line.startswith("| 1,")]
     assert [(r[0], r[1]) for r in rows] == [
         (f"| {size}", writer) for size in ("1,000", "1,500") for writer in WRITERS]
-    for r in rows:
-        rate, x_convert, x_floor, cpu = (float(v.strip(" |").replace(",", "")) for v in r[2:])
-        assert rate > 0 and x_convert > 0 and x_floor > 0 and cpu > 0, r
+    for r in rows:  # each printed figure is a number (a ratio may print as 0.00)
+        assert all(float(v.strip(" |").replace(",", "")) >= 0 for v in r[2:]), r
     others = [line.split(" | ")[0] for line in lines if line.startswith("| ")
               and " | " in line and not line.startswith(("| 1,", "| batch", "| pipeline",
                                                          "| sink"))]
@@ -42,5 +41,8 @@ def test_the_script_prints_every_writer_per_batch_size_and_every_pipeline() -> N
     figures = json.loads(lines[-1])
     assert set(figures["cases"]) == {"1000", "1500"}
     assert set(figures["cases"]["1000"]) == set(WRITERS)
+    for size in figures["cases"].values():
+        for fig in size.values():
+            assert min(fig.values()) > 0, fig  # rows/s, both ratios, CPU µs/row
     assert figures["pipeline"]["rows"] == 1200
     assert set(figures["history"]["cases"]) == {"parquet", "delta", "iceberg"}
