@@ -6,7 +6,9 @@ one round per line on stdin.
 
 CONFIG_JSON: ``delta`` (the table's path), ``iceberg_db`` and ``iceberg_warehouse`` (the
 sink's SQL catalog: ``<warehouse>/catalog.db`` and the warehouse's URI), ``iceberg_table``
-(``namespace.table``) and ``work`` (a directory for the job's outputs and checkpoints).
+(``namespace.table``), ``work`` (a directory for the job's outputs and checkpoints), and
+optionally ``rest_uri``: a REST catalog holding ``lake.orders`` too, which Spark then reads
+with Iceberg's streaming source (``rest`` in the rounds and in ``FINAL``).
 
 Per ``round``: Delta's streaming source with ``trigger(availableNow=True)`` (every commit
 not read yet, then stop: how a scheduled job reads a table incrementally; its checkpoint
@@ -37,6 +39,14 @@ def session(config: dict[str, Any]) -> Any:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2"))
+    if config.get("rest_uri"):
+        rest_uri = config["rest_uri"]
+        # --8<-- [start:rest_session]
+        builder = (builder  # the sink's REST catalog, as Spark's catalog "lake"
+                   .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
+                   .config("spark.sql.catalog.lake.type", "rest")
+                   .config("spark.sql.catalog.lake.uri", rest_uri))
+        # --8<-- [end:rest_session]
     # --8<-- [start:session]
     spark = (builder.appName("orders-downstream")
              .config("spark.jars.packages", ",".join([
@@ -87,6 +97,18 @@ def iceberg_round(spark: Any, table_name: str, work: str, catalog_db: str,
     return int(current is not None and current.snapshot_id != last)  # (rows: see FINAL)
 
 
+def rest_round(spark: Any, work: str) -> int:
+    # --8<-- [start:rest_stream]
+    query = (spark.readStream.format("iceberg").load("lake.lake.orders")  # each append once
+             .writeStream.format("parquet")
+             .option("checkpointLocation", f"{work}/checkpoints/orders-from-rest")
+             .trigger(availableNow=True)
+             .start(f"{work}/orders-from-rest"))
+    query.awaitTermination()
+    # --8<-- [end:rest_stream]
+    return sum(int(p["numInputRows"]) for p in query.recentProgress)
+
+
 def pairs(rows: Any) -> list[list[int]]:
     return [[int(r["partition"]), int(r["offset"])] for r in rows.collect()]
 
@@ -102,6 +124,8 @@ def main() -> None:
                       "iceberg": iceberg_round(spark, config["iceberg_table"], work,
                                                config["iceberg_db"],
                                                config["iceberg_warehouse"])}
+            if config.get("rest_uri"):
+                counts["rest"] = rest_round(spark, work)
             print("ROUND " + json.dumps(counts), flush=True)
             if command == "last":
                 delta = spark.read.format("delta").load(f"{work}/orders-from-delta")
@@ -110,7 +134,10 @@ def main() -> None:
                     "delta": pairs(delta.select("partition", "offset")),
                     "iceberg": [[int(r["partition"]), int(r["offset"]), int(r["after"])]
                                 for r in iceberg.select("partition", "offset", "after")
-                                .collect()]}), flush=True)
+                                .collect()],
+                    "rest": pairs(spark.read.parquet(f"{work}/orders-from-rest")
+                                  .select("partition", "offset"))
+                    if config.get("rest_uri") else []}), flush=True)
                 return
     finally:
         spark.stop()

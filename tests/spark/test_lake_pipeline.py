@@ -1,9 +1,10 @@
 """The Spark guide's whole pipeline (docs/guides/spark.md, "The whole pipeline"): an app
-writes a Delta table and an Iceberg table from one stream while a Spark job reads both
-incrementally (Delta's streaming source with its checkpoint; Iceberg's incremental read
-between snapshot ids) in rounds, two of them while the app writes; across the rounds Spark
-reads every input once from each table, and each round reads something new. The job's code
-is the guide's, word for word."""
+writes a Delta table and two Iceberg tables (the SQL catalog's and a REST catalog's) from
+one stream while a Spark job reads each incrementally (Delta's streaming source with its
+checkpoint; Iceberg's incremental read between snapshot ids; Iceberg's streaming source
+through the REST catalog) in rounds, two of them while the app writes; across the rounds
+Spark reads every input once from each table, and each round reads something new. The
+job's code is the guide's, word for word."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 from sparkkit import Order, create_topic, order_records, produce
 
 from aiostreams import App
+from aiostreams.localcatalog import LocalRestCatalog
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
 
@@ -41,7 +43,7 @@ def marked_regions() -> dict[str, str]:
 
 def test_the_guides_spark_job_is_the_code_the_pipeline_test_runs() -> None:
     regions = marked_regions()
-    assert set(regions) == {"session", "delta", "iceberg"}
+    assert set(regions) == {"session", "delta", "iceberg", "rest_session", "rest_stream"}
     section = GUIDE.read_text().split("## The whole pipeline", 1)[1].split("\n## ", 1)[0]
     blocks = "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
     for name, body in regions.items():
@@ -83,6 +85,11 @@ class SparkJob:
 @pytest.mark.timeout(600)
 async def test_spark_reads_each_row_once_from_delta_and_iceberg_while_the_app_writes(
         tmp_path: Path) -> None:
+    with LocalRestCatalog(tmp_path / "rest-lake") as rest:
+        await run_pipeline(tmp_path, rest)
+
+
+async def run_pipeline(tmp_path: Path, rest: LocalRestCatalog) -> None:
     broker = MemoryBroker()
     transport = MemoryTransport(broker)
     await create_topic(transport, "orders", 2)
@@ -92,10 +99,13 @@ async def test_spark_reads_each_row_once_from_delta_and_iceberg_while_the_app_wr
     stream.to_delta(tmp_path / "orders-delta", Order, include=metadata, batch_interval=0.2)
     iceberg = stream.to_iceberg("lake.orders", Order, warehouse=tmp_path / "lake",
                                 include=metadata, batch_interval=0.2)
+    stream.to_iceberg("lake.orders", Order, catalog=rest.client(), include=metadata,
+                      batch_interval=0.2)
     config = {"delta": str(tmp_path / "orders-delta"),
               "iceberg_db": str(tmp_path / "lake" / "catalog.db"),
               "iceberg_warehouse": (tmp_path / "lake").resolve().as_uri(),
-              "iceberg_table": "lake.orders", "work": str(tmp_path / "job")}
+              "iceberg_table": "lake.orders", "work": str(tmp_path / "job"),
+              "rest_uri": rest.uri}
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(READER), json.dumps(config), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -145,7 +155,7 @@ async def test_spark_reads_each_row_once_from_delta_and_iceberg_while_the_app_wr
                 for o in range(last_offset + 1)}
     assert len(expected) == 2 * ROUNDS * PER_ROUND
     assert iceberg.metrics.rows_written == len(expected)
-    for table in ("delta", "iceberg"):
+    for table in ("delta", "iceberg", "rest"):
         seen = Counter((row[0], row[1]) for row in outputs[table])
         assert set(seen) == expected, table  # nothing lost
         assert max(seen.values()) == 1, table  # nothing read twice
@@ -153,5 +163,7 @@ async def test_spark_reads_each_row_once_from_delta_and_iceberg_while_the_app_wr
     delta_rounds = [r["delta"] for r in rounds]
     assert sum(delta_rounds) == len(expected) and all(delta_rounds[:ROUNDS]), delta_rounds
     assert all(r["iceberg"] for r in rounds[:ROUNDS]), rounds
+    rest_rounds = [r["rest"] for r in rounds]
+    assert sum(rest_rounds) == len(expected) and all(rest_rounds[:ROUNDS]), rest_rounds
     iceberg_rounds = Counter(after for _, _, after in outputs["iceberg"])
     assert len(iceberg_rounds) >= ROUNDS, iceberg_rounds  # rows from as many starting points
