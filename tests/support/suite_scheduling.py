@@ -28,7 +28,7 @@ from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
 SHARED = ("tests/spark/", "tests/registry/")
-BY_MODULE = ("tests/chaos/", "tests/oracle/")
+BY_MODULE = ("tests/chaos/", "tests/oracle/", "tests/iceberg/test_iceberg_rest_catalog.py")
 FIRST = ("tests/spark/", "tests/chaos/", "tests/oracle/", "tests/registry/")
 """Prefixes of the units handed out first, in this order (the longest ones)."""
 

@@ -1,0 +1,72 @@
+"""``python -m aiostreams.localcatalog fetch | run [--warehouse DIR] [--port P] [--timeout S]``:
+copy the local Iceberg REST catalog's jars, or run one on 127.0.0.1.
+
+``run`` prints the catalog's URI on stdout (what pyiceberg's ``RestCatalog(name, uri=...)``
+takes) and, on stderr, how to use it; then keeps it up until Ctrl-C or SIGTERM and stops it.
+Its tables stay in ``--warehouse`` (default: a temporary directory, removed at stop).
+``--port P`` must be free. Exit codes: 0 stopped, 1 could not fetch or start (the message
+says why: ``mvn`` or ``java`` missing, the port taken, Maven Central unreachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from aiostreams.localcatalog.classpath import ensure_classpath
+from aiostreams.localcatalog.errors import LocalCatalogError
+from aiostreams.localcatalog.server import DEFAULT_START_TIMEOUT, LocalRestCatalog
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiostreams.localcatalog")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("fetch", help="copy the catalog's jars (mvn, once) and print where")
+    run = commands.add_parser("run", help="start a REST catalog on 127.0.0.1 until Ctrl-C")
+    run.add_argument("--warehouse", type=Path, default=None,
+                     help="directory of the catalog's database and tables (default: a "
+                          "temporary one, removed at stop)")
+    run.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
+    run.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT,
+                     help="seconds to wait for it to start (default %(default)s; the first "
+                          "fetch of the jars comes before and takes longer)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(ensure_classpath())
+            return 0
+        return _run(LocalRestCatalog(args.warehouse, port=args.port), args.timeout)
+    except LocalCatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(catalog: LocalRestCatalog, timeout: float) -> int:
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print("starting the Iceberg REST catalog (the first run copies its jars with mvn)...",
+              file=sys.stderr, flush=True)
+        catalog.start(timeout)
+        print(catalog.uri, flush=True)
+        print(f"pyiceberg: RestCatalog('local', uri='{catalog.uri}'); tables' files under "
+              f"{catalog.warehouse}", file=sys.stderr)
+        print("(Ctrl-C stops the catalog)", file=sys.stderr, flush=True)
+        done.wait()
+    finally:
+        catalog.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
