@@ -60,6 +60,7 @@ from aiostreams.processors.stream_stream_join import (
     WaitingKeySerde,
     WaitingValueSerde,
 )
+from aiostreams.processors.table_changes import OldValues
 from aiostreams.processors.versioned_join import VersionedGetter
 from aiostreams.serde import JsonSerde, Serde
 from aiostreams.windows import JoinWindows
@@ -200,21 +201,24 @@ def join_tables(this: Table[Any, Any], other: Table[Any, Any],
     _check_key_serdes(this.key_serde, other.key_serde, what)
     builder.check_copartitioned(this.node, other.node, what)
     left_getter, right_getter = this.getter, other.getter
+    # the joined table's old values (a re-grouping aggregate downstream subtracts with
+    # them) are computed from both sides' old values
+    old_values = OldValues(this.old_values, other.old_values)
     this_node = builder.add_processor(
         "KTABLE-JOINTHIS",
-        lambda: TableTableJoinProcessor(right_getter, joiner, kind, True), [this.node],
-        name=None if name is None else f"{name}-this")
+        lambda: TableTableJoinProcessor(right_getter, joiner, kind, True, old_values),
+        [this.node], name=None if name is None else f"{name}-this")
     other_node = builder.add_processor(
         "KTABLE-JOINOTHER",
-        lambda: TableTableJoinProcessor(left_getter, joiner, kind, False), [other.node],
-        name=None if name is None else f"{name}-other")
+        lambda: TableTableJoinProcessor(left_getter, joiner, kind, False, old_values),
+        [other.node], name=None if name is None else f"{name}-other")
     for node in (this_node, other_node):
         require_getter_stores(builder, left_getter, node, what)
         require_getter_stores(builder, right_getter, node, what)
     merged = builder.add_processor("KTABLE-MERGE", Passthrough, [this_node, other_node],
                                    name=name)
     return Table(builder, merged, JoinedTableGetter(left_getter, right_getter, joiner, kind),
-                 key_serde=this.key_serde, value_serde=None)
+                 key_serde=this.key_serde, value_serde=None, old_values=old_values)
 
 
 def join_global(this: Stream[Any, Any], table: GlobalTable,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from aiostreams.processors.table_changes import NO_TIMESTAMP, old_value, update
+from aiostreams.processors.table_changes import NO_TIMESTAMP, OldValues, old_value, update
 from aiostreams.processors.tables import ValueGetter
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
@@ -67,14 +67,30 @@ class TableTableJoinProcessor(Processor[Any, Any]):
 
     The result is ``joiner(left, right)``, or ``None`` (a delete) when this side's new
     value is absent - except on the right side of a left join, which always joins the left
-    value with the new right one (possibly ``None``)."""
+    value with the new right one (possibly ``None``).
+
+    With ``old_values`` on (an aggregate downstream re-groups the joined table, and must
+    subtract what it added before), the update also carries the join's previous result:
+    the same rule applied to this side's old value and the other side's current one - as
+    Kafka Streams computes it, so a re-grouped aggregate subtracts exactly what it added."""
 
     def __init__(self, other: ValueGetter, joiner: Callable[[Any, Any], Any],
-                 kind: JoinKind, this_is_left: bool) -> None:
+                 kind: JoinKind, this_is_left: bool,
+                 old_values: OldValues | None = None) -> None:
         self.other = other
         self.joiner = joiner
         self.kind = kind
         self.this_is_left = this_is_left
+        self.old_values = old_values if old_values is not None else OldValues()
+
+    def _result(self, value: Any, other: Any) -> Any:
+        """The join's result for this side's ``value`` and the other side's ``other``."""
+        left, right = (value, other) if self.this_is_left else (other, value)
+        if self.kind == "left" and not self.this_is_left:
+            return self.joiner(left, right)
+        if value is None and (other is None or self.kind != "outer"):
+            return None
+        return self.joiner(left, right)
 
     async def process(self, record: AnyRecord) -> None:
         if record.key is None:
@@ -90,14 +106,9 @@ class TableTableJoinProcessor(Processor[Any, Any]):
             stamp = ts
         else:
             stamp = max(ts, other_ms)
-        left, right = (new, other) if self.this_is_left else (other, new)
-        if self.kind == "left" and not self.this_is_left:
-            result = self.joiner(left, right)
-        elif new is None and (other is None or self.kind != "outer"):
-            result = None
-        else:
-            result = self.joiner(left, right)
-        self.context.forward(update(record, result, None, stamp / 1000))
+        result = self._result(new, other)
+        previous = self._result(old, other) if self.old_values.enabled else None
+        self.context.forward(update(record, result, previous, stamp / 1000))
 
 
 class JoinedTableGetter(ValueGetter):

@@ -59,14 +59,15 @@ class OldValues:
     table it derives from (Kafka's ``enableSendingOldValues``). Set while building, read
     by the processors when they run."""
 
-    def __init__(self, parent: OldValues | None = None) -> None:
+    def __init__(self, *parents: OldValues) -> None:
         self.enabled = False
-        self.parent = parent
+        self.parents = parents
+        """The tables this one derives from (both sides, for a table-table join)."""
 
     def enable(self) -> None:
         self.enabled = True
-        if self.parent is not None:
-            self.parent.enable()
+        for parent in self.parents:
+            parent.enable()
 
 
 def write_stamped(ctx: ProcessorContext, store: str, key: Any, value: Any,

@@ -22,20 +22,13 @@ CONFIG = Config(2_400, rate=400, seed=11)
 """48 persons, 144 auctions, 2,208 bids over 6 s of event time: q2 keeps the bids of
 auction 1107, q5's hopping windows close, q8's persons meet their auctions."""
 
-Q4_OLD_VALUES = pytest.mark.xfail(
-    strict=True, reason="aiostreams' table-table join forwards no old values "
-    "(TableTableJoinProcessor sends None), so the re-grouped aggregate downstream never "
-    "subtracts a replaced row: q4 averages every update of an auction's highest bid")
-
-
 @pytest.fixture(scope="module")
 def kafka_streams() -> dict[str, list[Pair]]:
     """Every query's output in Kafka Streams' TopologyTestDriver, from one JVM."""
     return jvm.drive(list(QUERIES), input_lines(CONFIG))
 
 
-@pytest.mark.parametrize("query", [pytest.param(q, marks=Q4_OLD_VALUES) if q == "q4" else q
-                                   for q in QUERIES])
+@pytest.mark.parametrize("query", list(QUERIES))
 def test_nexmark_query_gives_kafka_streams_results(
         kafka_streams: dict[str, list[Pair]], query: str) -> None:
     ours = canonical(query, asyncio.run(drive_aiostreams(query, CONFIG)))
