@@ -1,7 +1,8 @@
 """Joins give Kafka Streams' records: stream-stream inner/left/outer joins (windows with
 before/after/grace; non-joined results emitted when the window closes, as Kafka 3.1+),
 stream-table inner/left joins (null keys in a left join, KIP-962), table-table
-inner/left/outer joins, and table sources and their filter/map_values."""
+inner/left/outer joins (and a re-grouped aggregate of their results, which subtracts the
+join's old results), and table sources and their filter/map_values."""
 
 from __future__ import annotations
 
@@ -69,7 +70,14 @@ def table_table_cases(draw: st.DrawFn) -> dict[str, Any]:
     right = maybe_stateless(draw, ops, "r", "rf")
     ops.append({"op": draw(st.sampled_from(["join", "left_join", "outer_join"])), "id": "j",
                 "from": left, "other": right})
-    ops.append({"op": "to_stream", "id": "changes", "from": "j"})
+    last = "j"
+    if draw(st.booleans()):  # re-grouped: the aggregate subtracts the join's old results
+        ops.append({"op": "group_by", "id": "g", "from": "j", "n": draw(st.integers(1, 3)),
+                    "a": draw(st.integers(0, 2)), "b": draw(st.integers(-2, 2))})
+        ops.append({"op": draw(st.sampled_from(["count", "reduce", "aggregate"])),
+                    "id": "agg", "from": "g", "init": draw(st.integers(-3, 3))})
+        last = "agg"
+    ops.append({"op": "to_stream", "id": "changes", "from": last})
     return join_case(draw, ops, "changes", ("tin", "tin2"), "table_table_join")
 
 
