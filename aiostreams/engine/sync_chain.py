@@ -18,6 +18,10 @@ Semantics are those of the node graph, exactly:
   it), as is a serde's own failure;
 - an external sink keys its output by the input record's partition and offset, so only
   records of input records reach it (not punctuation output);
+- with lineage on (:mod:`aiostreams.runtime.lineage`) a source's decoder drops any lineage
+  header from the record it reads, and a sink puts one naming the slot's input record
+  (``slot.raw``) first among the output's headers; a punctuation's output (no input
+  record) gets none. With lineage off neither is compiled in: no check per record;
 - where both serdes of a source or a sink have shortcuts (:func:`aiostreams.serde.shortcuts`)
   the compiled code calls those, and on any exception from one falls back to the serde
   methods, so errors (and results) are the methods' own.
@@ -32,6 +36,7 @@ from typing import Any, Protocol
 from aiostreams.engine.context import NodeContext
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.lineage import lineage_value, with_lineage, without_lineage
 from aiostreams.runtime.slot import Slot
 from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
@@ -58,7 +63,24 @@ Decoder = Callable[[RawRecord], Record[Any, Any]]
 :class:`DeserializationError` that names the partition, offset and which part failed."""
 
 
-def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
+def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any], *,
+                    lineage: bool = False) -> Decoder:
+    """The source's decoder; with ``lineage`` it drops lineage headers from what it reads
+    (see the module docstring)."""
+    decoder = _compile_decoder(key_serde, value_serde)
+    if not lineage:
+        return decoder
+
+    def decode_without_lineage(raw: RawRecord) -> Record[Any, Any]:
+        record = decoder(raw)
+        if record.headers:
+            record.headers = without_lineage(record.headers)
+        return record
+
+    return decode_without_lineage
+
+
+def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
     deserialize_key = key_serde.deserialize
     deserialize_value = value_serde.deserialize
 
@@ -113,17 +135,19 @@ class CompilableNode(Protocol):
 
 
 def compile_node(node: CompilableNode, runner_of: Callable[[Any], Runner], *,
-                 max_record_bytes: int, tp_of: Mapping[str, TopicPartition]) -> Runner:
+                 max_record_bytes: int, tp_of: Mapping[str, TopicPartition],
+                 lineage: bool = False) -> Runner:
     """The runner of ``node``; ``runner_of(child)`` gives each child's (compile children
-    first: the graph is acyclic)."""
+    first: the graph is acyclic). ``lineage``: sinks stamp the lineage header."""
     if node.sink is not None:
-        return _sink_runner(node.name, node.sink, max_record_bytes)
+        return _sink_runner(node.name, node.sink, max_record_bytes, lineage=lineage)
     if node.processor is None:
         assert node.external is not None, f"node {node.name!r} is neither processor nor sink"
         return _external_runner(node.name, node.external, tp_of)
     assert node.context is not None, f"node {node.name!r} has no context yet"
     children = {child.name: runner_of(child) for child in node.children}
-    if len(node.children) == 1 and node.children[0].sink is not None:
+    # the fused processor-to-sink runner knows nothing of lineage: not with it on
+    if len(node.children) == 1 and node.children[0].sink is not None and not lineage:
         fused = _processor_to_sink_runner(node.name, node.processor, node.context, children,
                                           node.children[0].sink, max_record_bytes)
         if fused is not None:
@@ -236,7 +260,8 @@ def _returned(name: str, result: object) -> TypeError:
     )
 
 
-def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
+def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int, *,
+                 lineage: bool = False) -> Runner:
     topic = sink.topic
     serialize_key = sink.key_serde.serialize
     serialize_value = sink.value_serde.serialize
@@ -285,7 +310,36 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
         out.partition = partition
         slot.outputs.append(out)
 
-    return run
+    if not lineage:
+        return run
+    stamp = _lineage_stamp()
+
+    def run_with_lineage(record: Record[Any, Any], slot: Slot) -> None:
+        run(record, slot)
+        stamp(slot)
+
+    return run_with_lineage
+
+
+def _lineage_stamp() -> Callable[[Slot], None]:
+    """Stamps the output a sink just appended with the lineage header naming ``slot.raw``
+    (a punctuation's output, with no input record, loses any it carries). The header value
+    is kept for the last input record seen: a record's many outputs encode it once."""
+    last: list[Any] = [None, b""]  # the last RawRecord named, its header value
+
+    def stamp(slot: Slot) -> None:
+        out = slot.outputs[-1]
+        assert type(out) is OutgoingRecord, "a sink appends one OutgoingRecord"
+        raw = slot.raw
+        if raw is None:
+            if out.headers:
+                out.headers = without_lineage(out.headers)
+            return
+        if last[0] is not raw:
+            last[0], last[1] = raw, lineage_value(raw)
+        out.headers = with_lineage(out.headers, last[1])
+
+    return stamp
 
 
 def _external_runner(name: str, external: str, tp_of: Mapping[str, TopicPartition]) -> Runner:
