@@ -26,6 +26,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "sinks": ("aiostreams.sinks",),
     "topology": ("aiostreams.topology",),
     "state": ("aiostreams.state",),
+    "replay": ("aiostreams.replay",),
     "services": ("aiostreams.services",),
     "transport": ("aiostreams.transport", "aiostreams.localkafka", "aiostreams.localregistry"),
     "schema_registry": ("aiostreams.schema_registry",),
@@ -40,10 +41,10 @@ BELOW_THE_ENGINE = {"state", "services", "topology", "transport", "schema_regist
 
 MAY_IMPORT: dict[str, set[str]] = {
     "face": {"operations", "clients", "settings", "views", "lifecycle", "dsl",
-             "processors", "engine", "sinks"} | BELOW_THE_ENGINE,
+             "processors", "engine", "sinks", "replay"} | BELOW_THE_ENGINE,
     "operations": {"clients", "settings", "views", "lifecycle", "engine"} | BELOW_THE_ENGINE,
     "testing": {"face", "settings", "views", "lifecycle", "dsl", "processors", "engine",
-                "sinks"} | BELOW_THE_ENGINE,
+                "sinks", "replay"} | BELOW_THE_ENGINE,
     "clients": {"lifecycle", "transport", "vocabulary", "runtime"},
     "settings": {"engine", "topology", "vocabulary", "runtime"},
     "views": {"lifecycle", "processors", "engine", "services"} | BELOW_THE_ENGINE,
@@ -54,6 +55,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sinks": {"topology", "transport", "runtime", "vocabulary"},
     "topology": {"state", "runtime", "vocabulary"},
     "state": {"runtime", "vocabulary"},
+    "replay": {"services", "transport", "runtime", "vocabulary"},
     "services": {"runtime", "vocabulary"},
     "transport": {"runtime", "vocabulary"},
     "schema_registry": {"vocabulary"},
