@@ -152,8 +152,10 @@ class NodeContext:
         if timestamp is None:
             timestamp = slot.record.timestamp if slot.record is not None else None
         if self._lineage:
-            headers = (with_lineage(headers, lineage_value(slot.raw)) if slot.raw is not None
-                       else without_lineage(headers))
+            raw = slot.raw
+            headers = (with_lineage(headers, lineage_value(raw.topic, raw.partition,
+                                                           raw.offset))
+                       if raw is not None else without_lineage(headers))
         slot.outputs.append(OutgoingRecord(topic, out[0], out[1], timestamp, headers))
 
     def schedule(

@@ -316,28 +316,34 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int, *,
 
     def run_with_lineage(record: Record[Any, Any], slot: Slot) -> None:
         run(record, slot)
-        stamp(slot)
+        stamp(record, slot)
 
     return run_with_lineage
 
 
-def _lineage_stamp() -> Callable[[Slot], None]:
-    """Stamps the output a sink just appended with the lineage header naming ``slot.raw``
-    (a punctuation's output, with no input record, loses any it carries). The header value
-    is kept for the last input record seen: a record's many outputs encode it once."""
-    last: list[Any] = [None, b""]  # the last RawRecord named, its header value
+def _lineage_stamp() -> Callable[[Record[Any, Any], Slot], None]:
+    """Stamps the output a sink just appended for ``record`` with the lineage header
+    naming the input record ``record`` carries the position of (its record context: the
+    triggering record, or for a suppressed window the record of its last update), else
+    ``slot.raw``; an output with neither (a punctuation's record made from nothing) loses
+    any it carries. The header value of the last position named is kept: a record's many
+    outputs encode it once."""
+    last: list[Any] = ["", -1, -1, b""]  # topic, partition, offset, header value
 
-    def stamp(slot: Slot) -> None:
+    def stamp(record: Record[Any, Any], slot: Slot) -> None:
         out = slot.outputs[-1]
         assert type(out) is OutgoingRecord, "a sink appends one OutgoingRecord"
-        raw = slot.raw
-        if raw is None:
+        if record.offset >= 0 and record.topic:
+            topic, partition, offset = record.topic, record.partition, record.offset
+        elif slot.raw is not None:
+            topic, partition, offset = slot.raw.topic, slot.raw.partition, slot.raw.offset
+        else:
             if out.headers:
                 out.headers = without_lineage(out.headers)
             return
-        if last[0] is not raw:
-            last[0], last[1] = raw, lineage_value(raw)
-        out.headers = with_lineage(out.headers, last[1])
+        if offset != last[2] or partition != last[1] or topic != last[0]:
+            last[:] = topic, partition, offset, lineage_value(topic, partition, offset)
+        out.headers = with_lineage(out.headers, last[3])
 
     return stamp
 

@@ -2,8 +2,12 @@
 
 With ``lineage=True`` every record a task produces through a sink or ``ctx.send`` carries
 one header, :data:`LINEAGE_HEADER`, naming the input record whose processing produced it:
-``b"<topic>:<partition>:<offset>"`` (for aggregates and joins, the record that triggered the
-output; outputs a punctuation emits carry none: no input record triggered them). Through a
+``b"<topic>:<partition>:<offset>"``. A sink names the position the record it writes
+carries (its *record context*, as Kafka Streams calls it): the input record for a stateless
+chain; for aggregates and joins the record that triggered the output; for a window
+``suppress`` emits, the record of the window's last update (the buffer keeps its
+position); else the task's current input record. ``ctx.send`` names the current input
+record. An output of a punctuation whose record has no position carries none. Through a
 repartition topic the chain continues: the repartition record names its source record, and
 the downstream task's output names the repartition record, so ``aiostreams explain`` can
 walk from any output back to the records that entered the app.
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from aiostreams.types import Headers, RawRecord
+from aiostreams.types import Headers
 
 __all__ = ["LINEAGE_HEADER", "LineageError", "Origin", "lineage_value", "origin_of",
            "with_lineage", "without_lineage"]
@@ -49,9 +53,9 @@ class Origin(NamedTuple):
         return f"{self.topic}[{self.partition}]@{self.offset}"
 
 
-def lineage_value(raw: RawRecord) -> bytes:
-    """The header value naming ``raw``."""
-    return f"{raw.topic}:{raw.partition}:{raw.offset}".encode()
+def lineage_value(topic: str, partition: int, offset: int) -> bytes:
+    """The header value naming record ``offset`` of ``topic``'s ``partition``."""
+    return f"{topic}:{partition}:{offset}".encode()
 
 
 def with_lineage(headers: Headers, value: bytes) -> Headers:
