@@ -8,20 +8,25 @@ is, its key, and how it was made: with ``--app``, the sub-topology that read the
 record and its nodes from that input's source to the sink that wrote the record; with
 ``--recording``, the service answers recorded while the input record was processed::
 
-    per-card[1]@2  key='c0'  2026-05-01T12:00:04.000Z
-      <- lin-by-card-repartition[0]@4 through sub-topology 1: by-card-repartition-source
-         -> count -> to-stream -> to-per-card
-    lin-by-card-repartition[0]@4  key='c0'  ...
-      <- payments[0]@2 through sub-topology 0: payments -> by-card-select -> ...
-    payments[0]@2  key='p4'  ...  (source: no lineage header)
+    card-counts[0]@3  key="Windowed(key='c1', start=0.0, end=10.0)"  ...T00:00:03.000Z
+      <- fraud-by-card-repartition[0]@3 through sub-topology 1: by-card-source ->
+         KSTREAM-AGGREGATE-0000000005 -> KSTREAM-SINK-0000000006
+    fraud-by-card-repartition[0]@3  key="c1"  ...T00:00:03.000Z
+      <- payments[1]@1 through sub-topology 0: KSTREAM-SOURCE-0000000000 ->
+         KSTREAM-KEY-SELECT-0000000001 -> by-card-sink
+    payments[1]@1  key="p3"  ...T00:00:03.000Z  (source: no lineage header)
+
+A record the chain names may be gone: a repartition topic is purged once its records are
+committed. The output's header carries the whole chain (see :mod:`aiostreams.runtime.lineage`),
+so the walk goes on past it, showing the step as not readable, with why.
 
 Errors a user can act on (exit code 1): the first record has no lineage header ("was
-lineage on when it was written?"); a record named is not there (past the partition's end;
-before its start: deleted by retention, or a repartition topic purged once its records were
-committed; or an offset with no record: compacted away, a transaction marker, an aborted
-record); a topic or partition that does not exist.
+lineage on when it was written?"); the first record is not there (past the partition's end;
+before its start: deleted by retention; or an offset with no record: compacted away, a
+transaction marker, an aborted record); a topic or partition that does not exist.
 
-Invariants: every step but the last names the step after it through its lineage header;
+Invariants: every step but the last names the step after it through its lineage header
+(or, not readable, is named by the chain of a step before it);
 the walk stops after :data:`MAX_STEPS` steps or at a record it has seen (a loop), saying so.
 """
 
@@ -37,7 +42,7 @@ from aiostreams.app import App
 from aiostreams.commands import CommandError
 from aiostreams.commands.render import Decoder, decoder, show, timestamp, to_json
 from aiostreams.replay.recording import RecordedAnswer, Recording
-from aiostreams.runtime.lineage import LINEAGE_HEADER, LineageError, Origin, origin_of
+from aiostreams.runtime.lineage import LINEAGE_HEADER, LineageError, Origin, chain_of
 from aiostreams.topic import Topic
 from aiostreams.topology.nodes import SubTopology
 from aiostreams.transport.base import (
@@ -61,6 +66,11 @@ class ExplainError(CommandError):
     """A record explain cannot read or follow (exit code 1)."""
 
 
+class RecordGone(ExplainError):
+    """The record named is not there: past the end, deleted, compacted away, or its topic
+    or partition does not exist."""
+
+
 @dataclass
 class Made:
     """How a record was made from the input record its lineage header names."""
@@ -74,11 +84,12 @@ class Step:
     """One record of the chain: where it is, its key, and what it came from."""
 
     at: Origin
-    timestamp: float
+    timestamp: float | None  # None: not readable (see missing)
     key: Any
     came_from: Origin | None  # its lineage header; None: a source record
     made: Made | None = None  # with an app: how, from came_from
     answers: list[RecordedAnswer] = field(default_factory=list)  # recorded as it was processed
+    missing: str | None = None  # why it could not be read (known from a later one's chain)
 
 
 async def explain(transport: Transport, at: Origin, *, app: App | None = None,
@@ -95,6 +106,7 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
         steps: list[Step] = []
         seen: set[Origin] = set()
         where: Origin | None = at
+        ahead: list[Origin] = []  # the positions past ``where`` the last chain read names
         while where is not None:
             if where in seen:
                 raise ExplainError(f"the lineage of {at} loops back to {where}: a record "
@@ -103,14 +115,24 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
                 raise ExplainError(f"the lineage of {at} is longer than {MAX_STEPS} steps; "
                                    f"explain its step {where} on its own")
             seen.add(where)
-            raw = await read_record(transport, consumer, where,
-                                    named_by=steps[-1].at if steps else None)
-            step = _step(raw, app, subs)
-            if step.came_from is None and not steps:
-                raise ExplainError(
-                    f"{where} has no {LINEAGE_HEADER} header: was lineage on when it was "
-                    "written? Start the app that writes it with lineage=True (or "
-                    "AIOSTREAMS_LINEAGE=true); records written before keep none")
+            try:
+                raw = await read_record(transport, consumer, where,
+                                        named_by=steps[-1].at if steps else None)
+            except RecordGone as gone:
+                if not steps:
+                    raise
+                # a purged repartition record: the chain read last says what it came from
+                step = Step(where, None, None, ahead[0] if ahead else None, missing=str(gone))
+                ahead = ahead[1:]
+            else:
+                step, ahead = _step(raw, key_decoder(where.topic, app, subs))
+                if step.came_from is None and not steps:
+                    raise ExplainError(
+                        f"{where} has no {LINEAGE_HEADER} header: was lineage on when it "
+                        "was written? Start the app that writes it with lineage=True (or "
+                        "AIOSTREAMS_LINEAGE=true); records written before keep none")
+            if app is not None and step.came_from is not None:
+                step.made = made_by(subs, step.came_from.topic, where.topic)
             if steps and answers is not None:
                 step.answers = list(answers(where))
             steps.append(step)
@@ -120,20 +142,17 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
         await consumer.stop()
 
 
-def _step(raw: RawRecord, app: App | None, subs: list[SubTopology]) -> Step:
+def _step(raw: RawRecord, key: Decoder) -> tuple[Step, list[Origin]]:
+    """The step of ``raw``, and the positions its chain names past the one it came from."""
     at = Origin(raw.topic, raw.partition, raw.offset)
     try:
-        came_from = origin_of(raw.headers)
+        chain = chain_of(raw.headers)
     except LineageError as e:
         raise ExplainError(f"{at}: {e}; it was not written by aiostreams' lineage") from None
-    key = _key_decoder(raw.topic, app, subs)(raw.key)
-    step = Step(at, raw.timestamp, key, came_from)
-    if came_from is not None and app is not None:
-        step.made = made_by(subs, came_from.topic, raw.topic)
-    return step
+    return Step(at, raw.timestamp, key(raw.key), chain[0] if chain else None), chain[1:]
 
 
-def _key_decoder(topic: str, app: App | None, subs: Sequence[SubTopology]) -> Decoder:
+def key_decoder(topic: str, app: App | None, subs: Sequence[SubTopology]) -> Decoder:
     """The app's key serde for ``topic`` (declared, or of a sink or source node of an
     internal topic), else the generic decoder."""
     if app is None:
@@ -191,17 +210,17 @@ async def read_record(transport: Transport, consumer: Consumer, at: Origin, *,
     finally:
         await admin.stop()
     if count is None:
-        raise ExplainError(f"topic {at.topic!r} does not exist on {transport.url}{whose}")
+        raise RecordGone(f"topic {at.topic!r} does not exist on {transport.url}{whose}")
     if not 0 <= at.partition < count:
-        raise ExplainError(f"topic {at.topic!r} has {count} partition(s); there is no "
+        raise RecordGone(f"topic {at.topic!r} has {count} partition(s); there is no "
                            f"partition {at.partition}{whose}")
     start = (await consumer.beginning_offsets([tp]))[tp]
     end = (await consumer.end_offsets([tp]))[tp]
     if at.offset >= end:
-        raise ExplainError(f"{at} is not found: offset {at.offset} is past the end of "
+        raise RecordGone(f"{at} is not found: offset {at.offset} is past the end of "
                            f"{tp} (its next offset is {end}){whose}")
     if at.offset < start:
-        raise ExplainError(
+        raise RecordGone(
             f"{at} is not found: {tp} starts at offset {start} now; the record was deleted "
             "(retention, or a repartition topic purged once its records were committed: "
             f"raise repartition_purge_interval_ms to keep them longer){whose}")
@@ -222,8 +241,8 @@ async def read_record(transport: Transport, consumer: Consumer, at: Origin, *,
                        "try again")
 
 
-def _no_record(at: Origin, tp: TopicPartition, whose: str) -> ExplainError:
-    return ExplainError(
+def _no_record(at: Origin, tp: TopicPartition, whose: str) -> RecordGone:
+    return RecordGone(
         f"{at} is not found: {tp} holds no record at offset {at.offset} (compacted away, "
         f"a transaction marker, or an aborted transaction's record){whose}")
 
@@ -243,9 +262,13 @@ def recorded_answers(where: str) -> Answers:
 def render_text(steps: Sequence[Step]) -> str:
     lines = []
     for step in steps:
-        line = f"{step.at}  key={show(step.key)}  {timestamp(step.timestamp)}"
-        if step.came_from is None:
-            line += "  (source: no lineage header)"
+        if step.missing is not None:
+            line = f"{step.at}  (not readable: {step.missing})"
+        else:
+            when = timestamp(step.timestamp) if step.timestamp is not None else "?"
+            line = f"{step.at}  key={show(step.key)}  {when}"
+            if step.came_from is None:
+                line += "  (source: no lineage header)"
         lines.append(line)
         for answer in step.answers:
             lines.append(f"  answer: {_answer_text(answer)}")
@@ -271,6 +294,8 @@ def _step_json(step: Step) -> dict[str, Any]:
         "timestamp": step.timestamp, "key": to_json(step.key),
         "came_from": None if step.came_from is None else step.came_from._asdict(),
     }
+    if step.missing is not None:
+        data["missing"] = step.missing
     if step.made is not None:
         data["subtopology"] = step.made.subtopology
         data["nodes"] = step.made.nodes

@@ -17,7 +17,12 @@ from typing import Any, NoReturn, Protocol
 from aiostreams.engine.failure import Deferred
 from aiostreams.errors import TopologyError
 from aiostreams.runtime.clock import TimerHandle
-from aiostreams.runtime.lineage import lineage_value, with_lineage, without_lineage
+from aiostreams.runtime.lineage import (
+    lineage_of,
+    lineage_value,
+    with_lineage,
+    without_lineage,
+)
 from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import Headers, OutgoingRecord, Record
@@ -153,8 +158,9 @@ class NodeContext:
             timestamp = slot.record.timestamp if slot.record is not None else None
         if self._lineage:
             raw = slot.raw
-            headers = (with_lineage(headers, lineage_value(raw.topic, raw.partition,
-                                                           raw.offset))
+            headers = (with_lineage(headers, lineage_value(
+                raw.topic, raw.partition, raw.offset,
+                lineage_of(raw.headers) if raw.headers else None))
                        if raw is not None else without_lineage(headers))
         slot.outputs.append(OutgoingRecord(topic, out[0], out[1], timestamp, headers))
 

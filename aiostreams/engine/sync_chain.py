@@ -36,7 +36,12 @@ from typing import Any, Protocol
 from aiostreams.engine.context import NodeContext
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
 from aiostreams.runtime.external_record import ExternalRecord
-from aiostreams.runtime.lineage import lineage_value, with_lineage, without_lineage
+from aiostreams.runtime.lineage import (
+    lineage_of,
+    lineage_value,
+    with_lineage,
+    without_lineage,
+)
 from aiostreams.runtime.slot import Slot
 from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
@@ -325,24 +330,30 @@ def _lineage_stamp() -> Callable[[Record[Any, Any], Slot], None]:
     """Stamps the output a sink just appended for ``record`` with the lineage header
     naming the input record ``record`` carries the position of (its record context: the
     triggering record, or for a suppressed window the record of its last update), else
-    ``slot.raw``; an output with neither (a punctuation's record made from nothing) loses
-    any it carries. The header value of the last position named is kept: a record's many
-    outputs encode it once."""
+    ``slot.raw``, followed by the lineage ``slot.raw`` came with when that is the record
+    named; an output with neither (a punctuation's record made from nothing) loses any it
+    carries. The header value of the last position named is kept: a record's many outputs
+    encode it once."""
     last: list[Any] = ["", -1, -1, b""]  # topic, partition, offset, header value
 
     def stamp(record: Record[Any, Any], slot: Slot) -> None:
         out = slot.outputs[-1]
         assert type(out) is OutgoingRecord, "a sink appends one OutgoingRecord"
+        raw = slot.raw
         if record.offset >= 0 and record.topic:
             topic, partition, offset = record.topic, record.partition, record.offset
-        elif slot.raw is not None:
-            topic, partition, offset = slot.raw.topic, slot.raw.partition, slot.raw.offset
+        elif raw is not None:
+            topic, partition, offset = raw.topic, raw.partition, raw.offset
         else:
             if out.headers:
                 out.headers = without_lineage(out.headers)
             return
         if offset != last[2] or partition != last[1] or topic != last[0]:
-            last[:] = topic, partition, offset, lineage_value(topic, partition, offset)
+            upstream = (lineage_of(raw.headers) if raw is not None and raw.headers
+                        and raw.offset == offset and raw.partition == partition
+                        and raw.topic == topic else None)
+            last[:] = topic, partition, offset, lineage_value(topic, partition, offset,
+                                                              upstream)
         out.headers = with_lineage(out.headers, last[3])
 
     return stamp

@@ -24,7 +24,7 @@ from aiostreams.commands.explain import (
     render_text,
 )
 from aiostreams.replay.recording import RecordedAnswer, segment_name
-from aiostreams.runtime.lineage import LINEAGE_HEADER, Origin
+from aiostreams.runtime.lineage import LINEAGE_HEADER, Origin, chain_of
 from aiostreams.testing import TopologyTestDriver
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import OutgoingRecord, TopicPartition
@@ -65,6 +65,7 @@ async def test_explain_walks_a_windowed_count_behind_a_repartition_topic_to_its_
     assert repartitioned.at.topic == "fraud-by-card-repartition"
     assert repartitioned.came_from == source.at and repartitioned.key == "c1"
     assert output.came_from == repartitioned.at and output.key.key == "c1"
+    assert chain_of(third.headers) == [repartitioned.at, source.at]  # the whole chain
     # the processors: which sub-topology read each input, from its source to the sink
     assert output.made is not None and repartitioned.made is not None
     assert output.made == Made(1, ["by-card-source", "KSTREAM-AGGREGATE-0000000005",
@@ -125,7 +126,7 @@ async def test_explain_without_a_lineage_header_asks_whether_lineage_was_on() ->
                           Origin(out.name, record.partition, record.offset))
 
 
-async def test_explain_says_a_record_past_the_end_or_purged_is_not_found() -> None:
+async def test_explain_says_an_output_past_the_end_or_in_no_partition_is_not_found() -> None:
     app, payments, out = card_counts()
     async with TopologyTestDriver(app) as driver:
         driver.pipe_input(payments, "p0", {"card": "c1"}, 1.0)
@@ -136,12 +137,27 @@ async def test_explain_says_a_record_past_the_end_or_purged_is_not_found() -> No
             await explain(transport, Origin(out.name, record.partition, 7))
         with pytest.raises(ExplainError, match="no partition 5"):
             await explain(transport, Origin(out.name, 5, 0))
+
+
+async def test_explain_goes_past_a_purged_repartition_record_on_the_outputs_chain() -> None:
+    app, payments, out = card_counts()
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_input(payments, "p0", {"card": "c1"}, 1.0, partition=1)
+        await driver.process_all()
+        [record] = driver.read_raw_output(out)
+        transport = MemoryTransport(driver.broker)
         admin = transport.admin()
-        repartition = TopicPartition("fraud-by-card-repartition", 0)
-        await admin.delete_records({repartition: 1})  # as the purge of committed records
-        with pytest.raises(ExplainError, match=r"fraud-by-card-repartition\[0\]@0 is not "
-                                               r"found: .*deleted .*named by card-counts"):
-            await explain(transport, Origin(out.name, record.partition, record.offset))
+        await admin.delete_records({TopicPartition("fraud-by-card-repartition", 0): 1})
+        steps = await explain(transport, Origin(out.name, record.partition, record.offset),
+                              app=app)
+    _, purged, source = steps
+    assert purged.at == Origin("fraud-by-card-repartition", 0, 0)
+    assert purged.missing is not None and "deleted" in purged.missing
+    assert purged.came_from == source.at == Origin("payments", 1, 0)
+    assert purged.made == Made(0, ["KSTREAM-SOURCE-0000000000",
+                                   "KSTREAM-KEY-SELECT-0000000001", "by-card-sink"])
+    assert (source.key, source.came_from) == ("p0", None)
+    assert "fraud-by-card-repartition[0]@0  (not readable: " in render_text(steps)
 
 
 def write_recording(directory: Path, answers: list[RecordedAnswer]) -> None:

@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 from aiostreams import App
 from aiostreams.runtime.lineage import (
     LINEAGE_HEADER,
+    MAX_CHAIN,
     LineageError,
     Origin,
+    chain_of,
+    lineage_of,
     lineage_value,
     origin_of,
     with_lineage,
@@ -47,22 +50,29 @@ def lineage_headers(headers: Any) -> list[bytes | None]:
 TOPIC_CHARS = "abcXYZ019._-"  # of Kafka's legal topic characters [a-zA-Z0-9._-]
 
 
-@given(topic=st.text(TOPIC_CHARS, min_size=1, max_size=40),
-       partition=st.integers(0, 2**31 - 1), offset=st.integers(0, 2**63 - 1),
+origins = st.builds(Origin, st.text(TOPIC_CHARS, min_size=1, max_size=40),
+                    st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1))
+
+
+@given(origin=origins, upstream=st.lists(origins, max_size=2 * MAX_CHAIN),
        others=st.lists(st.tuples(st.sampled_from(["a", "b", LINEAGE_HEADER]),
                                  st.binary(max_size=8)), max_size=4))
-def test_a_stamped_header_names_its_origin_once_first_keeping_the_others_in_order(
-        topic: str, partition: int, offset: int, others: list[tuple[str, bytes]]) -> None:
-    stamped = with_lineage(tuple(others), lineage_value(topic, partition, offset))
+def test_a_stamped_header_names_its_chain_once_first_keeping_the_others_in_order(
+        origin: Origin, upstream: list[Origin], others: list[tuple[str, bytes]]) -> None:
+    before = with_lineage((), lineage_value(*upstream[0], b",".join(
+        lineage_value(*o) for o in upstream[1:]))) if upstream else ()
+    stamped = with_lineage(tuple(others), lineage_value(*origin, lineage_of(before)))
     assert stamped[0][0] == LINEAGE_HEADER
     assert len(lineage_headers(stamped)) == 1
-    assert origin_of(stamped) == Origin(topic, partition, offset)
+    assert origin_of(stamped) == origin
+    assert chain_of(stamped) == [origin, *upstream][:MAX_CHAIN]
     rest = [h for h in others if h[0] != LINEAGE_HEADER]
     assert list(stamped[1:]) == rest
     assert list(without_lineage(stamped)) == rest
 
 
-@pytest.mark.parametrize("value", [b"orders:x:1", b"orders:1", b":0:1", b"t:-1:3", None])
+@pytest.mark.parametrize("value", [b"orders:x:1", b"orders:1", b":0:1", b"t:-1:3", None,
+                                   b"t:0:1,", b"t:0:1,,u:0:2"])
 def test_a_malformed_lineage_header_is_refused_naming_the_expected_form(
         value: bytes | None) -> None:
     with pytest.raises(LineageError, match="header"):
@@ -105,18 +115,22 @@ async def test_with_lineage_off_no_header_is_added_and_the_users_are_kept() -> N
     assert record.headers == (("trace", b"1"),)
 
 
-async def test_the_header_replaces_a_stale_one_once_keeping_the_users_headers() -> None:
+async def test_the_header_is_replaced_once_extending_the_inputs_chain_keeping_users_headers(
+        ) -> None:
     app = new_app(lineage=True)
     src = app.topic("in", key=str, value=str)
     out = app.topic("out", key=str, value=str)
     app.stream(src).map_values(str.upper).to(out)
     async with TopologyTestDriver(app) as driver:
+        # as written by an upstream app with lineage on
         driver.pipe_input(src, "k", "v", headers=(
-            ("trace", b"1"), (LINEAGE_HEADER, b"elsewhere:0:9"), ("tenant", b"t")))
+            ("trace", b"1"), (LINEAGE_HEADER, b"elsewhere:0:9,first:1:2"), ("tenant", b"t")))
         await driver.process_all()
         [record] = driver.read_output(out)
-    assert record.headers == ((LINEAGE_HEADER, b"in:0:0"), ("trace", b"1"),
-                              ("tenant", b"t"))
+    assert record.headers == ((LINEAGE_HEADER, b"in:0:0,elsewhere:0:9,first:1:2"),
+                              ("trace", b"1"), ("tenant", b"t"))
+    assert chain_of(record.headers) == [Origin("in", 0, 0), Origin("elsewhere", 0, 9),
+                                        Origin("first", 1, 2)]
 
 
 async def test_processors_never_see_the_header_they_read() -> None:
