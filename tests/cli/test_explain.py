@@ -1,6 +1,6 @@
 """``aiostreams explain``: from an output back through repartition topics to the source
 record, on the memory broker (the test driver's, and a named one for the command line).
-The real broker's run is tests/integration/test_kafka_lineage.py."""
+The real broker's run is tests/cli/test_explain_kafka.py."""
 
 from __future__ import annotations
 
