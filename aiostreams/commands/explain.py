@@ -8,7 +8,7 @@ is, its key, and how it was made: with ``--app``, the sub-topology that read the
 record and its nodes from that input's source to the sink that wrote the record; with
 ``--recording``, the service answers recorded while the input record was processed::
 
-    card-counts[0]@3  key="Windowed(key='c1', start=0.0, end=10.0)"  ...T00:00:03.000Z
+    card-counts[0]@3  key={"key": "c1", "start": 0.0, "end": 10.0}  ...T00:00:03.000Z
       <- fraud-by-card-repartition[0]@3 through sub-topology 1: by-card-source ->
          KSTREAM-AGGREGATE-0000000005 -> KSTREAM-SINK-0000000006
     fraud-by-card-repartition[0]@3  key="c1"  ...T00:00:03.000Z
@@ -52,6 +52,7 @@ from aiostreams.transport.base import (
     Transport,
 )
 from aiostreams.types import RawRecord, TopicPartition
+from aiostreams.windows import Windowed
 
 MAX_STEPS = 64
 """How many records a walk reads at most (a chain longer than this is cut, saying so)."""
@@ -266,7 +267,7 @@ def render_text(steps: Sequence[Step]) -> str:
             line = f"{step.at}  (not readable: {step.missing})"
         else:
             when = timestamp(step.timestamp) if step.timestamp is not None else "?"
-            line = f"{step.at}  key={show(step.key)}  {when}"
+            line = f"{step.at}  key={show(_plain(step.key))}  {when}"
             if step.came_from is None:
                 line += "  (source: no lineage header)"
         lines.append(line)
@@ -283,6 +284,13 @@ def render_text(steps: Sequence[Step]) -> str:
     return "\n".join(lines)
 
 
+def _plain(key: Any) -> Any:
+    """A key as JSON-ready data; a window's key as its key and bounds."""
+    if isinstance(key, Windowed):
+        return {"key": to_json(key.key), "start": key.start, "end": key.end}
+    return to_json(key)
+
+
 def render_json(steps: Sequence[Step]) -> str:
     return json.dumps({"steps": [_step_json(s) for s in steps]}, ensure_ascii=False,
                       default=str)
@@ -291,7 +299,7 @@ def render_json(steps: Sequence[Step]) -> str:
 def _step_json(step: Step) -> dict[str, Any]:
     data: dict[str, Any] = {
         "topic": step.at.topic, "partition": step.at.partition, "offset": step.at.offset,
-        "timestamp": step.timestamp, "key": to_json(step.key),
+        "timestamp": step.timestamp, "key": _plain(step.key),
         "came_from": None if step.came_from is None else step.came_from._asdict(),
     }
     if step.missing is not None:
