@@ -1,6 +1,7 @@
 """What lineage headers cost: P1 and P2 with ``lineage=True`` against off, on one broker.
 
     python -m benchmarks.lineage_cost [--rounds 2] [--quick]
+    python -m benchmarks.lineage_cost --memory [--records 200000] [--repeats 5]
 
 The aiostreams contender of the peer benchmark (:mod:`benchmarks.peers.aiostreams_app`,
 run by ``python -m aiostreams run``), unchanged but for ``AIOSTREAMS_LINEAGE=true`` in its
@@ -16,6 +17,12 @@ compared, as the exactly-once overhead is (``benchmarks.peers.scenarios.Bench.eo
 run's output is checked complete and in key order; the lineage runs' outputs are checked
 to name their input record (one record read back per partition). Prints a table, the
 header's size on the wire, and one JSON line per scenario.
+
+``--memory`` takes the broker's share out (on a loaded machine the rates above move by
+more than the header costs): P2's pipeline (source -> enrich -> sink, 8 partitions, the
+engine's inline path) on the memory broker, each run in a fresh interpreter, off and on
+interleaved ``--repeats`` times; the figure is the median CPU time per record (user +
+system, start to caught up) and the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -23,20 +30,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
+import statistics
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
+from aiostreams import App, Processor, Record
+from aiostreams.app import run_event_loop
 from aiostreams.runtime.lineage import LINEAGE_HEADER, Origin, origin_of
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.types import OutgoingRecord
 from benchmarks._broker import kafka_broker
 from benchmarks.peers import contenders as c
 from benchmarks.peers.contenders import Contender
 from benchmarks.peers.options import ContenderOptions
 from benchmarks.peers.scenarios import Bench, Row, Sizes
 from benchmarks.peers.topics import offset_reader
+from benchmarks.peers.workload import enrich, records
 
 
 @dataclass(frozen=True)
@@ -128,13 +144,85 @@ async def run_async(rounds: int, sizes: Sizes) -> dict[str, dict[str, Any]]:
     return results
 
 
+class Enrich(Processor[bytes, dict[str, Any]]):
+    """The peer benchmark's P2 processor (:mod:`benchmarks.peers.aiostreams_app`, whose
+    import builds its app from the environment)."""
+
+    def process(self, record: Record[bytes, dict[str, Any]]) -> None:
+        self.context.forward(record.with_value(enrich(record.value)))
+
+
+async def memory_run(n: int, lineage: bool) -> dict[str, float]:
+    """P2's pipeline over ``n`` records on the memory broker; CPU seconds per record."""
+    broker = MemoryBroker()
+    broker.create_topic("in", 8)
+    producer = MemoryTransport(broker).producer()
+    await producer.start()
+    await producer.send_batch([OutgoingRecord("in", k, v) for k, v in records(n, 10_000)])
+    await producer.stop()
+    app = App("lineage-cost", transport=MemoryTransport(broker), lineage=lineage)
+    app.topic("in", key=bytes, value=dict)
+    app.topic("out", key=bytes, value=dict, partitions=8)
+    app.topology.add_source("src", "in").add_processor("enrich", Enrich, "src").add_sink(
+        "sink", "out", "enrich")
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    await app.start()
+    await app.wait_until_caught_up(timeout=600)
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    await app.stop()
+    first = broker.records("out", 0)[0]
+    assert (origin_of(first.headers) is not None) is lineage, first.headers
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu_us_per_record": cpu / n * 1e6, "rate": n / elapsed,
+            "header_bytes": sum(len(k) + len(v or b"") + 2 for k, v in first.headers)}
+
+
+def memory(n: int, repeats: int) -> int:
+    figures: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for round_ in range(repeats):
+        for lineage in ((False, True) if round_ % 2 == 0 else (True, False)):
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.lineage_cost", "--memory-child",
+                 "on" if lineage else "off", "--records", str(n)],
+                capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                raise SystemExit(f"a run failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+            figures[lineage].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            say(f"lineage {'on' if lineage else 'off'}: {figures[lineage][-1]}")
+    cpu = {side: statistics.median(f["cpu_us_per_record"] for f in runs)
+           for side, runs in figures.items()}
+    rate = {side: statistics.median(f["rate"] for f in runs) for side, runs in figures.items()}
+    print(f"P2 pipeline, memory broker, {n:,} records, median of {repeats}: CPU "
+          f"{cpu[False]:.2f} us/record off, {cpu[True]:.2f} on ({cpu[True] / cpu[False]:.3f} x, "
+          f"+{cpu[True] - cpu[False]:.2f} us); rate {rate[False]:,.0f} -> {rate[True]:,.0f}/s "
+          f"({rate[True] / rate[False]:.3f} x); header {figures[True][0]['header_bytes']:.0f} B")
+    print(json.dumps({"benchmark": "lineage_cost", "scenario": "P2 memory", "records": n,
+                      "repeats": repeats, "cpu_us_per_record": {"off": cpu[False],
+                                                                "on": cpu[True]},
+                      "rate": {"off": rate[False], "on": rate[True]},
+                      "cpu_ratio": round(cpu[True] / cpu[False], 4)}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quick", action="store_true",
                         help="the peer benchmark's quick sizes (a smoke test)")
+    parser.add_argument("--memory", action="store_true",
+                        help="P2's pipeline on the memory broker: CPU per record")
+    parser.add_argument("--records", type=int, default=200_000, help="with --memory")
+    parser.add_argument("--repeats", type=int, default=5, help="with --memory")
+    parser.add_argument("--memory-child", choices=("on", "off"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_child:
+        print(json.dumps(run_event_loop(memory_run(args.records, args.memory_child == "on"))))
+        return 0
+    if args.memory:
+        return memory(args.records, args.repeats)
     sizes = Sizes.quick() if args.quick else Sizes()
     results = asyncio.run(run_async(args.rounds, sizes))
     print(f"{'scenario':<10} {'records':>9} {'off rec/s':>10} {'on rec/s':>10} "

@@ -37,6 +37,7 @@ from aiostreams.engine.context import NodeContext
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
 from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.runtime.lineage import (
+    LINEAGE_HEADER,
     lineage_of,
     lineage_value,
     with_lineage,
@@ -62,6 +63,9 @@ for _cls, _names in _RECORD_FIELDS.items():
 
 Runner = Callable[[Record[Any, Any], Slot], None]
 """Runs one node (and what it forwards to) for ``record`` on behalf of ``slot``."""
+
+Stamp = Callable[[Record[Any, Any], Slot, OutgoingRecord], None]
+"""Puts the lineage header on the output a sink made of ``record`` (lineage on)."""
 
 Decoder = Callable[[RawRecord], Record[Any, Any]]
 """A source's deserializer: raw bytes in, a :class:`Record` out, or a
@@ -151,10 +155,10 @@ def compile_node(node: CompilableNode, runner_of: Callable[[Any], Runner], *,
         return _external_runner(node.name, node.external, tp_of)
     assert node.context is not None, f"node {node.name!r} has no context yet"
     children = {child.name: runner_of(child) for child in node.children}
-    # the fused processor-to-sink runner knows nothing of lineage: not with it on
-    if len(node.children) == 1 and node.children[0].sink is not None and not lineage:
+    if len(node.children) == 1 and node.children[0].sink is not None:
         fused = _processor_to_sink_runner(node.name, node.processor, node.context, children,
-                                          node.children[0].sink, max_record_bytes)
+                                          node.children[0].sink, max_record_bytes,
+                                          _lineage_stamp() if lineage else None)
         if fused is not None:
             return fused
     return _processor_runner(node.name, node.processor, node.context, children)
@@ -211,7 +215,8 @@ def _one_child_runner(name: str, process: Callable[[Record[Any, Any]], Any],
 
 def _processor_to_sink_runner(name: str, processor: Processor[Any, Any],
                               context: NodeContext, children: dict[str, Runner],
-                              sink: SinkNode, max_record_bytes: int) -> Runner | None:
+                              sink: SinkNode, max_record_bytes: int,
+                              stamp: Stamp | None = None) -> Runner | None:
     """The runner of a processor whose one child is a sink, with the sink's common case
     (both serdes have shortcuts that succeed, no partitioner, within max_record_bytes) run
     in place of a call to the sink's runner, which runs every other case (and so raises
@@ -254,6 +259,8 @@ def _processor_to_sink_runner(name: str, processor: Processor[Any, Any],
             out.headers = forwarded.headers
             out.partition = None
             slot.outputs.append(out)
+            if stamp is not None:  # lineage on (the sink's runner stamps the other cases)
+                stamp(forwarded, slot, out)
 
     return run
 
@@ -314,19 +321,14 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int, *,
         out.headers = record.headers
         out.partition = partition
         slot.outputs.append(out)
+        if stamp is not None:  # lineage on: the one check per output it costs when off
+            stamp(record, slot, out)
 
-    if not lineage:
-        return run
-    stamp = _lineage_stamp()
-
-    def run_with_lineage(record: Record[Any, Any], slot: Slot) -> None:
-        run(record, slot)
-        stamp(record, slot)
-
-    return run_with_lineage
+    stamp = _lineage_stamp() if lineage else None
+    return run
 
 
-def _lineage_stamp() -> Callable[[Record[Any, Any], Slot], None]:
+def _lineage_stamp() -> Stamp:
     """Stamps the output a sink just appended for ``record`` with the lineage header
     naming the input record ``record`` carries the position of (its record context: the
     triggering record, or for a suppressed window the record of its last update), else
@@ -334,11 +336,10 @@ def _lineage_stamp() -> Callable[[Record[Any, Any], Slot], None]:
     named; an output with neither (a punctuation's record made from nothing) loses any it
     carries. The header value of the last position named is kept: a record's many outputs
     encode it once."""
-    last: list[Any] = ["", -1, -1, b""]  # topic, partition, offset, header value
+    # topic, partition, offset, header value, the headers of an output that had none
+    last: list[Any] = ["", -1, -1, b"", ()]
 
-    def stamp(record: Record[Any, Any], slot: Slot) -> None:
-        out = slot.outputs[-1]
-        assert type(out) is OutgoingRecord, "a sink appends one OutgoingRecord"
+    def stamp(record: Record[Any, Any], slot: Slot, out: OutgoingRecord) -> None:
         raw = slot.raw
         if record.offset >= 0 and record.topic:
             topic, partition, offset = record.topic, record.partition, record.offset
@@ -352,9 +353,9 @@ def _lineage_stamp() -> Callable[[Record[Any, Any], Slot], None]:
             upstream = (lineage_of(raw.headers) if raw is not None and raw.headers
                         and raw.offset == offset and raw.partition == partition
                         and raw.topic == topic else None)
-            last[:] = topic, partition, offset, lineage_value(topic, partition, offset,
-                                                              upstream)
-        out.headers = with_lineage(out.headers, last[3])
+            value = lineage_value(topic, partition, offset, upstream)
+            last[:] = topic, partition, offset, value, ((LINEAGE_HEADER, value),)
+        out.headers = with_lineage(out.headers, last[3]) if out.headers else last[4]
 
     return stamp
 
