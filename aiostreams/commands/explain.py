@@ -33,6 +33,7 @@ the walk stops after :data:`MAX_STEPS` steps or at a record it has seen (a loop)
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,8 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
                 step.answers = list(answers(where))
             steps.append(step)
             where = step.came_from
+        assert all(a.came_from == b.at for a, b in itertools.pairwise(steps)), \
+            "each step names the next"
         return steps
     finally:
         await consumer.stop()
