@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiostreams import App
@@ -54,6 +54,7 @@ origins = st.builds(Origin, st.text(TOPIC_CHARS, min_size=1, max_size=40),
                     st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1))
 
 
+@settings(max_examples=50)
 @given(origin=origins, upstream=st.lists(origins, max_size=2 * MAX_CHAIN),
        others=st.lists(st.tuples(st.sampled_from(["a", "b", LINEAGE_HEADER]),
                                  st.binary(max_size=8)), max_size=4))
