@@ -36,7 +36,9 @@ from aiostreams.ops.app_status import TaskRuns, app_status
 from aiostreams.ops.inspection import Inspection
 from aiostreams.ops.status import AppStatus
 from aiostreams.policies import Retry
+from aiostreams.replay.recorder import Recorder
 from aiostreams.runtime.clock import Clock, LoopClock
+from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.services import Adaptive, CircuitBreaker, RateLimit, ServiceContract
 from aiostreams.services.declared import DeclaredService
 from aiostreams.settings.client_options import client_options
@@ -97,6 +99,7 @@ class App(StartStop):
         self._lifecycle = Lifecycle()
         self._sender: AppProducer | None = None
         self._services: dict[str, DeclaredService] = {}
+        self._recorder: Recorder | None = None
         self._tracing = load_tracing(self.settings.tracing, tracer_provider)
 
     # -- declaring ------------------------------------------------------------------------
@@ -295,6 +298,21 @@ class App(StartStop):
     # -- running --------------------------------------------------------------------------
 
     @property
+    def external_sinks(self) -> list[ExternalSink]:
+        """The sinks outside Kafka the worker feeds at retire: the topology's, and the
+        recorder of service answers when ``record_services_dir`` is set (its taps are put
+        on every declared service the first time this is read)."""
+        sinks: list[ExternalSink] = list(self.topology.external_sinks)
+        directory = self.settings.record_services_dir
+        if directory is None:
+            return sinks
+        if self._recorder is None:
+            self._recorder = Recorder(directory, self.settings.record_services_max_bytes)
+        for declared in self._services.values():
+            declared.tap = self._recorder
+        return [*sinks, self._recorder]
+
+    @property
     def transport(self) -> Transport:
         if self._transport is None:
             self._transport = transport_for_url(self.settings.broker,
@@ -335,7 +353,7 @@ class App(StartStop):
                 worker_config(self.name, s, self.topology, self._task_settings()),
                 self.clock,
                 on_commit=self._committed,
-                external_sinks=self.topology.external_sinks,
+                external_sinks=self.external_sinks,
             )
             await self._worker.start()
             if s.gc_tuning:

@@ -80,6 +80,9 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
      "Spans per record, lineage headers ([lineage](../guides/lineage.md)), and the Python "
      "runtime.",
      ["tracing", "lineage", "gc_tuning"]),
+    ("Recording service answers",
+     "What the app records for a later replay ([replay and diff](../guides/replay.md)).",
+     ["record_services_dir", "record_services_max_bytes"]),
     ("Security",
      "TLS and SASL to the brokers ([security](../guides/security.md)); secrets are never "
      "printed.",

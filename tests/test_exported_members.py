@@ -73,6 +73,7 @@ USER_MODULES = [
     "aiostreams.dsl", "aiostreams.topology.topology", "aiostreams.transport",
     "aiostreams.state", "aiostreams.sinks", "aiostreams.localkafka", "aiostreams.commands",
     "aiostreams.ops.queries", "aiostreams.ops.inspection", "aiostreams.services",
+    "aiostreams.replay",
 ]
 """Modules users import: the package and the documented modules whose ``__all__`` names
 what users hold (window specs, status views, test tools, the classes the DSL returns, a

@@ -7,8 +7,9 @@ withdrawn from the overlays). Then, by the decision:
 * ``retry`` / ``defer``: the slot goes to BACKOFF and waits in the delay queue (one clock
   timer per slot); when due, ``restart(slot)`` runs it again. A deferral does not count as
   an attempt. The slot keeps holding the commit point and the same-key records behind it.
-* ``dead_letter``: the slot's only output becomes the dead-letter record; it finishes.
-* ``skip``: it finishes with no output.
+* ``dead_letter``: the slot's only output becomes the dead-letter record (after the
+  service answers its last attempt recorded, if the app records them); it finishes.
+* ``skip``: it finishes with no output (but those recorded answers).
 * ``fail``: ``fail(slot, error)`` (the task stops).
 
 Invariant: a slot is in the delay queue exactly while it is in BACKOFF and the queue has
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from aiostreams.engine.failure import Action, dead_letter_record, decide
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings
 from aiostreams.engine.task_stores import TaskStores
 from aiostreams.policies import Retry, marked_retryable
 from aiostreams.runtime.clock import Clock, TimerHandle
+from aiostreams.runtime.external_record import RECORDED_ANSWERS, ExternalRecord
 from aiostreams.runtime.slot import Slot, SlotKind, SlotState
 
 log = logging.getLogger("aiostreams.task")
@@ -50,6 +53,7 @@ class Recovery:
     def on_error(self, slot: Slot, error: Exception) -> None:
         """``slot``'s attempt raised ``error`` (not a cancellation)."""
         TaskStores.withdraw(slot)
+        recorded = _recorded_answers(slot.outputs) if slot.outputs else []
         slot.reset_buffers()
         if isinstance(error, TimeoutError) and self._attempt_timeout is not None \
                 and marked_retryable(error) is None:  # a service call's timeout is its own
@@ -82,7 +86,7 @@ class Recovery:
             topic = settings.dead_letter_topic
             assert slot.raw is not None and topic is not None
             metrics.dead_lettered += 1
-            slot.outputs = [dead_letter_record(
+            slot.outputs = [*recorded, dead_letter_record(
                 slot.raw, error, topic=topic, attempts=slot.attempts, processor=slot.node,
                 now=self._clock.wall_time(), max_bytes=settings.max_record_bytes)]
             log.warning("task %s: %r dead-lettered to %s after %d attempt(s): %s: %s",
@@ -91,6 +95,7 @@ class Recovery:
             self._finish(slot)
         elif action is Action.SKIP:
             metrics.skipped += 1
+            slot.outputs = list(recorded)
             log.warning("task %s: %r skipped after %d attempt(s): %s: %s", self._task_id,
                         slot, slot.attempts, type(error).__name__, error)
             self._finish(slot)
@@ -107,3 +112,9 @@ class Recovery:
         for timer in self._delayed.values():
             timer.cancel()
         self._delayed.clear()
+
+
+def _recorded_answers(outputs: list[Any]) -> list[Any]:
+    """The service answers an attempt recorded (kept if the record ends dead-lettered or
+    skipped; see :data:`~aiostreams.runtime.external_record.RECORDED_ANSWERS`)."""
+    return [o for o in outputs if o.__class__ is ExternalRecord and o.sink == RECORDED_ANSWERS]

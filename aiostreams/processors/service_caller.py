@@ -12,6 +12,10 @@
 4. dispatches ``fn``; the step's ``Retry(timeout=)`` (else the service's ``timeout``)
    starts here, at dispatch.
 
+When the app records service answers (or replays them), the answer each record gets -
+from its call, a coalesced one or the memo - passes the service's ``tap``
+(:mod:`aiostreams.services.call_tap`).
+
 With ``memoize=Memo(ttl=...)`` a fresh answer in the step's memo store is used before any
 of that, and a new answer is stored (see :mod:`aiostreams.services.memo`).
 
@@ -87,7 +91,13 @@ class ServiceCaller:
         memo store and the record's stream time)."""
         key = self.coalesce_by(*args) if self.coalesce_by is not None else None
         call_args = (key,) if self.combine is not None else args
-        answer = await self._answer(fn, call_args, key, timeout, context)
+        tap = self.service.tap
+        if tap is None:
+            answer = await self._answer(fn, call_args, key, timeout, context)
+        else:  # recorded, or answered from a recording (services.call_tap)
+            answer = await tap.answer(
+                self.service.name, key,
+                lambda: self._answer(fn, call_args, key, timeout, context))
         return answer if self.combine is None else self.combine(*args, answer)
 
     async def _answer(self, fn: Callable[..., Any], args: tuple[Any, ...], key: Hashable,

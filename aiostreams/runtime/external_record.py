@@ -9,7 +9,12 @@ from typing import Any
 
 from aiostreams.types import TopicPartition
 
-__all__ = ["ExternalRecord"]
+__all__ = ["RECORDED_ANSWERS", "ExternalRecord"]
+
+RECORDED_ANSWERS = "aiostreams.recorded-answers"
+"""The sink of the service-answer recorder (:mod:`aiostreams.replay.recorder`): what a
+record's last attempt recorded is kept when the record is dead-lettered or skipped (a
+replay must find the answers that made it fail)."""
 
 
 @dataclass(slots=True)

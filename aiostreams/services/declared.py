@@ -18,6 +18,7 @@ from typing import TypedDict, Unpack
 
 from aiostreams.runtime.clock import Clock
 from aiostreams.services.breaker import CircuitBreaker
+from aiostreams.services.call_tap import CallTap
 from aiostreams.services.contract import ServiceContract
 from aiostreams.services.limit import Adaptive
 from aiostreams.services.rate import RateLimit
@@ -50,6 +51,9 @@ class DeclaredService:
         self._live: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Service] = (
             weakref.WeakKeyDictionary())
         self._latest: Service | None = None
+        self.tap: CallTap | None = None
+        """What records (or, in a replay, answers) the steps' answers from this service
+        (:mod:`aiostreams.services.call_tap`); None: nothing does."""
 
     def on_loop(self) -> Service:
         """The live service for the running loop (made on first use)."""

@@ -152,6 +152,15 @@ class Settings(BaseSettings):
         "that triggered it), so `aiostreams explain` can walk an output back through "
         "repartition topics to its source records. Off: no header is added. See the "
         "lineage guide")
+    record_services_dir: Path | None = Field(
+        None, description="record each answer the app's steps get from its services "
+        "(app.service), keyed by the input record and call, to segment files in this "
+        "directory, for `aiostreams replay` and `aiostreams explain` (off by default; "
+        "see the replay guide). Answers are pickled: read only recordings you made")
+    record_services_max_bytes: int = Field(
+        256 * 1024 * 1024, ge=8192, description="cap on the recording's size on disk: past "
+        "it the oldest segments (an eighth of the cap each) are deleted, so the recording "
+        "holds the latest answers")
     gc_tuning: bool = Field(
         True, description="at start, freeze start-up objects out of the cyclic GC and raise "
         "its first threshold (thousands of records in flight otherwise trigger full scans)")
@@ -268,6 +277,7 @@ TOOL_VARIABLES: dict[str, str] = {
     "AIOSTREAMS_ORACLE_EXAMPLES": "how many examples the Kafka Streams oracle tests draw",
     "AIOSTREAMS_FK_CONVERGE_EXAMPLES": "how many interleavings the foreign-key join "
                                        "convergence test draws",
+    "AIOSTREAMS_REPLAY_EXAMPLES": "how many examples the replay determinism test draws",
 }
 """``AIOSTREAMS_*`` variables that are not settings: the project's tools read them (add a
 new one here, or apps refuse to start where it is set)."""

@@ -59,7 +59,7 @@ class DriverBroker:
                             default_partitions=app.settings.default_partitions,
                             where="the driver's broker")
         widths = sub_widths(subs, {name: spec.partitions for name, spec in specs.items()})
-        self.sinks.update((s.name, s) for s in app.topology.external_sinks)
+        self.sinks.update((s.name, s) for s in app.external_sinks)
         for spec in (*specs.values(), *plan_changelogs(app.name, subs, widths, {})):
             self.broker.create_topic(spec.name, spec.partitions, dict(spec.config) or None)
         for sub in subs:

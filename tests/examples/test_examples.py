@@ -75,7 +75,7 @@ def test_dead_letter_walkthrough_replays_after_the_fix() -> None:
     assert "converted: 4, dead-letter topic now holds: 4" in out
 
 
-PUBLIC_MODULES = {"aiostreams", "aiostreams.cli", "aiostreams.sinks"}
+PUBLIC_MODULES = {"aiostreams", "aiostreams.cli", "aiostreams.sinks", "aiostreams.replay"}
 INTERNAL_ATTRIBUTES = {"transport", "tasks", "worker", "_transport", "topology"}
 
 
@@ -108,3 +108,13 @@ def test_examples_take_the_broker_from_the_environment() -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "setting 'broker'" in done.stderr and "nats://not-a-kafka" in done.stderr
+
+
+def test_fraud_replay_example_diffs_exactly_the_changed_alerts_and_empty_unchanged() -> None:
+    out = run_example("examples/fraud_replay.py", "--payments", "600")
+    assert "v1 replayed gives the recorded run's alerts: True" in out
+    assert re.search(r"^v1 at max_in_flight 1 vs 1000: alerts: (\d+) -> \1 records; "
+                     r"0 changed, 0 added, 0 removed, \1 unchanged\nequal$", out, re.M), out
+    exact = re.search(r"^the diff lists exactly the alerts scored in \[0.55, 0.6\): True "
+                      r"\((\d+) added, \1 scored there\)$", out, re.M)
+    assert exact and int(exact.group(1)) > 0, out
