@@ -213,3 +213,37 @@ def test_the_command_prints_the_chain_as_text_and_json(capsys: pytest.CaptureFix
     assert main(["explain", "out", "0", "0", "--recording", str(tmp_path / "x"),
                  *where]) == 1
     assert "no recording at" in capsys.readouterr().err
+
+
+async def test_explain_shows_the_answers_an_app_recorded_for_the_payment_behind_a_count(
+        tmp_path: Path) -> None:
+    app = App("scored", broker=f"memory://{uuid.uuid4().hex}", lineage=True,
+              record_services_dir=str(tmp_path / "rec"))
+    payments = app.topic("payments", key=str, value="json")
+    out = app.topic("risky", key=str, value=int)
+    risk = app.service("risk")
+
+    async def score(payment: dict[str, Any]) -> dict[str, Any]:
+        return {**payment, "risk": payment["amount"] / 100}
+
+    (app.stream(payments).map_values_async(score, service=risk)
+     .filter(lambda _k, p: p["risk"] > 0.5)
+     .group_by(lambda _k, p: p["card"], name="by-card").count().to_stream().to(out))
+    async with TopologyTestDriver(app) as driver:
+        for i, amount in enumerate([20, 70, 90]):
+            driver.pipe_input(payments, f"p{i}", {"card": "c1", "amount": amount}, float(i))
+        await driver.process_all()
+        await driver.commit()  # the recording is written as the records' outputs are
+        outputs = driver.read_raw_output(out)
+        last = outputs[-1]
+        steps = await explain(MemoryTransport(driver.broker),
+                              Origin(out.name, last.partition, last.offset), app=app,
+                              answers=recorded_answers(str(tmp_path / "rec")))
+    assert len(outputs) == 2  # p1 and p2 are risky
+    source = steps[-1]
+    assert (source.at, source.key) == (Origin("payments", 0, 2), "p2")
+    [answer] = source.answers
+    assert (answer.service, answer.index) == ("risk", 0)
+    assert answer.answer() == {"card": "c1", "amount": 90, "risk": 0.9}
+    assert "  answer: service 'risk' call #0: value={\"card\": \"c1\", \"amount\": 90, " \
+           "\"risk\": 0.9} (" in render_text(steps)
