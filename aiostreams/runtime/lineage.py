@@ -25,9 +25,9 @@ their far end); a suppressed window's output names its last update with no chain
 
 Encoding: short text, readable in ``aiostreams tail --headers``: a Kafka topic name has no
 ``:`` or ``,`` (legal characters are ``[a-zA-Z0-9._-]``), so the last two ``:`` split a
-position. For topic ``orders`` and a 7-digit offset a position is 16 bytes, the header 35
-bytes on the wire with its name and lengths; a fixed-width binary form (partition int32,
-offset int64) would save about 3 bytes a position and cost readability.
+position. For topic ``payments``, partition 3 and a 7-digit offset a position is 18 bytes;
+a fixed-width binary form (partition int32, offset int64, then the topic) is 20, a varint
+one about 13: not worth losing readability for (benchmarks/RESULTS.md, lineage).
 
 Invariants: an output carries at most one lineage header, first among its headers (so
 headers a processor checks by position at the end, as the FK join's, are untouched); the
