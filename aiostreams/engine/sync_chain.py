@@ -19,9 +19,11 @@ Semantics are those of the node graph, exactly:
 - an external sink keys its output by the input record's partition and offset, so only
   records of input records reach it (not punctuation output);
 - with lineage on (:mod:`aiostreams.runtime.lineage`) a source's decoder drops any lineage
-  header from the record it reads, and a sink puts one naming the slot's input record
-  (``slot.raw``) first among the output's headers; a punctuation's output (no input
-  record) gets none. With lineage off neither is compiled in: no check per record;
+  header from the record it reads, and a sink (the fused processor-to-sink runner too)
+  puts one first among the output's headers, naming the position its record carries, else
+  the slot's input record (``slot.raw``), with that input's own lineage when it is the one
+  named; a punctuation's record with no position gets none. With lineage off the decoder
+  is the plain one and a sink pays one check per output;
 - where both serdes of a source or a sink have shortcuts (:func:`aiostreams.serde.shortcuts`)
   the compiled code calls those, and on any exception from one falls back to the serde
   methods, so errors (and results) are the methods' own.
