@@ -338,26 +338,32 @@ def _lineage_stamp() -> Stamp:
     named; an output with neither (a punctuation's record made from nothing) loses any it
     carries. The header value of the last position named is kept: a record's many outputs
     encode it once."""
-    # topic, partition, offset, header value, the headers of an output that had none
-    last: list[Any] = ["", -1, -1, b"", ()]
+    # the position named last, its header value, the headers of an output that had none
+    last_topic, last_partition, last_offset = "", -1, -1
+    value = b""
+    alone: tuple[tuple[str, bytes | None], ...] = ()
 
     def stamp(record: Record[Any, Any], slot: Slot, out: OutgoingRecord) -> None:
+        nonlocal last_topic, last_partition, last_offset, value, alone
         raw = slot.raw
-        if record.offset >= 0 and record.topic:
-            topic, partition, offset = record.topic, record.partition, record.offset
+        offset = record.offset
+        if offset >= 0 and record.topic:
+            topic, partition = record.topic, record.partition
         elif raw is not None:
             topic, partition, offset = raw.topic, raw.partition, raw.offset
         else:
             if out.headers:
                 out.headers = without_lineage(out.headers)
             return
-        if offset != last[2] or partition != last[1] or topic != last[0]:
+        if offset != last_offset or partition != last_partition or topic != last_topic:
             upstream = (lineage_of(raw.headers) if raw is not None and raw.headers
                         and raw.offset == offset and raw.partition == partition
                         and raw.topic == topic else None)
-            value = lineage_value(topic, partition, offset, upstream)
-            last[:] = topic, partition, offset, value, ((LINEAGE_HEADER, value),)
-        out.headers = with_lineage(out.headers, last[3]) if out.headers else last[4]
+            value = (lineage_value(topic, partition, offset, upstream) if upstream
+                     else f"{topic}:{partition}:{offset}".encode())  # lineage_value, no call
+            alone = ((LINEAGE_HEADER, value),)
+            last_topic, last_partition, last_offset = topic, partition, offset
+        out.headers = with_lineage(out.headers, value) if out.headers else alone
 
     return stamp
 
