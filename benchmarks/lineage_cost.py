@@ -1,6 +1,6 @@
 """What lineage headers cost: P1 and P2 with ``lineage=True`` against off, on one broker.
 
-    python -m benchmarks.lineage_cost [--rounds 2] [--quick]
+    python -m benchmarks.lineage_cost [--rounds 2] [--quick] [--only P1|P2]
     python -m benchmarks.lineage_cost --memory [--records 200000] [--repeats 5]
 
 The aiostreams contender of the peer benchmark (:mod:`benchmarks.peers.aiostreams_app`,
@@ -115,12 +115,15 @@ async def check_headers(bootstrap: str, row: Row, lineage: bool, src: str) -> in
     return size
 
 
-async def run_async(rounds: int, sizes: Sizes) -> dict[str, dict[str, Any]]:
+async def run_async(rounds: int, sizes: Sizes, only: str | None = None
+                    ) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     async with kafka_broker() as bootstrap, offset_reader(bootstrap) as reader:
         say(f"broker at {bootstrap}")
         bench = Bench(bootstrap, reader, sizes, None, say)
-        cases = [("P1 sleep", sizes.p1, 1, {"io": "sleep"}), ("P2", sizes.p2, 8, {})]
+        cases = [case for case in [("P1 sleep", sizes.p1, 1, {"io": "sleep"}),
+                                   ("P2", sizes.p2, 8, {})]
+                 if only is None or case[0].startswith(only)]
         for round_ in range(1, rounds + 1):
             order = (False, True) if round_ % 2 else (True, False)
             for scenario, n, partitions, extra in cases:
@@ -212,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quick", action="store_true",
                         help="the peer benchmark's quick sizes (a smoke test)")
+    parser.add_argument("--only", choices=("P1", "P2"), help="one scenario of the two")
     parser.add_argument("--memory", action="store_true",
                         help="P2's pipeline on the memory broker: CPU per record")
     parser.add_argument("--records", type=int, default=200_000, help="with --memory")
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory:
         return memory(args.records, args.repeats)
     sizes = Sizes.quick() if args.quick else Sizes()
-    results = asyncio.run(run_async(args.rounds, sizes))
+    results = asyncio.run(run_async(args.rounds, sizes, args.only))
     print(f"{'scenario':<10} {'records':>9} {'off rec/s':>10} {'on rec/s':>10} "
           f"{'on/off':>7} {'off us/rec':>11} {'on us/rec':>10} {'header B':>9}")
     for scenario, r in results.items():
