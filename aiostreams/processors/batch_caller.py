@@ -16,6 +16,10 @@ When a batch call fails, ``retry_per`` decides:
   again through the service: a retry there, counted by its retry budget), and only then do
   its records fail.
 
+When the app records service answers (or replays them), each record's own result passes
+the service's ``tap`` (:mod:`aiostreams.services.call_tap`): recorded per record, as if it
+had made a call of its own.
+
 Tracing (``App(tracing=True)``): each traced record of a batch gets its own permit-wait and
 call spans for the batch's call, marked with the batch's size and call id
 (:mod:`aiostreams.engine.tracing`).
@@ -188,6 +192,13 @@ class BatchCaller:
     async def call(self, fn: Callable[..., Any], args: tuple[Any, ...],
                    timeout: float | None, context: Any = None) -> Any:
         """The result for the one value in ``args``, from its batch's call."""
+        tap = self.service.tap
+        if tap is not None:  # recorded, or answered from a recording (services.call_tap)
+            return await tap.answer(self.service.name, None,
+                                    lambda: self._batched(fn, args))
+        return await self._batched(fn, args)
+
+    async def _batched(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         (value,) = args
         loop = asyncio.get_running_loop()
         batcher = self._batchers.get(loop)

@@ -8,9 +8,12 @@ the memo or a coalesced call (the recorded answer is what that record got from t
 **Origin.** A replay runs on a fresh memory broker, where the inputs get new offsets. Each
 input is produced with the header :data:`ORIGIN_HEADER` naming its place in the recorded
 run (``topic/partition/offset``), and the player looks answers up by that; a record without
-it (one read from a repartition topic, whose headers came from elsewhere) is looked up by its
-own position. Records keep their headers through the DSL's steps, so an output carries the
-header of the input that produced it: that is how a replay's outputs name their input.
+it, or whose header names another topic (one read from a repartition topic carries its
+source's), is looked up by its own position: a replay finds those calls when the
+repartition topic gets its records in the recorded order (one upstream task per
+partition of it, as with a single input partition). Records keep their headers through
+the DSL's steps, so an output carries the header of the input that produced it: that is
+how a replay's outputs name their input.
 
 **Index.** The ``index``-th call of an attempt of a record (counted from 0 at each attempt,
 as the recorder counts).
@@ -119,7 +122,13 @@ class Player:
 
     @staticmethod
     def _place(raw: RawRecord) -> tuple[str, int, int]:
-        return origin_of(raw.headers) or (raw.topic, raw.partition, raw.offset)
+        """Where the recorded run had ``raw``: the origin its header names when it is a
+        replayed input itself, else its own place (a repartition topic's record carries
+        its source's header, but the recorder keyed its calls by the repartition record)."""
+        origin = origin_of(raw.headers)
+        if origin is not None and origin[0] == raw.topic:
+            return origin
+        return raw.topic, raw.partition, raw.offset
 
     def _missing(self, call: MissingCall) -> Any:
         self.missing_count += 1

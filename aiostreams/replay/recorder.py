@@ -77,6 +77,7 @@ class Recorder:
         self._segment = 0
         self._segment_size = 0
         self.recorded = 0  # answers written (a figure for tests and the status)
+        self._sources: dict[tuple[str, int], TopicPartition] = {}
 
     # -- the tap ---------------------------------------------------------------------------
 
@@ -88,10 +89,17 @@ class Recorder:
         raw = slot.raw if slot is not None else None
         if slot is None or raw is None:
             return await get()
-        index = sum(1 for o in slot.outputs if o.__class__ is ExternalRecord
-                    and o.sink == RECORDED_ANSWERS and o.key == service)
-        entry = ExternalRecord(RECORDED_ANSWERS, TopicPartition(raw.topic, raw.partition),
-                               raw.offset, service, _Pending(index), raw.timestamp)
+        index = 0
+        for o in slot.outputs:  # usually none: most records' first call
+            if o.__class__ is ExternalRecord and o.sink == RECORDED_ANSWERS and \
+                    o.key == service:
+                index += 1
+        source = self._sources.get((raw.topic, raw.partition))
+        if source is None:
+            source = self._sources[(raw.topic, raw.partition)] = TopicPartition(
+                raw.topic, raw.partition)
+        entry = ExternalRecord(RECORDED_ANSWERS, source, raw.offset, service,
+                               _Pending(index), raw.timestamp)
         slot.outputs.append(entry)
         fingerprint = None if request is None else repr(request)
         started = time.monotonic()

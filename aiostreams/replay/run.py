@@ -94,7 +94,7 @@ async def replay(app: ReplayableApp, inputs: Sequence[RawRecord], out: str | Pat
     overrides: dict[str, Any] = {
         "broker": f"memory://{name}", "record_services_dir": None,
         # persistent stores need a state directory: a fresh one, never the app's
-        "state_dir": None if app.settings.state_dir is None else str(Path(out) / "state"),
+        "state_dir": None if app.settings.state_dir is None else Path(out) / "state",
         # a replay waits for its last commit: no need to wait a production interval for it
         "commit_interval_ms": min(app.settings.commit_interval_ms, REPLAY_COMMIT_MS)}
     if max_in_flight is not None:

@@ -10,7 +10,8 @@ aiostreams' default settings (window, concurrency, byte budget: what a new user 
 engine's inline path); otherwise it awaits the record's I/O first. The record whose id is
 ``stuck_id`` awaits an event that is never set (P5): it holds its task's commit point and
 reorder buffer forever. ``async_path`` takes the async processor without a stuck record
-(P5's baseline for what the stuck record holds).
+(P5's baseline for what the stuck record holds). ``service_step`` awaits the I/O in a DSL
+step through a declared service instead (what ``record_dir`` records: issue 39).
 """
 
 from __future__ import annotations
@@ -50,11 +51,24 @@ class AwaitThenEnrich(Processor[bytes, dict[str, Any]]):
 
 
 def build(options: ContenderOptions) -> App:
+    recording: dict[str, Any] = (
+        {"record_services_dir": options.record_dir} if options.record_dir else {})
     app = App(options.group, broker=f"kafka://{options.bootstrap}", ordering="key",
-              processing_guarantee=options.guarantee)
-    app.topic(options.src, key=bytes, value=dict)
-    app.topic(options.dst, key=bytes, value=dict)
-    if options.io == "none" and options.stuck_id is None and not options.async_path:
+              processing_guarantee=options.guarantee, **recording)
+    src = app.topic(options.src, key=bytes, value=dict)
+    dst = app.topic(options.dst, key=bytes, value=dict)
+    if options.service_step:
+        io = RecordIO(options)
+        app.on_startup(io.start)
+        app.on_shutdown(io.close)
+
+        async def await_then_enrich(value: dict[str, Any]) -> dict[str, Any]:
+            await io.wait()
+            return enrich(value)
+
+        service = app.service("io", concurrency=options.concurrency)
+        app.stream(src).map_values_async(await_then_enrich, service=service).to(dst)
+    elif options.io == "none" and options.stuck_id is None and not options.async_path:
         app.topology.add_source("src", options.src).add_processor(
             "enrich", Enrich, "src").add_sink("sink", options.dst, "enrich")
     else:

@@ -32,7 +32,11 @@ class ContenderOptions:
     (the raw loop's ``"send"`` or ``"batch"``); ``stuck_id``: the record with this ``id``
     never completes (P5's stuck record); ``guarantee``: aiostreams'
     ``processing_guarantee``; ``async_path``: aiostreams runs its async processor even
-    with ``io="none"`` and no stuck record (the baseline of what a stuck record holds).
+    with ``io="none"`` and no stuck record (the baseline of what a stuck record holds);
+    ``service_step``: aiostreams awaits the record's I/O in a DSL step through a declared
+    service (``map_values_async(..., service=app.service("io"))``) instead of its processor;
+    ``record_dir``: aiostreams records its service answers there (``record_services_dir``;
+    ``benchmarks.replay_cost``).
     """
 
     bootstrap: str
@@ -48,6 +52,8 @@ class ContenderOptions:
     stuck_id: int | None = None
     guarantee: str = "at_least_once"
     async_path: bool = False
+    service_step: bool = False
+    record_dir: str = ""
 
     def __post_init__(self) -> None:
         if self.io not in IO_KINDS:

@@ -57,3 +57,19 @@ def test_a_line_cut_short_by_a_crash_is_dropped_alone(tmp_path: Path) -> None:
 def test_opening_a_missing_directory_says_what_to_give(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="record_services_dir"):
         Recording.open(tmp_path / "nope")
+
+
+def test_a_line_is_what_json_dumps_of_its_fields_gives_and_reads_back() -> None:
+    import json
+    import pickle
+
+    for answer in (RecordedAnswer("risk", "pay\u00e9\"s", 3, 2**40, 7, "('c1', 2)",
+                                  pickle.dumps({"x": 1}), None, 0.25),
+                   RecordedAnswer("geo", "t", 0, 0, 0, None, None, "KeyError: 'a\nb'", 1e-7)):
+        line = answer.to_line()
+        assert json.loads(line) == {
+            "service": answer.service, "topic": answer.topic, "partition": answer.partition,
+            "offset": answer.offset, "index": answer.index, "request": answer.request,
+            "value": None if answer.value is None else __import__("base64").b64encode(
+                answer.value).decode(), "error": answer.error, "latency": answer.latency}
+        assert RecordedAnswer.from_line(line) == answer
