@@ -19,11 +19,12 @@ tools do).
     aiostreams replay myproject.app:app --from DIR|TOPIC:P:START-END [--since T --until T]
                       --out DIR [--services recorded|live] [--max-in-flight N]
     aiostreams diff RUN_A RUN_B [--json FILE] [--examples N]
+    aiostreams explain TOPIC PARTITION OFFSET [--app MODULE:APP] [--recording DIR] [--json]
 
 The commands live in :mod:`aiostreams.commands`, one module each, and each family's parser
 and handlers in a ``*_cli`` module there (``app_cli``: run, describe; ``topics_cli``;
 ``records_cli``: tail, send; ``dlq_cli``; ``admin``: topics delete, groups; ``store_cli``:
-store upgrade; ``replay_cli``: replay, diff); this module
+store upgrade; ``replay_cli``: replay, diff; ``explain_cli``); this module
 builds the parser from them and owns what every command shares.
 """
 
@@ -44,6 +45,7 @@ from aiostreams.commands import CommandError, ExitCode, UsageError
 from aiostreams.commands.admin import register as register_admin
 from aiostreams.commands.app_cli import register as register_app
 from aiostreams.commands.dlq_cli import register as register_dlq
+from aiostreams.commands.explain_cli import register as register_explain
 from aiostreams.commands.records_cli import register as register_records
 from aiostreams.commands.replay_cli import register as register_replay
 from aiostreams.commands.run import CurrentStderr, signal_exit_code
@@ -124,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_dlq(commands, common, tool_parents, _tool_target, _run_tool)
     register_store(commands, common, settings, _run_tool)
     register_replay(commands, common, settings, _run_tool)
+    register_explain(commands, tool_parents, _tool_target, _run_tool)
     return parser
 
 

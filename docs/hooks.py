@@ -76,8 +76,10 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
      "([tracing records](../guides/observability.md) shows where it is reported).",
      ["broker_timeout", "connect_timeout", "stuck_record_warning", "client_watchdog_interval",
       "client_stall_timeout", "corrupt_fetch_limit"]),
-    ("Observability and runtime", "Spans per record, and the Python runtime.",
-     ["tracing", "gc_tuning"]),
+    ("Observability and runtime",
+     "Spans per record, lineage headers ([lineage](../guides/lineage.md)), and the Python "
+     "runtime.",
+     ["tracing", "lineage", "gc_tuning"]),
     ("Recording service answers",
      "What the app records for a later replay ([replay and diff](../guides/replay.md)).",
      ["record_services_dir", "record_services_max_bytes"]),

@@ -4,6 +4,9 @@ One context per node per task. It answers for the *current* slot, found through 
 ``CURRENT_SLOT`` context variable, which each execution (an asyncio task per record, or
 the inline fast path) sets to its own slot; so concurrent records never see each other's
 metadata or buffers.
+
+With lineage on, :meth:`NodeContext.send` stamps what it sends with the lineage header of
+the current record, as a sink does (:mod:`aiostreams.runtime.lineage`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,12 @@ from typing import Any, NoReturn, Protocol
 from aiostreams.engine.failure import Deferred
 from aiostreams.errors import TopologyError
 from aiostreams.runtime.clock import TimerHandle
+from aiostreams.runtime.lineage import (
+    lineage_of,
+    lineage_value,
+    with_lineage,
+    without_lineage,
+)
 from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import Headers, OutgoingRecord, Record
@@ -54,9 +63,10 @@ class ContextNode(Protocol):
 
 
 class NodeContext:
-    def __init__(self, task: TaskHost, node: ContextNode) -> None:
+    def __init__(self, task: TaskHost, node: ContextNode, *, lineage: bool = False) -> None:
         self._task = task
         self._node = node
+        self._lineage = lineage
         # Set only while this node's synchronous ``process`` runs (no other record can run
         # it meanwhile: it does not await), so ``forward`` skips the context-variable lookup.
         self.sync_buffer: list[tuple[str | None, Record[Any, Any]]] | None = None
@@ -146,6 +156,12 @@ class NodeContext:
         out = self._task.serialize_for(topic, key, value)
         if timestamp is None:
             timestamp = slot.record.timestamp if slot.record is not None else None
+        if self._lineage:
+            raw = slot.raw
+            headers = (with_lineage(headers, lineage_value(
+                raw.topic, raw.partition, raw.offset,
+                lineage_of(raw.headers) if raw.headers else None))
+                       if raw is not None else without_lineage(headers))
         slot.outputs.append(OutgoingRecord(topic, out[0], out[1], timestamp, headers))
 
     def schedule(

@@ -84,11 +84,13 @@ class SourceExec:
     __slots__ = ("begin_async", "chain_is_async", "children", "decode", "end_async",
                  "key_serde", "name", "run", "run_async", "sole", "value_serde")
 
-    def __init__(self, node: SourceNode, children: list[NodeExec]) -> None:
+    def __init__(self, node: SourceNode, children: list[NodeExec], *,
+                 lineage: bool = False) -> None:
         self.name = node.name
         self.key_serde = node.key_serde
         self.value_serde = node.value_serde
-        self.decode: Decoder = compile_decoder(node.key_serde, node.value_serde)
+        self.decode: Decoder = compile_decoder(node.key_serde, node.value_serde,
+                                               lineage=lineage)
         self.children = children
         self.chain_is_async = any(c.subtree_async for c in children)
         steps: list[Step] = [(c.run_sync, c.run_async) for c in children]
@@ -170,7 +172,7 @@ class TaskGraph:
     def __init__(self, sub: SubTopology, host: TaskHost, *,
                  store_views: Callable[[list[str]], dict[str, Any]],
                  node_retry: Mapping[str, Retry], max_record_bytes: int,
-                 tp_of: Mapping[str, TopicPartition]) -> None:
+                 tp_of: Mapping[str, TopicPartition], lineage: bool = False) -> None:
         execs: dict[str, NodeExec] = {}
         for proc in sub.processors:
             ne = NodeExec(proc.name)
@@ -196,14 +198,14 @@ class TaskGraph:
             ne = execs[proc.name]
             ne.children = [execs[c] for c in proc.children]
             ne.children_by_name = {c.name: c for c in ne.children}
-            ne.context = NodeContext(host, ne)
+            ne.context = NodeContext(host, ne, lineage=lineage)
         self.nodes = execs
         for ne in execs.values():
             ne.subtree_async = _reaches_async(ne)
-        _compile(execs, max_record_bytes, tp_of)
+        _compile(execs, max_record_bytes, tp_of, lineage)
         self.sources: dict[str, SourceExec] = {}
         for src in sub.sources:
-            sx = SourceExec(src, [execs[c] for c in src.children])
+            sx = SourceExec(src, [execs[c] for c in src.children], lineage=lineage)
             for topic in src.topics:
                 self.sources[topic] = sx
 
@@ -231,11 +233,11 @@ class TaskGraph:
 
 
 def _compile(execs: dict[str, NodeExec], max_record_bytes: int,
-             tp_of: Mapping[str, TopicPartition]) -> None:
+             tp_of: Mapping[str, TopicPartition], lineage: bool) -> None:
     def runner_of(ne: NodeExec) -> Runner:
         if ne.run_sync is _not_compiled:
             ne.run_sync = compile_node(ne, runner_of, max_record_bytes=max_record_bytes,
-                                       tp_of=tp_of)
+                                       tp_of=tp_of, lineage=lineage)
         return ne.run_sync
 
     def async_runner_of(ne: NodeExec) -> AsyncRunner:

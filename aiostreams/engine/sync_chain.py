@@ -18,6 +18,12 @@ Semantics are those of the node graph, exactly:
   it), as is a serde's own failure;
 - an external sink keys its output by the input record's partition and offset, so only
   records of input records reach it (not punctuation output);
+- with lineage on (:mod:`aiostreams.runtime.lineage`) a source's decoder drops any lineage
+  header from the record it reads, and a sink (the fused processor-to-sink runner too)
+  puts one first among the output's headers, naming the position its record carries, else
+  the slot's input record (``slot.raw``), with that input's own lineage when it is the one
+  named; a punctuation's record with no position gets none. With lineage off the decoder
+  is the plain one and a sink pays one check per output;
 - where both serdes of a source or a sink have shortcuts (:func:`aiostreams.serde.shortcuts`)
   the compiled code calls those, and on any exception from one falls back to the serde
   methods, so errors (and results) are the methods' own.
@@ -32,6 +38,13 @@ from typing import Any, Protocol
 from aiostreams.engine.context import NodeContext
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.lineage import (
+    LINEAGE_HEADER,
+    lineage_of,
+    lineage_value,
+    with_lineage,
+    without_lineage,
+)
 from aiostreams.runtime.slot import Slot
 from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
@@ -53,12 +66,32 @@ for _cls, _names in _RECORD_FIELDS.items():
 Runner = Callable[[Record[Any, Any], Slot], None]
 """Runs one node (and what it forwards to) for ``record`` on behalf of ``slot``."""
 
+Stamp = Callable[[Record[Any, Any], Slot, OutgoingRecord], None]
+"""Puts the lineage header on the output a sink made of ``record`` (lineage on)."""
+
 Decoder = Callable[[RawRecord], Record[Any, Any]]
 """A source's deserializer: raw bytes in, a :class:`Record` out, or a
 :class:`DeserializationError` that names the partition, offset and which part failed."""
 
 
-def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
+def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any], *,
+                    lineage: bool = False) -> Decoder:
+    """The source's decoder; with ``lineage`` it drops lineage headers from what it reads
+    (see the module docstring)."""
+    decoder = _compile_decoder(key_serde, value_serde)
+    if not lineage:
+        return decoder
+
+    def decode_without_lineage(raw: RawRecord) -> Record[Any, Any]:
+        record = decoder(raw)
+        if record.headers:
+            record.headers = without_lineage(record.headers)
+        return record
+
+    return decode_without_lineage
+
+
+def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
     deserialize_key = key_serde.deserialize
     deserialize_value = value_serde.deserialize
 
@@ -113,11 +146,12 @@ class CompilableNode(Protocol):
 
 
 def compile_node(node: CompilableNode, runner_of: Callable[[Any], Runner], *,
-                 max_record_bytes: int, tp_of: Mapping[str, TopicPartition]) -> Runner:
+                 max_record_bytes: int, tp_of: Mapping[str, TopicPartition],
+                 lineage: bool = False) -> Runner:
     """The runner of ``node``; ``runner_of(child)`` gives each child's (compile children
-    first: the graph is acyclic)."""
+    first: the graph is acyclic). ``lineage``: sinks stamp the lineage header."""
     if node.sink is not None:
-        return _sink_runner(node.name, node.sink, max_record_bytes)
+        return _sink_runner(node.name, node.sink, max_record_bytes, lineage=lineage)
     if node.processor is None:
         assert node.external is not None, f"node {node.name!r} is neither processor nor sink"
         return _external_runner(node.name, node.external, tp_of)
@@ -125,7 +159,8 @@ def compile_node(node: CompilableNode, runner_of: Callable[[Any], Runner], *,
     children = {child.name: runner_of(child) for child in node.children}
     if len(node.children) == 1 and node.children[0].sink is not None:
         fused = _processor_to_sink_runner(node.name, node.processor, node.context, children,
-                                          node.children[0].sink, max_record_bytes)
+                                          node.children[0].sink, max_record_bytes,
+                                          _lineage_stamp() if lineage else None)
         if fused is not None:
             return fused
     return _processor_runner(node.name, node.processor, node.context, children)
@@ -182,7 +217,8 @@ def _one_child_runner(name: str, process: Callable[[Record[Any, Any]], Any],
 
 def _processor_to_sink_runner(name: str, processor: Processor[Any, Any],
                               context: NodeContext, children: dict[str, Runner],
-                              sink: SinkNode, max_record_bytes: int) -> Runner | None:
+                              sink: SinkNode, max_record_bytes: int,
+                              stamp: Stamp | None = None) -> Runner | None:
     """The runner of a processor whose one child is a sink, with the sink's common case
     (both serdes have shortcuts that succeed, no partitioner, within max_record_bytes) run
     in place of a call to the sink's runner, which runs every other case (and so raises
@@ -225,6 +261,8 @@ def _processor_to_sink_runner(name: str, processor: Processor[Any, Any],
             out.headers = forwarded.headers
             out.partition = None
             slot.outputs.append(out)
+            if stamp is not None:  # lineage on (the sink's runner stamps the other cases)
+                stamp(forwarded, slot, out)
 
     return run
 
@@ -236,7 +274,8 @@ def _returned(name: str, result: object) -> TypeError:
     )
 
 
-def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
+def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int, *,
+                 lineage: bool = False) -> Runner:
     topic = sink.topic
     serialize_key = sink.key_serde.serialize
     serialize_value = sink.value_serde.serialize
@@ -284,8 +323,49 @@ def _sink_runner(name: str, sink: SinkNode, max_record_bytes: int) -> Runner:
         out.headers = record.headers
         out.partition = partition
         slot.outputs.append(out)
+        if stamp is not None:  # lineage on: the one check per output it costs when off
+            stamp(record, slot, out)
 
+    stamp = _lineage_stamp() if lineage else None
     return run
+
+
+def _lineage_stamp() -> Stamp:
+    """Stamps the output a sink just appended for ``record`` with the lineage header
+    naming the input record ``record`` carries the position of (its record context: the
+    triggering record, or for a suppressed window the record of its last update), else
+    ``slot.raw``, followed by the lineage ``slot.raw`` came with when that is the record
+    named; an output with neither (a punctuation's record made from nothing) loses any it
+    carries. The header value of the last position named is kept: a record's many outputs
+    encode it once."""
+    # the position named last, its header value, the headers of an output that had none
+    last_topic, last_partition, last_offset = "", -1, -1
+    value = b""
+    alone: tuple[tuple[str, bytes | None], ...] = ()
+
+    def stamp(record: Record[Any, Any], slot: Slot, out: OutgoingRecord) -> None:
+        nonlocal last_topic, last_partition, last_offset, value, alone
+        raw = slot.raw
+        offset = record.offset
+        if offset >= 0 and record.topic:
+            topic, partition = record.topic, record.partition
+        elif raw is not None:
+            topic, partition, offset = raw.topic, raw.partition, raw.offset
+        else:
+            if out.headers:
+                out.headers = without_lineage(out.headers)
+            return
+        if offset != last_offset or partition != last_partition or topic != last_topic:
+            upstream = (lineage_of(raw.headers) if raw is not None and raw.headers
+                        and raw.offset == offset and raw.partition == partition
+                        and raw.topic == topic else None)
+            value = (lineage_value(topic, partition, offset, upstream) if upstream
+                     else f"{topic}:{partition}:{offset}".encode())  # lineage_value, no call
+            alone = ((LINEAGE_HEADER, value),)
+            last_topic, last_partition, last_offset = topic, partition, offset
+        out.headers = with_lineage(out.headers, value) if out.headers else alone
+
+    return stamp
 
 
 def _external_runner(name: str, external: str, tp_of: Mapping[str, TopicPartition]) -> Runner:

@@ -93,7 +93,8 @@ class StreamTask:
         from :meth:`open_stores` to :meth:`close` (see :mod:`~aiostreams.state.task_directory`)."""
         self._graph = TaskGraph(sub, self, store_views=self._task_stores.views,
                                 node_retry=node_retry or {},
-                                max_record_bytes=settings.max_record_bytes, tp_of=tp_of)
+                                max_record_bytes=settings.max_record_bytes, tp_of=tp_of,
+                                lineage=settings.lineage)
         self._path = RecordPath(task_id, settings, self.metrics, clock=clock,
                                 intake=self.intake, rob=self._rob, graph=self._graph,
                                 stores=self._task_stores, tp_of=tp_of, emit=emit,

@@ -58,6 +58,7 @@ class TaskSettings:
     max_concurrency: int | None = 1000  # None: max_in_flight
     max_task_buffer_bytes: int = 32 * 1024 * 1024
     tracing: Tracing | None = None  # OpenTelemetry spans per record (engine.tracing)
+    lineage: bool = False  # a lineage header on every output (runtime.lineage)
 
 
 @dataclass

@@ -146,6 +146,12 @@ class Settings(BaseSettings):
         False, description="OpenTelemetry spans per record (queue wait, permit wait, calls, "
         "head-of-line wait, commit) to the global TracerProvider, or App(tracer_provider=); "
         "needs the otel extra: pip install 'aiostreams[otel]'. See the observability guide")
+    lineage: bool = Field(
+        False, description="an aiostreams-lineage header on every output naming the input "
+        "record it came from (topic:partition:offset; for aggregates and joins the record "
+        "that triggered it), so `aiostreams explain` can walk an output back through "
+        "repartition topics to its source records. Off: no header is added. See the "
+        "lineage guide")
     record_services_dir: Path | None = Field(
         None, description="record each answer the app's steps get from its services "
         "(app.service), keyed by the input record and call, to segment files in this "

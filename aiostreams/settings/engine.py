@@ -46,6 +46,7 @@ def task_settings(s: Settings, retry: Retry | None, tracing: Tracing | None) -> 
         processing_timeout=s.processing_timeout,
         max_record_bytes=s.max_record_bytes,
         tracing=tracing,
+        lineage=s.lineage,
     )
 
 
