@@ -204,7 +204,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         for name in args.cases or list(CASES):
             r = await measure(name, args.records, args.keys, args.rounds, bootstrap)
             if args.counts:
-                r["counts"] = await counted(name, args.count_records, args.keys)
+                r["counts"] = await counted(name, args.count_records or args.records,
+                                            args.keys)
             if args.instructions:
                 r["instructions"] = instructions(name, args.instruction_records,
                                                  args.instruction_keys)
@@ -243,7 +244,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kafka", action="store_true", help="also on the real broker")
     parser.add_argument("--counts", action="store_true", help="count store and serde work")
-    parser.add_argument("--count-records", type=int, default=20_000)
+    parser.add_argument("--count-records", type=int,
+                        help="records of the counted run (default: --records)")
     parser.add_argument("--instructions", action="store_true", help="valgrind counts")
     parser.add_argument("--instruction-records", type=int, default=4000)
     parser.add_argument("--instruction-keys", type=int, default=1000)

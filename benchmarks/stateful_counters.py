@@ -7,8 +7,8 @@ classes the stateful path goes through, so a run of a case tells per input recor
   ``range``), and ``store_reads``: those that reach a store (not answered by the overlay
   of in-flight writes);
 * ``store_writes``: writes applied to a store at retirement (``StoreOverlay.retire``);
-* ``sqlite_reads`` / ``sqlite_writes``: statements sent to SQLite (queries; everything else,
-  transactions included);
+* ``sqlite_reads`` / ``sqlite_writes``: statements sent to SQLite (queries, through
+  aiosqlite or the stores' read-only connection; everything else, transactions included);
 * ``serialize`` / ``deserialize``: serde method calls, outermost only (a timestamped value's
   inner long is not counted again). The engine's compiled topic codecs (the serdes'
   ``fast_*`` shortcuts) are not methods and are not counted: what is counted is the
@@ -31,6 +31,7 @@ import aiosqlite
 
 from aiostreams import serde as serde_module
 from aiostreams.processors import store_values, stream_stream_join
+from aiostreams.state import sqlite as sqlite_store
 from aiostreams.state.memory import InMemoryKeyValueStore
 from aiostreams.state.overlay import KeyValueStoreView, StoreOverlay, WindowStoreView
 from aiostreams.state.sqlite import SQLiteKeyValueStore
@@ -50,6 +51,21 @@ def _serde_classes() -> list[type]:
                                         or "deserialize" in vars(value)):
             found.append(value)
     return found
+
+
+class _CountedReader:
+    """A store's read-only connection, counting its statements as ``sqlite_reads``."""
+
+    def __init__(self, reader: Any, counts: Counter[str]) -> None:
+        self._reader = reader
+        self._counts = counts
+
+    def execute(self, *args: Any) -> Any:
+        self._counts["sqlite_reads"] += 1
+        return self._reader.execute(*args)
+
+    def close(self) -> None:
+        self._reader.close()
 
 
 @contextmanager
@@ -95,7 +111,14 @@ def counting() -> Iterator[Counter[str]]:
             if name in vars(store):
                 patch(store, name, counted("store_reads"))
     patch(StoreOverlay, "retire", counted("store_writes"))
+    patch(StoreOverlay, "retire_logged", counted("store_writes"))
     patch(aiosqlite.Connection, "execute_fetchall", counted("sqlite_reads"))
+    opener = sqlite_store._open_reader  # point reads on the loop's thread
+
+    def counting_reader(path: Any) -> Any:
+        return _CountedReader(opener(path), counts)
+
+    sqlite_store._open_reader = counting_reader
     for name in ("execute", "executemany"):
         patch(aiosqlite.Connection, name, counted("sqlite_writes"))
     for cls in _serde_classes():
@@ -107,6 +130,7 @@ def counting() -> Iterator[Counter[str]]:
     finally:
         for cls, name, original in reversed(saved):
             setattr(cls, name, original)
+        sqlite_store._open_reader = opener
 
 
 __all__ = ["counting"]

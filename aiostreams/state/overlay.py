@@ -16,7 +16,7 @@ and ``True`` under a JSON key serde); the original key is kept beside them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from operator import itemgetter
 from typing import Any, cast
 
@@ -24,6 +24,9 @@ from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 from aiostreams.state.base import TOMBSTONE, StateStore, StoreKind, WindowStore
 from aiostreams.state.key_identity import key_identity
 from aiostreams.state.window import bound_ms, normalize_window_start
+
+ChangelogBytes = tuple[bytes | None, bytes | None]
+"""A write's changelog record: (key bytes, value bytes or None for a delete)."""
 
 
 def store_kind(store: StateStore) -> StoreKind:
@@ -36,6 +39,22 @@ def store_kind(store: StateStore) -> StoreKind:
     windowed = (callable(getattr(store, "fetch", None)) and hasattr(store, "retention")
                 and hasattr(store, "retained_from"))
     return StoreKind.WINDOW if windowed else StoreKind.KEY_VALUE
+
+
+def logged_apply(store: StateStore) -> Callable[[Any, Any], ChangelogBytes] | None:
+    """The store's ``apply_logged(key, value)`` (apply, and return the changelog record),
+    unless a subclass below the class that gave it overrides ``apply``,
+    ``changelog_record`` or ``sort_key``: then those overrides must run, and there is none."""
+    method: Callable[[Any, Any], ChangelogBytes] | None = getattr(store, "apply_logged", None)
+    if method is None:
+        return None
+    mro = type(store).__mro__
+    giver = next(i for i, cls in enumerate(mro) if "apply_logged" in vars(cls))
+    for name in ("apply", "changelog_record", "sort_key"):
+        definer = next((i for i, cls in enumerate(mro) if name in vars(cls)), giver)
+        if definer < giver:
+            return None
+    return method
 
 
 class StoreOverlay:
@@ -53,6 +72,7 @@ class StoreOverlay:
         # A versioned store's writes are versions ``(key, timestamp)``: indexed like windows.
         self._windows: dict[Any, set[float]] | None = (
             {} if self.kind in (StoreKind.WINDOW, StoreKind.VERSIONED) else None)
+        self._apply_logged = logged_apply(store) or self._apply_then_log
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -95,6 +115,17 @@ class StoreOverlay:
         """Apply ``slot``'s write to the store and drop it from the overlay."""
         self._drop(slot, key)
         self.store.apply(key, value)
+
+    def retire_logged(self, slot: Slot, key: Any, value: Any) -> ChangelogBytes:
+        """:meth:`retire`, and the write's changelog record (``store.changelog_record``):
+        from the store's ``apply_logged`` when it has one (it serializes the write once for
+        both), else from a second serialization."""
+        self._drop(slot, key)
+        return self._apply_logged(key, value)
+
+    def _apply_then_log(self, key: Any, value: Any) -> ChangelogBytes:
+        self.store.apply(key, value)
+        return self.store.changelog_record(key, value)
 
     def withdraw(self, slot: Slot, key: Any) -> None:
         """Forget ``slot``'s write of ``key`` (its attempt failed)."""

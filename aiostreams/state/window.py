@@ -15,7 +15,7 @@ from typing import Any, Final
 import aiosqlite
 
 from aiostreams.serde import Serde
-from aiostreams.state.base import StoreKind
+from aiostreams.state.base import TOMBSTONE, StoreKind
 from aiostreams.state.memory_window import InMemoryWindowStore
 from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, SQLiteKeyValueStore
 from aiostreams.state.sqlite_write_back import Pending
@@ -99,6 +99,20 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         self._write(composite, value)  # may raise: then nothing changed
         self._retention.observe(ms)
         self._note_pending(kb, composite)
+
+    def apply_logged(self, key: Any, value: Any) -> tuple[bytes, bytes | None]:
+        """:meth:`apply` (a write to an expired window is ignored), returning its changelog
+        record (what ``changelog_record`` gives, expired or not), serialized once."""
+        k, ms = split_window_key(self.name, key)
+        kb = super()._encode_key(k)
+        composite = encode_window_key(kb, ms)
+        if self._retention.expired(ms):
+            return composite, (None if value is TOMBSTONE
+                               else self.value_serde.serialize(self.name, value))
+        vb = self._write(composite, value)  # may raise: then nothing changed
+        self._retention.observe(ms)
+        self._note_pending(kb, composite)
+        return composite, vb
 
     def restore(self, key: bytes | None, value: bytes | None) -> None:
         composite = self._changelog_key(key)
