@@ -3,9 +3,9 @@
 :func:`counting` patches, for the length of a ``with`` block and in this process only, the
 classes the stateful path goes through, so a run of a case tells per input record:
 
-* ``view_reads``: reads processors make (a store view's ``get``/``fetch``/``fetch_all``/
-  ``range``), and ``store_reads``: those that reach a store (not answered by the overlay
-  of in-flight writes);
+* ``view_reads``: reads processors make (a store view's ``get``/``get_now``/``fetch``/
+  ``fetch_all``/``range``), and ``store_reads``: those that reach a store (not answered by
+  the overlay of in-flight writes);
 * ``store_writes``: writes applied to a store at retirement (``StoreOverlay.retire``);
 * ``sqlite_reads`` / ``sqlite_writes``: statements sent to SQLite (queries, through
   aiosqlite or the stores' read-only connection; everything else, transactions included);
@@ -38,7 +38,7 @@ from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.state.window import InMemoryWindowStore, SQLiteWindowStore
 from aiostreams.windows import TimeWindowedSerde
 
-STORE_READS = ("get", "fetch", "fetch_all", "range")
+STORE_READS = ("get", "get_now", "fetch", "fetch_all", "range")
 
 
 def _serde_classes() -> list[type]:

@@ -41,19 +41,37 @@ def store_kind(store: StateStore) -> StoreKind:
     return StoreKind.WINDOW if windowed else StoreKind.KEY_VALUE
 
 
-def logged_apply(store: StateStore) -> Callable[[Any, Any], ChangelogBytes] | None:
-    """The store's ``apply_logged(key, value)`` (apply, and return the changelog record),
-    unless a subclass below the class that gave it overrides ``apply``,
-    ``changelog_record`` or ``sort_key``: then those overrides must run, and there is none."""
-    method: Callable[[Any, Any], ChangelogBytes] | None = getattr(store, "apply_logged", None)
+def _shortcut(store: StateStore, name: str, stands_for: tuple[str, ...]) -> Any:
+    """The store's method ``name``, unless a subclass below the class that gave it
+    overrides one of the methods it ``stands_for``: then those overrides must run, and
+    there is none (as :func:`aiostreams.serde.shortcuts` decides for serdes)."""
+    method = getattr(store, name, None)
     if method is None:
         return None
     mro = type(store).__mro__
-    giver = next(i for i, cls in enumerate(mro) if "apply_logged" in vars(cls))
-    for name in ("apply", "changelog_record", "sort_key"):
-        definer = next((i for i, cls in enumerate(mro) if name in vars(cls)), giver)
+    giver = next((i for i, cls in enumerate(mro) if name in vars(cls)), None)
+    if giver is None:
+        return method  # set on the instance itself
+    for other in stands_for:
+        definer = next((i for i, cls in enumerate(mro) if other in vars(cls)), giver)
         if definer < giver:
             return None
+    return method
+
+
+def logged_apply(store: StateStore) -> Callable[[Any, Any], ChangelogBytes] | None:
+    """The store's ``apply_logged(key, value)`` (apply, and return the changelog record),
+    or None (see :func:`_shortcut`: a subclass overriding ``apply``, ``changelog_record``
+    or ``sort_key`` gets those called)."""
+    method: Callable[[Any, Any], ChangelogBytes] | None = _shortcut(
+        store, "apply_logged", ("apply", "changelog_record", "sort_key"))
+    return method
+
+
+def read_now(store: StateStore) -> Callable[[Any], Any] | None:
+    """The store's ``get_now(key)``: ``get`` answered without awaiting (the stores of this
+    package all have one), or None (none, or a subclass overrides ``get``)."""
+    method: Callable[[Any], Any] | None = _shortcut(store, "get_now", ("get",))
     return method
 
 
@@ -73,6 +91,8 @@ class StoreOverlay:
         self._windows: dict[Any, set[float]] | None = (
             {} if self.kind in (StoreKind.WINDOW, StoreKind.VERSIONED) else None)
         self._apply_logged = logged_apply(store) or self._apply_then_log
+        self.get_now = read_now(store)
+        """The store's synchronous point read, or None (then reads must await ``get``)."""
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -194,6 +214,19 @@ class KeyValueStoreView:
             return value
         return await self._overlay.store.get(key)
 
+    @property
+    def reads_now(self) -> bool:
+        """Whether :meth:`get_now` can answer (the store reads without awaiting)."""
+        return self._overlay.get_now is not None
+
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting; a ``TypeError`` when the store can only be read by
+        awaiting (``reads_now`` is False)."""
+        found, value = self._overlay.read(key)
+        if found:
+            return value
+        return _read_now(self._overlay)(key)
+
     def put(self, key: Any, value: Any) -> None:
         if value is None:
             raise ValueError(
@@ -283,6 +316,22 @@ class WindowStoreView:
             return value
         return await self._store.get((key, start))
 
+    @property
+    def reads_now(self) -> bool:
+        """Whether :meth:`get_now` can answer (the store reads without awaiting)."""
+        return self._overlay.get_now is not None
+
+    def get_now(self, key: Any, window_start: float) -> Any | None:
+        """:meth:`get` without awaiting; a ``TypeError`` when the store can only be read by
+        awaiting (``reads_now`` is False)."""
+        start = normalize_window_start(window_start)
+        if start < self._store.retained_from:
+            return None
+        found, value = self._overlay.read((key, start))
+        if found:
+            return value
+        return _read_now(self._overlay)((key, start))
+
     def put(self, key: Any, window_start: float, value: Any) -> None:
         if value is None:
             raise ValueError(
@@ -349,6 +398,18 @@ class WindowStoreView:
             return self._store.range(None, None)
         windows: AsyncIterator[tuple[tuple[Any, float], Any]] = fetch_all(time_from, time_to)
         return windows
+
+
+def _read_now(overlay: StoreOverlay) -> Callable[[Any], Any]:
+    get_now = overlay.get_now
+    if get_now is None:
+        store = overlay.store
+        raise TypeError(
+            f"store {store.name!r} ({type(store).__name__}) can only be read by awaiting "
+            "get(): give it a get_now(key) that answers without awaiting (the in-memory "
+            "and SQLite stores have one), or read it from an async processor"
+        )
+    return get_now
 
 
 def view_for(overlay: StoreOverlay) -> Any:

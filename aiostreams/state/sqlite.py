@@ -327,9 +327,13 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
 
     async def get(self, key: Any) -> Any | None:
         """The applied value of ``key``. Cancellation: returns nothing, changes nothing."""
-        return await self._get_bytes(self._encode_key(key))
+        return self._lookup(self._encode_key(key))
 
-    async def _get_bytes(self, kb: bytes) -> Any | None:
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting (a point read never leaves the loop's thread)."""
+        return self._lookup(self._encode_key(key))
+
+    def _lookup(self, kb: bytes) -> Any | None:
         cache = self._cache
         cached = cache.get(kb, _MISS)
         if cached is not _MISS:

@@ -134,10 +134,17 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
             keys.add(composite)
 
     async def get(self, key: Any) -> Any | None:
+        return self._window_lookup(key)
+
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting (a point read never leaves the loop's thread)."""
+        return self._window_lookup(key)
+
+    def _window_lookup(self, key: Any) -> Any | None:
         k, ms = split_window_key(self.name, key)
         if self._retention.expired(ms):
             return None
-        return await self._get_bytes(encode_window_key(super()._encode_key(k), ms))
+        return self._lookup(encode_window_key(super()._encode_key(k), ms))
 
     async def fetch(self, key: Any, time_from: float,
                     time_to: float) -> AsyncIterator[tuple[float, Any]]:
