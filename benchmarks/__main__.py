@@ -21,7 +21,8 @@ The engine and restore benchmarks also run alone (``python -m benchmarks.engine`
 ``benchmarks.restore``); the other single-purpose benchmarks are modules of their own:
 ``benchmarks.kafka_throughput``, ``benchmarks.retry``, ``benchmarks.state``,
 ``benchmarks.parquet``, ``benchmarks.eos_restart`` (restart after ``kill -9`` under
-exactly-once: the store's tail against a full replay).
+exactly-once: the store's tail against a full replay), ``benchmarks.stateful`` (aggregates,
+windows and joins through SQLite stores beside hand-rolled ``sqlite3`` floors).
 """
 
 from __future__ import annotations

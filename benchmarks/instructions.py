@@ -29,7 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from aiostreams import Processor, Record
@@ -75,11 +75,13 @@ CASES: dict[str, Callable[[int], Coroutine[Any, Any, float]]] = {
 }
 
 
-def count(case: str, n: int) -> int:
-    """Instructions of one process running ``case`` over ``n`` records."""
+def count(case: str, n: int, module: str = "benchmarks.instructions",
+          extra: Sequence[str] = ()) -> int:
+    """Instructions of one process running ``case`` over ``n`` records: ``python -m
+    module --run case --records n *extra`` under valgrind."""
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         "-m", "benchmarks.instructions", "--run", case, "--records", str(n)],
+         "-m", module, "--run", case, "--records", str(n), *extra],
         capture_output=True, text=True, check=False)
     found = re.search(r"Collected : (\d+)", proc.stderr)
     if proc.returncode != 0 or found is None:

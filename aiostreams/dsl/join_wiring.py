@@ -49,6 +49,7 @@ from aiostreams.processors.joins import (
     JoinedTableGetter,
     JoinKind,
     StreamTableJoinProcessor,
+    SyncStreamTableJoinProcessor,
     TableTableJoinProcessor,
 )
 from aiostreams.processors.steps import Passthrough, require_sync
@@ -132,10 +133,10 @@ def _stream_table(this: Stream[Any, Any], table: Table[Any, Any],
         require_getter_stores(builder, getter, node, what)
         return Stream(builder, node, key_serde=stream.key_serde)
     refuse_versioned(table, "a stream-table join")
+    joining = SyncStreamTableJoinProcessor if getter.reads_now else StreamTableJoinProcessor
     node = builder.add_processor(
         "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN",
-        lambda: StreamTableJoinProcessor(getter, joiner, left, builder.dropped), [stream.node],
-        name=name)
+        lambda: joining(getter, joiner, left, builder.dropped), [stream.node], name=name)
     require_getter_stores(builder, getter, node, what)
     return Stream(builder, node, key_serde=stream.key_serde)
 

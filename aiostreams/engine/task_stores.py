@@ -114,12 +114,13 @@ class TaskStores:
         changelog_of = self._changelog_of
         headers = self._headers_of
         for overlay, key, value in slot.writes:
-            overlay.retire(slot, key, value)
             changelog = changelog_of.get(overlay)
-            if changelog is not None:
-                k, v = overlay.store.changelog_record(key, value)
-                released.append(OutgoingRecord(changelog, k, v, None,
-                                               headers[overlay], self._partition))
+            if changelog is None:
+                overlay.retire(slot, key, value)
+                continue
+            k, v = overlay.retire_logged(slot, key, value)  # one serialization for both
+            released.append(OutgoingRecord(changelog, k, v, None,
+                                           headers[overlay], self._partition))
 
     @staticmethod
     def withdraw(slot: Slot) -> None:

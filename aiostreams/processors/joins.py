@@ -42,6 +42,25 @@ class StreamTableJoinProcessor(Processor[Any, Any]):
         self.context.forward(record.with_value(self.joiner(record.value, other)))
 
 
+class SyncStreamTableJoinProcessor(StreamTableJoinProcessor):
+    """:class:`StreamTableJoinProcessor` over a getter that reads without awaiting
+    (``getter.reads_now``): the same join, synchronous, so a synchronous chain around it
+    takes the engine's synchronous path."""
+
+    def process(self, record: AnyRecord) -> None:  # type: ignore[override]
+        if record.key is None and record.value is not None and self.left:
+            self.context.forward(record.with_value(self.joiner(record.value, None)))
+            return
+        if record.key is None or record.value is None:
+            self.skipped += 1
+            self.dropped.drop(self.context, "null_key" if record.key is None else "null_value")
+            return
+        other = self.getter.get_now(self.context, record.key)
+        if other is None and not self.left:
+            return
+        self.context.forward(record.with_value(self.joiner(record.value, other)))
+
+
 def table_join_result(kind: JoinKind, joiner: Callable[[Any, Any], Any], left: Any,
                       right: Any) -> Any:
     """The value of a table-table join for one key, ``None`` when it has none."""
@@ -134,6 +153,7 @@ __all__ = [
     "JoinKind",
     "JoinedTableGetter",
     "StreamTableJoinProcessor",
+    "SyncStreamTableJoinProcessor",
     "TableTableJoinProcessor",
     "table_join_result",
 ]

@@ -81,7 +81,15 @@ def write_stamped(ctx: ProcessorContext, store: str, key: Any, value: Any,
 
 async def read_stamped(ctx: ProcessorContext, store: str, key: Any) -> tuple[Any, int]:
     """``key``'s value in ``store`` and its timestamp (ms; :data:`NO_TIMESTAMP` if none)."""
-    stored = await ctx.store(store).get(key)
+    return _unstamped(await ctx.store(store).get(key))
+
+
+def read_stamped_now(ctx: ProcessorContext, store: str, key: Any) -> tuple[Any, int]:
+    """:func:`read_stamped` without awaiting (the store's view ``get_now``)."""
+    return _unstamped(ctx.store(store).get_now(key))
+
+
+def _unstamped(stored: Any) -> tuple[Any, int]:
     if stored is None:
         return None, NO_TIMESTAMP
     if isinstance(stored, ValueAndTimestamp):

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiostreams.processors.store_values import plain_value
 from aiostreams.processors.table_changes import OldValues, update, write_stamped
-from aiostreams.topology.processor import Processor
+from aiostreams.processors.tables import require_reads_now
+from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
 from aiostreams.windows import DroppedRecords, to_ms
 
@@ -25,7 +26,8 @@ class TableSourceProcessor(Processor[Any, Any]):
     """Materializes a topic: put (or delete, for a null value) with the record's timestamp,
     then forward the update (a delete of a key it does not hold too, as Kafka Streams
     does), with the old value when ``old_values`` is on. Records with a null key cannot be
-    stored and are dropped (counted)."""
+    stored and are dropped (counted). Synchronous: its store (the DSL's key-value store)
+    answers the old value's read without awaiting."""
 
     def __init__(self, store: str, old_values: OldValues,
                  dropped: DroppedRecords | None = None) -> None:
@@ -34,13 +36,18 @@ class TableSourceProcessor(Processor[Any, Any]):
         self.dropped = dropped if dropped is not None else DroppedRecords()
         self.null_keys_dropped = 0
 
-    async def process(self, record: AnyRecord) -> None:
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        if self.old_values.enabled:
+            require_reads_now(context, self.store_name)
+
+    def process(self, record: AnyRecord) -> None:
         if record.key is None:
             self.null_keys_dropped += 1
             self.dropped.drop(self.context, "null_key")
             return
         ctx = self.context
-        old = (plain_value(await ctx.store(self.store_name).get(record.key))
+        old = (plain_value(ctx.store(self.store_name).get_now(record.key))
                if self.old_values.enabled else None)
         write_stamped(ctx, self.store_name, record.key, record.value,
                       to_ms(record.timestamp))

@@ -16,6 +16,7 @@ from aiostreams.processors.table_changes import (
     OldValues,
     old_value,
     read_stamped,
+    read_stamped_now,
     update,
     write_stamped,
 )
@@ -37,12 +38,19 @@ def initial_value(initializer: Any) -> Any:
 
 
 class ValueGetter:
-    """Reads a table's current value of a key from a processor connected to ``stores``."""
+    """Reads a table's current value of a key from a processor connected to ``stores``.
+
+    ``reads_now``: whether :meth:`get_now` answers without awaiting (a getter over the
+    DSL's own stores); a processor built on such a getter can be synchronous."""
 
     stores: tuple[str, ...] = ()
+    reads_now = False
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         raise NotImplementedError
+
+    def get_now(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        raise NotImplementedError(f"{type(self).__name__} reads only by awaiting get()")
 
     async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
         """The value of ``key`` and its timestamp (ms; ``NO_TIMESTAMP`` when unknown)."""
@@ -52,12 +60,17 @@ class ValueGetter:
 class StoreGetter(ValueGetter):
     """Reads a materialized table's store (values with their timestamps)."""
 
+    reads_now = True  # the DSL's key-value stores (kv_store_spec) all have get_now
+
     def __init__(self, store: str) -> None:
         self.store = store
         self.stores = (store,)
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         return plain_value(await ctx.store(self.store).get(key))
+
+    def get_now(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        return plain_value(ctx.store(self.store).get_now(key))
 
     async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
         return await read_stamped(ctx, self.store, key)
@@ -70,6 +83,7 @@ class FilterGetter(ValueGetter):
         self.predicate = predicate
         self.keep = keep
         self.stores = parent.stores
+        self.reads_now = parent.reads_now
 
     def _apply(self, key: Any, value: Any) -> Any:
         if value is None or bool(self.predicate(key, value)) is not self.keep:
@@ -78,6 +92,9 @@ class FilterGetter(ValueGetter):
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         return self._apply(key, await self.parent.get(ctx, key))
+
+    def get_now(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        return self._apply(key, self.parent.get_now(ctx, key))
 
     async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
         value, stamp = await self.parent.get_stamped(ctx, key)
@@ -90,9 +107,14 @@ class MapValuesGetter(ValueGetter):
         self.parent = parent
         self.mapper = mapper
         self.stores = parent.stores
+        self.reads_now = parent.reads_now
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         value = await self.parent.get(ctx, key)
+        return None if value is None else self.mapper(value)
+
+    def get_now(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        value = self.parent.get_now(ctx, key)
         return None if value is None else self.mapper(value)
 
     async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
@@ -160,7 +182,12 @@ class AggregateProcessor(Processor[Any, Any]):
     or value are skipped (Kafka's rule), counted in ``skipped``. An adder returning
     ``None`` deletes the key (a tombstone goes downstream). The update is stamped with the
     latest timestamp of the records that made the aggregate (Kafka's ``KStreamAggregate``),
-    kept in the store's companion timestamps store."""
+    kept in the store's companion timestamps store.
+
+    Synchronous: its store (the DSL's key-value store) answers point reads without
+    awaiting, so a record never suspends here and a chain of synchronous steps around it
+    takes the engine's synchronous path. Per-key order (``ordering="key"``) is what makes
+    the read-modify-write correct, as before: not awaiting changes no result."""
 
     def __init__(self, store: str, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any]) -> None:
@@ -169,17 +196,33 @@ class AggregateProcessor(Processor[Any, Any]):
         self.adder = adder
         self.skipped = 0
 
-    async def process(self, record: AnyRecord) -> None:
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        require_reads_now(context, self.store_name)
+
+    def process(self, record: AnyRecord) -> None:
         if record.key is None or record.value is None:
             self.skipped += 1
             return
         ctx = self.context
         ts = to_ms(record.timestamp)
-        old, old_ts = await read_stamped(ctx, self.store_name, record.key)
+        old, old_ts = read_stamped_now(ctx, self.store_name, record.key)
         new = self.adder(record.key, record.value, self.start() if old is None else old)
         stamp = ts if old is None else max(ts, old_ts)
         write_stamped(ctx, self.store_name, record.key, new, stamp)
         ctx.forward(update(record, new, old, stamp / 1000))
+
+
+def require_reads_now(context: ProcessorContext, store: str) -> None:
+    """A ``TypeError`` unless ``store``'s view answers ``get_now`` (checked at init, so a
+    wrong store fails before any record)."""
+    view = context.store(store)
+    if not getattr(view, "reads_now", False):
+        raise TypeError(
+            f"store {store!r} cannot be read without awaiting: the DSL's aggregations and "
+            "tables need a store with get_now (declare it with kv_store(...), in memory or "
+            "SQLite)"
+        )
 
 
 __all__ = [
@@ -191,4 +234,5 @@ __all__ = [
     "TableMapValuesProcessor",
     "ValueGetter",
     "initial_value",
+    "require_reads_now",
 ]

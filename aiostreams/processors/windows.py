@@ -95,13 +95,14 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         ts = to_ms(record.timestamp)
         close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms
         store = window_access(ctx.store(self.store_name))
+        get_now = store.get_now if store.reads_now else None  # no coroutine per window
         for start_ms, end_ms in self.windows.windows_for(ts):
             if end_ms <= close_ms:
                 self.dropped_late += 1
                 self.late.record(ctx.node_name, record, task=ctx.task_id)
                 continue
             start = start_ms / 1000
-            old = await store.get(key, start)
+            old = get_now(key, start) if get_now is not None else await store.get(key, start)
             if old is None:
                 stamp, new = ts, self.adder(key, value, self.start())
             else:

@@ -62,6 +62,10 @@ class InMemoryKeyValueStore(StoreCore):
     async def get(self, key: Any) -> Any | None:
         return self._data.get(self._identity(key))
 
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting."""
+        return self._data.get(self._identity(key))
+
     def apply(self, key: Any, value: Any) -> None:
         ident = self._identity(key)
         if value is TOMBSTONE:

@@ -83,6 +83,13 @@ class InMemoryWindowStore(StoreCore):
         return encode_window_key(self._key_bytes(k), ms)
 
     async def get(self, key: Any) -> Any | None:
+        return self._lookup(key)
+
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting."""
+        return self._lookup(key)
+
+    def _lookup(self, key: Any) -> Any | None:
         k, ms = split_window_key(self.name, key)
         if self._retention.expired(ms):
             return None

@@ -16,7 +16,7 @@ and ``True`` under a JSON key serde); the original key is kept beside them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from operator import itemgetter
 from typing import Any, cast
 
@@ -24,6 +24,9 @@ from aiostreams.runtime.slot import CURRENT_SLOT, Slot
 from aiostreams.state.base import TOMBSTONE, StateStore, StoreKind, WindowStore
 from aiostreams.state.key_identity import key_identity
 from aiostreams.state.window import bound_ms, normalize_window_start
+
+ChangelogBytes = tuple[bytes | None, bytes | None]
+"""A write's changelog record: (key bytes, value bytes or None for a delete)."""
 
 
 def store_kind(store: StateStore) -> StoreKind:
@@ -36,6 +39,40 @@ def store_kind(store: StateStore) -> StoreKind:
     windowed = (callable(getattr(store, "fetch", None)) and hasattr(store, "retention")
                 and hasattr(store, "retained_from"))
     return StoreKind.WINDOW if windowed else StoreKind.KEY_VALUE
+
+
+def _shortcut(store: StateStore, name: str, stands_for: tuple[str, ...]) -> Any:
+    """The store's method ``name``, unless a subclass below the class that gave it
+    overrides one of the methods it ``stands_for``: then those overrides must run, and
+    there is none (as :func:`aiostreams.serde.shortcuts` decides for serdes)."""
+    method = getattr(store, name, None)
+    if method is None:
+        return None
+    mro = type(store).__mro__
+    giver = next((i for i, cls in enumerate(mro) if name in vars(cls)), None)
+    if giver is None:
+        return method  # set on the instance itself
+    for other in stands_for:
+        definer = next((i for i, cls in enumerate(mro) if other in vars(cls)), giver)
+        if definer < giver:
+            return None
+    return method
+
+
+def logged_apply(store: StateStore) -> Callable[[Any, Any], ChangelogBytes] | None:
+    """The store's ``apply_logged(key, value)`` (apply, and return the changelog record),
+    or None (see :func:`_shortcut`: a subclass overriding ``apply``, ``changelog_record``
+    or ``sort_key`` gets those called)."""
+    method: Callable[[Any, Any], ChangelogBytes] | None = _shortcut(
+        store, "apply_logged", ("apply", "changelog_record", "sort_key"))
+    return method
+
+
+def read_now(store: StateStore) -> Callable[[Any], Any] | None:
+    """The store's ``get_now(key)``: ``get`` answered without awaiting (the stores of this
+    package all have one), or None (none, or a subclass overrides ``get``)."""
+    method: Callable[[Any], Any] | None = _shortcut(store, "get_now", ("get",))
+    return method
 
 
 class StoreOverlay:
@@ -53,6 +90,9 @@ class StoreOverlay:
         # A versioned store's writes are versions ``(key, timestamp)``: indexed like windows.
         self._windows: dict[Any, set[float]] | None = (
             {} if self.kind in (StoreKind.WINDOW, StoreKind.VERSIONED) else None)
+        self._apply_logged = logged_apply(store) or self._apply_then_log
+        self.get_now = read_now(store)
+        """The store's synchronous point read, or None (then reads must await ``get``)."""
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -95,6 +135,17 @@ class StoreOverlay:
         """Apply ``slot``'s write to the store and drop it from the overlay."""
         self._drop(slot, key)
         self.store.apply(key, value)
+
+    def retire_logged(self, slot: Slot, key: Any, value: Any) -> ChangelogBytes:
+        """:meth:`retire`, and the write's changelog record (``store.changelog_record``):
+        from the store's ``apply_logged`` when it has one (it serializes the write once for
+        both), else from a second serialization."""
+        self._drop(slot, key)
+        return self._apply_logged(key, value)
+
+    def _apply_then_log(self, key: Any, value: Any) -> ChangelogBytes:
+        self.store.apply(key, value)
+        return self.store.changelog_record(key, value)
 
     def withdraw(self, slot: Slot, key: Any) -> None:
         """Forget ``slot``'s write of ``key`` (its attempt failed)."""
@@ -162,6 +213,19 @@ class KeyValueStoreView:
         if found:
             return value
         return await self._overlay.store.get(key)
+
+    @property
+    def reads_now(self) -> bool:
+        """Whether :meth:`get_now` can answer (the store reads without awaiting)."""
+        return self._overlay.get_now is not None
+
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting; a ``TypeError`` when the store can only be read by
+        awaiting (``reads_now`` is False)."""
+        found, value = self._overlay.read(key)
+        if found:
+            return value
+        return _read_now(self._overlay)(key)
 
     def put(self, key: Any, value: Any) -> None:
         if value is None:
@@ -252,6 +316,22 @@ class WindowStoreView:
             return value
         return await self._store.get((key, start))
 
+    @property
+    def reads_now(self) -> bool:
+        """Whether :meth:`get_now` can answer (the store reads without awaiting)."""
+        return self._overlay.get_now is not None
+
+    def get_now(self, key: Any, window_start: float) -> Any | None:
+        """:meth:`get` without awaiting; a ``TypeError`` when the store can only be read by
+        awaiting (``reads_now`` is False)."""
+        start = normalize_window_start(window_start)
+        if start < self._store.retained_from:
+            return None
+        found, value = self._overlay.read((key, start))
+        if found:
+            return value
+        return _read_now(self._overlay)((key, start))
+
     def put(self, key: Any, window_start: float, value: Any) -> None:
         if value is None:
             raise ValueError(
@@ -318,6 +398,18 @@ class WindowStoreView:
             return self._store.range(None, None)
         windows: AsyncIterator[tuple[tuple[Any, float], Any]] = fetch_all(time_from, time_to)
         return windows
+
+
+def _read_now(overlay: StoreOverlay) -> Callable[[Any], Any]:
+    get_now = overlay.get_now
+    if get_now is None:
+        store = overlay.store
+        raise TypeError(
+            f"store {store.name!r} ({type(store).__name__}) can only be read by awaiting "
+            "get(): give it a get_now(key) that answers without awaiting (the in-memory "
+            "and SQLite stores have one), or read it from an async processor"
+        )
+    return get_now
 
 
 def view_for(overlay: StoreOverlay) -> Any:

@@ -10,7 +10,13 @@ The per-record path never waits for SQLite:
 * ``apply`` serializes the write (so a value the serde refuses fails at retire, naming the
   store) and records it in the *pending* dict, newest write per key; it also refreshes the
   read cache (write-through).
-* ``get`` looks in the LRU read cache, then in the pending writes, then queries the file.
+* ``get`` looks in the LRU read cache, then in the pending writes, then reads the file
+  with one indexed point query on a read-only connection of the event loop's thread
+  (``_reader``): a B-tree lookup, microseconds from SQLite's page cache, where a trip
+  through aiosqlite's thread costs tens of microseconds of CPU and suspends the record (a
+  windowed aggregate, which takes its records one at a time, waits for every such trip in
+  turn). WAL lets it read the last committed state while a flush writes on the store's
+  thread; what that flush holds is still in ``_flushing``, which is looked at first.
 * ``flush`` (the engine's commit) writes everything pending in one transaction with
   ``executemany``: one commit per flush, never one per record.
 * under exactly-once, ``seal`` (at the commit's snapshot) sets apart what a transaction
@@ -34,7 +40,9 @@ Invariants:
   it (it writes newer values of the same keys);
 * the file's ``meta`` row ``changelog`` (``changelog_mark``) is written only in the
   transaction that writes the data it speaks for;
-* flushes never overlap (``_flush_lock``), so batches reach the file in apply order.
+* flushes never overlap (``_flush_lock``), so batches reach the file in apply order;
+* ``_reader`` is open exactly while ``_db`` is (a wipe closes both before deleting the
+  files); it only ever reads.
 """
 
 from __future__ import annotations
@@ -93,6 +101,16 @@ _ABSENT: Final = _Absent()  # a cached "no such key"
 
 
 
+def _open_reader(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the store's file (WAL already set by the writer), for
+    point reads on the event loop's thread. Its statements run in autocommit: each sees
+    the last committed state and holds no lock after it."""
+    reader = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                             isolation_level=None)
+    reader.execute("PRAGMA busy_timeout=5000")  # only while the WAL is being recovered
+    return reader
+
+
 class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
     """Key-value state in a SQLite file, with a pending write-back dict and a read cache.
 
@@ -119,6 +137,7 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
         self.cache_size = cache_size
         self.path: Path | None = None
         self._db: aiosqlite.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
         self._pending: Pending = {}
         self._flushing: Pending = {}
         self._sealed: Pending = {}
@@ -163,6 +182,7 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             await self._load(db)
             self.changelog_mark = None if created else await read_mark(db)
+            self._reader = _open_reader(path)
         except BaseException:
             await db.close()
             raise
@@ -182,11 +202,17 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
         self.state = StoreState.CLOSED
         await self._settle()
         db, self._db = self._db, None
+        self._close_reader()
         self._pending = {}
         self._sealed = {}
         self._cache.clear()
         if db is not None:
             await db.close()
+
+    def _close_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
 
     async def wipe(self) -> None:
         """Delete the file (and its WAL) and everything buffered; continue on a new empty
@@ -196,6 +222,7 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
             db = self._require_open()
             assert self.path is not None
             self._db = None
+            self._close_reader()
             await db.close()
             delete_files(self.path)
             self._pending = {}
@@ -234,23 +261,36 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
     def apply(self, key: Any, value: Any) -> None:
         self._write(self._encode_key(key), value)
 
-    def _write(self, kb: bytes, value: Any) -> None:
+    def apply_logged(self, key: Any, value: Any) -> tuple[bytes, bytes | None]:
+        """:meth:`apply`, returning the write's changelog record (what
+        ``changelog_record`` gives) from the bytes just stored: serialized once."""
+        kb = self._encode_key(key)
+        return kb, self._write(kb, value)
+
+    def _write(self, kb: bytes, value: Any) -> bytes | None:
+        """Buffer the write of ``kb``; its value bytes (None for a delete)."""
+        vb: bytes | None = None
         if value is TOMBSTONE:
             self._pending[kb] = None
             value = _ABSENT
         else:
-            vb = self.value_serde.serialize(self.name, value)
-            if vb is None:
-                raise ValueError(
-                    f"store {self.name!r}: the value serde wrote None for {value!r}; delete "
-                    "the key instead of storing None"
-                )
+            vb = self._value_bytes(value)
             self._pending[kb] = vb
         cache = self._cache
         cache[kb] = value
         cache.move_to_end(kb)
         if len(cache) > self.cache_size:
             cache.popitem(last=False)
+        return vb
+
+    def _value_bytes(self, value: Any) -> bytes:
+        vb = self.value_serde.serialize(self.name, value)
+        if vb is None:
+            raise ValueError(
+                f"store {self.name!r}: the value serde wrote None for {value!r}; delete "
+                "the key instead of storing None"
+            )
+        return vb
 
     @property
     def pending_writes(self) -> int:
@@ -287,9 +327,13 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
 
     async def get(self, key: Any) -> Any | None:
         """The applied value of ``key``. Cancellation: returns nothing, changes nothing."""
-        return await self._get_bytes(self._encode_key(key))
+        return self._lookup(self._encode_key(key))
 
-    async def _get_bytes(self, kb: bytes) -> Any | None:
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting (a point read never leaves the loop's thread)."""
+        return self._lookup(self._encode_key(key))
+
+    def _lookup(self, kb: bytes) -> Any | None:
         cache = self._cache
         cached = cache.get(kb, _MISS)
         if cached is not _MISS:
@@ -301,18 +345,15 @@ class SQLiteKeyValueStore(SQLiteWriteBack, StoreCore):
         if vb is not _MISS:  # written, but evicted from the cache (or restored)
             assert vb is None or isinstance(vb, bytes)
             return None if vb is None else self.value_serde.deserialize(self.name, vb)
-        db = self._require_open()
-        flushes = self._flushes
-        rows = await db.execute_fetchall("SELECT v FROM kv WHERE k = ?", (kb,))
-        value = None
-        for (data,) in rows:
-            value = self.value_serde.deserialize(self.name, data)
-        # Cache only what nothing newer has superseded while the query ran.
-        if (flushes == self._flushes and kb not in cache and kb not in self._pending
-                and kb not in self._flushing):
-            cache[kb] = _ABSENT if value is None else value
-            if len(cache) > self.cache_size:
-                cache.popitem(last=False)
+        self._require_open()
+        reader = self._reader
+        assert reader is not None, "a store with a connection has a reader"
+        row = reader.execute("SELECT v FROM kv WHERE k = ?", (kb,)).fetchone()
+        value = None if row is None else self.value_serde.deserialize(self.name, row[0])
+        # nothing ran since the lookups above (no await): nothing newer can be pending
+        cache[kb] = _ABSENT if value is None else value
+        if len(cache) > self.cache_size:
+            cache.popitem(last=False)
         return value
 
     # -- range ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Final
 import aiosqlite
 
 from aiostreams.serde import Serde
-from aiostreams.state.base import StoreKind
+from aiostreams.state.base import TOMBSTONE, StoreKind
 from aiostreams.state.memory_window import InMemoryWindowStore
 from aiostreams.state.sqlite import DEFAULT_CACHE_SIZE, SQLiteKeyValueStore
 from aiostreams.state.sqlite_write_back import Pending
@@ -100,6 +100,20 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
         self._retention.observe(ms)
         self._note_pending(kb, composite)
 
+    def apply_logged(self, key: Any, value: Any) -> tuple[bytes, bytes | None]:
+        """:meth:`apply` (a write to an expired window is ignored), returning its changelog
+        record (what ``changelog_record`` gives, expired or not), serialized once."""
+        k, ms = split_window_key(self.name, key)
+        kb = super()._encode_key(k)
+        composite = encode_window_key(kb, ms)
+        if self._retention.expired(ms):
+            return composite, (None if value is TOMBSTONE
+                               else self.value_serde.serialize(self.name, value))
+        vb = self._write(composite, value)  # may raise: then nothing changed
+        self._retention.observe(ms)
+        self._note_pending(kb, composite)
+        return composite, vb
+
     def restore(self, key: bytes | None, value: bytes | None) -> None:
         composite = self._changelog_key(key)
         kb, ms = decode_window_key(composite)
@@ -120,10 +134,17 @@ class SQLiteWindowStore(SQLiteKeyValueStore):
             keys.add(composite)
 
     async def get(self, key: Any) -> Any | None:
+        return self._window_lookup(key)
+
+    def get_now(self, key: Any) -> Any | None:
+        """:meth:`get` without awaiting (a point read never leaves the loop's thread)."""
+        return self._window_lookup(key)
+
+    def _window_lookup(self, key: Any) -> Any | None:
         k, ms = split_window_key(self.name, key)
         if self._retention.expired(ms):
             return None
-        return await self._get_bytes(encode_window_key(super()._encode_key(k), ms))
+        return self._lookup(encode_window_key(super()._encode_key(k), ms))
 
     async def fetch(self, key: Any, time_from: float,
                     time_to: float) -> AsyncIterator[tuple[float, Any]]:
