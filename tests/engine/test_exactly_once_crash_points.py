@@ -380,16 +380,29 @@ async def test_writes_retired_during_a_commit_never_reach_the_file_with_it(
         await second.stop()
 
 
-async def test_changelog_ends_answered_after_the_task_moved_away_never_mark_the_files(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A commit with nothing to send, whose read of the changelog ends is held up in the
-    network (a cut link) and answered only after the group moved the task and its new
-    owner wrote: those ends are the new owner's, and must not become the mark of this
-    owner's files - the next owner on those files would skip the new owner's writes and
-    lose them (found from outside: a host cut for 30 s, counts too low)."""
-    broker = new_broker()
-    records = inputs()
-    zombie_dir = tmp_path / "zombie"
+@dataclass
+class HeldRead:
+    """A zombie owner whose idle commit's read of the changelog ends is held up in the
+    network until :meth:`answer` (the broker then answers as it is by then)."""
+
+    zombie: Owner
+    commit: asyncio.Future[Any]
+    _answer: asyncio.Event
+    _reader: Consumer
+
+    async def answer(self) -> None:
+        self._answer.set()
+        await self.commit
+        await self._reader.stop()
+        await self.zombie.task.close()
+        await self.zombie.router.close(self.zombie.task.task_id)
+        await self.zombie.router.stop(lambda: 5.0)
+
+
+async def hold_the_read(broker: MemoryBroker, zombie_dir: Path, records: list[RawRecord],
+                        monkeypatch: pytest.MonkeyPatch) -> HeldRead:
+    """An owner that processed and committed ``records[:FIRST]``, then started an idle
+    commit whose read of the changelog ends is held (returns once it was asked)."""
     zombie = await start_owner(broker, zombie_dir)
     await zombie.process(records[:FIRST])
     await zombie.commit()
@@ -406,27 +419,43 @@ async def test_changelog_ends_answered_after_the_task_moved_away_never_mark_the_
     monkeypatch.setattr(zombie.restorer, "changelog_marks", held_in_the_network)
     idle_commit = asyncio.ensure_future(zombie.commit())
     await asked.wait()
-    # the lease runs out and the group moves the task; its new owner fences the zombie's
-    # producer, writes and commits
-    zombie.router.channel_of(zombie.task.task_id).owns = lambda: False
-    await zombie.consumer.stop()
-    new_owner = await start_owner(broker, tmp_path / "new")
+    return HeldRead(zombie, idle_commit, answer, late_reader)
+
+
+async def a_new_owner_writes(broker: MemoryBroker, state_dir: Path,
+                             records: list[RawRecord]) -> None:
+    new_owner = await start_owner(broker, state_dir)
     await new_owner.process(records[FIRST:FIRST + SECOND])
     await new_owner.commit()
     await new_owner.stop()
-    answer.set()
-    await idle_commit
-    await late_reader.stop()
-    await zombie.task.close()
-    await zombie.router.close(zombie.task.task_id)
-    await zombie.router.stop(lambda: 5.0)
 
-    after = await start_owner(broker, zombie_dir)
+
+async def assert_restored_exactly(broker: MemoryBroker, state_dir: Path,
+                                  records: list[RawRecord]) -> None:
+    after = await start_owner(broker, state_dir)
     try:
         assert after.position == FIRST + SECOND
         assert await contents(after.task) == oracle(records[:FIRST + SECOND])
     finally:
         await after.stop()
+
+
+async def test_changelog_ends_answered_after_the_task_moved_away_never_mark_the_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit with nothing to send, whose read of the changelog ends is held up in the
+    network (a cut link) and answered only after the group moved the task and its new
+    owner wrote: those ends are the new owner's, and must not become the mark of this
+    owner's files - the next owner on those files would skip the new owner's writes and
+    lose them (found from outside: a host cut for 30 s, counts too low)."""
+    broker, records = new_broker(), inputs()
+    held = await hold_the_read(broker, tmp_path / "zombie", records, monkeypatch)
+    # the lease runs out and the group moves the task; its new owner fences the zombie's
+    # producer, writes and commits
+    held.zombie.router.channel_of(held.zombie.task.task_id).owns = lambda: False
+    await held.zombie.consumer.stop()
+    await a_new_owner_writes(broker, tmp_path / "new", records)
+    await held.answer()
+    await assert_restored_exactly(broker, tmp_path / "zombie", records)
 
 
 async def test_changelog_ends_answered_after_the_worker_rejoined_never_mark_the_files(
@@ -435,50 +464,17 @@ async def test_changelog_ends_answered_after_the_worker_rejoined_never_mark_the_
     back: its lease is valid again, for a new generation. The ends still hold what another
     owner wrote in between, so they must not become the files' mark either - the marks are
     kept only for the generation the worker held when it asked."""
-    broker = new_broker()
-    records = inputs()
-    zombie_dir = tmp_path / "zombie"
-    zombie = await start_owner(broker, zombie_dir)
-    await zombie.process(records[:FIRST])
-    await zombie.commit()
-    asked, answer = asyncio.Event(), asyncio.Event()
-    read_ends = zombie.restorer.changelog_marks
-    late_reader = MemoryTransport(broker).consumer(None)
-    await late_reader.start()
-
-    async def held_in_the_network(tasks: Any, consumer: Consumer) -> Any:
-        asked.set()
-        await answer.wait()
-        return await read_ends(tasks, late_reader)  # the broker answers as it is by then
-
-    monkeypatch.setattr(zombie.restorer, "changelog_marks", held_in_the_network)
-    idle_commit = asyncio.ensure_future(zombie.commit())
-    await asked.wait()
-    # the zombie's session runs out; a new owner takes the task, writes, commits, leaves
-    assert isinstance(zombie.consumer, MemoryConsumer)
-    asked_in = zombie.consumer.generation
-    member = zombie.consumer.member_id
+    broker, records = new_broker(), inputs()
+    held = await hold_the_read(broker, tmp_path / "zombie", records, monkeypatch)
+    consumer = held.zombie.consumer
+    assert isinstance(consumer, MemoryConsumer)
+    asked_in, member = consumer.generation, consumer.member_id
     assert member is not None
-    broker.group(APP).expel(member)
-    new_owner = await start_owner(broker, tmp_path / "new")
-    await new_owner.process(records[FIRST:FIRST + SECOND])
-    await new_owner.commit()
-    await new_owner.stop()
-    # the zombie rejoins and gets the task back: a valid lease, a new generation
-    await zombie.consumer.getmany(0.0)
-    assert zombie.consumer.assignment() == {IN} and zombie.consumer.owns_assignment()
-    assert zombie.consumer.generation > asked_in
-    answer.set()
-    await idle_commit
-    await late_reader.stop()
-    await zombie.task.close()
-    await zombie.router.close(zombie.task.task_id)
-    await zombie.router.stop(lambda: 5.0)
-    await zombie.consumer.stop()
-
-    after = await start_owner(broker, zombie_dir)
-    try:
-        assert after.position == FIRST + SECOND
-        assert await contents(after.task) == oracle(records[:FIRST + SECOND])
-    finally:
-        await after.stop()
+    broker.group(APP).expel(member)  # its session runs out
+    await a_new_owner_writes(broker, tmp_path / "new", records)
+    await consumer.getmany(0.0)  # it rejoins and gets the task back
+    assert consumer.assignment() == {IN} and consumer.owns_assignment()
+    assert consumer.generation > asked_in
+    await held.answer()
+    await consumer.stop()
+    await assert_restored_exactly(broker, tmp_path / "zombie", records)
