@@ -124,11 +124,18 @@ def parse_identifier(table: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+CATALOG_LOCK_WAIT = 30.0
+"""Seconds a commit waits for SQLite's lock on the catalog (sqlite3's default is 5): several
+workers, or a reader's catalog, may hold it a while under load; past this the commit fails
+with ``database is locked``."""
+
+
 def default_catalog(warehouse: Path) -> Catalog:
     """pyiceberg's SQL catalog on SQLite: ``<warehouse>/catalog.db``, tables' files under
     ``warehouse`` (created if missing). Every process writing the tables opens its own."""
     warehouse.mkdir(parents=True, exist_ok=True)
-    return SqlCatalog("aiostreams", uri=f"sqlite:///{warehouse / 'catalog.db'}",
+    return SqlCatalog("aiostreams",
+                      uri=f"sqlite:///{warehouse / 'catalog.db'}?timeout={CATALOG_LOCK_WAIT}",
                       warehouse=warehouse.resolve().as_uri())
 
 
