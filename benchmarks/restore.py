@@ -27,26 +27,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
-import importlib.util
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from aiostreams.engine.restore import Restorer
-from aiostreams.localkafka.jars import cache_dir
 from aiostreams.state.base import StoreContext
 from aiostreams.state.sqlite import SQLiteKeyValueStore
 from aiostreams.state.store_spec import changelog_topic
 from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.types import TopicPartition
 from benchmarks._broker import kafka_broker
+from benchmarks.kstreams_build import KSTREAMS_DIR, compiled_classpath
 from benchmarks.peers.topics import create_topics, produce_pairs
 
 
@@ -85,39 +81,13 @@ async def measure_restore(bootstrap: str, topic: str, state_dir: Path
     return elapsed, cpu, rows
 
 
-JAVA_SOURCE = Path(__file__).with_name("kstreams") / "RestoreBench.java"
-ORACLE_JVM = Path(__file__).parents[1] / "tests" / "oracle" / "oracle_jvm.py"
+JAVA_SOURCE = KSTREAMS_DIR / "RestoreBench.java"
 STORE = "bench"
 
 
 def kafka_streams_classpath() -> str:
-    """The classpath of ``RestoreBench``: Kafka Streams' jars as the oracle tests fetch
-    them (one place knows how: ``tests/oracle/oracle_jvm.py``), and the class compiled
-    once per source and jars digest under the project's cache dir."""
-    spec = importlib.util.spec_from_file_location("oracle_jvm", ORACLE_JVM)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {ORACLE_JVM}: it fetches Kafka Streams' jars")
-    oracle_jvm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle_jvm)
-    oracle_jvm.ensure_classpath()
-    jars: Path = oracle_jvm.jars_dir()
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes() + jars.name.encode()).hexdigest()[:16]
-    classes = cache_dir() / "restore-bench-classes" / digest
-    if not (classes / "RestoreBench.class").is_file():
-        javac = shutil.which("javac")
-        if javac is None:
-            raise RuntimeError("'javac' (a JDK 17+) is not on PATH; the restore benchmark "
-                               f"compiles {JAVA_SOURCE} with it (or pass --no-kafka-streams)")
-        partial = classes.with_name(classes.name + f".partial-{os.getpid()}")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        subprocess.run([javac, "-nowarn", "-d", str(partial), "-cp", f"{jars}/*",
-                        str(JAVA_SOURCE)], check=True, timeout=300)
-        if not classes.exists():
-            partial.rename(classes)
-        else:
-            shutil.rmtree(partial, ignore_errors=True)
-    return f"{classes}:{jars}/*"
+    """The classpath of ``RestoreBench``, compiled when needed."""
+    return compiled_classpath(JAVA_SOURCE, "restore benchmark")
 
 
 async def time_kafka_streams(bootstrap: str, app: str, input_topic: str, state_dir: Path,

@@ -5,48 +5,20 @@ digest under the project's cache dir, and run as a process of its own."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib.util
 import json
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiostreams.localkafka.jars import cache_dir
+from benchmarks.kstreams_build import KSTREAMS_DIR, compiled_classpath
 
-JAVA_SOURCE = Path(__file__).parents[1] / "kstreams" / "Nexmark.java"
-ORACLE_JVM = Path(__file__).parents[2] / "tests" / "oracle" / "oracle_jvm.py"
+JAVA_SOURCE = KSTREAMS_DIR / "Nexmark.java"
 JAVA_OPTIONS = ("-Xms512m", "-Xmx1g")
 
 
 def classpath() -> str:
     """``Nexmark``'s classpath, fetching the jars and compiling the class when needed."""
-    spec = importlib.util.spec_from_file_location("oracle_jvm", ORACLE_JVM)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {ORACLE_JVM}: it fetches Kafka Streams' jars")
-    oracle_jvm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle_jvm)
-    oracle_jvm.ensure_classpath()
-    jars: Path = oracle_jvm.jars_dir()
-    digest = hashlib.sha256(JAVA_SOURCE.read_bytes() + jars.name.encode()).hexdigest()[:16]
-    classes = cache_dir() / "nexmark-classes" / digest
-    if not (classes / "Nexmark.class").is_file():
-        javac = shutil.which("javac")
-        if javac is None:
-            raise RuntimeError("'javac' (a JDK 17+) is not on PATH; the Nexmark benchmark "
-                               f"compiles {JAVA_SOURCE} with it (or pass --no-kafka-streams)")
-        partial = classes.with_name(classes.name + f".partial-{os.getpid()}")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        subprocess.run([javac, "-nowarn", "-d", str(partial), "-cp", f"{jars}/*",
-                        str(JAVA_SOURCE)], check=True, timeout=300)
-        if not classes.exists():
-            partial.rename(classes)
-        else:
-            shutil.rmtree(partial, ignore_errors=True)
-    return f"{classes}:{jars}/*"
+    return compiled_classpath(JAVA_SOURCE, "Nexmark benchmark")
 
 
 @dataclass(frozen=True)
