@@ -33,7 +33,7 @@ from pathlib import Path
 
 from benchmarks.peers.contenders import REPO, Contender
 from benchmarks.peers.options import ContenderOptions
-from benchmarks.peers.rss import tree_cpu_seconds, tree_rss_bytes
+from benchmarks.peers.rss import cpu_seconds, tree_cpu_seconds, tree_rss_bytes
 from benchmarks.peers.topics import OffsetReader
 from benchmarks.peers.verify import CommitSample
 
@@ -80,6 +80,9 @@ class RunResult:
     commits: list[CommitSample] = field(default_factory=list)
     cpu: float = 0.0
     """CPU seconds the process tree used while timed (from the first output on)."""
+    broker_cpu: float | None = None
+    """CPU seconds the broker's process used over the same span (None: not measured - the
+    broker is not a local process this user can see)."""
     error: str | None = None
     log: Path | None = None
     startup_included: bool = False
@@ -97,9 +100,15 @@ class RunResult:
 
 async def run_contender(contender: Contender, options: ContenderOptions, watch: Watch,
                         reader: OffsetReader, peers_python: Path | None,
-                        log_name: str) -> RunResult:
+                        log_name: str, broker_pid: int | None = None) -> RunResult:
     """Run ``contender`` until ``watch`` says stop; never raises for a contender's failure
-    (the result's ``error`` says what happened and where its log is)."""
+    (the result's ``error`` says what happened and where its log is). With ``broker_pid``,
+    the broker's CPU is sampled at the same instants as the contender's (``broker_cpu``)."""
+
+    def cpu_now() -> tuple[float, float]:
+        return (tree_cpu_seconds(proc.pid),
+                0.0 if broker_pid is None else cpu_seconds(broker_pid))
+
     LOGS.mkdir(parents=True, exist_ok=True)
     log = LOGS / f"{log_name}.log"
     with log.open("wb") as sink:
@@ -112,8 +121,8 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
         last_progress = started
         last_commit_sample = last_rss_sample = 0.0
         total = 0
-        changes: list[tuple[float, int, float]] = []  # (when, count, CPU s) as it grew
-        cpu_at_first = 0.0
+        changes: list[tuple[float, int, tuple[float, float]]] = []  # (when, count, CPU s)
+        cpu_at_first = (0.0, 0.0)  # (the contender's, the broker's)
         try:
             while True:
                 now = time.monotonic()
@@ -126,11 +135,11 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
                     total = counted
                     last_progress = now
                     if watch.count == "committed":
-                        changes.append((now, total, tree_cpu_seconds(proc.pid)))
+                        changes.append((now, total, cpu_now()))
                 if first is None and total > 0:
                     first = (now, total)
                     result.startup = now - started
-                    cpu_at_first = tree_cpu_seconds(proc.pid)
+                    cpu_at_first = cpu_now()
                 if now - last_rss_sample >= RSS_SAMPLE_EVERY:
                     last_rss_sample = now
                     result.rss.append((now - started, tree_rss_bytes(proc.pid)))
@@ -153,7 +162,10 @@ async def run_contender(contender: Contender, options: ContenderOptions, watch: 
         finally:
             end = time.monotonic()
             if first is not None:
-                result.cpu = tree_cpu_seconds(proc.pid) - cpu_at_first
+                own, broker = cpu_now()
+                result.cpu = own - cpu_at_first[0]
+                if broker_pid is not None:
+                    result.broker_cpu = broker - cpu_at_first[1]
             result.records = total
             if len(changes) >= 2:
                 _time_between_commits(result, changes)
@@ -179,12 +191,16 @@ async def _count(reader: OffsetReader, options: ContenderOptions, watch: Watch) 
     return sum((await reader.end_offsets(options.dst, options.partitions)).values())
 
 
-def _time_between_commits(result: RunResult, changes: list[tuple[float, int, float]]) -> None:
+def _time_between_commits(result: RunResult,
+                          changes: list[tuple[float, int, tuple[float, float]]]) -> None:
     """Time ``result`` from the first commit seen to the last one before the final commit
-    (to the final one when there are only two): records, seconds and CPU in between."""
+    (to the final one when there are only two): records, seconds and CPU in between (the
+    broker's too, when it was measured)."""
     (t0, n0, cpu0) = changes[0]
     (t1, n1, cpu1) = changes[-2] if len(changes) >= 3 else changes[-1]
-    result.timed, result.seconds, result.cpu = n1 - n0, t1 - t0, cpu1 - cpu0
+    result.timed, result.seconds, result.cpu = n1 - n0, t1 - t0, cpu1[0] - cpu0[0]
+    if result.broker_cpu is not None:
+        result.broker_cpu = cpu1[1] - cpu0[1]
 
 
 async def stop(proc: asyncio.subprocess.Process, timeout: float) -> None:

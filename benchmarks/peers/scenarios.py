@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aiostreams.transport.partitioner import default_partition
+from benchmarks._broker import listening_pid
 from benchmarks.peers import contenders as c
 from benchmarks.peers.contenders import Contender
 from benchmarks.peers.options import TAIL_SECONDS, TAIL_SHARE, ContenderOptions
@@ -124,6 +125,9 @@ class Row:
             "cpu_cores": round(r.cpu_share, 2),
             "cpu_us_per_record": (round(r.cpu / r.timed * 1e6, 2) if r.timed > 0 and r.cpu > 0
                                   else None),
+            "broker_cpu_us_per_record": (
+                round(r.broker_cpu / r.timed * 1e6, 2) if r.timed > 0 and r.broker_cpu
+                else None),
             "io": r.options.io, "concurrency": r.options.concurrency,
             "claims_key_order": self.contender.claims_key_order, "ok": self.ok,
             "max_rss_mb": round(max((b for _, b in r.rss), default=0) / 2**20, 1),
@@ -176,6 +180,9 @@ class Bench:
         self.stamp = time.strftime("%H%M%S")
         self.rows: list[Row] = []
         self._inputs: dict[tuple[int, int, str], str] = {}
+        self.broker_pid = listening_pid(bootstrap)
+        """The broker's process, whose CPU each run samples beside its own (None: not a
+        local process: no broker figures)."""
 
     def peers(self, *contenders: Contender) -> list[Contender]:
         return [x for x in contenders if not x.in_peers_venv or self.peers_python is not None]
@@ -209,7 +216,7 @@ class Bench:
         watch = Watch(n=None if run_for else n, run_for=run_for, track_commits=track_commits,
                       stop_timeout=5.0 if stuck_id is not None else 20.0, count=count)
         result = await run_contender(contender, options, watch, self.reader,
-                                     self.peers_python, name)
+                                     self.peers_python, name, self.broker_pid)
         verdict = None
         if check and result.error is None:
             outputs = await read_all(self.bootstrap, options.dst, partitions)

@@ -23,8 +23,11 @@ async def test_p2_outputs_are_complete_and_in_key_order(kafka_bootstrap: str) ->
         await bench.p2([c.raw_aiokafka("batch"), c.aiostreams()])
     assert [row.contender.label for row in bench.rows] == [
         "raw aiokafka (batch API)", "aiostreams"]
+    # the broker is the suite's own process here: its CPU is sampled beside each run's
+    assert bench.broker_pid is not None
     for row in bench.rows:
         assert row.result.error is None, row.result.error
+        assert row.result.broker_cpu is not None and row.result.broker_cpu >= 0
         assert row.verdict is not None
         assert (row.verdict.received, row.verdict.missing) == (2_000, 0)
         assert row.verdict.key_order_violations == 0

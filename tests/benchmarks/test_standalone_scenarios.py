@@ -5,10 +5,13 @@ header the table shows for them."""
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 import pytest
 
+from benchmarks._broker import listening_pid
 from benchmarks.peers import report
 from benchmarks.peers.harness import ALL
 from benchmarks.peers.runner import io_server
@@ -162,6 +165,45 @@ def test_issue_8s_superseded_targets_are_gone_and_their_figures_stay_as_figures(
     assert p6_rate.measured == 1.6 and "not a target" in p6_rate.claim
     assert [t.threshold for t in found if t.scenario == "P6" and t.judged] == [1.1]
     assert "| figure (no target) |" in report.current_table(bench.rows, [p6_rate])
+
+
+def test_the_brokers_cpu_per_record_caps_what_any_client_can_reach_of_the_pairs_ceiling(
+        ) -> None:
+    bench = bench_on("unused:9092", Sizes())
+    ours = _row(bench, "P1 http", "aiostreams", "test", 12_000.0)
+    ours.result.cpu, ours.result.broker_cpu = 12_000 * 81e-6, 12_000 * 37e-6
+    _row(bench, "P1 http", HTTP_LIMIT, "test", 16_000.0).figures.update({
+        "cpu ceiling per s": 2e6 / 108, "client cpu us": 62.0, "server cpu us": 46.0,
+        "cores": 2.0})
+    found = targets(bench.rows)
+    cap = by_claim(found, "P1 http", "the most any Kafka client can reach")
+    with_broker = 2e6 / (62 + 46 + 37)
+    assert cap.measured == pytest.approx(with_broker / (2e6 / 108))
+    assert (cap.judged, cap.met) == (False, None)
+    assert "spent 37 µs of CPU per record" in cap.claim and f"{with_broker:,.0f}/s" in cap.claim
+    over = by_claim(found, "P1 http", "with the broker's CPU paid")
+    assert over.measured == pytest.approx(12_000 / with_broker)
+    # the restated target itself is still judged against the pair's ceiling
+    assert by_claim(found, "P1 http", "CPU ceiling of the bare").judged
+
+
+def test_no_broker_figure_without_the_brokers_cpu() -> None:
+    bench = bench_on("unused:9092", Sizes())
+    ours = _row(bench, "P1 http", "aiostreams", "test", 12_000.0)
+    ours.result.cpu = 1.0
+    _row(bench, "P1 http", HTTP_LIMIT, "test", 16_000.0).figures.update({
+        "cpu ceiling per s": 18_000.0, "client cpu us": 62.0, "server cpu us": 46.0,
+        "cores": 2.0})
+    assert not [t for t in targets(bench.rows) if "broker" in t.claim]
+
+
+def test_the_broker_process_is_found_by_its_listening_port() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert listening_pid(f"127.0.0.1:{port}") == os.getpid()
+    assert listening_pid(f"127.0.0.1:{port}") is None
 
 
 def test_a_failed_bare_client_still_shows_its_figure_unmeasured_and_no_ceiling() -> None:
