@@ -12,8 +12,9 @@ from __future__ import annotations
 GROUPS: dict[str, tuple[str, ...]] = {
     "face": ("aiostreams", "aiostreams.__main__", "aiostreams.app", "aiostreams.cli",
              "aiostreams.moved", "aiostreams.commands"),
-    "operations": ("aiostreams.ops.metrics", "aiostreams.ops.progress",
-                   "aiostreams.ops.query_http", "aiostreams.ops.task_totals"),
+    "operations": ("aiostreams.ops.app_collector", "aiostreams.ops.metrics",
+                   "aiostreams.ops.progress", "aiostreams.ops.query_http",
+                   "aiostreams.ops.task_totals"),
     "testing": ("aiostreams.testing", "aiostreams.pytest_plugin"),
     "clients": ("aiostreams.clients",),
     "settings": ("aiostreams.settings",),
