@@ -11,6 +11,7 @@ from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.group_placement import PlacementListener
 from aiostreams.transport.lifecycle import ConsumerState
 from aiostreams.transport.memory_broker import MemoryBroker, Waiter
+from aiostreams.transport.memory_fetch import FairFetch
 from aiostreams.transport.memory_group import GroupCoordinator
 from aiostreams.transport.offset_reset import OffsetResets, plan_reset
 from aiostreams.types import RawRecord, TopicPartition
@@ -57,9 +58,7 @@ class MemoryConsumer:
         self._generation = -1
         self._manual = False
         self._positions: dict[TopicPartition, int] = {}
-        self._fetch_order: list[TopicPartition] = []
-        self._rotation = 0
-        self._paused: set[TopicPartition] = set()
+        self._fetch = FairFetch()
         self._waiter: Waiter | None = None
         self._polling = False
         self._sync_lock = asyncio.Lock()
@@ -182,7 +181,8 @@ class MemoryConsumer:
                 if self._state is not ConsumerState.STARTED:
                     return {}
                 with self._broker._lock:
-                    batch = self._fetch(limit)
+                    batch = self._fetch.take(self._broker, self._positions, limit,
+                                             self._reset_out_of_range)
                     if batch:
                         return batch
                     if self._member_id is not None and self._group().needs_sync(self._member_id):
@@ -204,12 +204,12 @@ class MemoryConsumer:
     def pause(self, partitions: Collection[TopicPartition]) -> None:
         for tp in partitions:
             self._require_assigned(tp, "pause")
-        self._paused.update(partitions)
+        self._fetch.paused.update(partitions)
 
     def resume(self, partitions: Collection[TopicPartition]) -> None:
         for tp in partitions:
             self._require_assigned(tp, "resume")
-        self._paused.difference_update(partitions)
+        self._fetch.paused.difference_update(partitions)
         self._wake()
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
@@ -275,45 +275,6 @@ class MemoryConsumer:
         return {tp: self._broker.beginning_offset(tp) for tp in partitions}
 
     # -- internals ----------------------------------------------------------------------
-
-    def _fetch(self, limit: int) -> dict[TopicPartition, list[RawRecord]]:
-        """Take up to ``limit`` records, round-robin over partitions; advance positions."""
-        order = self._fetch_order
-        if not order:
-            return {}
-        start = self._rotation % len(order)
-        self._rotation += 1
-        logs = self._broker._logs
-        log_start = self._broker._log_start
-        ready: list[tuple[TopicPartition, list[RawRecord]]] = []
-        for tp in order[start:] + order[:start]:
-            partitions = logs.get(tp.topic)
-            if tp in self._paused or partitions is None or tp.partition >= len(partitions):
-                continue  # paused, or the topic was deleted under a manual assignment
-            end = len(partitions[tp.partition])
-            if self._positions[tp] > end or (log_start and
-                                             self._positions[tp] < log_start.get(tp, 0)):
-                self._reset_out_of_range(tp, log_start.get(tp, 0), end)
-            if self._positions[tp] < end:
-                ready.append((tp, partitions[tp.partition]))
-        batch: dict[TopicPartition, list[RawRecord]] = {}
-        remaining = limit
-        while remaining and ready:
-            share = max(1, remaining // len(ready))
-            still_ready = []
-            for tp, log in ready:
-                position = self._positions[tp]
-                taken = log[position : position + min(share, remaining)]
-                assert taken[0].offset == position, f"{tp}: gap or repeat at {position}"
-                batch.setdefault(tp, []).extend(taken)
-                self._positions[tp] = position + len(taken)
-                remaining -= len(taken)
-                if not remaining:
-                    break
-                if self._positions[tp] < len(log):
-                    still_ready.append((tp, log))
-            ready = still_ready
-        return batch
 
     def _reset_out_of_range(self, tp: TopicPartition, log_start: int, log_end: int) -> None:
         """Move ``tp``'s position, outside ``[log_start, log_end]``, per the policy (or
@@ -439,8 +400,7 @@ class MemoryConsumer:
 
     def _set_positions(self, positions: dict[TopicPartition, int]) -> None:
         self._positions = positions
-        self._fetch_order = sorted(positions)
-        self._paused &= positions.keys()
+        self._fetch.assigned(positions.keys())
 
     def _wake(self) -> None:
         if self._waiter is not None:
