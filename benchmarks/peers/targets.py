@@ -271,6 +271,18 @@ def _http_limit(rows: Sequence[Row]) -> list[Target]:
                 f"({app_us * 1e6:.0f} µs of CPU per record) gives a ceiling of {own:,.0f}/s, "
                 f"over the bare client's", own / ceiling, 0.0,
                 limit=f"{ceiling:,.0f}/s (CPU)", judged=False))
+        if app_us is not None and ours is not None:
+            # aiostreams is one process with one event loop: one core is all its own work
+            # (Kafka, the framework and the HTTP client) can use, whatever the pair's
+            # ceiling assumes; 0.8 x that ceiling on one core needs this much CPU or less
+            needed = 1e6 / (0.8 * ceiling)
+            found.append(Target(
+                "P1 http", f"figure: aiostreams over its one core's ceiling (one event loop: "
+                f"1 core ÷ {app_us * 1e6:.0f} µs per record = {1 / app_us:,.0f}/s); 0.8 {X} "
+                f"the pair's ceiling on one core needs ≤ {needed:.0f} µs per record, Kafka "
+                f"and the framework included, where the bare client's HTTP alone takes "
+                f"{f['client cpu us']:.0f} µs", ours * app_us, 0.0,
+                limit=f"{1 / app_us:,.0f}/s (one core)", judged=False))
         broker_us = None if app is None else broker_cpu_per_record(app)
         if broker_us is not None:
             # the broker runs on the same cores: what the pair's ceiling leaves once the

@@ -183,6 +183,11 @@ def test_the_brokers_cpu_per_record_caps_what_any_client_can_reach_of_the_pairs_
     assert "spent 37 µs of CPU per record" in cap.claim and f"{with_broker:,.0f}/s" in cap.claim
     over = by_claim(found, "P1 http", "with the broker's CPU paid")
     assert over.measured == pytest.approx(12_000 / with_broker)
+    # one event loop: 12,000/s at 81 µs a record keeps 0.97 of its one core busy
+    core = by_claim(found, "P1 http", "its one core's ceiling")
+    assert core.measured == pytest.approx(12_000 * 81e-6)
+    assert core.limit == "12,346/s (one core)" and not core.judged
+    assert "needs ≤ 68 µs per record" in core.claim and "HTTP alone takes 62 µs" in core.claim
     # the restated target itself is still judged against the pair's ceiling
     assert by_claim(found, "P1 http", "CPU ceiling of the bare").judged
 
