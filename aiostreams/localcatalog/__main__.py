@@ -17,7 +17,7 @@ from pathlib import Path
 from aiostreams.localcatalog.classpath import ensure_classpath
 from aiostreams.localcatalog.errors import LocalCatalogError
 from aiostreams.localcatalog.server import DEFAULT_START_TIMEOUT, LocalRestCatalog
-from aiostreams.localjvm.cli import exit_code, run_until_signal
+from aiostreams.localjvm.cli import add_run_arguments, exit_code, run_until_signal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,10 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--warehouse", type=Path, default=None,
                      help="directory of the catalog's database and tables (default: a "
                           "temporary one, removed at stop)")
-    run.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
-    run.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT,
-                     help="seconds to wait for it to start (default %(default)s; the first "
-                          "fetch of the jars comes before and takes longer)")
+    add_run_arguments(run, port="HTTP port", timeout=DEFAULT_START_TIMEOUT,
+                      first_run="the first fetch of the jars comes before and takes longer")
     args = parser.parse_args(argv)
 
     def command() -> int:

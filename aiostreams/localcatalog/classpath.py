@@ -19,18 +19,11 @@ shaded client); later calls read the marker only.
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 from aiostreams.localcatalog.errors import LocalCatalogError
 from aiostreams.localjvm.java import find_java
-from aiostreams.localjvm.maven import (
-    build_once,
-    cache_dir,
-    only_central_settings,
-    require_mvn,
-    run_maven,
-)
+from aiostreams.localjvm.maven import CentralBuild, cache_dir
 
 __all__ = ["ICEBERG_VERSION", "POM", "PROGRAM", "SERVER", "WITHOUT_JAVA", "ensure_classpath",
            "require_java"]
@@ -42,8 +35,6 @@ SERVER = Path(__file__).with_name("RestCatalogServer.java")
 PROGRAM = "the local Iceberg REST catalog"
 WITHOUT_JAVA = ("pass the sink another pyiceberg catalog (the default SQL catalog on SQLite "
                 "needs no server)")
-_STAMP = "ok"
-"""What the marker of a complete copy holds: the directory's name is the pom's digest."""
 
 
 def _digest() -> str:
@@ -64,24 +55,14 @@ def ensure_classpath(cache: Path | None = None) -> Path:
     """The directory of the server's jars, copied from Maven Central first if no complete
     copy of this pom's is cached."""
     root = (cache if cache is not None else cache_dir()) / "iceberg-rest"
-    home = root / _digest()
-    jars = home / "jars"
-
-    def run_mvn() -> None:
-        require_java()  # mvn needs it too: say so before mvn says it less clearly
-        mvn = require_mvn(
-            LocalCatalogError,
-            f"copies the local Iceberg REST catalog's jars (Iceberg {ICEBERG_VERSION}, Jetty "
-            f"11, sqlite-jdbc) from Maven Central, once, into {root}",
-            "use a catalog you run yourself")
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(parents=True)
-        settings = only_central_settings(home / "settings.xml", root / "no-other-repositories")
-        shutil.copy(POM, home / "pom.xml")
-        run_maven(mvn, ["-s", str(settings), "-f", str(home / "pom.xml"),
-                        "dependency:copy-dependencies", f"-DoutputDirectory={jars}"],
-                  error=LocalCatalogError, doing=f"copying the REST catalog's jars into {jars}",
-                  produced=lambda: any(jars.glob("iceberg-core-*-tests.jar")))
-
-    build_once(home, _STAMP, lock=root / ".lock", build=run_mvn)
+    build = CentralBuild(
+        POM, ("dependency:copy-dependencies", "-DoutputDirectory={home}/jars"),
+        LocalCatalogError,
+        f"copies the local Iceberg REST catalog's jars (Iceberg {ICEBERG_VERSION}, Jetty "
+        f"11, sqlite-jdbc) from Maven Central, once, into {root}",
+        "use a catalog you run yourself", "copying the REST catalog's jars")
+    digest = _digest()
+    jars = root / digest / "jars"
+    build.ensure(root, digest, require_java=require_java, product=jars,
+                 produced=lambda: any(jars.glob("iceberg-core-*-tests.jar")))
     return jars

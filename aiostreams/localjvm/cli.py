@@ -4,13 +4,23 @@ message on stderr and exit code 1."""
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
 
-__all__ = ["exit_code", "run_until_signal"]
+__all__ = ["add_run_arguments", "exit_code", "run_until_signal"]
+
+
+def add_run_arguments(run: argparse.ArgumentParser, *, port: str, timeout: float,
+                      first_run: str) -> None:
+    """``--port P`` (``port`` names it: "HTTP port"; default a free one) and ``--timeout S``
+    (default ``timeout``; ``first_run`` says what a first run does before it counts)."""
+    run.add_argument("--port", type=int, default=None, help=f"{port} (default: a free one)")
+    run.add_argument("--timeout", type=float, default=timeout,
+                     help=f"seconds to wait for it to start (default %(default)s; {first_run})")
 
 
 def exit_code(command: Callable[[], int], error: type[Exception]) -> int:

@@ -24,9 +24,10 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MARKER", "MVN_TIMEOUT", "build_once", "cache_dir", "is_complete",
+__all__ = ["MARKER", "MVN_TIMEOUT", "CentralBuild", "build_once", "cache_dir", "is_complete",
            "only_central_settings", "require_mvn", "run_maven"]
 
 MARKER = ".complete"
@@ -117,3 +118,47 @@ def run_maven(mvn: str, args: Sequence[str], *, error: Callable[[str], Exception
         raise error(f"mvn {doing} failed (exit {result.returncode}); check the network "
                     "access to Maven Central (or the mirror in ~/.m2/settings.xml). Its "
                     f"last output:\n{tail}")
+
+
+@dataclass(frozen=True)
+class CentralBuild:
+    """A Maven project shipped as package data (``project``: a pom, or the directory that
+    holds one), built by ``mvn GOALS`` from Maven Central only, once per digest of its inputs,
+    in ``<root>/<digest>/`` (the marker holds "ok": the directory's name is the digest).
+
+    ``goals`` may name the build directory as ``{home}``. ``task`` and ``instead`` end the
+    message of a missing ``mvn`` (:func:`require_mvn`); ``doing`` says what the run is for in
+    the message of a failed one ("building Apicurio Registry")."""
+
+    project: Path
+    goals: tuple[str, ...]
+    error: Callable[[str], Exception]
+    task: str
+    instead: str
+    doing: str
+
+    def ensure(self, root: Path, digest: str, *, require_java: Callable[[], object],
+               product: Path, produced: Callable[[], bool] | None = None) -> Path:
+        """``<root>/<digest>/``, built first unless complete with its ``product``.
+        ``require_java`` runs before ``mvn``, which needs Java too and says so less clearly;
+        ``produced`` (default: ``product`` exists) checks what a run made."""
+        home = root / digest
+
+        def build() -> None:
+            require_java()
+            mvn = require_mvn(self.error, self.task, self.instead)
+            shutil.rmtree(home, ignore_errors=True)
+            if self.project.is_dir():
+                shutil.copytree(self.project, home)
+            else:
+                home.mkdir(parents=True)
+                shutil.copy(self.project, home / "pom.xml")
+            settings = only_central_settings(home / "settings.xml",
+                                             root / "no-other-repositories")
+            run_maven(mvn, ["-s", str(settings), "-f", str(home / "pom.xml"),
+                            *(goal.format(home=home) for goal in self.goals)],
+                      error=self.error, doing=f"{self.doing} in {home}",
+                      produced=produced if produced is not None else product.exists)
+
+        build_once(home, "ok", lock=root / ".lock", build=build, product=product)
+        return home

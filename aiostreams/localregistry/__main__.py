@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from aiostreams.localjvm.cli import exit_code, run_until_signal
+from aiostreams.localjvm.cli import add_run_arguments, exit_code, run_until_signal
 from aiostreams.localregistry.build import ensure_runner
 from aiostreams.localregistry.errors import LocalRegistryError
 from aiostreams.localregistry.registry import DEFAULT_START_TIMEOUT, LocalRegistry
@@ -25,10 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build the registry (mvn, once) and print its jar")
     run = commands.add_parser("run", help="start a registry on 127.0.0.1 until Ctrl-C")
-    run.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
-    run.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT,
-                     help="seconds to wait for it to answer (default %(default)s; the "
-                          "first build comes before and takes longer)")
+    add_run_arguments(run, port="HTTP port", timeout=DEFAULT_START_TIMEOUT,
+                      first_run="the first build comes before and takes longer")
     args = parser.parse_args(argv)
 
     def command() -> int:

@@ -20,17 +20,10 @@ downloading); later calls read the marker only.
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 from aiostreams.localjvm.java import find_java
-from aiostreams.localjvm.maven import (
-    build_once,
-    cache_dir,
-    only_central_settings,
-    require_mvn,
-    run_maven,
-)
+from aiostreams.localjvm.maven import CentralBuild, cache_dir
 from aiostreams.localregistry.errors import LocalRegistryError
 
 __all__ = ["APICURIO_VERSION", "PROGRAM", "PROJECT", "WITHOUT_JAVA", "ensure_runner",
@@ -42,8 +35,6 @@ PROJECT = Path(__file__).with_name("apicurio")
 PROGRAM = "the local schema registry (Apicurio Registry)"
 WITHOUT_JAVA = "use a registry you run yourself (Confluent, Karapace, Redpanda, Apicurio)"
 _RUNNER = Path("target") / "apicurio-runner-1-runner.jar"
-_STAMP = "ok"
-"""What the marker of a complete build holds: the directory's name is the inputs' digest."""
 
 
 def _project_files() -> list[Path]:
@@ -70,24 +61,14 @@ def require_java() -> str:
 def ensure_runner(cache: Path | None = None) -> Path:
     """The runner jar, built first if no complete build of this project is cached."""
     root = (cache if cache is not None else cache_dir()) / "apicurio-registry"
-    build = root / _inputs_digest()
-    runner = build / _RUNNER
-
-    def run_mvn() -> None:
-        require_java()  # mvn needs it too: say so before mvn says it less clearly
-        mvn = require_mvn(
-            LocalRegistryError,
-            f"builds the local schema registry (Apicurio Registry {APICURIO_VERSION}) from "
-            f"Maven Central's jars, once (a few minutes), into {root}",
-            "use a registry you run yourself (Confluent, Karapace, Redpanda)")
-        shutil.rmtree(build, ignore_errors=True)
-        shutil.copytree(PROJECT, build)
-        settings = only_central_settings(build / "settings.xml",
-                                         root / "no-other-repositories")
-        run_maven(mvn, ["-s", str(settings), "-f", str(build / "pom.xml"), "package",
-                        "-DskipTests"], error=LocalRegistryError,
-                  doing=f"building Apicurio Registry in {build}", produced=runner.is_file)
-
-    build_once(build, _STAMP, lock=root / ".lock", build=run_mvn, product=runner)
+    build = CentralBuild(
+        PROJECT, ("package", "-DskipTests"), LocalRegistryError,
+        f"builds the local schema registry (Apicurio Registry {APICURIO_VERSION}) from "
+        f"Maven Central's jars, once (a few minutes), into {root}",
+        "use a registry you run yourself (Confluent, Karapace, Redpanda)",
+        "building Apicurio Registry")
+    digest = _inputs_digest()
+    runner = root / digest / _RUNNER
+    build.ensure(root, digest, require_java=require_java, product=runner)
     assert runner.is_file(), "a complete build has its runner"
     return runner

@@ -3,11 +3,18 @@ inputs too, and one whose product was removed by hand; the marker is the last th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from aiostreams.localjvm.maven import MARKER, build_once, cache_dir, only_central_settings
+from aiostreams.localjvm.maven import (
+    MARKER,
+    CentralBuild,
+    build_once,
+    cache_dir,
+    only_central_settings,
+)
 
 
 class Builds:
@@ -75,3 +82,37 @@ def test_the_cache_is_the_env_setting_else_the_checkout(
     assert cache_dir() == tmp_path
     monkeypatch.delenv("AIOSTREAMS_CACHE_DIR")
     assert cache_dir() == Path(__file__).resolve().parents[2] / ".cache"
+
+
+FAKE_MVN = """#!/bin/sh
+echo "$@" >> "{calls}"
+for arg in "$@"; do
+  case "$arg" in -DoutputDirectory=*) out="${{arg#-DoutputDirectory=}}";; esac
+done
+mkdir -p "$out" && touch "$out/app.jar"
+"""
+
+
+def test_a_central_build_copies_the_project_and_runs_mvn_once_against_central_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "mvn").write_text(FAKE_MVN.format(calls=calls))
+    (bin_dir / "mvn").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    pom = tmp_path / "pom.xml"
+    pom.write_text("<project/>")
+    build = CentralBuild(pom, ("dependency:copy-dependencies", "-DoutputDirectory={home}/jars"),
+                         RuntimeError, "copies jars", "do without", "copying jars")
+    javas: list[bool] = []
+    root = tmp_path / "cache"
+    for _ in range(2):
+        home = build.ensure(root, "d1", require_java=lambda: javas.append(True),
+                            product=root / "d1" / "jars" / "app.jar")
+    assert home == root / "d1" and (home / "pom.xml").read_text() == "<project/>"
+    assert javas == [True]  # Java is looked for before mvn runs, once: one run
+    [args] = calls.read_text().splitlines()
+    assert args.split() == ["-q", "-B", "-s", str(home / "settings.xml"), "-f",
+                            str(home / "pom.xml"), "dependency:copy-dependencies",
+                            f"-DoutputDirectory={home}/jars"]
+    assert "!central" in (home / "settings.xml").read_text()
