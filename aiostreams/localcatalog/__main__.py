@@ -11,15 +11,13 @@ says why: ``mvn`` or ``java`` missing, the port taken, Maven Central unreachable
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 from aiostreams.localcatalog.classpath import ensure_classpath
 from aiostreams.localcatalog.errors import LocalCatalogError
 from aiostreams.localcatalog.server import DEFAULT_START_TIMEOUT, LocalRestCatalog
+from aiostreams.localjvm.cli import add_run_arguments, exit_code, run_until_signal
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,42 +28,32 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--warehouse", type=Path, default=None,
                      help="directory of the catalog's database and tables (default: a "
                           "temporary one, removed at stop)")
-    run.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
-    run.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT,
-                     help="seconds to wait for it to start (default %(default)s; the first "
-                          "fetch of the jars comes before and takes longer)")
+    add_run_arguments(run, port="HTTP port", timeout=DEFAULT_START_TIMEOUT,
+                      first_run="the first fetch of the jars comes before and takes longer")
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> int:
         if args.command == "fetch":
             print(ensure_classpath())
             return 0
         return _run(LocalRestCatalog(args.warehouse, port=args.port), args.timeout)
-    except LocalCatalogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    return exit_code(command, LocalCatalogError)
 
 
 def _run(catalog: LocalRestCatalog, timeout: float) -> int:
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    def start() -> None:
         print("starting the Iceberg REST catalog (the first run copies its jars with mvn)...",
               file=sys.stderr, flush=True)
         catalog.start(timeout)
-        print(catalog.uri, flush=True)
+
+    def announce() -> None:
+        print(catalog.uri)
         print(f"pyiceberg: RestCatalog('local', uri='{catalog.uri}'); tables' files under "
               f"{catalog.warehouse}", file=sys.stderr)
-        print("(Ctrl-C stops the catalog)", file=sys.stderr, flush=True)
-        done.wait()
-    finally:
-        catalog.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
+        print("(Ctrl-C stops the catalog)", file=sys.stderr)
+
+    return run_until_signal(start, announce, catalog.stop)
 
 
 if __name__ == "__main__":

@@ -18,23 +18,23 @@ shaded client); later calls read the marker only.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import shutil
-import subprocess
 from pathlib import Path
 
 from aiostreams.localcatalog.errors import LocalCatalogError
-from aiostreams.localkafka.jars import cache_dir
+from aiostreams.localjvm.java import find_java
+from aiostreams.localjvm.maven import CentralBuild, cache_dir
 
-__all__ = ["ICEBERG_VERSION", "POM", "SERVER", "ensure_classpath", "require_java"]
+__all__ = ["ICEBERG_VERSION", "POM", "PROGRAM", "SERVER", "WITHOUT_JAVA", "ensure_classpath",
+           "require_java"]
 
 ICEBERG_VERSION = "1.10.0"
 POM = Path(__file__).with_name("pom.xml")
 SERVER = Path(__file__).with_name("RestCatalogServer.java")
 """The server's source (package data), run by ``java`` as a single-file program."""
-_MARKER = ".complete"
-_MVN_TIMEOUT = 900.0
+PROGRAM = "the local Iceberg REST catalog"
+WITHOUT_JAVA = ("pass the sink another pyiceberg catalog (the default SQL catalog on SQLite "
+                "needs no server)")
 
 
 def _digest() -> str:
@@ -48,58 +48,21 @@ def _digest() -> str:
 
 def require_java() -> str:
     """The ``java`` executable; :class:`LocalCatalogError` saying what to install if not."""
-    java = shutil.which("java")
-    if java is None:
-        raise LocalCatalogError(
-            "Java ('java') is not on PATH; the local Iceberg REST catalog is a Java program. "
-            "Install a JDK 17+ (e.g. apt install openjdk-17-jdk-headless), or pass the sink "
-            "another pyiceberg catalog (the default SQL catalog on SQLite needs no server)")
-    return java
+    return find_java(LocalCatalogError, PROGRAM, WITHOUT_JAVA)
 
 
 def ensure_classpath(cache: Path | None = None) -> Path:
     """The directory of the server's jars, copied from Maven Central first if no complete
     copy of this pom's is cached."""
     root = (cache if cache is not None else cache_dir()) / "iceberg-rest"
-    home = root / _digest()
-    jars = home / "jars"
-    if (home / _MARKER).is_file():
-        return jars
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (home / _MARKER).is_file():  # copied while we waited
-            return jars
-        require_java()  # mvn needs it too: say so before mvn says it less clearly
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise LocalCatalogError(
-                "Apache Maven ('mvn') is not on PATH; it copies the local Iceberg REST "
-                f"catalog's jars (Iceberg {ICEBERG_VERSION}, Jetty 11, sqlite-jdbc) from "
-                f"Maven Central, once, into {root}. Install Maven 3.8+ (e.g. apt install "
-                "maven), or use a catalog you run yourself")
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir()
-        empty = root / "no-other-repositories"
-        empty.mkdir(exist_ok=True)
-        settings = home / "settings.xml"
-        settings.write_text(
-            "<settings><mirrors><mirror><id>only-central</id>"
-            "<mirrorOf>external:*,!central</mirrorOf>"
-            f"<url>{empty.as_uri()}</url></mirror></mirrors></settings>\n")
-        shutil.copy(POM, home / "pom.xml")
-        try:
-            result = subprocess.run(
-                [mvn, "-q", "-B", "-s", str(settings), "-f", str(home / "pom.xml"),
-                 "dependency:copy-dependencies", f"-DoutputDirectory={jars}"],
-                capture_output=True, text=True, timeout=_MVN_TIMEOUT, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise LocalCatalogError(f"mvn copying the REST catalog's jars into {jars} did "
-                                    f"not finish within {_MVN_TIMEOUT:.0f} s") from exc
-        if result.returncode != 0 or not any(jars.glob("iceberg-core-*-tests.jar")):
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
-            raise LocalCatalogError(
-                f"mvn copying the REST catalog's jars into {jars} failed (exit "
-                f"{result.returncode}; check access to Maven Central):\n{tail}")
-        (home / _MARKER).write_text("ok\n")
-        return jars
+    build = CentralBuild(
+        POM, ("dependency:copy-dependencies", "-DoutputDirectory={home}/jars"),
+        LocalCatalogError,
+        f"copies the local Iceberg REST catalog's jars (Iceberg {ICEBERG_VERSION}, Jetty "
+        f"11, sqlite-jdbc) from Maven Central, once, into {root}",
+        "use a catalog you run yourself", "copying the REST catalog's jars")
+    digest = _digest()
+    jars = root / digest / "jars"
+    build.ensure(root, digest, require_java=require_java, product=jars,
+                 produced=lambda: any(jars.glob("iceberg-core-*-tests.jar")))
+    return jars

@@ -13,79 +13,64 @@ files are under ``<warehouse>/<namespace>/<table>/``. Both outlive the process: 
 started again on the same warehouse serves the same tables. Without ``warehouse`` a
 temporary directory is used and removed at stop.
 
-Lifecycle: ``CREATED --start--> RUNNING --stop--> STOPPED`` (stop is idempotent, also before
-a start). Start blocks until the process prints the line announcing its port (it binds port
-0, so the kernel picks a free one, or ``port``), or raises :class:`LocalCatalogError` with
-the end of its log. The process also ends when this one does: its standard input is a pipe
-from here, and it exits at the pipe's end (and Linux' parent-death signal kills it when
-started from the main thread). Stop closes that pipe and sends SIGTERM, then waits (SIGKILL
-after 30 s).
+Lifecycle (:class:`aiostreams.localjvm.server.LocalJvmServer`'s): ``CREATED --start-->
+RUNNING --stop--> STOPPED`` (stop is idempotent, also before a start). Start blocks until the
+process prints the line announcing its port (it binds port 0, so the kernel picks a free
+one, or ``port``), or raises :class:`LocalCatalogError` with the end of its log. The process
+also ends when this one does: its standard input is a pipe from here, and it exits at the
+pipe's end (and Linux' parent-death signal kills it when started from the main thread). Stop
+closes that pipe and sends SIGTERM, then waits (SIGKILL after 30 s).
 """
 
 from __future__ import annotations
 
-import enum
-import socket
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from aiostreams.localcatalog.classpath import SERVER, ensure_classpath, require_java
+from aiostreams.localcatalog.classpath import (
+    PROGRAM,
+    SERVER,
+    WITHOUT_JAVA,
+    ensure_classpath,
+)
 from aiostreams.localcatalog.errors import LocalCatalogError
-from aiostreams.localkafka.child_life import die_with_parent
+from aiostreams.localjvm.child_life import die_with_parent
+from aiostreams.localjvm.process import log_tail
+from aiostreams.localjvm.server import DEFAULT_START_TIMEOUT, LocalJvmServer, ServerState
 
 __all__ = ["DEFAULT_START_TIMEOUT", "CatalogState", "LocalRestCatalog"]
 
-DEFAULT_START_TIMEOUT = 120.0
-_HOST = "127.0.0.1"
 _READY = "listening http://"
-_STOP_TIMEOUT = 30.0
+
+CatalogState = ServerState
+"""The catalog's lifecycle (the name it had before the servers shared one)."""
 
 
-class CatalogState(enum.Enum):
-    CREATED = "created"
-    RUNNING = "running"
-    STOPPED = "stopped"
-
-
-def _check_port_free(port: int) -> None:
-    if not 0 < port < 65536:
-        raise LocalCatalogError(f"--port must be within 1..65535, got {port}")
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((_HOST, port))
-        except OSError as exc:
-            raise LocalCatalogError(
-                f"port {port} of {_HOST} is taken ({exc.strerror}): choose another --port, "
-                "or leave it out for a free one") from None
-
-
-class LocalRestCatalog:
+class LocalRestCatalog(LocalJvmServer):
     """See the module docstring. ``warehouse``: the directory of the catalog's database and
     tables (default: a temporary one); ``port``: the HTTP port (default: a free one);
     ``cache``: where the jars live (default: the package's cache dir)."""
 
+    error = LocalCatalogError
+    noun = "catalog"
+    program = PROGRAM
+    instead = WITHOUT_JAVA
+
     def __init__(self, warehouse: str | Path | None = None, *, port: int | None = None,
                  cache: Path | None = None) -> None:
+        super().__init__(port)
         self.warehouse = None if warehouse is None else Path(warehouse).resolve()
-        self._requested_port = port
         self._cache = cache
-        self._port: int | None = None
-        self._process: subprocess.Popen[str] | None = None
         self._temporary: tempfile.TemporaryDirectory[str] | None = None
         self._log: Path | None = None
-        self.state = CatalogState.CREATED
 
     @property
     def uri(self) -> str:
         """``http://127.0.0.1:PORT/`` of the running catalog."""
-        if self.state is not CatalogState.RUNNING or self._port is None:
-            raise LocalCatalogError(f"the catalog is {self.state.value}: start() it first")
-        return f"http://{_HOST}:{self._port}/"
+        return self._address + "/"
 
     def client(self, name: str = "local", **properties: str) -> Any:
         """A pyiceberg ``RestCatalog`` of this catalog (needs the ``iceberg`` extra)."""
@@ -96,12 +81,9 @@ class LocalRestCatalog:
     def start(self, timeout: float = DEFAULT_START_TIMEOUT) -> None:
         """Fetch the jars if needed (a minute, the first time), start the server and wait
         until it announces its port."""
-        if self.state is not CatalogState.CREATED:
-            raise LocalCatalogError(f"start() of a {self.state.value} catalog: make a new "
-                                    "LocalRestCatalog")
-        if self._requested_port is not None:
-            _check_port_free(self._requested_port)
-        java = require_java()
+        super().start(timeout)
+
+    def _spawn(self, java: str) -> subprocess.Popen[Any]:
         jars = ensure_classpath(self._cache)
         if self.warehouse is None:
             self._temporary = tempfile.TemporaryDirectory(prefix="aiostreams-catalog-")
@@ -109,7 +91,7 @@ class LocalRestCatalog:
         self.warehouse.mkdir(parents=True, exist_ok=True)
         self._log = self.warehouse / "rest-catalog.log"
         with open(self._log, "wb") as log:
-            self._process = subprocess.Popen(
+            return subprocess.Popen(
                 [java, "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC",
                  "-Djava.net.preferIPv4Stack=true",
                  "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
@@ -117,16 +99,11 @@ class LocalRestCatalog:
                  str(self.warehouse / "rest-catalog.db"), str(self._requested_port or 0)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
                 preexec_fn=die_with_parent())  # None off the main thread: see there
-        self.state = CatalogState.RUNNING
-        try:
-            self._port = self._await_announcement(timeout)
-        except BaseException:
-            self.stop()
-            raise
 
-    def _await_announcement(self, timeout: float) -> int:
-        process = self._process
-        assert process is not None and process.stdout is not None
+    def _await_ready(self, process: subprocess.Popen[Any], timeout: float) -> int:
+        """The announcement is the first line the server prints (it binds port 0 unless
+        told, so only it knows the port): read on a thread, waited for with the timeout."""
+        assert process.stdout is not None
         stdout = process.stdout
         lines: list[str] = []
 
@@ -140,36 +117,13 @@ class LocalRestCatalog:
         line = lines[0] if lines else ""
         if not line.startswith(_READY):
             assert self._log is not None
-            tail = "\n".join(self._log.read_text(errors="replace").splitlines()[-30:])
             raise LocalCatalogError(
                 f"the Iceberg REST catalog did not announce its port within {timeout:g} s "
                 f"(exit code {process.poll()}; printed {line.strip()!r}); its log "
-                f"({self._log}) ends:\n{tail}")
+                f"({self._log}) ends:\n{log_tail(self._log)}")
         return int(line[len(_READY):].strip().rstrip("/").rsplit(":", 1)[1])
 
-    def stop(self) -> None:
-        """Stop the process (and remove a temporary warehouse). Idempotent."""
-        process, self._process = self._process, None
-        if process is not None:
-            if process.stdin is not None:
-                process.stdin.close()
-            process.terminate()
-            try:
-                process.wait(timeout=_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            if process.stdout is not None:
-                process.stdout.close()
+    def _cleanup(self) -> None:
         temporary, self._temporary = self._temporary, None
         if temporary is not None:
             temporary.cleanup()
-        self.state = CatalogState.STOPPED
-
-    def __enter__(self) -> LocalRestCatalog:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()

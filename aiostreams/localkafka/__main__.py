@@ -11,11 +11,9 @@ another process holds is refused before anything starts.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from types import FrameType
 
+from aiostreams.localjvm.cli import add_run_arguments, exit_code, run_until_signal
 from aiostreams.localkafka import (
     DEFAULT_KAFKA_VERSION,
     RELEASES,
@@ -30,22 +28,22 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     fetch = commands.add_parser("fetch", help="download the broker's jars into the cache")
     run = commands.add_parser("run", help="start a broker on 127.0.0.1 until Ctrl-C/SIGTERM")
-    for command in (fetch, run):
-        command.add_argument(
+    for subcommand in (fetch, run):
+        subcommand.add_argument(
             "--version", default=None, choices=sorted(RELEASES),
             help=f"the Kafka release (default: ${VERSION_VARIABLE}, else "
                  f"{DEFAULT_KAFKA_VERSION})")
-    run.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
-    run.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for start")
+    add_run_arguments(run, port="client port", timeout=60.0,
+                      first_run="the first download of the jars comes before")
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> int:
         if args.command == "fetch":
             print(LocalKafka(version=args.version).ensure_jars())
             return 0
         return _run(LocalKafka(port=args.port, version=args.version), args.timeout)
-    except LocalKafkaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    return exit_code(command, LocalKafkaError)
 
 
 def broker_variables(bootstrap: str) -> str:
@@ -54,24 +52,12 @@ def broker_variables(bootstrap: str) -> str:
 
 
 def _run(kafka: LocalKafka, timeout: float) -> int:
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        kafka.start(timeout)
+    def announce() -> None:
         print(kafka.bootstrap)
         print(broker_variables(kafka.bootstrap), file=sys.stderr)
         print("(Ctrl-C stops the broker)", file=sys.stderr)
-        sys.stdout.flush()
-        done.wait()
-    finally:
-        kafka.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
+
+    return run_until_signal(lambda: kafka.start(timeout), announce, kafka.stop)
 
 
 if __name__ == "__main__":

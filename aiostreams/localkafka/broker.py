@@ -8,13 +8,10 @@ on free ports, with its data in a fresh temporary directory.
 from __future__ import annotations
 
 import base64
-import contextlib
 import enum
 import logging
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,7 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from aiostreams.localkafka.child_life import die_with_parent
+from aiostreams.localjvm.child_life import die_with_parent
+from aiostreams.localjvm.java import find_java
+from aiostreams.localjvm.ports import HOST, check_port_free, free_port
+from aiostreams.localjvm.process import await_ready, end_process, log_tail, send_signal
 from aiostreams.localkafka.errors import LocalKafkaError
 from aiostreams.localkafka.jars import cache_dir, ensure_jars
 from aiostreams.localkafka.probe import metadata_answers
@@ -32,12 +32,10 @@ from aiostreams.localkafka.releases import KafkaRelease, kafka_release
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
 _NODE_ID = 1
 _BROKER_HEAP = ("-Xms512m", "-Xmx1g")
 _TOOL_HEAP = ("-Xmx256m",)
 _PROBE_TIMEOUT = 2.0
-_POLL_INTERVAL = 0.1
 _LOG_TAIL_LINES = 40
 _STARTED_LINE = b"Kafka Server started"
 """What the broker logs once it serves (log4j.properties keeps that one INFO line)."""
@@ -150,8 +148,7 @@ class LocalKafka:
         self._port, self._controller_port = _free_ports(self._requested_port)
         if self._proxied_port is not None:
             taken = {self._port, self._controller_port, self._proxied_port}
-            while self.proxied_target is None or self.proxied_target in taken:
-                self.proxied_target = _free_ports(None)[0]
+            self.proxied_target = free_port(avoid=taken)
         self._data_dir = Path(tempfile.mkdtemp(prefix="aiostreams-kafka-"))
         try:
             (self._data_dir / "logs").mkdir()
@@ -176,7 +173,7 @@ class LocalKafka:
     def kill(self) -> None:
         """SIGKILL the broker, as a crash would; data and ports stay for :meth:`restart`."""
         if self._process is not None:
-            _signal_group(self._process, signal.SIGKILL)
+            send_signal(self._process, signal.SIGKILL, group=True)
             self._process.wait()
             self._forget_process()
         if self._state is BrokerState.RUNNING:
@@ -188,13 +185,13 @@ class LocalKafka:
         if self._process is None or self._state is not BrokerState.RUNNING:
             raise LocalKafkaError(f"pause() needs a running broker, this one is "
                                   f"{self._state.value}")
-        _signal_group(self._process, signal.SIGSTOP)
+        send_signal(self._process, signal.SIGSTOP, group=True)
 
     def resume(self, timeout: float = 60.0) -> None:
         """Let a paused broker run again (SIGCONT); return once it serves metadata
         requests again."""
         if self._process is not None:
-            _signal_group(self._process, signal.SIGCONT)
+            send_signal(self._process, signal.SIGCONT, group=True)
             self._await_ready(time.monotonic() + timeout, log_start=0)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -317,19 +314,20 @@ class LocalKafka:
         port answers a metadata request. The port alone could be another process's (one
         that took it after :func:`_free_ports` looked), while this JVM is dying."""
         process = self._process
-        assert process is not None and self._port is not None
-        while not (self._logged_started(log_start) and process.poll() is None
-                   and metadata_answers(HOST, self._port, timeout=_PROBE_TIMEOUT)):
-            if time.monotonic() > deadline:
-                raise LocalKafkaError(
-                    f"the Kafka broker at {self.bootstrap} did not answer a metadata request "
-                    "in time; raise start(timeout=...) on a slow machine.\n"
-                    + self._log_tail()
-                )
-            try:
-                code = process.wait(timeout=_POLL_INTERVAL)  # returns early if it died
-            except subprocess.TimeoutExpired:
-                continue
+        port = self._port
+        assert process is not None and port is not None
+        try:
+            code = await_ready(
+                process, lambda: (self._logged_started(log_start) and process.poll() is None
+                                  and metadata_answers(HOST, port, timeout=_PROBE_TIMEOUT)),
+                deadline)
+        except TimeoutError:
+            raise LocalKafkaError(
+                f"the Kafka broker at {self.bootstrap} did not answer a metadata request "
+                "in time; raise start(timeout=...) on a slow machine.\n"
+                + self._log_tail()
+            ) from None
+        if code is not None:
             raise LocalKafkaError(
                 f"the Kafka broker exited with code {code} while starting (is port "
                 f"{self._port} or {self._controller_port} taken? is Java too old? 17 is "
@@ -350,15 +348,8 @@ class LocalKafka:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
-            _signal_group(process, signal.SIGCONT)  # a paused broker cannot act on SIGTERM
-            _signal_group(process, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                log.warning("Kafka broker ignored SIGTERM for %.0f s; sending SIGKILL", timeout)
-                _signal_group(process, signal.SIGKILL)
-                process.wait()
+        if end_process(process, timeout, group=True):  # SIGCONT first: a paused broker too
+            log.warning("Kafka broker ignored SIGTERM for %.0f s; sent SIGKILL", timeout)
         self._forget_process()
         if self._state is BrokerState.RUNNING:
             self._state = BrokerState.DOWN
@@ -379,54 +370,26 @@ class LocalKafka:
     def _log_tail(self) -> str:
         parts = []
         for name in ("server.log", "stdout.log"):
-            path = self.data_dir / "logs" / name
-            try:
-                text = path.read_text(errors="replace")
-            except FileNotFoundError:
-                continue
-            # Stack frames crowd out what matters: the messages and their "Caused by" lines.
-            lines = [line for line in text.splitlines()
-                     if not line.startswith(("\tat ", "\t... "))][-_LOG_TAIL_LINES:]
-            if lines:
-                parts.append(f"--- the broker's {name}, last lines ---\n" + "\n".join(lines))
+            tail = log_tail(self.data_dir / "logs" / name, _LOG_TAIL_LINES)
+            if tail:
+                parts.append(f"--- the broker's {name}, last lines ---\n" + tail)
         return "\n".join(parts) if parts else "The broker wrote no log."
 
 
 def _java() -> str:
-    java = shutil.which("java", path=_java_path())
-    if java is None:
-        raise LocalKafkaError(
-            "'java' is not on PATH (nor in $JAVA_HOME/bin); the local Kafka broker needs "
-            "Java 17+ (e.g. 'apt-get install openjdk-17-jre-headless'), or point "
-            "AIOSTREAMS_KAFKA at a running broker instead."
-        )
-    return java
-
-
-def _java_path() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    path = os.environ.get("PATH", os.defpath)
-    return f"{java_home}/bin{os.pathsep}{path}" if java_home else path
+    return find_java(LocalKafkaError, "the local Kafka broker",
+                     "point AIOSTREAMS_KAFKA at a running broker instead")
 
 
 def _free_ports(port: int | None) -> tuple[int, int]:
-    """A client port (``port`` if given, checked to be free) and a controller port, free on
-    127.0.0.1 now. Raises :class:`LocalKafkaError` when ``port`` is taken: a broker
+    """A client port (``port`` if given, checked to be free) and another, the controller's,
+    free on 127.0.0.1 now. Raises :class:`LocalKafkaError` when ``port`` is taken: a broker
     started there would fail, and clients would meet whatever holds the port."""
-    with socket.socket() as controller, socket.socket() as broker:
-        controller.bind((HOST, 0))
-        if port:
-            broker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Kafka binds
-            try:
-                broker.bind((HOST, port))
-            except OSError as e:
-                raise LocalKafkaError(
-                    f"port {port} on {HOST} is taken by another process "
-                    f"({os.strerror(e.errno) if e.errno else e}): stop it, choose another "
-                    "port, or leave the port out to get a free one") from None
-            return port, int(controller.getsockname()[1])
-        broker.bind((HOST, 0))
-        return int(broker.getsockname()[1]), int(controller.getsockname()[1])
+    if port:
+        check_port_free(port, LocalKafkaError)
+        return port, free_port(avoid={port})
+    client = free_port()
+    return client, free_port(avoid={client})
 
 
 def _random_cluster_id() -> str:
@@ -438,13 +401,8 @@ def _random_cluster_id() -> str:
             return text
 
 
-def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it exited already
-        os.killpg(process.pid, signum)
-
-
 def _kill_at_exit(process: subprocess.Popen[bytes]) -> None:
     """Last resort when a LocalKafka is garbage-collected or the interpreter exits running."""
     if process.poll() is None:
-        _signal_group(process, signal.SIGKILL)
+        send_signal(process, signal.SIGKILL, group=True)
         process.wait()

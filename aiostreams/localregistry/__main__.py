@@ -12,11 +12,9 @@ Exit codes: 0 stopped, 1 could not build or start (the message says why: ``mvn``
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from types import FrameType
 
+from aiostreams.localjvm.cli import add_run_arguments, exit_code, run_until_signal
 from aiostreams.localregistry.build import ensure_runner
 from aiostreams.localregistry.errors import LocalRegistryError
 from aiostreams.localregistry.registry import DEFAULT_START_TIMEOUT, LocalRegistry
@@ -27,42 +25,32 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build the registry (mvn, once) and print its jar")
     run = commands.add_parser("run", help="start a registry on 127.0.0.1 until Ctrl-C")
-    run.add_argument("--port", type=int, default=None, help="HTTP port (default: a free one)")
-    run.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT,
-                     help="seconds to wait for it to answer (default %(default)s; the "
-                          "first build comes before and takes longer)")
+    add_run_arguments(run, port="HTTP port", timeout=DEFAULT_START_TIMEOUT,
+                      first_run="the first build comes before and takes longer")
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> int:
         if args.command == "build":
             print(ensure_runner())
             return 0
         return _run(LocalRegistry(port=args.port), args.timeout)
-    except LocalRegistryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    return exit_code(command, LocalRegistryError)
 
 
 def _run(registry: LocalRegistry, timeout: float) -> int:
-    done = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    def start() -> None:
         print("starting the schema registry (the first run builds it with mvn: a few "
               "minutes)...", file=sys.stderr, flush=True)
         registry.start(timeout)
-        print(registry.url, flush=True)
+
+    def announce() -> None:
+        print(registry.url)
         print(f"export AIOSTREAMS_SCHEMA_REGISTRY={registry.url}", file=sys.stderr)
         print("(Ctrl-C stops the registry; its schemas are kept in memory only)",
-              file=sys.stderr, flush=True)
-        done.wait()
-    finally:
-        registry.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
+              file=sys.stderr)
+
+    return run_until_signal(start, announce, registry.stop)
 
 
 if __name__ == "__main__":

@@ -19,23 +19,22 @@ downloading); later calls read the marker only.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import shutil
-import subprocess
 from pathlib import Path
 
-from aiostreams.localkafka.jars import cache_dir
+from aiostreams.localjvm.java import find_java
+from aiostreams.localjvm.maven import CentralBuild, cache_dir
 from aiostreams.localregistry.errors import LocalRegistryError
 
-__all__ = ["APICURIO_VERSION", "PROJECT", "ensure_runner", "require_java"]
+__all__ = ["APICURIO_VERSION", "PROGRAM", "PROJECT", "WITHOUT_JAVA", "ensure_runner",
+           "require_java"]
 
 APICURIO_VERSION = "2.4.2.Final"
 PROJECT = Path(__file__).with_name("apicurio")
 """The Maven project (package data: see ``[tool.setuptools.package-data]`` in pyproject)."""
+PROGRAM = "the local schema registry (Apicurio Registry)"
+WITHOUT_JAVA = "use a registry you run yourself (Confluent, Karapace, Redpanda, Apicurio)"
 _RUNNER = Path("target") / "apicurio-runner-1-runner.jar"
-_MARKER = ".complete"
-_MVN_TIMEOUT = 900.0
 
 
 def _project_files() -> list[Path]:
@@ -56,57 +55,20 @@ def _inputs_digest() -> str:
 
 def require_java() -> str:
     """The ``java`` executable; :class:`LocalRegistryError` saying what to install if not."""
-    java = shutil.which("java")
-    if java is None:
-        raise LocalRegistryError(
-            "Java ('java') is not on PATH; the local schema registry (Apicurio Registry) is a "
-            "Java program. Install a JDK 17+ (e.g. apt install openjdk-17-jdk-headless), or "
-            "use a registry you run yourself (Confluent, Karapace, Redpanda, Apicurio)")
-    return java
+    return find_java(LocalRegistryError, PROGRAM, WITHOUT_JAVA)
 
 
 def ensure_runner(cache: Path | None = None) -> Path:
     """The runner jar, built first if no complete build of this project is cached."""
     root = (cache if cache is not None else cache_dir()) / "apicurio-registry"
-    build = root / _inputs_digest()
-    runner = build / _RUNNER
-    if (build / _MARKER).is_file() and runner.is_file():
-        return runner
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (build / _MARKER).is_file() and runner.is_file():  # built while we waited
-            return runner
-        require_java()  # mvn needs it too: say so before mvn says it less clearly
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise LocalRegistryError(
-                "Apache Maven ('mvn') is not on PATH; it builds the local schema registry "
-                f"(Apicurio Registry {APICURIO_VERSION}) from Maven Central's jars, once "
-                f"(a few minutes), into {root}. Install Maven 3.8+ (e.g. apt install maven), "
-                "or use a registry you run yourself (Confluent, Karapace, Redpanda)")
-        shutil.rmtree(build, ignore_errors=True)
-        shutil.copytree(PROJECT, build)
-        empty = root / "no-other-repositories"
-        empty.mkdir(exist_ok=True)
-        settings = build / "settings.xml"
-        settings.write_text(
-            "<settings><mirrors><mirror><id>only-central</id>"
-            "<mirrorOf>external:*,!central</mirrorOf>"
-            f"<url>{empty.as_uri()}</url></mirror></mirrors></settings>\n")
-        try:
-            result = subprocess.run(
-                [mvn, "-q", "-B", "-s", str(settings), "-f", str(build / "pom.xml"),
-                 "package", "-DskipTests"],
-                capture_output=True, text=True, timeout=_MVN_TIMEOUT, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise LocalRegistryError(f"mvn building Apicurio Registry in {build} did not "
-                                     f"finish within {_MVN_TIMEOUT:.0f} s") from exc
-        if result.returncode != 0 or not runner.is_file():
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
-            raise LocalRegistryError(
-                f"mvn building Apicurio Registry in {build} failed (exit "
-                f"{result.returncode}; check access to Maven Central):\n{tail}")
-        (build / _MARKER).write_text("ok\n")
-        assert runner.is_file(), "a complete build has its runner"
-        return runner
+    build = CentralBuild(
+        PROJECT, ("package", "-DskipTests"), LocalRegistryError,
+        f"builds the local schema registry (Apicurio Registry {APICURIO_VERSION}) from "
+        f"Maven Central's jars, once (a few minutes), into {root}",
+        "use a registry you run yourself (Confluent, Karapace, Redpanda)",
+        "building Apicurio Registry")
+    digest = _inputs_digest()
+    runner = root / digest / _RUNNER
+    build.ensure(root, digest, require_java=require_java, product=runner)
+    assert runner.is_file(), "a complete build has its runner"
+    return runner

@@ -10,81 +10,59 @@
 Schemas live in memory: a stopped registry forgets them (fine for development and tests,
 not for production).
 
-Lifecycle: ``CREATED --start--> RUNNING --stop--> STOPPED`` (stop is idempotent, also
-before a start). Start blocks until the registry answers ``/subjects`` (polled with a
-deadline: a separate process announces nothing) or raises :class:`LocalRegistryError`
-with the end of its log; stop sends SIGTERM, then waits (SIGKILL after 30 s).
+Lifecycle (:class:`aiostreams.localjvm.server.LocalJvmServer`'s): ``CREATED --start-->
+RUNNING --stop--> STOPPED`` (stop is idempotent, also before a start). Start blocks until
+the registry answers ``/subjects`` (polled with a deadline: a separate process announces
+nothing) or raises :class:`LocalRegistryError` with the end of its log; stop sends SIGTERM,
+then waits (SIGKILL after 30 s).
 """
 
 from __future__ import annotations
 
-import enum
-import socket
+import contextlib
 import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
+from typing import Any
 
-from aiostreams.localregistry.build import ensure_runner, require_java
+from aiostreams.localjvm.ports import HOST, free_port
+from aiostreams.localjvm.process import await_ready, log_tail
+from aiostreams.localjvm.server import DEFAULT_START_TIMEOUT, LocalJvmServer, ServerState
+from aiostreams.localregistry.build import PROGRAM, WITHOUT_JAVA, ensure_runner
 from aiostreams.localregistry.errors import LocalRegistryError
 
 __all__ = ["CCOMPAT", "DEFAULT_START_TIMEOUT", "LocalRegistry", "RegistryState"]
 
 CCOMPAT = "/apis/ccompat/v7"
 """The path of Apicurio's Confluent-compatible API."""
-DEFAULT_START_TIMEOUT = 120.0
-_HOST = "127.0.0.1"
-_STOP_TIMEOUT = 30.0
+_PROBE_INTERVAL = 0.2
+
+RegistryState = ServerState
+"""The registry's lifecycle (the name it had before the servers shared one)."""
 
 
-class RegistryState(enum.Enum):
-    CREATED = "created"
-    RUNNING = "running"
-    STOPPED = "stopped"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _check_port_free(port: int) -> None:
-    if not 0 < port < 65536:
-        raise LocalRegistryError(f"--port must be within 1..65535, got {port}")
-    with socket.socket() as sock:
-        # as the server will: a port whose last connections linger in TIME_WAIT is free
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((_HOST, port))
-        except OSError as exc:
-            raise LocalRegistryError(
-                f"port {port} of {_HOST} is taken ({exc.strerror}): choose another --port, "
-                "or leave it out for a free one") from None
-
-
-class LocalRegistry:
+class LocalRegistry(LocalJvmServer):
     """See the module docstring. ``port``: the HTTP port (default: a free one, chosen at
     start); ``cache``: where the build lives (default: the package's cache dir)."""
 
+    error = LocalRegistryError
+    noun = "registry"
+    program = PROGRAM
+    instead = WITHOUT_JAVA
+
     def __init__(self, port: int | None = None, *, cache: Path | None = None) -> None:
-        self._requested_port = port
+        super().__init__(port)
         self._cache = cache
-        self._port: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
-        self.state = RegistryState.CREATED
+        self._spawned_port: int | None = None
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT`` of the running registry."""
-        if self.state is not RegistryState.RUNNING or self._port is None:
-            raise LocalRegistryError(f"the registry is {self.state.value}: start() it first")
-        return f"http://{_HOST}:{self._port}"
+        return self._address
 
     @property
     def url(self) -> str:
@@ -93,64 +71,41 @@ class LocalRegistry:
 
     def start(self, timeout: float = DEFAULT_START_TIMEOUT) -> None:
         """Build if needed (minutes, the first time), start, and wait until it answers."""
-        if self.state is not RegistryState.CREATED:
-            raise LocalRegistryError(f"start() of a {self.state.value} registry: make a new "
-                                     "LocalRegistry")
-        if self._requested_port is not None:
-            _check_port_free(self._requested_port)
-        java = require_java()
+        super().start(timeout)
+
+    def _spawn(self, java: str) -> subprocess.Popen[Any]:
         runner = ensure_runner(self._cache)
-        port = self._requested_port if self._requested_port is not None else _free_port()
+        port = self._requested_port if self._requested_port is not None else free_port()
+        self._spawned_port = port
         self._workdir = tempfile.TemporaryDirectory(prefix="aiostreams-registry-")
-        log_path = Path(self._workdir.name) / "registry.log"
-        with open(log_path, "wb") as log:
-            self._process = subprocess.Popen(
+        with open(self._log_path, "wb") as log:
+            return subprocess.Popen(
                 [java, "-Xms128m", "-Xmx512m", f"-Dquarkus.http.port={port}",
-                 f"-Dquarkus.http.host={_HOST}", "-Dquarkus.log.level=WARN",
+                 f"-Dquarkus.http.host={HOST}", "-Dquarkus.log.level=WARN",
                  "-jar", str(runner)],
                 cwd=self._workdir.name, stdout=log, stderr=subprocess.STDOUT)
-        self._port = port
-        self.state = RegistryState.RUNNING
-        try:
-            self._await_answer(port, log_path, timeout)
-        except BaseException:
-            self.stop()
-            raise
 
-    def _await_answer(self, port: int, log_path: Path, timeout: float) -> None:
-        assert self._process is not None
-        subjects = f"http://{_HOST}:{port}{CCOMPAT}/subjects"
-        deadline = time.monotonic() + timeout
-        while not _answers(subjects):
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-                raise LocalRegistryError(
-                    f"Apicurio Registry did not answer at {subjects} within {timeout:g} s "
-                    f"(exit code {self._process.poll()}); its log ends:\n{tail}")
-            time.sleep(0.2)  # the next probe; the process gives no other signal
+    @property
+    def _log_path(self) -> Path:
+        assert self._workdir is not None
+        return Path(self._workdir.name) / "registry.log"
 
-    def stop(self) -> None:
-        """Stop the process and remove its working directory. Idempotent."""
-        process, self._process = self._process, None
-        if process is not None:
-            process.terminate()
-            try:
-                process.wait(timeout=_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    def _await_ready(self, process: subprocess.Popen[Any], timeout: float) -> int:
+        port = self._spawned_port
+        assert port is not None
+        subjects = f"http://{HOST}:{port}{CCOMPAT}/subjects"
+        with contextlib.suppress(TimeoutError):  # then it is still starting: say so below
+            if await_ready(process, lambda: _answers(subjects), time.monotonic() + timeout,
+                           interval=_PROBE_INTERVAL) is None:
+                return port
+        raise LocalRegistryError(
+            f"Apicurio Registry did not answer at {subjects} within {timeout:g} s "
+            f"(exit code {process.poll()}); its log ends:\n{log_tail(self._log_path)}")
+
+    def _cleanup(self) -> None:
         workdir, self._workdir = self._workdir, None
         if workdir is not None:
             workdir.cleanup()
-        self.state = RegistryState.STOPPED
-
-    def __enter__(self) -> LocalRegistry:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 def _answers(url: str) -> bool:

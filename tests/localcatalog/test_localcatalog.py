@@ -1,60 +1,22 @@
-"""``python -m aiostreams.localcatalog``: what a user meets without Maven or Java, a port
-that is taken, the files shipped as package data, and a real ``run`` that binds 127.0.0.1
-only and stops on Ctrl-C. (The sink through it: tests/iceberg/test_iceberg_rest_catalog.py.)"""
+"""``python -m aiostreams.localcatalog``: the files shipped as package data, and a real
+``run`` that binds 127.0.0.1 only and stops on Ctrl-C. (What a user meets without Maven or
+Java, or on a taken port: tests/localjvm/test_servers.py; the sink through it:
+tests/iceberg/test_iceberg_rest_catalog.py.)"""
 
 from __future__ import annotations
 
 import fnmatch
 import json
 import signal
-import socket
 import subprocess
 import sys
 import tomllib
 import urllib.request
 from pathlib import Path
 
-import pytest
-
-from aiostreams.localcatalog import CatalogState, LocalCatalogError, LocalRestCatalog
 from aiostreams.localcatalog import classpath as classpath_module
-from aiostreams.localcatalog.__main__ import main
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def without(monkeypatch: pytest.MonkeyPatch, *programs: str) -> None:
-    real = classpath_module.shutil.which
-    monkeypatch.setattr(classpath_module.shutil, "which",
-                        lambda name: None if name in programs else real(name))
-
-
-def test_without_maven_the_fetch_says_what_to_install(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    without(monkeypatch, "mvn")
-    with pytest.raises(LocalCatalogError, match=r"Apache Maven \('mvn'\) is not on PATH.*"
-                                                r"Install Maven 3\.8\+"):
-        classpath_module.ensure_classpath(tmp_path)
-
-
-def test_without_java_run_says_what_to_install_and_exits_1(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    without(monkeypatch, "java")
-    assert main(["run"]) == 1
-    err = capsys.readouterr().err
-    assert "error: Java ('java') is not on PATH" in err and "JDK 17+" in err
-
-
-def test_a_taken_port_is_refused_before_anything_starts() -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        port = taken.getsockname()[1]
-        catalog = LocalRestCatalog(port=port)
-        with pytest.raises(LocalCatalogError, match=f"port {port} of 127.0.0.1 is taken"):
-            catalog.start()
-    assert catalog.state is CatalogState.CREATED
-    with pytest.raises(LocalCatalogError, match="start\\(\\) it first"):
-        _ = catalog.uri
 
 
 def test_the_pom_and_the_server_source_are_package_data_of_the_wheel() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aiostreams.localkafka import LocalKafkaError, cache_dir, kafka_release
+from aiostreams.localkafka import LocalKafkaError, kafka_release
 from aiostreams.localkafka.jars import ensure_jars
 
 KAFKA_VERSION = kafka_release().version  # what ensure_jars() fetches in this environment
@@ -77,17 +77,6 @@ def test_an_interrupted_download_is_redone(fake_mvn: Path, tmp_path: Path) -> No
 
     assert not (libs / "half-written.jar").exists()
     assert runs(fake_mvn) == 1
-
-
-def test_cache_dir_is_the_env_setting_else_the_checkout(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("AIOSTREAMS_CACHE_DIR", str(tmp_path))
-    assert cache_dir() == tmp_path
-
-    monkeypatch.delenv("AIOSTREAMS_CACHE_DIR")
-    repo = Path(__file__).resolve().parents[2]
-    assert cache_dir() == repo / ".cache"  # this test runs from a source checkout
 
 
 def test_missing_maven_is_reported_with_what_to_install(

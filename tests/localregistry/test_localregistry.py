@@ -1,6 +1,6 @@
-"""``python -m aiostreams.localregistry``: what a user meets without Maven or Java, a port
-that is taken, the Maven project shipped as package data, and a real ``run`` (build cached,
-start, answer, Ctrl-C)."""
+"""``python -m aiostreams.localregistry``: the Maven project shipped as package data, the
+variable ``run`` prints, and a real ``run`` (build cached, start, answer, Ctrl-C). What a
+user meets without Maven or Java, or on a taken port: tests/localjvm/test_servers.py."""
 
 from __future__ import annotations
 
@@ -18,45 +18,9 @@ from pathlib import Path
 import pytest
 
 from aiostreams import App
-from aiostreams.localregistry import LocalRegistry, LocalRegistryError, RegistryState
 from aiostreams.localregistry import build as build_module
-from aiostreams.localregistry.__main__ import main
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def without(monkeypatch: pytest.MonkeyPatch, *programs: str) -> None:
-    real = build_module.shutil.which
-    monkeypatch.setattr(build_module.shutil, "which",
-                        lambda name: None if name in programs else real(name))
-
-
-def test_without_maven_the_build_says_what_to_install(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    without(monkeypatch, "mvn")
-    with pytest.raises(LocalRegistryError, match=r"Apache Maven \('mvn'\) is not on PATH.*"
-                                                 r"Install Maven 3\.8\+"):
-        build_module.ensure_runner(tmp_path)
-
-
-def test_without_java_run_says_what_to_install_and_exits_1(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    without(monkeypatch, "java")
-    assert main(["run"]) == 1
-    err = capsys.readouterr().err
-    assert "error: Java ('java') is not on PATH" in err and "JDK 17+" in err
-
-
-def test_a_taken_port_is_refused_before_anything_starts() -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        port = taken.getsockname()[1]
-        registry = LocalRegistry(port=port)
-        with pytest.raises(LocalRegistryError, match=f"port {port} of 127.0.0.1 is taken"):
-            registry.start()
-    assert registry.state is RegistryState.CREATED
-    with pytest.raises(LocalRegistryError, match="start\\(\\) it first"):
-        _ = registry.url
 
 
 def test_an_app_starts_where_the_registry_variable_run_prints_is_exported(

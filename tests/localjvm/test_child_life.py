@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from aiostreams.localkafka.child_life import die_with_parent
+from aiostreams.localjvm.child_life import die_with_parent
 
 _PARENT = """
 import subprocess, sys
-from aiostreams.localkafka.child_life import die_with_parent
+from aiostreams.localjvm.child_life import die_with_parent
 child = subprocess.Popen(["sleep", "300"], preexec_fn=die_with_parent(){extra})
 print(child.pid, flush=True)
 sys.stdin.read()
