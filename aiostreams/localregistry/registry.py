@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from aiostreams.localjvm.child_life import die_with_parent
 from aiostreams.localjvm.ports import HOST, free_port
 from aiostreams.localjvm.process import await_ready, log_tail
 from aiostreams.localjvm.server import DEFAULT_START_TIMEOUT, LocalJvmServer, ServerState
@@ -83,7 +84,8 @@ class LocalRegistry(LocalJvmServer):
                 [java, "-Xms128m", "-Xmx512m", f"-Dquarkus.http.port={port}",
                  f"-Dquarkus.http.host={HOST}", "-Dquarkus.log.level=WARN",
                  "-jar", str(runner)],
-                cwd=self._workdir.name, stdout=log, stderr=subprocess.STDOUT)
+                cwd=self._workdir.name, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent())  # None off the main thread: see there
 
     @property
     def _log_path(self) -> Path:
