@@ -39,8 +39,9 @@ gets none, and is no warm-up target.
 Invariants (asserted in :func:`plan_placement`): every task has one active; no member is
 both active and standby of a task; standbys only on members that keep them; a task's
 standbys are on distinct hosts, none on its active's host; at most
-``max_warmup_replicas`` warm-ups; ``probing_rebalance`` iff any warm-up exists. Planning again from the result (its actives as the previous owners, the
-same offsets) gives the same result.
+``max_warmup_replicas`` warm-ups; ``probing_rebalance`` iff any warm-up exists. Planning
+again from the result (its actives as the previous owners, the same offsets) gives the
+same result.
 """
 
 from __future__ import annotations
