@@ -40,8 +40,8 @@ from aiostreams.transport.base import RebalanceListener
 from aiostreams.transport.task_placement import MemberInfo, PlacementSettings, plan_placement
 from aiostreams.types import TopicPartition
 
-__all__ = ["PlacementListener", "PlacementReport", "StandbyAssignment", "plain_report",
-           "plan_group", "task_partitions"]
+__all__ = ["PlacementListener", "PlacementReport", "StandbyAssignment", "layout_conflict",
+           "plain_report", "plan_group", "task_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,15 +112,36 @@ def task_partitions(task_groups: Mapping[str, tuple[str, ...]],
     return tasks
 
 
+def layout_conflict(reports: Mapping[str, PlacementReport]) -> str | None:
+    """Why the members' task layouts cannot be planned together (None: they can): one
+    task group named with different topics, or a topic in two task groups - members of
+    two topologies (a rolling change of the app that renumbered its sub-topologies), whose
+    tasks would share partitions."""
+    groups: dict[str, tuple[str, ...]] = {}
+    group_of: dict[str, str] = {}
+    for member_id, report in sorted(reports.items()):
+        for group, topics in report.task_groups.items():
+            if groups.setdefault(group, topics) != topics:
+                return f"task group {group} reads {list(groups[group])} at one member, " \
+                       f"{list(topics)} at {member_id}"
+            for topic in topics:
+                if group_of.setdefault(topic, group) != group:
+                    return f"topic {topic} is read by task groups {group_of[topic]} and {group}"
+    return None
+
+
 def plan_group(reports: Mapping[str, PlacementReport],
                subscriptions: Mapping[str, Collection[str]],
                partition_count: Callable[[str], int | None]
                ) -> tuple[dict[str, frozenset[TopicPartition]], dict[str, StandbyAssignment]]:
     """Each member's partitions and standbys (see the module doc for plain members and
     mixed settings). Every member must subscribe to every task's topics (an app's members
-    subscribe alike; the Kafka assignor assigns by range when they do not)."""
+    subscribe alike; the Kafka assignor assigns by range when they do not), and their
+    layouts must agree (:func:`layout_conflict`). Invariant (asserted): no partition goes
+    to two members."""
     if not reports:
         return {}, {}
+    assert layout_conflict(reports) is None, layout_conflict(reports)
     groups: dict[str, tuple[str, ...]] = {}
     stateful_groups: set[str] = set()
     for report in reports.values():
@@ -160,6 +181,8 @@ def plan_group(reports: Mapping[str, PlacementReport],
         targets[member_id] = frozenset(tp for t in plan.active for tp in tasks[t])
         standbys[member_id] = StandbyAssignment(plan.standby, plan.warmup,
                                                 placement.probing_rebalance)
+    assert sum(map(len, targets.values())) == len(frozenset().union(*targets.values())), \
+        "a partition assigned to two members"
     return targets, standbys
 
 

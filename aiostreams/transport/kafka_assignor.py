@@ -29,9 +29,9 @@ oldest version that can read it (``r``): a later version that only adds fields k
 and is read by older leaders, which ignore what they do not know; one that changes a
 meaning raises ``r``, and a leader older than that assigns by range for everyone, with a
 warning - never a placement from half-understood reports, and never co-partitioned topics
-split (range keeps partition *p* of equal-count topics on one member). A member whose
-subscription differs from the others' (a rolling change of the topology) also gets range
-for everyone: the planner assumes every member reads every task's topics.
+split (range keeps partition *p* of equal-count topics on one member). Members whose
+subscriptions or task layouts differ (a rolling change of the topology) also get range for
+everyone: the planner assumes every member reads every task's topics, laid out alike.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from aiostreams.transport.group_placement import (
     PlacementListener,
     PlacementReport,
     StandbyAssignment,
+    layout_conflict,
     plain_report,
     plan_group,
 )
@@ -188,9 +189,11 @@ class AiostreamsAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # un
                         "member runs this version or a later one", error)
             return _by_range(cluster, members)
         subscriptions = {m: frozenset(meta.subscription) for m, meta in members.items()}
-        if len(set(subscriptions.values())) > 1:
-            log.info("group assignment: members subscribe to different topics (a rolling "
-                     "change of the app?): assigning by range for everyone")
+        conflict = layout_conflict(reports)
+        if len(set(subscriptions.values())) > 1 or conflict is not None:
+            log.info("group assignment: members run different topologies (a rolling change "
+                     "of the app? %s): assigning by range for everyone",
+                     conflict or "they subscribe to different topics")
             return _by_range(cluster, members)
 
         def partition_count(topic: str) -> int | None:

@@ -5,6 +5,7 @@ other format versions, in one group."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -217,6 +218,19 @@ def test_members_subscribing_to_different_topics_are_assigned_by_range() -> None
     leader = AiostreamsAssignor(lambda: None)
     got = {m: received(x)[0] for m, x in leader.assign(cluster, members).items()}
     assert got == {"m0": {("a", 0), ("b", 0), ("b", 1)}, "m1": {("a", 1)}}
+
+
+def test_members_of_two_layouts_of_the_same_topics_are_assigned_by_range() -> None:
+    """A rolling change of the app that renumbered its sub-topologies: planning both
+    layouts would give ``orders-0`` to the task of each (two members)."""
+    cluster = Cluster({"orders": 2, "payments": 2, "app-repartition": 2})
+    members = join({"a": report("host-a")})
+    renumbered = replace(report("host-b"), task_groups={"1": GROUPS["0"], "0": GROUPS["1"]})
+    members.update(join({"b": renumbered}))
+    leader = AiostreamsAssignor(lambda: None)
+    got = {m: received(x)[0] for m, x in leader.assign(cluster, members).items()}
+    assert got["a"] == {(t, 0) for t in ("orders", "payments", "app-repartition")}
+    assert got["b"] == {(t, 1) for t in ("orders", "payments", "app-repartition")}
 
 
 def test_every_member_lists_exactly_one_assignor_of_one_protocol() -> None:
