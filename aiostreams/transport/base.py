@@ -75,9 +75,9 @@ class ConsumerOptions:
     """This member keeps standbys: it reports its state to the group's placement
     (:mod:`~aiostreams.transport.group_placement`), and is given standbys and warm-ups; the
     subscribing listener must be a
-    :class:`~aiostreams.transport.group_placement.PlacementListener`. (On Kafka, members
-    with and without it share one group protocol; the memory group plans with the reports
-    only when every member sends one, else assigns by range.)"""
+    :class:`~aiostreams.transport.group_placement.PlacementListener`. (Members with and
+    without it share one group, on Kafka as in memory: see
+    :mod:`~aiostreams.transport.kafka_assignor`.)"""
 
     def __post_init__(self) -> None:
         if self.max_poll_records < 1:
