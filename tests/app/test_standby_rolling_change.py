@@ -47,11 +47,15 @@ async def until(condition: Callable[[], bool], what: Callable[[], str],
         await asyncio.sleep(0.01)
 
 
+def standby_tasks(app: App) -> list[str] | None:
+    """The app's standby tasks (None: it asks for none)."""
+    placement = worker(app).placement
+    return None if placement is None else sorted(placement.standbys.tasks)
+
+
 def describe(apps: list[App]) -> str:
-    return "; ".join(
-        f"{i}: active {sorted(worker(a).tasks)} standby "
-        f"{sorted(worker(a).placement.standbys.tasks) if worker(a).placement else None}"
-        for i, a in enumerate(apps))
+    return "; ".join(f"{i}: active {sorted(worker(a).tasks)} standby {standby_tasks(a)}"
+                     for i, a in enumerate(apps))
 
 
 def standbys_as_asked(apps: list[App]) -> bool:
@@ -60,10 +64,10 @@ def standbys_as_asked(apps: list[App]) -> bool:
     actives = {t: i for i, app in enumerate(apps) for t in worker(app).tasks}
     if set(actives) != TASKS:
         return False
-    keepers = {i for i, app in enumerate(apps) if worker(app).placement is not None}
+    held = {i: standby_tasks(app) for i, app in enumerate(apps)}
+    keepers = {i for i, tasks in held.items() if tasks is not None}
     for task, active in actives.items():
-        on = {i for i in keepers
-              if task in worker(apps[i]).placement.standbys.tasks}  # type: ignore[union-attr]
+        on = {i for i in keepers if task in (held[i] or ())}
         if len(on) != min(1, len(keepers - {active})) or active in on:
             return False
     return True
