@@ -25,9 +25,9 @@ of ``num_standby_replicas`` forms the group at every step. What each kind gets:
   member asks for, and go to members that ask for some (see
   :attr:`~aiostreams.transport.task_placement.MemberInfo.keeps_standbys`); the other
   settings are those of the first member (by id) that asks for standbys, else defaults;
-* a task stays where it was (:attr:`PlacementReport.active`, else the member that held
-  most of its partitions, :attr:`PlacementReport.owned`) unless that unbalances the group:
-  fewer moves across a rebalance than range assignment's.
+* a task stays where it was (:attr:`PlacementReport.active`, else the member whose latest
+  assignment held its partitions, :attr:`PlacementReport.owned`) unless that unbalances the
+  group: fewer moves across a rebalance than range assignment's.
 """
 
 from __future__ import annotations
@@ -62,17 +62,21 @@ class PlacementReport:
     probing_rebalance_interval: float = 600.0
     owned: frozenset[TopicPartition] = frozenset()
     """The partitions of this member's last assignment (what a plain member held)."""
+    owned_generation: int = -1
+    """The group generation of that assignment (-1: unknown)."""
 
     @property
     def keeps_standbys(self) -> bool:
         return self.settings.num_standby_replicas > 0
 
 
-def plain_report(owned: frozenset[TopicPartition] = frozenset()) -> PlacementReport:
+def plain_report(owned: frozenset[TopicPartition] = frozenset(),
+                 owned_generation: int = -1) -> PlacementReport:
     """The report of a member without standbys: no host (a host of its own), no layout
     (the leader groups the topics it does not know by partition count), no state."""
     return PlacementReport(host="", worker=0, task_groups={}, stateful_groups=frozenset(),
-                           settings=PlacementSettings(), owned=owned)
+                           settings=PlacementSettings(), owned=owned,
+                           owned_generation=owned_generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +192,14 @@ def plan_group(reports: Mapping[str, PlacementReport],
 
 def _holders(reports: Mapping[str, PlacementReport],
              tasks: Mapping[str, frozenset[TopicPartition]]) -> dict[str, str]:
-    """Task id -> the member whose last assignment held most of its partitions (the
-    lowest id of those tied)."""
+    """Task id -> the member whose last assignment held its partitions: of those claiming
+    any, the one of the latest generation (an expelled member's claim is stale), then
+    holding the most of them, then the lowest id."""
     holder: dict[str, str] = {}
     for task, partitions in tasks.items():
         held = {m: len(partitions & r.owned) for m, r in reports.items()}
-        best = min(held, key=lambda m: (-held[m], m))
+        best = min(held, key=lambda m: (not held[m], -reports[m].owned_generation,
+                                        -held[m], m))
         if held[best]:
             holder[task] = best
     return holder

@@ -97,7 +97,8 @@ def encode_report(report: PlacementReport) -> bytes:
                      s.max_warmup_replicas],
         "offsets": dict(report.offsets), "active": sorted(report.active),
         "ends": dict(report.end_offsets), "probe": report.probing_rebalance_interval,
-        "owned": sorted([tp.topic, tp.partition] for tp in report.owned)})
+        "owned": sorted([tp.topic, tp.partition] for tp in report.owned),
+        "owned_gen": report.owned_generation})
 
 
 def _readable(raw: Any) -> None:
@@ -130,7 +131,8 @@ def decode_report(data: bytes) -> PlacementReport:
             active=frozenset(map(str, raw.get("active", ()))),
             end_offsets={str(k): int(v) for k, v in raw.get("ends", {}).items()},
             probing_rebalance_interval=float(raw.get("probe", 600.0)),
-            owned=frozenset(TopicPartition(str(t), int(p)) for t, p in raw.get("owned", ())))
+            owned=frozenset(TopicPartition(str(t), int(p)) for t, p in raw.get("owned", ())),
+            owned_generation=int(raw.get("owned_gen", -1)))
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError) as error:
         raise ValueError(f"unreadable placement report: {error!r}") from error
 
@@ -159,22 +161,29 @@ def decode_standbys(data: bytes) -> StandbyAssignment:
 
 class AiostreamsAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # untyped base
     """One member's assignor (an instance: it reads its member's report). ``report``: the
-    member's placement report, or None for a member without standbys."""
+    member's placement report, or None for a member without standbys; ``generation``: the
+    member's group generation (read when an assignment arrives: a member expelled since
+    claims its partitions with an older one, and the current holder's claim wins)."""
 
     name = PROTOCOL_NAME
     version = _PROTOCOL_SCHEMA
 
-    def __init__(self, report: Callable[[], PlacementReport | None]) -> None:
+    def __init__(self, report: Callable[[], PlacementReport | None],
+                 generation: Callable[[], int] = lambda: -1) -> None:
         self._report = report
+        self._generation = generation
         self.received: StandbyAssignment | None = None
         """The standbys of the last assignment (None: none received, or unreadable)."""
         self.owned: frozenset[TopicPartition] = frozenset()
         """The partitions of the last assignment (kept across the revoke before a join)."""
+        self.owned_generation = -1
+        """The group generation of that assignment (-1: none)."""
 
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
         report = self._report()
-        report = plain_report(self.owned) if report is None else replace(report,
-                                                                         owned=self.owned)
+        owned, generation = self.owned, self.owned_generation
+        report = plain_report(owned, generation) if report is None else replace(
+            report, owned=owned, owned_generation=generation)
         return ConsumerProtocolMemberMetadata(self.version, sorted(topics),
                                               encode_report(report))
 
@@ -213,6 +222,7 @@ class AiostreamsAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # un
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
         self.received = decode_standbys(assignment.user_data)
+        self.owned_generation = self._generation()
         self.owned = frozenset(TopicPartition(tp.topic, tp.partition)
                                for tp in assignment.partitions())
 

@@ -122,7 +122,7 @@ class KafkaConsumer(KafkaConsumerQueries):
         # back-pressure toggles: wasted fetches, input gaps and a growing heap). Instead,
         # getmany asks aiokafka for the other partitions only, and what it holds stays.
         self._paused: set[TopicPartition] = set()
-        self._assignor = AiostreamsAssignor(self._placement_report)
+        self._assignor = AiostreamsAssignor(self._placement_report, lambda: self.generation)
         self._standbys = (StandbyDelivery(self._assignor)
                           if options.state_aware_assignment else None)
 

@@ -77,7 +77,10 @@ reports_strategy = st.builds(
     offsets=st.dictionaries(st.text(max_size=5), st.integers(-1, 2**62), max_size=4),
     active=st.frozensets(st.text(max_size=5), max_size=3),
     end_offsets=st.dictionaries(st.text(max_size=5), st.integers(0, 2**62), max_size=4),
-    probing_rebalance_interval=st.floats(0.001, 1e6))
+    probing_rebalance_interval=st.floats(0.001, 1e6),
+    owned=st.frozensets(st.builds(TopicPartition, st.text(max_size=5), st.integers(0, 99)),
+                        max_size=4),
+    owned_generation=st.integers(-1, 2**31 - 1))
 
 
 @given(reports_strategy)
@@ -152,12 +155,15 @@ def test_a_later_versions_report_it_can_read_is_planned_ignoring_fields_it_does_
 
 
 def plain_join(owned: dict[str, set[TopicPartition]],
-               topics: tuple[str, ...] = ("a", "b")) -> dict[str, Any]:
-    """The JoinGroup metadata of members without standbys that last held ``owned``."""
+               topics: tuple[str, ...] = ("a", "b"),
+               generations: dict[str, int] | None = None) -> dict[str, Any]:
+    """The JoinGroup metadata of members without standbys that last held ``owned`` (in
+    ``generations``, else generation 1)."""
     metadata = {}
     for member_id, parts in owned.items():
         member = AiostreamsAssignor(lambda: None)
         member.owned = frozenset(parts)
+        member.owned_generation = (generations or {}).get(member_id, 1)
         metadata[member_id] = ConsumerProtocol.METADATA.decode(
             member.metadata(list(topics)).encode())
     return metadata
@@ -190,6 +196,20 @@ def test_plain_members_get_co_partitioned_topics_whole_and_keep_what_they_held(
                        {m: set() for m in ids})).items()}
     range_moved = sum(len(ranged[m] - range_first.get(m, set())) for m in joined)
     assert moved <= range_moved
+
+
+def test_a_partition_claimed_by_an_expelled_member_stays_with_its_current_holder() -> None:
+    """``m0`` was expelled holding ``a-0``/``b-0`` (generation 3), which went to ``m1``
+    (generation 4); both claim them when ``m0`` rejoins: the latest claim wins, though
+    ``m0``'s id sorts first and it claims as many partitions."""
+    cluster = Cluster({"a": 2, "b": 2})
+    zero = {TopicPartition("a", 0), TopicPartition("b", 0)}
+    one = {TopicPartition("a", 1), TopicPartition("b", 1)}
+    members = plain_join({"m0": zero, "m1": zero, "m2": one},
+                         generations={"m0": 3, "m1": 4, "m2": 4})
+    got = {m: received(x)[0] for m, x in
+           AiostreamsAssignor(lambda: None).assign(cluster, members).items()}
+    assert got == {"m0": set(), "m1": {("a", 0), ("b", 0)}, "m2": {("a", 1), ("b", 1)}}
 
 
 def test_a_group_part_way_through_a_rolling_change_of_standbys_gives_them_only_to_askers(
