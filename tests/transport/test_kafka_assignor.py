@@ -15,7 +15,9 @@ from aiokafka.coordinator.protocol import ConsumerProtocol, ConsumerProtocolMemb
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aiostreams.transport import kafka_consumer
 from aiostreams.transport.group_placement import PlacementReport, StandbyAssignment
+from aiostreams.transport.kafka import KafkaTransport
 from aiostreams.transport.kafka_assignor import (
     FORMAT_VERSION,
     PROTOCOL_NAME,
@@ -262,6 +264,29 @@ def test_every_member_lists_exactly_one_assignor_of_one_protocol() -> None:
     plain, keeping = AiostreamsAssignor(lambda: None), AiostreamsAssignor(lambda: report("h"))
     for strategy in (assignment_strategy(plain), assignment_strategy(keeping)):
         assert [a.name for a in strategy] == [PROTOCOL_NAME]
+
+
+class _Captured(Exception):
+    pass
+
+
+async def test_every_kafka_consumer_hands_aiokafka_exactly_one_assignor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the consumers (without and with standbys) give aiokafka, not only what
+    :func:`assignment_strategy` returns."""
+    given: list[tuple[Any, ...]] = []
+
+    def capture(bootstrap: str, kafka: Any, options: Any, assignors: tuple[Any, ...]) -> Any:
+        given.append(assignors)
+        raise _Captured
+
+    monkeypatch.setattr(kafka_consumer, "new_aiokafka_consumer", capture)
+    for state_aware in (False, True):
+        consumer = KafkaTransport("127.0.0.1:9").consumer(
+            "g", state_aware_assignment=state_aware)
+        with pytest.raises(_Captured):
+            await consumer.start()
+    assert [[a.name for a in assignors] for assignors in given] == [[PROTOCOL_NAME]] * 2
 
 
 def test_an_assignment_without_standby_data_gives_a_member_no_standbys() -> None:
