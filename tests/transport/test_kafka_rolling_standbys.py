@@ -28,8 +28,9 @@ TASKS = {f"0_{p}" for p in range(PARTITIONS)}
 STEP_REBALANCES = 6
 """A restart is a leave and a join (two rebalances, or one when they meet); a storm is
 hundreds (aiokafka 0.14 with two assignors listed: generation 190-320 after 40 s)."""
-QUIET = 1.0
-"""Seconds the generation must then stay put."""
+QUIET = 0.6
+"""Seconds the generation must then stay put (longer than the heartbeat interval, 0.5 s:
+a rebalance the broker began reaches every member at its next heartbeat)."""
 
 
 class _Plain:
