@@ -213,7 +213,8 @@ class InstanceIdConflictError(ConfigError, TransportError):
 
 class GroupProtocolError(ConfigError, TransportError):
     """The consumer group's members assign partitions with a protocol this worker does not
-    offer - members of an older aiostreams version (round-robin), or of this app with a
-    different ``num_standby_replicas`` (the state-aware assignor) - so the broker refused its
-    join. A configuration error: stop the other members, then start this worker."""
+    offer - members of an older aiostreams version (``range``, ``aiostreams-state-aware``,
+    round-robin before them) or another kind of client - so the broker refused its join.
+    A configuration error: stop the other members (a one-time upgrade), then start this
+    worker."""
 

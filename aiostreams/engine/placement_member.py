@@ -2,10 +2,11 @@
 it does with the standbys it is given (see :mod:`~aiostreams.transport.group_placement`).
 
 Used only when the app keeps standbys (``num_standby_replicas > 0``): the worker then
-subscribes with this listener instead of itself, so every other app keeps Kafka's range
-assignment unchanged. Partition callbacks go to the worker; a task about to become active
-here is released by its standby first (:meth:`PlacementMember.on_partitions_assigned`), so
-the active task opens the files the standby flushed and restores only the tail.
+subscribes with this listener instead of itself; without it, the worker's consumer sends
+the group a plain report (no standbys wanted), in the same group protocol. Partition
+callbacks go to the worker; a task about to become active here is released by its standby
+first (:meth:`PlacementMember.on_partitions_assigned`), so the active task opens the files
+the standby flushed and restores only the tail.
 """
 
 from __future__ import annotations

@@ -363,9 +363,9 @@ def _check_whole(sub: SubTopology, partition: int, tps: Collection[TopicPartitio
     """Refuse a task given only some of its sub-topology's topics at ``partition``: it
     would join or merge one side alone - wrong answers, and two members writing one task's
     stores. (Co-partitioned topics have equal counts, checked at start, so each has
-    ``partition``.) The group's assignors keep them together
-    (:data:`~aiostreams.transport.kafka_aio_consumer.CO_PARTITIONING_ASSIGNORS`); a member
-    assigning round-robin (an older version, during a rolling upgrade) can split them."""
+    ``partition``.) The group's assignor keeps them together
+    (:mod:`~aiostreams.transport.kafka_assignor`); a member assigning round-robin (an
+    older client in the group) can split them."""
     missing = sorted(set(sub.source_topics) - {tp.topic for tp in tps})
     if missing:
         raise CoPartitioningError(

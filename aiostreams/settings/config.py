@@ -172,7 +172,7 @@ class Settings(BaseSettings):
         0, ge=0, description=(
             "how many other hosts keep a standby copy of each task's stores, followed from "
             "its changelog (Kafka Streams' num.standby.replicas); needs state_dir. With 0 "
-            "(default) the group uses Kafka's range assignment"))
+            "(default) none; a change rolls (restart the workers one at a time)"))
     acceptable_recovery_lag: int = Field(
         10_000, ge=0, description=(
             "changelog records a member may lack and still count as caught up on a task: "

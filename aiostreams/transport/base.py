@@ -72,9 +72,12 @@ class ConsumerOptions:
     auto_offset_reset: str = "earliest"
     offset_out_of_range: str | None = None
     state_aware_assignment: bool = False
-    """Place tasks with :mod:`~aiostreams.transport.group_placement` (standbys, warm-ups)
-    instead of range assignment; the subscribing listener must be a
-    :class:`~aiostreams.transport.group_placement.PlacementListener`."""
+    """This member keeps standbys: it reports its state to the group's placement
+    (:mod:`~aiostreams.transport.group_placement`), and is given standbys and warm-ups; the
+    subscribing listener must be a
+    :class:`~aiostreams.transport.group_placement.PlacementListener`. (Members with and
+    without it share one group, on Kafka as in memory: see
+    :mod:`~aiostreams.transport.kafka_assignor`.)"""
 
     def __post_init__(self) -> None:
         if self.max_poll_records < 1:

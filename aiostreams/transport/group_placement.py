@@ -12,6 +12,22 @@ the member through :meth:`PlacementListener.on_standbys_assigned` after its part
 
 A task's id is ``f"{group}_{partition}"`` (the engine's task id); its partitions are
 partition ``p`` of each of its group's topics that has one.
+
+A member without standbys sends a :func:`plain_report` (no host, no task layout, no
+state): the leader plans it all the same, so one group mixes both kinds - a rolling change
+of ``num_standby_replicas`` forms the group at every step. What each kind gets:
+
+* topics no report names (every member plain) are grouped by partition count: partition
+  ``p`` of all the topics with ``n`` partitions is one task (``~n_p``), so co-partitioned
+  topics (which have equal counts) are never split, as range assignment never split them;
+* a plain member is a host of its own (it did not say where it runs), keeps no standbys and
+  gets no warm-ups; a task's standbys number the highest ``num_standby_replicas`` any
+  member asks for, and go to members that ask for some (see
+  :attr:`~aiostreams.transport.task_placement.MemberInfo.keeps_standbys`); the other
+  settings are those of the first member (by id) that asks for standbys, else defaults;
+* a task stays where it was (:attr:`PlacementReport.active`, else the member whose latest
+  assignment held its partitions, :attr:`PlacementReport.owned`) unless that unbalances the
+  group: fewer moves across a rebalance than range assignment's.
 """
 
 from __future__ import annotations
@@ -24,8 +40,8 @@ from aiostreams.transport.base import RebalanceListener
 from aiostreams.transport.task_placement import MemberInfo, PlacementSettings, plan_placement
 from aiostreams.types import TopicPartition
 
-__all__ = ["PlacementListener", "PlacementReport", "StandbyAssignment", "plan_group",
-           "task_partitions"]
+__all__ = ["PlacementListener", "PlacementReport", "StandbyAssignment", "layout_conflict",
+           "plain_report", "plan_group", "task_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +60,23 @@ class PlacementReport:
     end_offsets: Mapping[str, int] = field(default_factory=dict)
     """Task id -> its changelog end (summed), where this member knows it."""
     probing_rebalance_interval: float = 600.0
+    owned: frozenset[TopicPartition] = frozenset()
+    """The partitions of this member's last assignment (what a plain member held)."""
+    owned_generation: int = -1
+    """The group generation of that assignment (-1: unknown)."""
+
+    @property
+    def keeps_standbys(self) -> bool:
+        return self.settings.num_standby_replicas > 0
+
+
+def plain_report(owned: frozenset[TopicPartition] = frozenset(),
+                 owned_generation: int = -1) -> PlacementReport:
+    """The report of a member without standbys: no host (a host of its own), no layout
+    (the leader groups the topics it does not know by partition count), no state."""
+    return PlacementReport(host="", worker=0, task_groups={}, stateful_groups=frozenset(),
+                           settings=PlacementSettings(), owned=owned,
+                           owned_generation=owned_generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,24 +116,49 @@ def task_partitions(task_groups: Mapping[str, tuple[str, ...]],
     return tasks
 
 
+def layout_conflict(reports: Mapping[str, PlacementReport]) -> str | None:
+    """Why the members' task layouts cannot be planned together (None: they can): one
+    task group named with different topics, or a topic in two task groups - members of
+    two topologies (a rolling change of the app that renumbered its sub-topologies), whose
+    tasks would share partitions."""
+    groups: dict[str, tuple[str, ...]] = {}
+    group_of: dict[str, str] = {}
+    for member_id, report in sorted(reports.items()):
+        for group, topics in report.task_groups.items():
+            if groups.setdefault(group, topics) != topics:
+                return f"task group {group} reads {list(groups[group])} at one member, " \
+                       f"{list(topics)} at {member_id}"
+            for topic in topics:
+                if group_of.setdefault(topic, group) != group:
+                    return f"topic {topic} is read by task groups {group_of[topic]} and {group}"
+    return None
+
+
 def plan_group(reports: Mapping[str, PlacementReport],
                subscriptions: Mapping[str, Collection[str]],
                partition_count: Callable[[str], int | None]
                ) -> tuple[dict[str, frozenset[TopicPartition]], dict[str, StandbyAssignment]]:
-    """Each member's partitions and standbys. Topics a member subscribes to that no task
-    group names are tasks of their own (group ``~topic``). The settings of the first
-    member (by id) apply; members are expected to share them."""
+    """Each member's partitions and standbys (see the module doc for plain members and
+    mixed settings). Every member must subscribe to every task's topics (an app's members
+    subscribe alike; the Kafka assignor assigns by range when they do not), and their
+    layouts must agree (:func:`layout_conflict`). Invariant (asserted): no partition goes
+    to two members."""
     if not reports:
         return {}, {}
+    assert layout_conflict(reports) is None, layout_conflict(reports)
     groups: dict[str, tuple[str, ...]] = {}
     stateful_groups: set[str] = set()
     for report in reports.values():
         groups.update(report.task_groups)
         stateful_groups |= report.stateful_groups
     named = {t for topics in groups.values() for t in topics}
-    for topics in subscriptions.values():
-        for topic in sorted(set(topics) - named):
-            groups[f"~{topic}"] = (topic,)
+    unnamed: dict[int, list[str]] = {}
+    for topic in sorted({t for topics in subscriptions.values() for t in topics} - named):
+        count = partition_count(topic)
+        if count is not None:
+            unnamed.setdefault(count, []).append(topic)
+    for count, topics in unnamed.items():
+        groups[f"~{count}"] = tuple(topics)
     tasks = task_partitions(groups, partition_count)
     stateful = {t for t in tasks if t.rsplit("_", 1)[0] in stateful_groups}
     ends: dict[str, int] = {}
@@ -115,8 +173,10 @@ def plan_group(reports: Mapping[str, PlacementReport],
             if other is None or report.offsets.get(task, -1) > \
                     reports[other].offsets.get(task, -1):
                 previous[task] = member_id
-    members = {m: MemberInfo(r.host, r.worker, r.offsets) for m, r in reports.items()}
-    settings = reports[min(reports)].settings
+    previous.update((t, m) for t, m in _holders(reports, tasks).items() if t not in previous)
+    members = {m: MemberInfo(r.host or f"~{m}", r.worker, r.offsets, r.keeps_standbys)
+               for m, r in reports.items()}
+    settings = _group_settings(reports)
     placement = plan_placement(members, tasks, stateful=stateful, end_offsets=ends,
                                previous_active=previous, settings=settings)
     targets: dict[str, frozenset[TopicPartition]] = {}
@@ -125,4 +185,30 @@ def plan_group(reports: Mapping[str, PlacementReport],
         targets[member_id] = frozenset(tp for t in plan.active for tp in tasks[t])
         standbys[member_id] = StandbyAssignment(plan.standby, plan.warmup,
                                                 placement.probing_rebalance)
+    assert sum(map(len, targets.values())) == len(frozenset().union(*targets.values())), \
+        "a partition assigned to two members"
     return targets, standbys
+
+
+def _holders(reports: Mapping[str, PlacementReport],
+             tasks: Mapping[str, frozenset[TopicPartition]]) -> dict[str, str]:
+    """Task id -> the member whose last assignment held its partitions: of those claiming
+    any, the one of the latest generation (an expelled member's claim is stale), then
+    holding the most of them, then the lowest id."""
+    holder: dict[str, str] = {}
+    for task, partitions in tasks.items():
+        held = {m: len(partitions & r.owned) for m, r in reports.items()}
+        best = min(held, key=lambda m: (not held[m], -reports[m].owned_generation,
+                                        -held[m], m))
+        if held[best]:
+            holder[task] = best
+    return holder
+
+
+def _group_settings(reports: Mapping[str, PlacementReport]) -> PlacementSettings:
+    """The most standbys any member asks for, with the other settings of the first member
+    (by id) that asks for standbys (else of the first member)."""
+    keepers = sorted(m for m, r in reports.items() if r.keeps_standbys)
+    first = reports[keepers[0] if keepers else min(reports)].settings
+    most = max(r.settings.num_standby_replicas for r in reports.values())
+    return PlacementSettings(most, first.acceptable_recovery_lag, first.max_warmup_replicas)

@@ -5,7 +5,8 @@ Configured: commits manual only (``enable_auto_commit=False``); the rebalance ti
 ``max_poll_interval`` (as in Java; aiokafka defaults it to the session timeout); timeouts
 come in float seconds from :class:`~aiostreams.transport.kafka_connection.KafkaOptions`;
 positions never reset by aiokafka itself (``auto_offset_reset="none"``, see
-:mod:`~aiostreams.transport.kafka_positions`).
+:mod:`~aiostreams.transport.kafka_positions`); partitions assigned by aiostreams' one group
+protocol (:mod:`~aiostreams.transport.kafka_assignor`).
 """
 
 from __future__ import annotations
@@ -14,39 +15,23 @@ import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import KafkaError
 
 from aiostreams.transport.base import ConsumerOptions
 from aiostreams.transport.kafka_connection import KafkaOptions, to_ms
 from aiostreams.transport.kafka_positions import AIOKAFKA_OFFSET_RESET
 
-__all__ = ["CO_PARTITIONING_ASSIGNORS", "new_aiokafka_consumer", "stop_aiokafka"]
-
-CO_PARTITIONING_ASSIGNORS: tuple[Any, ...] = (RangePartitionAssignor,)
-"""A group member's assignors: **one**. A task reads partition *p* of each of its
-sub-topology's topics (a join's two sides, say), so they must go to one member: range
-assignment (per topic, contiguous ranges over the same sorted members) keeps co-partitioned
-topics together. Round-robin - aiokafka's default, and these consumers' before - deals every
-topic's partitions in one sequence and splits them whenever the member count does not divide
-the partition count (3 members, 4 partitions: ``a-2`` to one member, ``b-2`` to another).
-
-Never list two: aiokafka 0.14 sends one JoinGroup per listed assignor, the first with only
-the first protocol, each waiting for its generation - every join is two rebalances, and
-members joining together chase each other's second join for ever (measured: three members,
-``(range, roundrobin)``, 4 of 5 groups still rebalancing after 40 s at generation 190-320;
-either alone, 10 of 10 formed within 5 s). So a member of an older version, which offers
-only round-robin, cannot share a group with these (the broker refuses the join:
-``InconsistentGroupProtocolError``) - stop the older workers before starting new ones.
-:meth:`~aiostreams.engine.task_lifecycle.TaskTable.open` refuses a split all the same."""
+__all__ = ["new_aiokafka_consumer", "stop_aiokafka"]
 
 
 def new_aiokafka_consumer(bootstrap: str, kafka: KafkaOptions, options: ConsumerOptions,
-                          assignors: tuple[Any, ...] | None = None) -> AIOKafkaConsumer:
+                          assignors: tuple[Any, ...]) -> AIOKafkaConsumer:
     """An aiokafka consumer of ``bootstrap`` for ``options`` (not started); ``assignors``:
-    its ``partition_assignment_strategy`` (default :data:`CO_PARTITIONING_ASSIGNORS`)."""
+    its ``partition_assignment_strategy`` (one: see
+    :func:`~aiostreams.transport.kafka_assignor.assignment_strategy`)."""
+    assert len(assignors) == 1, "aiokafka 0.14 makes each listed assignor a join of its own"
     return AIOKafkaConsumer(
-        partition_assignment_strategy=assignors or CO_PARTITIONING_ASSIGNORS,
+        partition_assignment_strategy=assignors,
         **kafka.client_kwargs(bootstrap, options.client_id),
         group_id=options.group_id,
         group_instance_id=options.group_instance_id,

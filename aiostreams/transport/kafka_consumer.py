@@ -54,8 +54,10 @@ from aiostreams.transport.base import ConsumerOptions, RebalanceListener
 from aiostreams.transport.group_placement import PlacementListener, PlacementReport
 from aiostreams.transport.kafka_aio_consumer import new_aiokafka_consumer, stop_aiokafka
 from aiostreams.transport.kafka_assignor import (
+    OLD_PROTOCOLS,
+    PROTOCOL_NAME,
+    AiostreamsAssignor,
     StandbyDelivery,
-    StateAwareAssignor,
     assignment_strategy,
 )
 from aiostreams.transport.kafka_connection import (
@@ -120,7 +122,8 @@ class KafkaConsumer(KafkaConsumerQueries):
         # back-pressure toggles: wasted fetches, input gaps and a growing heap). Instead,
         # getmany asks aiokafka for the other partitions only, and what it holds stays.
         self._paused: set[TopicPartition] = set()
-        self._standbys = (StandbyDelivery(StateAwareAssignor(self._placement_report))
+        self._assignor = AiostreamsAssignor(self._placement_report, lambda: self.generation)
+        self._standbys = (StandbyDelivery(self._assignor)
                           if options.state_aware_assignment else None)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -130,9 +133,8 @@ class KafkaConsumer(KafkaConsumerQueries):
         :class:`~aiostreams.errors.BrokerUnavailableError`). A manual assignment made
         before takes effect at once; a subscription is joined by the first ``getmany``."""
         self._transition(ConsumerState.STARTED)
-        consumer = new_aiokafka_consumer(
-            self._bootstrap, self._kafka, self.options,
-            None if self._standbys is None else assignment_strategy(self._standbys.assignor))
+        consumer = new_aiokafka_consumer(self._bootstrap, self._kafka, self.options,
+                                         assignment_strategy(self._assignor))
         try:
             await start_or_unavailable(
                 consumer.start, consumer.stop, bootstrap=self._bootstrap,
@@ -334,10 +336,11 @@ class KafkaConsumer(KafkaConsumerQueries):
         except InconsistentGroupProtocolError as exc:
             raise GroupProtocolError(
                 f"the group {self.options.group_id!r} refused this worker: its members "
-                f"assign partitions with a protocol this worker does not offer (members "
-                f"of an older aiostreams version, which assigned round-robin, or of this "
-                f"app with a different num_standby_replicas). Stop them, then start this "
-                f"worker again") from exc
+                f"assign partitions with a protocol other than {PROTOCOL_NAME!r}, the one "
+                f"every aiostreams worker of this version offers - members of an older "
+                f"version ({' or '.join(map(repr, OLD_PROTOCOLS))}, or round-robin before "
+                f"them) or another kind of client. A one-time upgrade: stop every older "
+                f"member of the group, then start this worker again") from exc
         except KafkaError as exc:
             raise TransportError(
                 f"fetching from {self._bootstrap} failed: {exc!r}; "
@@ -410,8 +413,11 @@ class KafkaConsumer(KafkaConsumerQueries):
                 and consumer._coordinator is not None:
             consumer._coordinator.request_rejoin()
 
-    def _placement_report(self) -> PlacementReport:
-        """What this member tells the state-aware assignor (at each JoinGroup)."""
+    def _placement_report(self) -> PlacementReport | None:
+        """What this member tells the group's assignor (at each JoinGroup); None: a member
+        without standbys (a plain report)."""
+        if not self.options.state_aware_assignment:
+            return None
         listener = self._listener
         if not isinstance(listener, PlacementListener):
             raise ConfigError("state_aware_assignment needs a subscribing listener that is a "

@@ -10,7 +10,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from aiostreams.errors import TransportError
-from aiostreams.transport.group_placement import PlacementReport, StandbyAssignment, plan_group
+from aiostreams.transport.group_placement import (
+    PlacementReport,
+    StandbyAssignment,
+    layout_conflict,
+    plain_report,
+    plan_group,
+)
 from aiostreams.types import TopicPartition
 
 __all__ = ["GroupCoordinator"]
@@ -37,11 +43,13 @@ class GroupCoordinator:
     of a subscribed topic, starts a new *generation*: each member's *target* is recomputed
     by range assignment per topic over the members subscribed to it, sorted by member id.
     Range per topic gives partition ``p`` of equal-sized topics to the same member, so
-    co-partitioned topics stay together. When every member reports its state
-    (:class:`~aiostreams.transport.group_placement.PlacementReport`), the targets and each
+    co-partitioned topics stay together. When a member reports its state
+    (:class:`~aiostreams.transport.group_placement.PlacementReport`; the others count as
+    :func:`~aiostreams.transport.group_placement.plain_report`), the targets and each
     member's standbys come from the state-aware planner instead
     (:func:`~aiostreams.transport.group_placement.plan_group`, the Kafka assignor's), which
-    also keeps a task's partitions together; a member learns its standbys after its
+    also keeps a task's partitions together - unless the members' subscriptions or task
+    layouts differ (range then, as on Kafka); a member learns its standbys after its
     partitions (:meth:`standby_pending`, :meth:`standby_taken`). Members then converge on
     their targets in two phases, each driven by the member itself from inside ``getmany``:
 
@@ -200,9 +208,12 @@ class GroupCoordinator:
     def _new_generation(self) -> None:
         self.generation += 1
         standbys: dict[str, StandbyAssignment] = {}
-        if self._members and all(m.report is not None for m in self._members.values()):
-            reports = {m: member.report() for m, member in self._members.items()
-                       if member.report is not None}
+        reports = {m: plain_report(frozenset(member.owned)) if member.report is None
+                   else member.report()
+                   for m, member in self._members.items()}
+        if any(m.report is not None for m in self._members.values()) \
+                and len({m.topics for m in self._members.values()}) == 1 \
+                and layout_conflict(reports) is None:
             targets, standbys = plan_group(
                 reports, {m: member.topics for m, member in self._members.items()},
                 self._partition_count)
@@ -210,7 +221,8 @@ class GroupCoordinator:
             targets = self._range_assignment()
         for member_id, member in self._members.items():
             member.target = targets[member_id]
-            member.standby = standbys.get(member_id)
+            # a plain member takes no standbys (it has nowhere to keep them)
+            member.standby = None if member.report is None else standbys.get(member_id)
         self._check_invariants()
         for member in self._members.values():
             member.wake()

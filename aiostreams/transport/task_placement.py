@@ -31,11 +31,17 @@ Rules, in the order applied:
    hold the most of its state, then the least loaded with standbys. A warm-up on a host
    that already has a standby of the task is that standby.
 
+Standbys and warm-ups go only to members that keep standbys (:attr:`MemberInfo.
+keeps_standbys`: in a group part-way through a rolling change of ``num_standby_replicas``,
+the members still without any have nowhere to keep a copy); a host without such a member
+gets none, and is no warm-up target.
+
 Invariants (asserted in :func:`plan_placement`): every task has one active; no member is
-both active and standby of a task; a task's standbys are on distinct hosts, none on its
-active's host; at most ``max_warmup_replicas`` warm-ups; ``probing_rebalance`` iff any
-warm-up exists. Planning again from the result (its actives as the previous owners, the
-same offsets) gives the same result.
+both active and standby of a task; standbys only on members that keep them; a task's
+standbys are on distinct hosts, none on its active's host; at most
+``max_warmup_replicas`` warm-ups; ``probing_rebalance`` iff any warm-up exists. Planning
+again from the result (its actives as the previous owners, the same offsets) gives the
+same result.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ class MemberInfo:
     worker: int = 0
     offsets: Mapping[str, int] = field(default_factory=dict)
     """Task id -> the changelog offset held locally (summed over the task's stores)."""
+    keeps_standbys: bool = True
+    """Whether it can be given standbys and warm-ups (False: actives only)."""
 
     def offset(self, task: str) -> int:
         return self.offsets.get(task, NO_OFFSET)
@@ -123,6 +131,9 @@ class _Planner:
         self.ids = sorted(members)
         self.hosts = sorted({m.host for m in members.values()})
         self.on_host = {h: [m for m in self.ids if members[m].host == h] for h in self.hosts}
+        self.keepers_on = {h: [m for m in ms if members[m].keeps_standbys]
+                           for h, ms in self.on_host.items()}
+        """Host -> its members that keep standbys."""
         self.end: dict[str, int] = {}
         for task in tasks:
             reported = max((m.offset(task) for m in members.values()), default=NO_OFFSET)
@@ -218,14 +229,16 @@ class _Planner:
         while progress and len(warm) < budget:
             progress = False
             order = sorted(self.hosts, key=lambda h: (loads[h], h))
-            target, source = order[0], order[-1]
-            if loads[source] - loads[target] < 2:
+            source = order[-1]
+            targets = [h for h in order if self.keepers_on[h]]
+            if not targets or loads[source] - loads[targets[0]] < 2:
                 break
+            target = targets[0]
             candidates = [t for t in self.tasks if t not in warm
                           and self.members[owner[t]].host == source and t in self.stateful]
             if not candidates:
                 break
-            there = self.on_host[target]
+            there = self.keepers_on[target]
             # the task whose state the idler host holds most of warms up soonest
             task = min(candidates, key=lambda t: (
                 -max(self.members[m].offset(t) for m in there), t))
@@ -250,13 +263,13 @@ class _Planner:
             picks: list[str] = []
             used = {active_host}
             for _ in range(self.settings.num_standby_replicas):
-                hosts = [h for h in self.hosts if h not in used]
+                hosts = [h for h in self.hosts if h not in used and self.keepers_on[h]]
                 if not hosts:
                     break
                 host = min(hosts, key=lambda h: (
-                    -max(self.members[m].offset(task) for m in self.on_host[h]),
+                    -max(self.members[m].offset(task) for m in self.keepers_on[h]),
                     standby_load[h], h))
-                member = min(self.on_host[host], key=lambda m: (
+                member = min(self.keepers_on[host], key=lambda m: (
                     -self.members[m].offset(task), member_load[m], m))
                 picks.append(member)
                 used.add(host)
@@ -299,8 +312,10 @@ def _check(placement: Placement, members: Mapping[str, MemberInfo], tasks: list[
         hosts = [members[m].host for m, p in placement.members.items() if task in p.standby]
         assert members[owners[task]].host not in hosts, f"a standby of {task} on its host"
         assert len(hosts) == len(set(hosts)), f"two standbys of {task} on one host"
-    for plan in placement.members.values():
+    for member_id, plan in placement.members.items():
         assert plan.warmup <= plan.standby and not plan.active & plan.standby
+        assert members[member_id].keeps_standbys or not plan.standby, \
+            f"standbys on {member_id}, which keeps none"
         warmups += len(plan.warmup)
     assert warmups <= settings.max_warmup_replicas, "too many warm-ups"
     assert placement.probing_rebalance == (warmups > 0)

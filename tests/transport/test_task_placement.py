@@ -48,7 +48,9 @@ def cases(draw: st.DrawFn) -> Case:
     for host in range(host_count):
         for worker in range(draw(st.integers(1, 3))):
             offsets = {t: draw(st.integers(-1, 300)) for t in tasks if draw(st.booleans())}
-            members[f"m{host}-{worker}"] = MemberInfo(f"h{host}", worker, offsets)
+            # a quarter keep no standbys (part-way through a rolling change of the setting)
+            keeps = draw(st.booleans()) or draw(st.booleans())
+            members[f"m{host}-{worker}"] = MemberInfo(f"h{host}", worker, offsets, keeps)
     previous = {t: draw(st.sampled_from([*members, "gone"])) for t in tasks
                 if draw(st.booleans())}
     settings = PlacementSettings(num_standby_replicas=draw(st.integers(0, 3)),
@@ -107,8 +109,10 @@ def test_hosts_stay_unbalanced_only_when_no_task_could_move_to_a_caught_up_membe
                 if host_of[member] == busy:
                     assert not any(case.caught_up(m, task) for m in case.members
                                    if host_of[m] == idle)
-            # what keeps it unbalanced is being warmed up, up to the limit
-            assert placement.probing_rebalance or case.settings.max_warmup_replicas == 0
+            # what keeps it unbalanced is being warmed up, up to the limit (where the idle
+            # host has a member that can warm up)
+            assert placement.probing_rebalance or case.settings.max_warmup_replicas == 0 \
+                or not any(i.keeps_standbys for i in case.members.values() if i.host == idle)
 
 
 @given(cases())
@@ -129,9 +133,10 @@ def test_a_hosts_workers_stay_unbalanced_only_when_no_task_could_move(case: Case
 def test_standbys_are_on_distinct_hosts_never_the_actives(case: Case) -> None:
     placement = case.plan()
     owner = owners(placement)
-    hosts = {info.host for info in case.members.values()}
+    keeping_hosts = {info.host for info in case.members.values() if info.keeps_standbys}
     for task in case.tasks:
         standby_members = [m for m, p in placement.members.items() if task in p.standby]
+        assert all(case.members[m].keeps_standbys for m in standby_members)
         standby_hosts = [case.members[m].host for m in standby_members]
         assert case.members[owner[task]].host not in standby_hosts
         assert len(standby_hosts) == len(set(standby_hosts))
@@ -139,7 +144,8 @@ def test_standbys_are_on_distinct_hosts_never_the_actives(case: Case) -> None:
         if task not in case.stateful:
             assert not standby_members
         else:
-            wanted = min(case.settings.num_standby_replicas, len(hosts) - 1)
+            others = keeping_hosts - {case.members[owner[task]].host}
+            wanted = min(case.settings.num_standby_replicas, len(others))
             extra = [m for m in warm if m in standby_members]
             assert len(standby_members) - len(extra) <= wanted <= len(standby_members)
 
@@ -197,3 +203,23 @@ def test_one_standby_goes_to_the_host_that_holds_the_state() -> None:
                                settings=PlacementSettings(num_standby_replicas=1))
     assert placement.members["c"].standby == {"0_0"}
     assert not placement.members["b"].standby
+
+
+def test_members_that_keep_no_standbys_get_none_and_no_warmups() -> None:
+    """Part-way through a rolling change of ``num_standby_replicas`` from 0: the member
+    still at 0 has nowhere to keep a copy, so the standby goes to the other host that
+    keeps them, and a warm-up never goes to it."""
+    members = {"a": MemberInfo("a", 0, {"0_0": 50}), "b": MemberInfo("b", 0, {"0_0": 50},
+                                                                    keeps_standbys=False),
+               "c": MemberInfo("c", 0, {})}
+    placement = plan_placement(members, ["0_0"], stateful=["0_0"], end_offsets={"0_0": 50},
+                               previous_active={"0_0": "a"},
+                               settings=PlacementSettings(num_standby_replicas=1))
+    assert placement.members["c"].standby == {"0_0"} and not placement.members["b"].standby
+    tasks = [f"0_{p}" for p in range(4)]
+    full = dict.fromkeys(tasks, 1000)
+    crowded = plan_placement({"old": MemberInfo("a", 0, full), "new": MemberInfo(
+        "b", 0, keeps_standbys=False)}, tasks, stateful=tasks, end_offsets=full,
+        previous_active=dict.fromkeys(tasks, "old"),
+        settings=PlacementSettings(acceptable_recovery_lag=10))
+    assert not crowded.members["new"].standby and not crowded.probing_rebalance
