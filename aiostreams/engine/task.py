@@ -248,6 +248,11 @@ class StreamTask:
         """Whether any store of this task has a record cache."""
         return bool(self._path.cache_flushers)
 
+    def record_cache_store(self, store: str) -> RecordCacheStore | None:
+        """Store ``store``'s record cache in this task (None: uncached)."""
+        made = self._task_stores.caches.get(store)
+        return made[0] if made is not None else None
+
     def cached_entries(self, store: str) -> list[tuple[Any, Any]]:
         """The retired updates store ``store``'s record cache holds, in dirty order (key,
         :class:`~aiostreams.state.record_cache.CacheEntry`); empty when uncached."""
