@@ -3,7 +3,13 @@ random inputs, commit points and budgets (and an async step upstream, so records
 out of order), the cache-on run's emitted updates of each key are a subsequence of the
 cache-off run's, its last update of each key is the cache-off run's last, and the stores
 end equal - for a key-value aggregate, a re-grouped count fed by it (old values), and a
-tumbling-window count."""
+tumbling-window count.
+
+The re-grouped count is held to its final values only: a flush sends its keys in the order
+they became dirty, not in the order of their last updates, so a group downstream may pass
+through a value the serial run never showed (key a moves from group 1 to 2 before key b
+joins group 1: 1, 0, 1 where the serial run showed 1, 2, 1). Kafka Streams' cache does the
+same."""
 
 from __future__ import annotations
 
@@ -106,7 +112,8 @@ def test_cached_updates_are_a_subsequence_ending_in_the_uncached_final_values(
         plain = plain_out[topic]
         for key, updates in cached_out[topic].items():
             assert updates[-1] == plain[key][-1], (topic, key)
-            assert is_subsequence(updates, plain[key]), (topic, key)
+            if topic != "per-sum":
+                assert is_subsequence(updates, plain[key]), (topic, key)
         missing = {k: v[-1] for k, v in plain.items() if k not in cached_out[topic]}
         assert all(last == 0 for last in missing.values()) if topic == "per-sum" \
             else not missing, (topic, missing)
