@@ -313,17 +313,20 @@ class RecordPath:
             self._issue_punctuation(CACHE_FLUSH)
 
     async def _quiesce(self) -> None:
-        """Wait until nothing is in flight (the task holds issuing) or the task failed."""
-        mine = self.drained is None
-        drained = self.drained if self.drained is not None else asyncio.Event()
-        self.drained = drained
+        """Wait until nothing is in flight (the task holds issuing) or the task failed.
+        Shares :attr:`drained` with a concurrent ``StreamTask.drain`` (which wakes the
+        event it replaces, so this wait moves to the new one)."""
+        created: asyncio.Event | None = None
         try:
             self.pump()
             while self._rob and self.state in (_RUNNING, TaskState.SUSPENDED):
-                drained.clear()
-                await drained.wait()
+                event = self.drained
+                if event is None:
+                    event = created = self.drained = asyncio.Event()
+                event.clear()
+                await event.wait()
         finally:
-            if mine:
+            if created is not None and self.drained is created:
                 self.drained = None
 
     def release_hold(self) -> None:

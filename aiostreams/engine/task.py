@@ -284,7 +284,10 @@ class StreamTask:
             path.transition(TaskState.SUSPENDED)
         if path.state is not TaskState.SUSPENDED:
             return not self._rob
-        drained = path.drained = asyncio.Event()
+        previous, drained = path.drained, asyncio.Event()
+        path.drained = drained
+        if previous is not None:
+            previous.set()  # a commit's cache flush waiting on it moves to this one
         path.pump()
         if self._rob:
             try:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from taskkit import raw, str_topic
 
-from aiostreams import Topic
+from aiostreams import Processor, Record, Topic
 from aiostreams.engine.committer import Committer
 from aiostreams.engine.output_router import OutputRouter
 from aiostreams.engine.restore import Restorer
@@ -47,10 +47,29 @@ class Killed(BaseException):
     """The process died here."""
 
 
-def topology() -> Topology:
-    return (Topology().add_source("src", str_topic("in"))
+class Gate(Processor[str, str]):
+    """Passes records on; records at or past ``held_from`` wait for ``opened`` first (an
+    async step: records take slots and finish out of order)."""
+
+    def __init__(self, held_from: int, opened: asyncio.Event) -> None:
+        self.held_from = held_from
+        self.opened = opened
+
+    async def process(self, record: Record[str, str]) -> None:
+        if self.context.offset >= self.held_from:
+            await self.opened.wait()
+        self.context.forward(record)
+
+
+def topology(gate: Gate | None = None) -> Topology:
+    top = Topology().add_source("src", str_topic("in"))
+    parent = "src"
+    if gate is not None:
+        top.add_processor("gate", lambda: gate, "src")
+        parent = "gate"
+    return (top
             .add_processor("sum", lambda: AggregateProcessor(
-                "sums", lambda: 0, lambda k, v, acc: acc + int(v)), "src")
+                "sums", lambda: 0, lambda k, v, acc: acc + int(v)), parent)
             .add_store(kv_store_spec("sums", persistent=True, key_serde=StrSerde(),
                                      value_serde=TimestampedSerde(LongSerde())), "sum")
             .add_sink("out", Topic("out", StrSerde(), JsonSerde()), "sum"))
@@ -120,7 +139,8 @@ class Owner:
         await self.consumer.stop()
 
 
-async def start_owner(broker: MemoryBroker, state_dir: Path, cache: int) -> Owner:
+async def start_owner(broker: MemoryBroker, state_dir: Path, cache: int,
+                      gate: Gate | None = None) -> Owner:
     transport = MemoryTransport(broker)
     consumer = transport.consumer(APP)
     await consumer.start()
@@ -129,7 +149,7 @@ async def start_owner(broker: MemoryBroker, state_dir: Path, cache: int) -> Owne
     router = OutputRouter(transport, app_id=APP, client_id="t", exactly_once=True, sinks={},
                           request_commit=lambda: None)
     await router.start()
-    top = topology()
+    top = topology(gate)
     make = TaskFactory(APP, TaskSettings(cache_max_bytes=cache), top.topics, ManualClock(),
                        emit=router.emit, on_failed=lambda t, e: None,
                        request_commit=lambda: None, node_retry={}, state_dir=state_dir)
@@ -218,5 +238,42 @@ async def test_each_key_is_sent_once_a_commit_with_the_cache_on(tmp_path: Path) 
         await owner.commit()
         keys = [r.key for r in broker.records("out")]
         assert sorted(keys) == sorted({r.key for r in records[:FIRST]})
+    finally:
+        await owner.stop()
+
+
+async def test_a_commit_issues_nothing_from_its_flush_until_its_snapshot(
+        tmp_path: Path) -> None:
+    """Records fetched while the commit waits for the records in flight (before its flush)
+    are not issued until the snapshot is taken: the commit holds exactly the records issued
+    before it, with their flushed updates."""
+    opened = asyncio.Event()
+    broker = new_broker()
+    records = inputs()
+    owner = await start_owner(broker, tmp_path, cache=1_000_000,
+                              gate=Gate(FIRST, opened))
+    try:
+        await owner.process(records[:FIRST])
+        owner.task.enqueue(IN, records[FIRST:FIRST + SECOND])
+        owner.task.pump()
+        await settle()
+        assert owner.task.in_flight == SECOND  # held at the gate
+        committing = asyncio.get_running_loop().create_task(owner.commit())
+        await settle()
+        assert not committing.done()  # waiting for the records in flight
+        owner.task.enqueue(IN, records[FIRST + SECOND:])
+        owner.task.pump()
+        await settle()
+        assert owner.task.in_flight == SECOND  # fetched, not issued: the commit holds
+        opened.set()
+        async with asyncio.timeout(10.0):
+            await committing
+        assert owner.committer.committed[IN] == FIRST + SECOND
+        assert committed_outputs(broker) == oracle(records[:FIRST + SECOND])
+        async with asyncio.timeout(10.0):  # issued once the hold is released
+            while owner.task.committable().get(IN) != len(records):
+                await settle()
+        await owner.commit()
+        assert committed_outputs(broker) == oracle(records)
     finally:
         await owner.stop()
