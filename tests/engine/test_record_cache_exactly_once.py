@@ -277,3 +277,25 @@ async def test_a_commit_issues_nothing_from_its_flush_until_its_snapshot(
         assert committed_outputs(broker) == oracle(records)
     finally:
         await owner.stop()
+
+
+async def test_a_clean_close_flushes_the_cache_through_its_closing_commit(
+        tmp_path: Path) -> None:
+    """A revocation drains the task (it stops issuing), then commits it with
+    ``closing=True``: the flush runs in the drained task, before that commit's snapshot."""
+    broker = new_broker()
+    records = inputs()
+    owner = await start_owner(broker, tmp_path, cache=1_000_000)
+    try:
+        await owner.process(records[:FIRST])
+        assert await owner.task.drain(5.0)
+        assert owner.task.cached_entries("sums")
+        channel = owner.router.channel_of(owner.task.task_id)
+        _, lost = await owner.committer.commit([(channel, [owner.task])], owner.consumer,
+                                               closing=True, flush_all=True)
+        assert lost == []
+        assert not owner.task.cached_entries("sums")
+        assert committed_outputs(broker) == oracle(records[:FIRST])
+        assert await store_contents(owner.task) == oracle(records[:FIRST])
+    finally:
+        await owner.stop()
