@@ -35,6 +35,8 @@ from aiostreams.types import Record
 
 __all__ = ["ENTRY_OVERHEAD", "CacheEntry", "RecordCacheStore"]
 
+_EXACT = frozenset({str, bytes, int})
+
 ENTRY_OVERHEAD = 120
 """Bytes counted per entry beyond its key and value bytes: an estimate of its Python
 objects (the entry, the dict slot, the record it keeps for its context)."""
@@ -72,13 +74,28 @@ class RecordCacheStore:
         self._entries: dict[Any, CacheEntry] = {}
         self._keys: dict[Any, Any] = {}  # identity -> original key, for EncodedKey ones
         self._full_told = False
+        self._sort_keys: dict[tuple[Any, float], bytes] = {}  # see sort_key
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def sort_key(self, key: Any) -> bytes:
-        data: bytes = self.backing.sort_key(key)
-        return data
+        """The backing store's bytes of ``key``. A window key ``(key, start)`` whose key is
+        exactly a str, bytes or int is encoded once and remembered (the overlay asks for it
+        on every read, write and retirement: five encodings a window update otherwise);
+        other keys are encoded each time, since Python's ``==`` may merge keys whose bytes
+        differ (``1`` and ``True``). The memo is dropped whenever it outgrows the cache."""
+        if type(key) is tuple and len(key) == 2 and type(key[0]) in _EXACT \
+                and type(key[1]) is float:
+            memo = self._sort_keys
+            data = memo.get(key)
+            if data is None:
+                if len(memo) > 2 * len(self._entries) + 10_000:
+                    memo.clear()
+                data = memo[key] = self.backing.sort_key(key)
+            return data
+        encoded: bytes = self.backing.sort_key(key)
+        return encoded
 
     def _identity(self, key: Any) -> Any:
         return key_identity(key, self.sort_key)
@@ -122,7 +139,7 @@ class RecordCacheStore:
         backing = self.backing
         value_bytes = (0 if entry.stored is None
                        else len(backing.value_serde.serialize(backing.name, entry.stored) or b""))
-        return len(backing.sort_key(key)) + value_bytes + ENTRY_OVERHEAD
+        return len(self.sort_key(key)) + value_bytes + ENTRY_OVERHEAD
 
     def dirty(self) -> list[tuple[Any, CacheEntry]]:
         """The held entries (key, entry), in the order they became dirty."""
