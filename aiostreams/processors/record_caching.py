@@ -8,9 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aiostreams.processors.store_values import ValueAndTimestamp
+from aiostreams.processors.table_changes import NO_TIMESTAMP, read_stamped_now, update
+from aiostreams.state.record_cache import CacheEntry
 from aiostreams.topology.processor import ProcessorContext
+from aiostreams.types import Record
+from aiostreams.windows import to_ms
 
-__all__ = ["READS_FLUSHED", "cached_stamped", "open_record_cache", "read_flushed"]
+__all__ = ["READS_FLUSHED", "CachedTable", "cached_stamped", "open_record_cache",
+           "read_flushed"]
 
 
 def open_record_cache(ctx: ProcessorContext, store: str,
@@ -55,3 +61,50 @@ def cached_stamped(ctx: ProcessorContext, store: str, key: Any) -> tuple[bool, A
     if entry is None:
         return False, None
     return True, entry.stored
+
+
+class CachedTable:
+    """A DSL processor's stamped key-value store behind its record cache (when it has one):
+    :meth:`read` the cache before the store, :meth:`write` to the cache only, and
+    :meth:`flush` each dirty key to the store and downstream with the value the store held
+    before it. Used by the grouped-stream and grouped-table aggregates."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self.cache: Any = None  # (cache store, its view) once opened with caching on
+
+    def open(self, ctx: ProcessorContext, flush: Callable[[], None]) -> None:
+        """Open the cache at the processor's init (nothing when caching is off or the
+        store cannot be read without awaiting)."""
+        if getattr(ctx.store(self.store), "reads_now", False):
+            self.cache = open_record_cache(ctx, self.store, flush)
+
+    def read(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        """``key``'s newest value and timestamp (ms; ``NO_TIMESTAMP`` when none)."""
+        entry: CacheEntry | None = self.cache[1].get_now(key)
+        if entry is None:
+            return read_stamped_now(ctx, self.store, key)
+        if entry.stored is None:
+            return None, NO_TIMESTAMP
+        return entry.stored.value, to_ms(entry.stored.timestamp)
+
+    def write(self, key: Any, new: Any, stamp_ms: int, record: Record[Any, Any]) -> None:
+        """Hold ``new`` (None: a delete) for ``key``, stamped ``stamp_ms``; ``record``'s
+        context goes downstream with it."""
+        stored = None if new is None else ValueAndTimestamp(new, stamp_ms / 1000)
+        self.cache[1].put(key, CacheEntry(stored, update(record, new, None, stamp_ms / 1000)))
+
+    def flush(self, ctx: ProcessorContext, old_values: bool = True) -> None:
+        """Write each dirty key to the store and forward it, in dirty order, with the
+        store's old value (``old_values`` False: without)."""
+        cache, view = self.cache
+        store = ctx.store(self.store)
+        for key, entry in cache.dirty():
+            old = read_stamped_now(ctx, self.store, key)[0] if old_values else None
+            stored = entry.stored
+            if stored is None:
+                store.delete(key)
+            else:
+                store.put(key, stored)
+            view.delete(key)
+            ctx.forward(update(entry.record, None if stored is None else stored.value, old))

@@ -10,8 +10,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from aiostreams.processors.record_caching import cached_stamped, open_record_cache
-from aiostreams.processors.store_values import ValueAndTimestamp, plain_value
+from aiostreams.processors.record_caching import CachedTable, cached_stamped
+from aiostreams.processors.store_values import plain_value
 from aiostreams.processors.table_changes import (
     NO_TIMESTAMP,
     OldValues,
@@ -21,7 +21,6 @@ from aiostreams.processors.table_changes import (
     update,
     write_stamped,
 )
-from aiostreams.state.record_cache import CacheEntry
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
 from aiostreams.windows import to_ms
@@ -203,9 +202,9 @@ class AggregateProcessor(Processor[Any, Any]):
     the read-modify-write correct, as before: not awaiting changes no result.
 
     With a record cache (``cache_max_bytes`` > 0 and ``caching``), an update goes to the
-    cache only - nothing is written or forwarded - and :meth:`_flush` writes and forwards
-    the newest update of each key with the value the store held before it
-    (:mod:`~aiostreams.engine.cache_flush`)."""
+    cache only - nothing is written or forwarded - and the flush writes and forwards the
+    newest update of each key with the value the store held before it
+    (:class:`~aiostreams.processors.record_caching.CachedTable`)."""
 
     def __init__(self, store: str, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], caching: bool = True) -> None:
@@ -214,13 +213,13 @@ class AggregateProcessor(Processor[Any, Any]):
         self.adder = adder
         self.caching = caching
         self.skipped = 0
-        self._cache: Any = None  # (cache store, its view) when cached
+        self._table = CachedTable(store)
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
         require_reads_now(context, self.store_name)
         if self.caching:
-            self._cache = open_record_cache(context, self.store_name, self._flush)
+            self._table.open(context, lambda: self._table.flush(self.context))
 
     def process(self, record: AnyRecord) -> None:
         if record.key is None or record.value is None:
@@ -228,43 +227,17 @@ class AggregateProcessor(Processor[Any, Any]):
             return
         ctx = self.context
         ts = to_ms(record.timestamp)
-        cached = self._cache
-        if cached is not None:
-            self._process_cached(record, ts, cached[1])
+        table = self._table
+        if table.cache is not None:
+            old, old_ts = table.read(ctx, record.key)
+            new = self.adder(record.key, record.value, self.start() if old is None else old)
+            table.write(record.key, new, ts if old is None else max(ts, old_ts), record)
             return
         old, old_ts = read_stamped_now(ctx, self.store_name, record.key)
         new = self.adder(record.key, record.value, self.start() if old is None else old)
         stamp = ts if old is None else max(ts, old_ts)
         write_stamped(ctx, self.store_name, record.key, new, stamp)
         ctx.forward(update(record, new, old, stamp / 1000))
-
-    def _process_cached(self, record: AnyRecord, ts: int, view: Any) -> None:
-        key = record.key
-        entry: CacheEntry | None = view.get_now(key)
-        if entry is None:
-            old, old_ts = read_stamped_now(self.context, self.store_name, key)
-        elif entry.stored is None:
-            old, old_ts = None, NO_TIMESTAMP
-        else:
-            old, old_ts = entry.stored.value, to_ms(entry.stored.timestamp)
-        new = self.adder(key, record.value, self.start() if old is None else old)
-        stamp = ts if old is None else max(ts, old_ts)
-        stored = None if new is None else ValueAndTimestamp(new, stamp / 1000)
-        view.put(key, CacheEntry(stored, update(record, new, None, stamp / 1000)))
-
-    def _flush(self) -> None:
-        """Write each dirty entry to the store and forward it with the store's old value."""
-        ctx = self.context
-        cache, view = self._cache
-        for key, entry in cache.dirty():
-            old, _ = read_stamped_now(ctx, self.store_name, key)
-            stored = entry.stored
-            if stored is None:
-                ctx.store(self.store_name).delete(key)
-            else:
-                ctx.store(self.store_name).put(key, stored)
-            view.delete(key)
-            ctx.forward(update(entry.record, None if stored is None else stored.value, old))
 
 
 def require_reads_now(context: ProcessorContext, store: str) -> None:

@@ -211,3 +211,30 @@ async def test_a_table_table_join_reads_the_flushed_value_of_a_cached_table() ->
     cached = await _final_per_site(table_join_app(cache_max_bytes=1_000_000,
                                                   commit_interval_ms=3_600_000), commits=True)
     assert cached == expected
+
+
+async def test_a_grouped_table_aggregate_emits_each_group_once_a_commit() -> None:
+    app = old_values_app(cache_max_bytes=1_000_000, commit_interval_ms=3_600_000)
+    async with TopologyTestDriver(app) as driver:
+        await _pipe(driver, CLICKS)
+        await driver.commit()  # the per-key counts flush into the repartition topic
+        await driver.process_all()
+        assert driver.read_output("per-count") == []  # held in the group's cache
+        await driver.commit()
+        out = [(r.key, r.value) for r in driver.read_output("per-count")]
+    # a: 3, b: 2, c: 1 -> one key in each of the groups 1, 2 and 3, each sent once
+    assert sorted(out) == [(1, 1), (2, 1), (3, 1)]
+
+
+async def test_caching_false_opts_a_grouped_table_aggregate_out() -> None:
+    app = App("optout-table", transport=MemoryTransport(MemoryBroker()),
+              cache_max_bytes=1_000_000, commit_interval_ms=3_600_000)
+    clicks = app.topic("clicks", key=str, value=int)
+    out = app.topic("per-count", key=int, value=int)
+    (app.stream(clicks).group_by_key().count(caching=False)
+     .group_by(lambda k, n: (n, 1), key_serde=int, value_serde=int)
+     .count(caching=False).to_stream().to(out))
+    async with TopologyTestDriver(app) as driver:
+        await _pipe(driver, [("a", 1), ("a", 1)])
+        assert [(r.key, r.value) for r in driver.read_output("per-count")] == [
+            (1, 1), (1, 0), (2, 1)]
