@@ -164,3 +164,25 @@ def test_every_key_is_read_from_the_partition_its_records_went_to(
             assert listed == sorted(set(keys), key=lambda k: k.encode())
 
     asyncio.run(run())
+
+
+async def test_get_reads_a_key_held_in_the_record_cache() -> None:
+    """With ``cache_max_bytes`` on and no commit yet, a count lives only in its task's
+    record cache: ``get`` answers it from there (as Kafka Streams' caching store does)."""
+    app = App("cached-q", broker=f"memory://q-{uuid.uuid4().hex[:8]}",
+              commit_interval_ms=3_600_000, cache_max_bytes=1_000_000)
+    words = app.topic("words", key=str, value=str, partitions=1)
+    app.stream(words).group_by_key().count(materialized="counts")
+    async with app:
+        for i in range(5):
+            await app.send("words", "k", f"w{i}")
+        counts = app.store("counts")
+        # nothing announces an assignment or a retirement without a commit: poll, bounded
+        async with asyncio.timeout(30):
+            while not app.inspect().tasks:
+                await asyncio.sleep(0.01)
+            while await counts.get("k") != 5:
+                await asyncio.sleep(0.01)
+        (task,) = app.inspect().tasks.values()
+        assert await task.stores["counts"].get("k") is None  # not flushed: no commit yet
+        assert [k for k, _ in task.cached_entries("counts")] == ["k"]
