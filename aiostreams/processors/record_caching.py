@@ -96,15 +96,20 @@ class CachedTable:
 
     def flush(self, ctx: ProcessorContext, old_values: bool = True) -> None:
         """Write each dirty key to the store and forward it, in dirty order, with the
-        store's old value (``old_values`` False: without)."""
+        store's old value (``old_values`` False: without). A delete of a key the store
+        never held forwards nothing (Kafka's caching stores forward only when the new or
+        the old value is there)."""
         cache, view = self.cache
         store = ctx.store(self.store)
         for key, entry in cache.dirty():
-            old = read_stamped_now(ctx, self.store, key)[0] if old_values else None
+            old = read_stamped_now(ctx, self.store, key)[0]
             stored = entry.stored
+            view.delete(key)
             if stored is None:
                 store.delete(key)
+                if old is None:
+                    continue
             else:
                 store.put(key, stored)
-            view.delete(key)
-            ctx.forward(update(entry.record, None if stored is None else stored.value, old))
+            ctx.forward(update(entry.record, None if stored is None else stored.value,
+                               old if old_values else None))

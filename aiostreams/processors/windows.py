@@ -95,7 +95,8 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
-        if self.caching and self.forwards_updates:
+        if (self.caching and self.forwards_updates
+                and window_access(context.store(self.store_name)).reads_now):
             self._cache = open_record_cache(context, self.store_name, self._flush)
 
     async def process(self, record: AnyRecord) -> None:
@@ -154,11 +155,16 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         cache, view = self._cache
         store = window_access(ctx.store(self.store_name))
         for (key, start), entry in cache.dirty():
+            view.delete((key, start))
             if entry.stored is None:
+                # a delete of a window the store never held forwards nothing (Kafka's
+                # caching window store forwards only when the new or old value is there)
+                held = store.get_now(key, start) is not None
                 store.delete(key, start)
+                if not held:
+                    continue
             else:
                 store.put(key, start, entry.stored)
-            view.delete((key, start))
             ctx.forward(entry.record)
 
 
