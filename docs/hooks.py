@@ -61,6 +61,10 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
     ("Commits and guarantees",
      "When results become durable and visible ([exactly-once](../guides/exactly-once.md)).",
      ["processing_guarantee", "commit_interval_ms", "drain_timeout", "max_record_bytes"]),
+    ("State: the record cache",
+     "How many intermediate updates of an aggregate reach its store and downstream "
+     "([record cache](../guides/state.md#record-cache)).",
+     ["cache_max_bytes"]),
     ("Failures: retries and dead letters",
      "What happens to a record whose processing raises or hangs "
      "([retries and dead letters](../guides/failures.md)).",

@@ -60,12 +60,12 @@ class GroupedStream(Generic[K, V]):
     def _aggregate(self, kind: str, start: Callable[[], Any],
                    adder: Callable[[Any, Any, Any], Any], *, materialized: str | None,
                    persistent: bool, value_serde: Serde[Any], name: str | None,
-                   ) -> Table[Any, Any]:
+                   caching: bool = True) -> Table[Any, Any]:
         from aiostreams.dsl.table import Table
 
         store = self.builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
         node = self.builder.add_processor(
-            kind, lambda: AggregateProcessor(store, start, adder), [self.stream.node],
+            kind, lambda: AggregateProcessor(store, start, adder, caching), [self.stream.node],
             name=name)
         self.builder.add_store(kv_store_spec(store, persistent=persistent,
                                              key_serde=self.key_serde,
@@ -74,32 +74,36 @@ class GroupedStream(Generic[K, V]):
                      value_serde=value_serde, store=store)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
-              name: str | None = None) -> Table[K, int]:
-        """The number of records per key (``int``, stored as a 64-bit long)."""
+              name: str | None = None, caching: bool = True) -> Table[K, int]:
+        """The number of records per key (``int``, stored as a 64-bit long).
+        ``caching=False``: this store never has a record cache, whatever
+        ``cache_max_bytes`` (Kafka's ``Materialized.withCachingDisabled``); so for
+        ``reduce`` and ``aggregate``."""
         return self._aggregate("KSTREAM-AGGREGATE", lambda: 0,
                                lambda _k, _v, n: n + 1, materialized=materialized,
-                               persistent=persistent, value_serde=LongSerde(), name=name)
+                               persistent=persistent, value_serde=LongSerde(), name=name,
+                               caching=caching)
 
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, value_serde: Any = None,
-               name: str | None = None) -> Table[K, V]:
+               name: str | None = None, caching: bool = True) -> Table[K, V]:
         """``reducer(aggregate, value)``; the first value of a key is its aggregate."""
         r = Reducing(reducer)
         return self._aggregate(
             "KSTREAM-REDUCE", r.initial, r.add, materialized=materialized,
-            persistent=persistent, name=name,
+            persistent=persistent, name=name, caching=caching,
             value_serde=self._value_serde(value_serde, self.value_serde))
 
     def aggregate(self, initializer: Callable[[], VA] | VA,
                   aggregator: Callable[[K, V, VA], VA], *, materialized: str | None = None,
                   persistent: bool = False, value_serde: Any = None,
-                  name: str | None = None) -> Table[K, VA]:
+                  name: str | None = None, caching: bool = True) -> Table[K, VA]:
         """``aggregator(key, value, aggregate)`` starting from ``initializer`` (a function
         of no arguments, or a value, deep-copied per key)."""
         require_sync(aggregator, "aggregate")
         return self._aggregate(
             "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator,
-            materialized=materialized, persistent=persistent, name=name,
+            materialized=materialized, persistent=persistent, name=name, caching=caching,
             value_serde=self._value_serde(value_serde, None))
 
     def cogroup(self, aggregator: Callable[[K, V, Any], Any]) -> CogroupedStream:

@@ -51,14 +51,14 @@ class GroupedTable(Generic[K, V]):
                    add: Callable[[Any, Any, Any], Any],
                    subtract: Callable[[Any, Any, Any], Any], *, materialized: str | None,
                    persistent: bool, value_serde: Serde[Any], name: str | None,
-                   ) -> Table[K, Any]:
+                   caching: bool = True) -> Table[K, Any]:
         from aiostreams.dsl.table import Table
 
         store = self.builder.store_name(f"{kind}-STATE-STORE", materialized)
         old_values = OldValues()
         node = self.builder.add_processor(
             kind, lambda: TableRegroupAggregateProcessor(store, start, add, subtract,
-                                                         old_values),
+                                                         old_values, caching),
             [self.source], name=name)
         self.builder.add_store(kv_store_spec(store, persistent=persistent,
                                              key_serde=self.key_serde,
@@ -67,15 +67,19 @@ class GroupedTable(Generic[K, V]):
                      value_serde=value_serde, store=store, old_values=old_values)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
-              name: str | None = None) -> Table[K, int]:
-        """Rows per group; a group whose rows all left counts 0 (it is not deleted)."""
+              name: str | None = None, caching: bool = True) -> Table[K, int]:
+        """Rows per group; a group whose rows all left counts 0 (it is not deleted).
+        ``caching=False``: this store never has a record cache, whatever
+        ``cache_max_bytes``; so for ``reduce`` and ``aggregate``."""
         return self._aggregate("KTABLE-AGGREGATE", lambda: 0, lambda _k, _v, n: n + 1,
                                lambda _k, _v, n: n - 1, materialized=materialized,
-                               persistent=persistent, value_serde=LongSerde(), name=name)
+                               persistent=persistent, value_serde=LongSerde(), name=name,
+                               caching=caching)
 
     def reduce(self, adder: Callable[[V, V], V], subtractor: Callable[[V, V], V], *,
                materialized: str | None = None, persistent: bool = False,
-               value_serde: Any = None, name: str | None = None) -> Table[K, V]:
+               value_serde: Any = None, name: str | None = None,
+               caching: bool = True) -> Table[K, V]:
         """``adder(agg, value)`` for a row joining the group, ``subtractor(agg, value)`` for
         one leaving; a group's first value is its aggregate."""
 
@@ -84,14 +88,15 @@ class GroupedTable(Generic[K, V]):
         return self._aggregate(
             "KTABLE-REDUCE", None, lambda _k, v, agg: adder(agg, v),
             lambda _k, v, agg: subtractor(agg, v), materialized=materialized,
-            persistent=persistent, name=name,
+            persistent=persistent, name=name, caching=caching,
             value_serde=serde_for(value_serde) if value_serde is not None
             else self.value_serde)
 
     def aggregate(self, initializer: Callable[[], VA] | VA,
                   adder: Callable[[K, V, VA], VA], subtractor: Callable[[K, V, VA], VA], *,
                   materialized: str | None = None, persistent: bool = False,
-                  value_serde: Any = None, name: str | None = None) -> Table[K, VA]:
+                  value_serde: Any = None, name: str | None = None,
+                  caching: bool = True) -> Table[K, VA]:
         """``adder(group, value, agg)`` / ``subtractor(group, value, agg)`` starting from
         ``initializer`` (a function of no arguments, or a value deep-copied per group)."""
 
@@ -99,7 +104,7 @@ class GroupedTable(Generic[K, V]):
         require_sync(subtractor, "aggregate")
         return self._aggregate(
             "KTABLE-AGGREGATE", lambda: initial_value(initializer), adder, subtractor,
-            materialized=materialized, persistent=persistent, name=name,
+            materialized=materialized, persistent=persistent, name=name, caching=caching,
             value_serde=serde_for(value_serde) if value_serde is not None
             else JsonSerde())
 

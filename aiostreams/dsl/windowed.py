@@ -96,7 +96,7 @@ class TimeWindowedStream(Generic[K, V]):
     def _aggregate(self, kind: str, start: Callable[[], Any],
                    adder: Callable[[Any, Any, Any], Any], *, materialized: str | None,
                    persistent: bool, retention: float | None, value_serde: Serde[Any],
-                   name: str | None) -> Table[Windowed[K], Any]:
+                   name: str | None, caching: bool = True) -> Table[Windowed[K], Any]:
         builder = self.grouped.builder
         windows = self.windows
         minimum = (windows.size_ms + windows.grace_ms) / 1000
@@ -114,7 +114,8 @@ class TimeWindowedStream(Generic[K, V]):
                 else windows.size_ms + windows.grace_ms)
         else:
             node = builder.add_processor(
-                kind, lambda: TimeWindowAggregateProcessor(store, windows, start, adder, late),
+                kind, lambda: TimeWindowAggregateProcessor(store, windows, start, adder, late,
+                                                     caching),
                 [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum,
@@ -125,31 +126,36 @@ class TimeWindowedStream(Generic[K, V]):
                      value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
-              retention: float | None = None,
-              name: str | None = None) -> Table[Windowed[K], int]:
+              retention: float | None = None, name: str | None = None,
+              caching: bool = True) -> Table[Windowed[K], int]:
+        """The number of records per key and window. ``caching=False``: this store never
+        has a record cache, whatever ``cache_max_bytes`` (Kafka's
+        ``Materialized.withCachingDisabled``)."""
         return self._aggregate("KSTREAM-AGGREGATE", lambda: 0, lambda _k, _v, n: n + 1,
                                materialized=materialized, persistent=persistent,
-                               retention=retention, value_serde=LongSerde(), name=name)
+                               retention=retention, value_serde=LongSerde(), name=name,
+                               caching=caching)
 
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
-               value_serde: Any = None, name: str | None = None) -> Table[Windowed[K], V]:
+               value_serde: Any = None, name: str | None = None,
+               caching: bool = True) -> Table[Windowed[K], V]:
         r = Reducing(reducer)
         return self._aggregate(
             "KSTREAM-REDUCE", r.initial, r.add, materialized=materialized,
-            persistent=persistent, retention=retention, name=name,
+            persistent=persistent, retention=retention, name=name, caching=caching,
             value_serde=_value_serde(value_serde, self.grouped.value_serde))
 
     def aggregate(self, initializer: Callable[[], VA] | VA,
                   aggregator: Callable[[K, V, VA], VA], *, materialized: str | None = None,
                   persistent: bool = False, retention: float | None = None,
-                  value_serde: Any = None,
-                  name: str | None = None) -> Table[Windowed[K], VA]:
+                  value_serde: Any = None, name: str | None = None,
+                  caching: bool = True) -> Table[Windowed[K], VA]:
         require_sync(aggregator, "aggregate")
         return self._aggregate(
             "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator,
             materialized=materialized, persistent=persistent, retention=retention,
-            name=name, value_serde=_value_serde(value_serde, None))
+            name=name, caching=caching, value_serde=_value_serde(value_serde, None))
 
 
 class SessionWindowedStream(Generic[K, V]):
@@ -173,7 +179,7 @@ class SessionWindowedStream(Generic[K, V]):
                    adder: Callable[[Any, Any, Any], Any],
                    merger: Callable[[Any, Any, Any], Any], *, materialized: str | None,
                    persistent: bool, retention: float | None, value_serde: Serde[Any],
-                   name: str | None) -> Table[Windowed[K], Any]:
+                   name: str | None, caching: bool = True) -> Table[Windowed[K], Any]:
         builder = self.grouped.builder
         windows = self.windows
         minimum = (windows.gap_ms + windows.grace_ms) / 1000

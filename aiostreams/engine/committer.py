@@ -1,6 +1,10 @@
 """The commit protocol: a few named steps, in this order, so a crash at any point loses
 nothing.
 
+0. **caches**: flush the tasks' record caches (:mod:`~aiostreams.engine.cache_flush`),
+   each task holding issuing from then until the snapshot is taken, so the snapshot holds
+   the flushed outputs and store writes of exactly the records it commits (a task with no
+   cache does nothing here);
 1. **snapshot** (:func:`commit_snapshot`): take the committable offsets of every task (one
    past each partition's last retired record - each task asserts it never passes an
    unretired one) *and*, in the same synchronous step, every output retired so far
@@ -77,6 +81,13 @@ def commit_snapshot(tasks: Iterable[Committable], committed: Mapping[TopicPartit
         task.check_commit_point(candidate)
         offsets.update(candidate)
     return offsets
+
+
+async def flush_caches(tasks: Sequence[StreamTask]) -> None:
+    """Step 0: flush the record caches of the tasks that have some, at the same time."""
+    cached = [task.flush_caches() for task in tasks if task.caches]
+    if cached:
+        await asyncio.gather(*cached)
 
 
 def commit_trace(tasks: Iterable[StreamTask]) -> CommitTrace | None:
@@ -181,13 +192,19 @@ class Committer:
     async def _commit_group(self, channel: OutputChannel, tasks: list[StreamTask],
                             consumer: Consumer, closing: bool, flush_all: bool
                             ) -> dict[TopicPartition, int]:
-        # 1. snapshot: offsets and outputs together, no await in between - everything in
-        # the channel now was retired before the snapshot; later outputs wait for the next
-        # commit (transaction)
-        offsets = commit_snapshot(tasks, self.committed)
-        if self._exactly_once:
+        # 0. caches: flushed, and the tasks hold issuing until the snapshot
+        try:
+            await flush_caches(tasks)
+            # 1. snapshot: offsets and outputs together, no await in between - everything
+            # in the channel now was retired before the snapshot; later outputs wait for
+            # the next commit (transaction)
+            offsets = commit_snapshot(tasks, self.committed)
+            if self._exactly_once:
+                for task in tasks:
+                    task.seal_stores()
+        finally:
             for task in tasks:
-                task.seal_stores()
+                task.release_hold()
         trace = commit_trace(tasks)  # with the snapshot: the records it covers
         if trace is None:
             return await self._commit_steps(channel, tasks, consumer, closing, flush_all,

@@ -48,6 +48,11 @@ class TaskHost(Protocol):
 
     async def wait_for_earlier(self, slot: Slot) -> None: ...
 
+    def record_cache(self, node: str, store: str,
+                     flush: Callable[[], None]) -> tuple[Any, Any] | None: ...
+
+    def cache_view(self, store: str) -> Any | None: ...
+
 
 class ContextNode(Protocol):
     """What a context reads of its node (``NodeExec``)."""
@@ -174,6 +179,16 @@ class NodeContext:
 
     def commit(self) -> None:
         self._task.request_commit()
+
+    def record_cache(self, store: str, flush: Callable[[], None]) -> tuple[Any, Any] | None:
+        """Store ``store``'s record cache in this task and its view, ``flush`` registered
+        as this node's (see :mod:`~aiostreams.engine.cache_flush`); None when caching is
+        off. For the DSL's stateful processors, at init."""
+        return self._task.record_cache(self._node.name, store, flush)
+
+    def cache_view(self, store: str) -> Any | None:
+        """The view of store ``store``'s record cache (None: the store is not cached)."""
+        return self._task.cache_view(store)
 
     def defer(self, delay: float) -> NoReturn:
         """Process the current record again after ``delay`` seconds (KIP-311), without

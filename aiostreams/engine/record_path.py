@@ -20,7 +20,9 @@ its lifecycle, its stores and what the worker, the app and the processors call):
    advance the committable offset (:meth:`pump`, on the next turn of the loop).
 
 Punctuations (:mod:`~aiostreams.engine.punctuation`) are issued as barriers: they start
-once every earlier slot has finished, and no later slot is issued until they finish.
+once every earlier slot has finished, and no later slot is issued until they finish. So are
+the record caches' flushes (:mod:`~aiostreams.engine.cache_flush`); a commit holds issuing
+(:meth:`RecordPath.flush_caches`) from its flush barrier until its snapshot is taken.
 
 Invariants: ``unfinished`` counts the issued slots not DONE (nor FAILED); at most one
 barrier is in flight; only :meth:`pump` emits, in retirement order. Everything runs on the
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from aiostreams.engine.attempt import AttemptRunner, attempt_timeout
 from aiostreams.engine.byte_budget import RECORD_OVERHEAD_BYTES, input_cost, outputs_cost
+from aiostreams.engine.cache_flush import CACHE_FLUSH, CacheFlusher, cache_flush_body
 from aiostreams.engine.executor_pool import ExecutorPool
 from aiostreams.engine.failure import task_failed_error
 from aiostreams.engine.graph import SourceExec, TaskGraph
@@ -116,6 +119,9 @@ class RecordPath:
             clock, lambda: self.state is TaskState.RUNNING, self.schedule_pump)
         self._unfinished = 0  # issued slots not DONE (nor FAILED)
         self._barrier: Slot | None = None  # the punctuation in flight, if any
+        self.cache_flushers: list[CacheFlusher] = []  # parents first (init order)
+        self._flush_queued = False  # a CACHE_FLUSH waits in punctuations.due
+        self._held = False  # a commit holds issuing until its snapshot (flush_caches)
         self._released: list[OutgoingRecord | ExternalRecord] = []
         self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of)
 
@@ -165,7 +171,7 @@ class RecordPath:
         metrics = self.metrics
         budget = self._budget
         budget_limit = budget.limit
-        if budget.held >= budget_limit:  # the byte budget stops issuing (once a pump)
+        if budget.held >= budget_limit or self._held:  # (checked once a pump)
             return
         punctuations = self.punctuations
         due = punctuations.due
@@ -261,10 +267,15 @@ class RecordPath:
             return raw.partition
         return None
 
-    def _issue_punctuation(self, p: Punctuation) -> None:
-        at = (self.stream_time if p.kind is PunctuationType.STREAM_TIME
-              else self._clock.wall_time())
-        slot = Slot(SlotKind.PUNCTUATION, None, None, None, punctuation_body(p, at))
+    def _issue_punctuation(self, p: Punctuation | object) -> None:
+        if p is CACHE_FLUSH or not isinstance(p, Punctuation):
+            self._flush_queued = False
+            body = cache_flush_body(self.cache_flushers, self._retire)
+        else:
+            at = (self.stream_time if p.kind is PunctuationType.STREAM_TIME
+                  else self._clock.wall_time())
+            body = punctuation_body(p, at)
+        slot = Slot(SlotKind.PUNCTUATION, None, None, None, body)
         slot.stream_time = self.stream_time
         self._rob.issue(slot)
         self._unfinished += 1
@@ -272,6 +283,57 @@ class RecordPath:
         self._barrier = slot
         if self._unfinished == 1:
             self._start(slot)
+
+    # -- record caches (see engine.cache_flush) ----------------------------------------
+
+    def request_cache_flush(self) -> None:
+        """A cache passed its budget: queue a flush barrier (after the current record)."""
+        if not self._flush_queued:
+            self._flush_queued = True
+            self.punctuations.due.append(CACHE_FLUSH)  # type: ignore[arg-type]
+            self.schedule_pump()
+
+    def caches_dirty(self) -> bool:
+        return any(len(f.cache) for f in self.cache_flushers)
+
+    async def flush_caches(self) -> None:
+        """Before a commit's snapshot: hold issuing, let everything in flight retire, then
+        flush the caches through barriers until none is dirty (a flush may feed a cache
+        downstream in the task). Returns with nothing in flight and issuing held - the
+        caller takes its snapshot, then calls :meth:`release_hold`. Returns at once (and
+        holds nothing) for a task with no cache, or one that is not running or draining.
+        Cancellation: stops waiting; the caller must still :meth:`release_hold`."""
+        if not self.cache_flushers:
+            return
+        self._held = True
+        while self.state in (_RUNNING, TaskState.SUSPENDED):
+            await self._quiesce()
+            if self.state not in (_RUNNING, TaskState.SUSPENDED) or not self.caches_dirty():
+                return
+            self._issue_punctuation(CACHE_FLUSH)
+
+    async def _quiesce(self) -> None:
+        """Wait until nothing is in flight (the task holds issuing) or the task failed.
+        Shares :attr:`drained` with a concurrent ``StreamTask.drain`` (which wakes the
+        event it replaces, so this wait moves to the new one)."""
+        created: asyncio.Event | None = None
+        try:
+            self.pump()
+            while self._rob and self.state in (_RUNNING, TaskState.SUSPENDED):
+                event = self.drained
+                if event is None:
+                    event = created = self.drained = asyncio.Event()
+                event.clear()
+                await event.wait()
+        finally:
+            if created is not None and self.drained is created:
+                self.drained = None
+
+    def release_hold(self) -> None:
+        """The commit's snapshot is taken: issue again."""
+        if self._held:
+            self._held = False
+            self.schedule_pump()
 
     # -- execute, finish, retire --------------------------------------------------------
 

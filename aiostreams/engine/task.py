@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from aiostreams.engine.cache_flush import CacheFlusher
 from aiostreams.engine.graph import TaskGraph
 from aiostreams.engine.head_of_line import HeadOfLine
 from aiostreams.engine.intake import Intake
@@ -38,6 +39,7 @@ from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.external_record import ExternalRecord
 from aiostreams.runtime.slot import Slot, SlotState
 from aiostreams.state.base import StateStore
+from aiostreams.state.record_cache import RecordCacheStore
 from aiostreams.state.task_directory import TaskDirectory
 from aiostreams.topic import Topic
 from aiostreams.topology.processor import PunctuationType
@@ -223,6 +225,49 @@ class StreamTask:
         return self._path.punctuations.schedule(
             Punctuation(node, steps, interval, kind, callback))
 
+    def record_cache(self, node: str, store: str, flush: Callable[[], None]
+                     ) -> tuple[RecordCacheStore, Any] | None:
+        """Store ``store``'s record cache and its view, with ``flush`` registered as node
+        ``node``'s flush (see :mod:`~aiostreams.engine.cache_flush`); None when the task
+        caches nothing (``cache_max_bytes`` 0)."""
+        budget = self.settings.cache_max_bytes
+        if budget <= 0:
+            return None
+        path = self._path
+        cache, view = self._task_stores.cache_for(store, budget, path.request_cache_flush)
+        path.cache_flushers.append(
+            CacheFlusher(node, self._graph.nodes[node].steps, cache, flush))
+        return cache, view
+
+    def cache_view(self, store: str) -> Any | None:
+        """The view of store ``store``'s record cache (None: not cached in this task)."""
+        return self._task_stores.cache_view(store)
+
+    @property
+    def caches(self) -> bool:
+        """Whether any store of this task has a record cache."""
+        return bool(self._path.cache_flushers)
+
+    def record_cache_store(self, store: str) -> RecordCacheStore | None:
+        """Store ``store``'s record cache in this task (None: uncached)."""
+        made = self._task_stores.caches.get(store)
+        return made[0] if made is not None else None
+
+    def cached_entries(self, store: str) -> list[tuple[Any, Any]]:
+        """The retired updates store ``store``'s record cache holds, in dirty order (key,
+        :class:`~aiostreams.state.record_cache.CacheEntry`); empty when uncached."""
+        made = self._task_stores.caches.get(store)
+        return made[0].dirty() if made is not None else []
+
+    async def flush_caches(self) -> None:
+        """Before a commit's snapshot: flush the record caches and hold issuing until
+        :meth:`release_hold` (see :meth:`RecordPath.flush_caches
+        <aiostreams.engine.record_path.RecordPath.flush_caches>`)."""
+        await self._path.flush_caches()
+
+    def release_hold(self) -> None:
+        self._path.release_hold()
+
     async def wait_for_earlier(self, slot: Slot) -> None:
         """Return once every record issued before ``slot`` has finished executing; see
         :mod:`~aiostreams.engine.issue_order`. Cancellation: stops waiting."""
@@ -239,7 +284,10 @@ class StreamTask:
             path.transition(TaskState.SUSPENDED)
         if path.state is not TaskState.SUSPENDED:
             return not self._rob
-        drained = path.drained = asyncio.Event()
+        previous, drained = path.drained, asyncio.Event()
+        path.drained = drained
+        if previous is not None:
+            previous.set()  # a commit's cache flush waiting on it moves to this one
         path.pump()
         if self._rob:
             try:

@@ -59,6 +59,7 @@ class TaskSettings:
     max_task_buffer_bytes: int = 32 * 1024 * 1024
     tracing: Tracing | None = None  # OpenTelemetry spans per record (engine.tracing)
     lineage: bool = False  # a lineage header on every output (runtime.lineage)
+    cache_max_bytes: int = 0  # each cached store's record cache per task (0: off)
 
 
 @dataclass

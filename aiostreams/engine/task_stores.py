@@ -15,7 +15,7 @@ transaction holding it committed (:meth:`TaskStores.flush_sealed`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiostreams.runtime.external_record import ExternalRecord
@@ -24,6 +24,7 @@ from aiostreams.state.base import StateStore, StoreContext
 from aiostreams.state.changelog_mark import ChangelogMark, TransactionalStore
 from aiostreams.state.overlay import StoreOverlay, view_for
 from aiostreams.state.owner_epoch import NO_EPOCH, owner_headers
+from aiostreams.state.record_cache import RecordCacheStore
 from aiostreams.state.store_format import changelog_headers, store_format_of
 from aiostreams.state.store_spec import StoreSpec
 from aiostreams.types import Headers, OutgoingRecord, TopicPartition
@@ -39,6 +40,7 @@ class TaskStores:
         self._overlays: dict[str, StoreOverlay] = {}
         self._changelog_of: dict[StoreOverlay, str] = {}
         self._headers_of: dict[StoreOverlay, Headers] = {}  # of its changelog records
+        self.caches: dict[str, tuple[RecordCacheStore, Any]] = {}  # store -> cache, view
         for spec in specs:
             store = spec.factory()
             self.stores[spec.name] = store
@@ -65,6 +67,21 @@ class TaskStores:
     def views(self, names: Sequence[str]) -> dict[str, Any]:
         """The views a processor connected to stores ``names`` reads and writes through."""
         return {name: view_for(self._overlays[name]) for name in names}
+
+    def cache_for(self, name: str, max_bytes: int, on_full: Callable[[], None]
+                  ) -> tuple[RecordCacheStore, Any]:
+        """Store ``name``'s record cache in this task and its view (made on first call;
+        in memory, never logged: see :mod:`~aiostreams.state.record_cache`)."""
+        made = self.caches.get(name)
+        if made is None:
+            cache = RecordCacheStore(self.stores[name], max_bytes, on_full)
+            made = self.caches[name] = (cache, view_for(StoreOverlay(cache)))
+        return made
+
+    def cache_view(self, name: str) -> Any | None:
+        """The view of store ``name``'s record cache in this task, or None (uncached)."""
+        made = self.caches.get(name)
+        return None if made is None else made[1]
 
     @property
     def changelog_partitions(self) -> dict[str, TopicPartition]:

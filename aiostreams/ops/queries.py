@@ -122,6 +122,8 @@ class LocalStore:
     store: StateStore
     standby: bool = False
     """A standby's copy (read with ``stale_ok`` only): ``running`` means caught up once."""
+    cache: Any = None
+    """The store's record cache in the task (``cache_max_bytes``), read before the store."""
 
 
 def local_stores(app: QueryHost, name: str, *, stale_ok: bool = False) -> list[LocalStore]:
@@ -137,7 +139,8 @@ def local_stores(app: QueryHost, name: str, *, stale_ok: bool = False) -> list[L
         store = task.stores.get(name)
         if store is not None:
             found.append(LocalStore(task.task_id, task.partitions[0].partition,
-                                    task.state.value == "running", store))
+                                    task.state.value == "running", store,
+                                    cache=task.record_cache_store(name)))
     if stale_ok:
         for task_id, (task, ready) in inspection.standby_tasks.items():
             store = task.stores.get(name)
@@ -220,6 +223,10 @@ class ReadOnlyStore:
     async def owner_store(self, key: Any) -> StateStore:
         """The local applied store holding ``key``; raises :class:`KeyNotLocalError` or
         :class:`StoreNotReadyError` when this worker cannot answer for it."""
+        return (await self.owner(key)).store
+
+    async def owner(self, key: Any) -> LocalStore:
+        """:meth:`owner_store`'s store with its task's record cache."""
         self._require_running()
         partition = await self.partition_of(key)
         stores = local_stores(self.app, self.name, stale_ok=self.stale_ok)
@@ -231,7 +238,7 @@ class ReadOnlyStore:
                         f"store {self.name!r}: {what} {local.task_id} (partition "
                         f"{partition}) is not running yet (restoring its stores); retry "
                         "shortly")
-                return local.store
+                return local
         raise KeyNotLocalError(self.name, key, partition, [s.partition for s in stores])
 
     def _require_running(self) -> None:
@@ -249,8 +256,18 @@ class ReadOnlyStore:
                 raise ValueError(f"window store {self.name!r}: get() takes (key, "
                                  "window_start); fetch(key, time_from, time_to) gives a "
                                  "key's windows")
-            return unwrap(await (await self.owner_store(key[0])).get(key))
-        return unwrap(await (await self.owner_store(key)).get(key))
+            return await self._read(await self.owner(key[0]), key)
+        return await self._read(await self.owner(key), key)
+
+    @staticmethod
+    async def _read(local: LocalStore, key: Any) -> Any | None:
+        """``key``'s value: its newest retired update in the task's record cache, else the
+        store's (Kafka Streams' caching store reads)."""
+        if local.cache is not None:
+            entry = local.cache.get_now(key)
+            if entry is not None:
+                return unwrap(entry.stored)
+        return unwrap(await local.store.get(key))
 
     def kind(self) -> StoreKind | None:
         """The store's kind (None while no local task has it open)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from aiostreams.processors.record_caching import read_flushed
 from aiostreams.processors.table_changes import NO_TIMESTAMP, OldValues, old_value, update
 from aiostreams.processors.tables import ValueGetter
 from aiostreams.topology.processor import Processor, ProcessorContext
@@ -101,6 +102,10 @@ class TableTableJoinProcessor(Processor[Any, Any]):
         self.kind = kind
         self.this_is_left = this_is_left
         self.old_values = old_values if old_values is not None else OldValues()
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        read_flushed(context)  # a cached other side: what downstream has seen
 
     def _result(self, value: Any, other: Any) -> Any:
         """The join's result for this side's ``value`` and the other side's ``other``."""

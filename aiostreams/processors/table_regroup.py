@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiostreams.errors import DeserializationError, SerializationError, TopologyError
+from aiostreams.processors.record_caching import CachedTable
 from aiostreams.processors.table_changes import (
     OldValues,
     old_value,
@@ -39,7 +40,7 @@ from aiostreams.processors.table_changes import (
     write_stamped,
 )
 from aiostreams.serde import Serde
-from aiostreams.topology.processor import Processor
+from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.types import Record
 from aiostreams.windows import to_ms
 
@@ -183,12 +184,21 @@ class TableRegroupAggregateProcessor(Processor[Any, Any]):
 
     def __init__(self, store: str, start: Callable[[], Any] | None,
                  add: Callable[[Any, Any, Any], Any],
-                 subtract: Callable[[Any, Any, Any], Any], old_values: OldValues) -> None:
+                 subtract: Callable[[Any, Any, Any], Any], old_values: OldValues,
+                 caching: bool = True) -> None:
         self.store_name = store
         self.start = start
         self.add = add
         self.subtract = subtract
         self.old_values = old_values
+        self.caching = caching
+        self._table = CachedTable(store)
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        if self.caching:  # with a record cache: held per group, flushed (record_caching)
+            self._table.open(context, lambda: self._table.flush(
+                self.context, old_values=self.old_values.enabled))
 
     async def process(self, record: AnyRecord) -> None:
         change = record.value
@@ -196,7 +206,11 @@ class TableRegroupAggregateProcessor(Processor[Any, Any]):
                                                or change.old is not None), change
         ctx = self.context
         ts = to_ms(record.timestamp)
-        old_agg, old_ts = await read_stamped(ctx, self.store_name, record.key)
+        table = self._table
+        if table.cache is not None:
+            old_agg, old_ts = table.read(ctx, record.key)
+        else:
+            old_agg, old_ts = await read_stamped(ctx, self.store_name, record.key)
         stamp = ts
         agg = old_agg
         if change.old is not None and old_agg is not None:
@@ -213,6 +227,9 @@ class TableRegroupAggregateProcessor(Processor[Any, Any]):
                 # aggregate raises the stamp whenever the group had one stored.
                 if old_agg is not None:
                     stamp = max(ts, old_ts)
+        if table.cache is not None:
+            table.write(record.key, agg, stamp, record)
+            return
         write_stamped(ctx, self.store_name, record.key, agg, stamp)
         ctx.forward(update(record, agg,
                            old_agg if self.old_values.enabled else None, stamp / 1000))

@@ -10,6 +10,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from aiostreams.processors.record_caching import CachedTable, cached_stamped
 from aiostreams.processors.store_values import plain_value
 from aiostreams.processors.table_changes import (
     NO_TIMESTAMP,
@@ -58,7 +59,8 @@ class ValueGetter:
 
 
 class StoreGetter(ValueGetter):
-    """Reads a materialized table's store (values with their timestamps)."""
+    """Reads a materialized table's store (values with their timestamps), its record
+    cache first when the store has one in the task (Kafka's caching store reads)."""
 
     reads_now = True  # the DSL's key-value stores (kv_store_spec) all have get_now
 
@@ -67,12 +69,22 @@ class StoreGetter(ValueGetter):
         self.stores = (store,)
 
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        found, stored = cached_stamped(ctx, self.store, key)
+        if found:
+            return plain_value(stored)
         return plain_value(await ctx.store(self.store).get(key))
 
     def get_now(self, ctx: ProcessorContext, key: Any) -> Any | None:
+        found, stored = cached_stamped(ctx, self.store, key)
+        if found:
+            return plain_value(stored)
         return plain_value(ctx.store(self.store).get_now(key))
 
     async def get_stamped(self, ctx: ProcessorContext, key: Any) -> tuple[Any, int]:
+        found, stored = cached_stamped(ctx, self.store, key)
+        if found:
+            return (None, NO_TIMESTAMP) if stored is None else (stored.value,
+                                                                to_ms(stored.timestamp))
         return await read_stamped(ctx, self.store, key)
 
 
@@ -187,18 +199,27 @@ class AggregateProcessor(Processor[Any, Any]):
     Synchronous: its store (the DSL's key-value store) answers point reads without
     awaiting, so a record never suspends here and a chain of synchronous steps around it
     takes the engine's synchronous path. Per-key order (``ordering="key"``) is what makes
-    the read-modify-write correct, as before: not awaiting changes no result."""
+    the read-modify-write correct, as before: not awaiting changes no result.
+
+    With a record cache (``cache_max_bytes`` > 0 and ``caching``), an update goes to the
+    cache only - nothing is written or forwarded - and the flush writes and forwards the
+    newest update of each key with the value the store held before it
+    (:class:`~aiostreams.processors.record_caching.CachedTable`)."""
 
     def __init__(self, store: str, start: Callable[[], Any],
-                 adder: Callable[[Any, Any, Any], Any]) -> None:
+                 adder: Callable[[Any, Any, Any], Any], caching: bool = True) -> None:
         self.store_name = store
         self.start = start
         self.adder = adder
+        self.caching = caching
         self.skipped = 0
+        self._table = CachedTable(store)
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
         require_reads_now(context, self.store_name)
+        if self.caching:
+            self._table.open(context, lambda: self._table.flush(self.context))
 
     def process(self, record: AnyRecord) -> None:
         if record.key is None or record.value is None:
@@ -206,6 +227,12 @@ class AggregateProcessor(Processor[Any, Any]):
             return
         ctx = self.context
         ts = to_ms(record.timestamp)
+        table = self._table
+        if table.cache is not None:
+            old, old_ts = table.read(ctx, record.key)
+            new = self.adder(record.key, record.value, self.start() if old is None else old)
+            table.write(record.key, new, ts if old is None else max(ts, old_ts), record)
+            return
         old, old_ts = read_stamped_now(ctx, self.store_name, record.key)
         new = self.adder(record.key, record.value, self.start() if old is None else old)
         stamp = ts if old is None else max(ts, old_ts)

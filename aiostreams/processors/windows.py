@@ -32,8 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aiostreams.processors.record_caching import open_record_cache
 from aiostreams.processors.store_values import ValueAndTimestamp, WindowAccess, window_access
 from aiostreams.processors.tables import ValueGetter
+from aiostreams.state.record_cache import CacheEntry
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
 from aiostreams.types import Record
@@ -81,12 +83,21 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
 
     forwards_updates = True
     """Whether each update is forwarded (emit on window update, Kafka's default); the
-    emit-on-window-close subclass forwards closed windows instead."""
+    emit-on-window-close subclass forwards closed windows instead (and caches nothing)."""
 
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
-                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords,
+                 caching: bool = True) -> None:
         super().__init__(store, start, adder, late)
         self.windows = windows
+        self.caching = caching
+        self._cache: Any = None  # (cache store, its view) when cached
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        if (self.caching and self.forwards_updates
+                and window_access(context.store(self.store_name)).reads_now):
+            self._cache = open_record_cache(context, self.store_name, self._flush)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):
@@ -96,12 +107,16 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms
         store = window_access(ctx.store(self.store_name))
         get_now = store.get_now if store.reads_now else None  # no coroutine per window
+        cached = self._cache
         for start_ms, end_ms in self.windows.windows_for(ts):
             if end_ms <= close_ms:
                 self.dropped_late += 1
                 self.late.record(ctx.node_name, record, task=ctx.task_id)
                 continue
             start = start_ms / 1000
+            if cached is not None:
+                await self._update_cached(cached[1], store, record, start, end_ms, ts)
+                continue
             old = get_now(key, start) if get_now is not None else await store.get(key, start)
             if old is None:
                 stamp, new = ts, self.adder(key, value, self.start())
@@ -113,6 +128,44 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
                 store.put(key, start, ValueAndTimestamp(new, stamp / 1000))
             if self.forwards_updates:
                 ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
+
+    async def _update_cached(self, view: Any, store: WindowAccess, record: AnyRecord,
+                             start: float, end_ms: int, ts: int) -> None:
+        """One window's update into the record cache (keyed ``(key, start)``): nothing is
+        written to the store or forwarded until the flush."""
+        key = record.key
+        entry: CacheEntry | None = view.get_now((key, start))
+        if entry is not None:
+            old = entry.stored
+        elif store.reads_now:
+            old = store.get_now(key, start)
+        else:
+            old = await store.get(key, start)
+        if old is None:
+            stamp, new = ts, self.adder(key, record.value, self.start())
+        else:
+            stamp, new = max(ts, to_ms(old.timestamp)), self.adder(key, record.value, old.value)
+        stored = None if new is None else ValueAndTimestamp(new, stamp / 1000)
+        view.put((key, start), CacheEntry(
+            stored, restamped(record, Windowed(key, start, end_ms / 1000), new, stamp)))
+
+    def _flush(self) -> None:
+        """Write each dirty window to the store and forward its newest update."""
+        ctx = self.context
+        cache, view = self._cache
+        store = window_access(ctx.store(self.store_name))
+        for (key, start), entry in cache.dirty():
+            view.delete((key, start))
+            if entry.stored is None:
+                # a delete of a window the store never held forwards nothing (Kafka's
+                # caching window store forwards only when the new or old value is there)
+                held = store.get_now(key, start) is not None
+                store.delete(key, start)
+                if not held:
+                    continue
+            else:
+                store.put(key, start, entry.stored)
+            ctx.forward(entry.record)
 
 
 class SessionAggregateProcessor(WindowedAggregate):

@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         "that triggered it), so `aiostreams explain` can walk an output back through "
         "repartition topics to its source records. Off: no header is added. See the "
         "lineage guide")
+    cache_max_bytes: int = Field(
+        0, ge=0, description="the record cache of each materialized DSL aggregate in each "
+        "task (Kafka Streams' statestore.cache.max.bytes, KIP-63; its default is 10 MB): "
+        "updates of a key are held and only the newest is written to the store and sent "
+        "downstream at the next commit, or when the cache passes this many bytes. Final "
+        "values are the same; intermediate updates are fewer. 0 (the default): off, every "
+        "update goes downstream. See the state guide's 'Record cache'")
     record_services_dir: Path | None = Field(
         None, description="record each answer the app's steps get from its services "
         "(app.service), keyed by the input record and call, to segment files in this "

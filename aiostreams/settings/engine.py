@@ -47,6 +47,7 @@ def task_settings(s: Settings, retry: Retry | None, tracing: Tracing | None) -> 
         max_record_bytes=s.max_record_bytes,
         tracing=tracing,
         lineage=s.lineage,
+        cache_max_bytes=s.cache_max_bytes,
     )
 
 

@@ -360,7 +360,8 @@ class TopologyTestDriver:
 
     def store(self, name: str) -> dict[Any, Any]:
         """A snapshot of store ``name``'s applied (retired) state over every task, as of the
-        last :meth:`process_all` (window stores: keys are ``(key, window_start)``)."""
+        last :meth:`process_all` (window stores: keys are ``(key, window_start)``), read
+        through its record cache when it has one (``cache_max_bytes``)."""
         if name not in self._snapshots:
             known = sorted({s for t in self.tasks.values() for s in t.stores})
             raise KeyError(f"no store named {name!r}; the topology's stores: {known}")
@@ -442,6 +443,18 @@ class TopologyTestDriver:
                         contents[key] = plain_value(value)
                     except TypeError:  # an unhashable key (a JSON list): by its bytes
                         contents[EncodedKey(store.sort_key(key))] = plain_value(value)
+                # what the store's record cache holds is read through it (KS' caching
+                # store): its newest updates, deletes included
+                for key, entry in task.cached_entries(name):
+                    hashable = key
+                    try:
+                        hash(key)
+                    except TypeError:
+                        hashable = EncodedKey(store.sort_key(key))
+                    if entry.stored is None:
+                        contents.pop(hashable, None)
+                    else:
+                        contents[hashable] = plain_value(entry.stored)
         self._snapshots = snapshots
 
 

@@ -104,7 +104,7 @@ async def read_output(bootstrap: str, query: str, topic: str, partitions: int) -
 
 async def run_query(bootstrap: str, inputs: Inputs, query: str, state: Path, *,
                     kafka_streams: bool, timeout: float, profile: Path | None,
-                    cache_bytes: int | None = None) -> Row:
+                    cache_bytes: int | None = None, our_cache_bytes: int = 0) -> Row:
     """``query`` on both sides (aiostreams first), outputs compared."""
     p = inputs.partitions
     ours_topic, theirs_topic = f"{inputs.prefix}-{query}-aiostreams", \
@@ -112,7 +112,8 @@ async def run_query(bootstrap: str, inputs: Inputs, query: str, state: Path, *,
     await create_topics(bootstrap, [ours_topic, theirs_topic], p, KEEP)
     run = Run(bootstrap, f"{inputs.prefix}-{query}-ais", query, inputs.prefix, p,
               dict(inputs.counts), ours_topic, str(state / f"{query}-ais"), timeout,
-              None if profile is None else str(profile / f"nexmark-{query}.prof"))
+              None if profile is None else str(profile / f"nexmark-{query}.prof"),
+              our_cache_bytes)
     ours = await run_aiostreams(run)
     if ours.inputs < run.expected:
         raise RuntimeError(f"aiostreams read {ours.inputs} inputs of {query}, not "
@@ -130,10 +131,11 @@ async def run_query(bootstrap: str, inputs: Inputs, query: str, state: Path, *,
 async def measure(bootstrap: str, config: Config, partitions: int, which: list[str], *,
                   kafka_streams: bool = True, timeout: float = 900.0,
                   profile: Path | None = None, report: Any = None,
-                  cache_bytes: int | None = None) -> list[Row]:
+                  cache_bytes: int | None = None, our_cache_bytes: int = 0) -> list[Row]:
     """Write ``config``'s inputs under a fresh prefix, then run each query of ``which``.
     ``report(row)`` is called as each query finishes; ``cache_bytes``: Kafka Streams'
-    record cache (None: its default, 10 MB)."""
+    record cache (None: its default, 10 MB); ``our_cache_bytes``: aiostreams'
+    ``cache_max_bytes`` (0: off)."""
     prefix = f"nexmark-{time.strftime('%H%M%S')}-{os.getpid()}"
     inputs = await write_inputs(bootstrap, prefix, config, partitions)
     rows = []
@@ -141,7 +143,8 @@ async def measure(bootstrap: str, config: Config, partitions: int, which: list[s
         for query in which:
             row = await run_query(bootstrap, inputs, query, Path(tmp),
                                   kafka_streams=kafka_streams, timeout=timeout,
-                                  profile=profile, cache_bytes=cache_bytes)
+                                  profile=profile, cache_bytes=cache_bytes,
+                                  our_cache_bytes=our_cache_bytes)
             rows.append(row)
             if report is not None:
                 report(row)

@@ -13,6 +13,9 @@ from benchmarks.nexmark import bench, drive, profiles
 from benchmarks.nexmark.generator import Config, check_lifetimes
 from benchmarks.nexmark.queries import QUERIES
 
+KS_DEFAULT_CACHE = 10 * 1024 * 1024
+"""Kafka Streams' default statestore.cache.max.bytes: our side's record cache by default."""
+
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     import benchmarks.nexmark as package
@@ -40,6 +43,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kafka-streams-cache-bytes", type=int, default=None,
                         help="Kafka Streams' statestore.cache.max.bytes (default: its own, "
                              "10 MB; 0 emits every update, as aiostreams does)")
+    parser.add_argument("--aiostreams-cache-bytes", type=int, default=KS_DEFAULT_CACHE,
+                        help="aiostreams' cache_max_bytes (default: Kafka Streams' default "
+                             f"budget, {KS_DEFAULT_CACHE:,} bytes; 0 emits every update)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds one side may take for one query")
     args = parser.parse_args(argv)
@@ -72,12 +78,15 @@ def main(argv: list[str] | None = None) -> None:
                                        kafka_streams=not args.no_kafka_streams,
                                        timeout=args.timeout, profile=args.profile,
                                        report=report,
-                                       cache_bytes=args.kafka_streams_cache_bytes)
+                                       cache_bytes=args.kafka_streams_cache_bytes,
+                                       our_cache_bytes=args.aiostreams_cache_bytes)
 
     cache = args.kafka_streams_cache_bytes
     print(f"Nexmark: {config.events:,} events at {config.rate:,}/s of event time, seed "
           f"{config.seed}, {args.partitions} partitions; Kafka Streams' record cache "
-          f"{'10 MB (default)' if cache is None else f'{cache:,} bytes'}")
+          f"{'10 MB (default)' if cache is None else f'{cache:,} bytes'}; aiostreams' "
+          f"cache_max_bytes {args.aiostreams_cache_bytes:,}"
+          f"{' (off)' if not args.aiostreams_cache_bytes else ''}")
     print(bench.HEADER, flush=True)
     rows = asyncio.run(go())
     if args.profile is not None:

@@ -44,6 +44,9 @@ class Run:
     state_dir: str
     timeout: float
     profile: str | None = None
+    cache_max_bytes: int = 0
+    """aiostreams' record cache per cached store and task (the CLI's default: Kafka
+    Streams' default budget, 10 MB)."""
 
     @property
     def expected(self) -> int:
@@ -89,7 +92,7 @@ async def measure(run: Run) -> dict[str, Any]:
     profiler = cProfile.Profile() if run.profile else None
     timing = Timing(run.expected, profiler)
     app = App(run.app, broker=f"kafka://{run.bootstrap}", state_dir=run.state_dir,
-              default_partitions=run.partitions)
+              default_partitions=run.partitions, cache_max_bytes=run.cache_max_bytes)
     queries.build(app, run.query, Inputs(run.prefix, run.partitions, run.counts), run.output,
                   queries.Hooks(timing.seen, timing.produced))
     samples: list[tuple[float, float]] = []

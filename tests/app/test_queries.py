@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from aiostreams import App, Processor, Record, TumblingWindows
 from aiostreams.ops.queries import KeyNotLocalError, StoreNotReadyError, UnknownStoreError
 from aiostreams.state import kv_store
-from aiostreams.testing import Sequencer
+from aiostreams.testing import Sequencer, settle
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.transport.partitioner import murmur2
 
@@ -164,3 +164,30 @@ def test_every_key_is_read_from_the_partition_its_records_went_to(
             assert listed == sorted(set(keys), key=lambda k: k.encode())
 
     asyncio.run(run())
+
+
+async def test_get_reads_a_key_held_in_the_record_cache() -> None:
+    """With ``cache_max_bytes`` on and no commit yet, a count lives only in its task's
+    record cache: ``get`` answers it from there (as Kafka Streams' caching store does)."""
+    app = App("cached-q", broker=f"memory://q-{uuid.uuid4().hex[:8]}",
+              commit_interval_ms=3_600_000, cache_max_bytes=1_000_000)
+    words = app.topic("words", key=str, value=str, partitions=1)
+    seen: list[str] = []
+    fifth = asyncio.Event()
+
+    def saw(_key: str, value: str) -> None:
+        seen.append(value)
+        if len(seen) == 5:
+            fifth.set()
+
+    app.stream(words).peek(saw).group_by_key().count(materialized="counts")
+    async with app:
+        for i in range(5):
+            await app.send("words", "k", f"w{i}")
+        async with asyncio.timeout(30):
+            await fifth.wait()
+        await settle()  # the pump the fifth record scheduled retires it into the cache
+        (task,) = app.inspect().tasks.values()
+        assert [k for k, _ in task.cached_entries("counts")] == ["k"]
+        assert await task.stores["counts"].get("k") is None  # not flushed: no commit yet
+        assert await app.store("counts").get("k") == 5
