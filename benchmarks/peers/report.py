@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from aiostreams.localkafka.releases import DEFAULT_KAFKA_VERSION
 from benchmarks.peers.contenders import REPO
 from benchmarks.peers.scenarios import Row, Sizes
 from benchmarks.peers.startup import SCENARIO as STARTUP
@@ -182,6 +183,17 @@ def machine() -> str:
             f"Python {platform.python_version()}")
 
 
+def broker_text() -> str:
+    """Which broker the run used: ``AIOSTREAMS_KAFKA`` when set, else the release
+    :func:`benchmarks._broker.kafka_broker` starts (``AIOSTREAMS_KAFKA_VERSION`` or the
+    project's default)."""
+    configured = os.environ.get("AIOSTREAMS_KAFKA")
+    if configured:
+        return f"The broker at {configured} (`AIOSTREAMS_KAFKA`)"
+    version = os.environ.get("AIOSTREAMS_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+    return f"Kafka {version} single node from `aiostreams.localkafka`"
+
+
 def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: Sizes,
             chart_link: str, notes: str = "",
             loads: tuple[float, float] | None = None) -> str:
@@ -195,7 +207,7 @@ def section(rows: Sequence[Row], found: Sequence[Target], command: str, sizes: S
         "",
         f"Run `{command}` on {time.strftime('%Y-%m-%d')} ({load}); machine: {machine()} "
         "(absolute rates move with the machine's load; compare ratios within the run). "
-        "Kafka 3.9.1 single node from `aiostreams.localkafka`. Every "
+        f"{broker_text()}. Every "
         "contender is its own process on the same preloaded input (fixed seed, "
         f"{sizes.keys:,} keys); rates are harness-measured from the first output to the "
         "last. Peers from the pinned venv (`benchmarks/peers/venv.py`).",
