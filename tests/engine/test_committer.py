@@ -4,7 +4,7 @@ holding the outputs of exactly the records whose offsets it commits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,17 +24,10 @@ from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer, IsolationLevel
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import TopicPartition
+from tests.support.taskkit import QuietListener
 
 IN = TopicPartition("in", 0)
 OUT = TopicPartition("out", 0)
-
-
-class _Listener:
-    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        pass
-
-    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        pass
 
 
 @dataclass
@@ -89,7 +82,7 @@ async def rig(*, exactly_once: bool) -> Rig:
     transport = MemoryTransport(broker)
     consumer = transport.consumer("app")
     await consumer.start()
-    consumer.subscribe(["in"], _Listener())
+    consumer.subscribe(["in"], QuietListener())
     await consumer.getmany(0.0)  # joins the group: "in"-0 is ours
     assert consumer.assignment() == {IN}
     routes = OutputRouter(transport, app_id="app", client_id="t", exactly_once=exactly_once,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,17 +27,10 @@ from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import OutgoingRecord, TopicPartition
+from tests.support.taskkit import QuietListener
 
 PARTITIONS = 3
 INPUTS = [TopicPartition("in", p) for p in range(PARTITIONS)]
-
-
-class _Listener:
-    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        pass
-
-    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        pass
 
 
 @dataclass
@@ -86,7 +79,7 @@ async def rig() -> Rig:
     transport = MemoryTransport(broker)
     consumer = transport.consumer("app")
     await consumer.start()
-    consumer.subscribe(["in"], _Listener())
+    consumer.subscribe(["in"], QuietListener())
     await consumer.getmany(0.0)  # joins the group: every partition of "in" is ours
     routes = OutputRouter(transport, app_id="app", client_id="t", exactly_once=True,
                           sinks={}, request_commit=lambda: None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.transport.memory_consumer import MemoryConsumer
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+from tests.support.taskkit import QuietListener
 
 APP = "app"
 IN = TopicPartition("in", 0)
@@ -140,14 +141,6 @@ async def contents(task: StreamTask) -> Expected:
     return counts, windows, {k: v for k, v in versions.items() if v}
 
 
-class _Listener:
-    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        pass
-
-    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        pass
-
-
 @dataclass
 class Owner:
     """One process owning the task: its consumer, producer (channel), task and commit."""
@@ -188,7 +181,7 @@ async def start_owner(broker: MemoryBroker, state_dir: Path) -> Owner:
     transport = MemoryTransport(broker)
     consumer = transport.consumer(APP)
     await consumer.start()
-    consumer.subscribe(["in"], _Listener())
+    consumer.subscribe(["in"], QuietListener())
     await consumer.getmany(0.0)
     assert consumer.assignment() == {IN}
     router = OutputRouter(transport, app_id=APP, client_id="t", exactly_once=True, sinks={},

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
+from tests.support.taskkit import QuietListener
 
 APP = "cached-app"
 IN = TopicPartition("in", 0)
@@ -102,14 +103,6 @@ async def store_contents(task: StreamTask) -> dict[str, int]:
     return {k: plain_value(v) async for k, v in task.stores["sums"].range(None, None)}
 
 
-class _Listener:
-    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        pass
-
-    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        pass
-
-
 @dataclass
 class Owner:
     consumer: Consumer
@@ -144,7 +137,7 @@ async def start_owner(broker: MemoryBroker, state_dir: Path, cache: int,
     transport = MemoryTransport(broker)
     consumer = transport.consumer(APP)
     await consumer.start()
-    consumer.subscribe(["in"], _Listener())
+    consumer.subscribe(["in"], QuietListener())
     await consumer.getmany(0.0)
     router = OutputRouter(transport, app_id=APP, client_id="t", exactly_once=True, sinks={},
                           request_commit=lambda: None)

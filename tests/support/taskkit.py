@@ -4,7 +4,7 @@ Imported by the engine tests; ``make_task`` is re-exported as a fixture by conft
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,3 +103,14 @@ def gated_topology(seq: Sequencer) -> Topology:
     return (Topology().add_source("src", str_topic("in"))
             .add_processor("gated", lambda: GatedUpper(seq), "src")
             .add_sink("sink", str_topic("out"), "gated"))
+
+
+class QuietListener:
+    """A rebalance listener that does nothing: for a consumer whose test drives the task
+    itself (assignment is only the consumer's bookkeeping there)."""
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        pass
