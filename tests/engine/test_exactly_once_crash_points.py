@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,9 @@ from typing import Any
 import pytest
 from taskkit import raw, str_topic
 
-import aiostreams.state.sqlite_write_back as write_back
 from aiostreams import Processor, Record
-from aiostreams.engine.committer import Committer
-from aiostreams.engine.output_router import OutputRouter
-from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings
-from aiostreams.engine.task_lifecycle import TaskFactory
 from aiostreams.engine.topic_plan import changelog_names
-from aiostreams.runtime.clock import ManualClock
-from aiostreams.state.changelog_mark import ChangelogMark, write_mark
 from aiostreams.state.declarations import kv_store, window_store
 from aiostreams.state.owner_epoch import owner_headers
 from aiostreams.state.versioned import versioned_store
@@ -42,19 +34,15 @@ from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.transport.memory_consumer import MemoryConsumer
-from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
-from tests.support.taskkit import QuietListener
+from aiostreams.types import OutgoingRecord, RawRecord
+from tests.support.eos_owner import IN, EosOwner, Killed, kill_at
+from tests.support.eos_owner import start_owner as start_eos_owner
 
 APP = "app"
-IN = TopicPartition("in", 0)
 FIRST, SECOND, REST = 40, 10, 15  # records in the first commit, the killed one, after
 KEYS = 7
 WINDOW = 10.0
 STORES = 3
-
-
-class Killed(BaseException):
-    """The process died here (nothing after this point runs)."""
 
 
 class Progress:
@@ -142,15 +130,7 @@ async def contents(task: StreamTask) -> Expected:
 
 
 @dataclass
-class Owner:
-    """One process owning the task: its consumer, producer (channel), task and commit."""
-
-    consumer: Consumer
-    router: OutputRouter
-    task: StreamTask
-    restorer: Restorer
-    committer: Committer
-    position: int
+class Owner(EosOwner):
     progress: Progress
 
     async def process(self, records: list[RawRecord]) -> None:
@@ -162,48 +142,11 @@ class Owner:
         await settle()  # the pump each finished record scheduled retires it
         assert self.task.committable().get(IN) == records[-1].offset + 1
 
-    async def commit(self) -> None:
-        channel = self.router.channel_of(self.task.task_id)
-        _, lost = await self.committer.commit([(channel, [self.task])], self.consumer,
-                                              closing=False, flush_all=True)
-        assert lost == []
-
-    async def stop(self) -> None:
-        await self.task.close()
-        await self.router.close(self.task.task_id)  # an open transaction is aborted
-        await self.router.stop(lambda: 5.0)
-        await self.consumer.stop()
-
 
 async def start_owner(broker: MemoryBroker, state_dir: Path) -> Owner:
-    """What a worker does when it gets the task: fence the old producer, open the stores,
-    restore them, start from the group's committed offset."""
-    transport = MemoryTransport(broker)
-    consumer = transport.consumer(APP)
-    await consumer.start()
-    consumer.subscribe(["in"], QuietListener())
-    await consumer.getmany(0.0)
-    assert consumer.assignment() == {IN}
-    router = OutputRouter(transport, app_id=APP, client_id="t", exactly_once=True, sinks={},
-                          request_commit=lambda: None)
-    await router.start()
     progress = Progress()
-    top = topology(progress)
-    make = TaskFactory(APP, TaskSettings(), top.topics, ManualClock(), emit=router.emit,
-                       on_failed=lambda t, e: None, request_commit=lambda: None,
-                       node_retry={}, state_dir=state_dir)
-    task = make(top.build()[0], 0, [IN])
-    task.owner_epoch = consumer.generation
-    await router.open(task.task_id)
-    await task.open_stores()
-    restorer = Restorer(transport, exactly_once=True, state_dir=state_dir)
-    await restorer.restore(task)
-    await task.initialize()
-    position = await consumer.committed(IN) or 0
-    task.seed_position(IN, position)
-    committer = Committer(app_id=APP, exactly_once=True, restorer=restorer, sinks={})
-    committer.committed[IN] = position
-    return Owner(consumer, router, task, restorer, committer, position, progress)
+    return await start_eos_owner(Owner, broker, state_dir, APP, topology(progress),
+                                 TaskSettings(), progress=progress)
 
 
 def new_broker() -> MemoryBroker:
@@ -217,50 +160,6 @@ def new_broker() -> MemoryBroker:
 
 def record_of(r: RawRecord) -> OutgoingRecord:
     return OutgoingRecord("in", r.key, r.value, r.timestamp)
-
-
-def kill_at(point: str, owner: Owner, monkeypatch: pytest.MonkeyPatch,
-            image: Callable[[], object]) -> None:
-    """Make ``owner``'s next commit take the crash image and die at ``point``."""
-    def die() -> None:
-        image()
-        raise Killed(point)
-
-    producer = owner.router.channel_of(owner.task.task_id).producer
-    if point.startswith("before "):
-        name = point.removeprefix("before ")
-        target: Any = owner.task if name == "flush_sealed_stores" else producer
-        real = getattr(target, name)
-
-        async def before(*args: Any, **kwargs: Any) -> Any:
-            die()
-            return await real(*args, **kwargs)
-
-        monkeypatch.setattr(target, name, before)
-    elif point == "after commit_transaction":
-        real_commit = producer.commit_transaction
-
-        async def after() -> None:
-            await real_commit()
-            die()
-
-        monkeypatch.setattr(producer, "commit_transaction", after)
-    elif point == "inside the first store's SQLite transaction":
-        async def marked(db: Any, mark: ChangelogMark) -> None:
-            await write_mark(db, mark)
-            die()  # the data and the mark are written, the COMMIT is not
-
-        monkeypatch.setattr(write_back, "write_mark", marked)
-    elif point == "after flush_sealed_stores":
-        real_flush = owner.task.flush_sealed_stores
-
-        async def flushed(ends: dict[TopicPartition, int]) -> None:
-            await real_flush(ends)
-            die()
-
-        monkeypatch.setattr(owner.task, "flush_sealed_stores", flushed)
-    else:
-        raise AssertionError(point)
 
 
 CRASH_POINTS = [

@@ -12,40 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from taskkit import raw, str_topic
 
 from aiostreams import Processor, Record, Topic
-from aiostreams.engine.committer import Committer
-from aiostreams.engine.output_router import OutputRouter
-from aiostreams.engine.restore import Restorer
 from aiostreams.engine.task import StreamTask, TaskSettings
-from aiostreams.engine.task_lifecycle import TaskFactory
 from aiostreams.engine.topic_plan import changelog_names
 from aiostreams.processors.store_values import TimestampedSerde, kv_store_spec, plain_value
 from aiostreams.processors.tables import AggregateProcessor
-from aiostreams.runtime.clock import ManualClock
 from aiostreams.serde import JsonSerde, LongSerde, StrSerde
 from aiostreams.testing import settle
 from aiostreams.topology.topology import Topology
-from aiostreams.transport.base import Consumer
-from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
-from tests.support.taskkit import QuietListener
+from aiostreams.transport.memory import MemoryBroker
+from aiostreams.types import OutgoingRecord, RawRecord
+from tests.support.eos_owner import IN, EosOwner, Killed, kill_at
+from tests.support.eos_owner import start_owner as start_eos_owner
 
 APP = "cached-app"
-IN = TopicPartition("in", 0)
 FIRST, SECOND, REST = 30, 12, 9
 KEYS = 5
-
-
-class Killed(BaseException):
-    """The process died here."""
 
 
 class Gate(Processor[str, str]):
@@ -103,15 +90,7 @@ async def store_contents(task: StreamTask) -> dict[str, int]:
     return {k: plain_value(v) async for k, v in task.stores["sums"].range(None, None)}
 
 
-@dataclass
-class Owner:
-    consumer: Consumer
-    router: OutputRouter
-    task: StreamTask
-    restorer: Restorer
-    committer: Committer
-    position: int
-
+class Owner(EosOwner):
     async def process(self, records: list[RawRecord]) -> None:
         self.task.enqueue(IN, records)
         self.task.pump()
@@ -119,45 +98,11 @@ class Owner:
             while self.task.committable().get(IN) != records[-1].offset + 1:
                 await settle()
 
-    async def commit(self) -> None:
-        channel = self.router.channel_of(self.task.task_id)
-        _, lost = await self.committer.commit([(channel, [self.task])], self.consumer,
-                                              closing=False, flush_all=True)
-        assert lost == []
-
-    async def stop(self) -> None:
-        await self.task.close()
-        await self.router.close(self.task.task_id)  # an open transaction is aborted
-        await self.router.stop(lambda: 5.0)
-        await self.consumer.stop()
-
 
 async def start_owner(broker: MemoryBroker, state_dir: Path, cache: int,
                       gate: Gate | None = None) -> Owner:
-    transport = MemoryTransport(broker)
-    consumer = transport.consumer(APP)
-    await consumer.start()
-    consumer.subscribe(["in"], QuietListener())
-    await consumer.getmany(0.0)
-    router = OutputRouter(transport, app_id=APP, client_id="t", exactly_once=True, sinks={},
-                          request_commit=lambda: None)
-    await router.start()
-    top = topology(gate)
-    make = TaskFactory(APP, TaskSettings(cache_max_bytes=cache), top.topics, ManualClock(),
-                       emit=router.emit, on_failed=lambda t, e: None,
-                       request_commit=lambda: None, node_retry={}, state_dir=state_dir)
-    task = make(top.build()[0], 0, [IN])
-    task.owner_epoch = consumer.generation
-    await router.open(task.task_id)
-    await task.open_stores()
-    restorer = Restorer(transport, exactly_once=True, state_dir=state_dir)
-    await restorer.restore(task)
-    await task.initialize()
-    position = await consumer.committed(IN) or 0
-    task.seed_position(IN, position)
-    committer = Committer(app_id=APP, exactly_once=True, restorer=restorer, sinks={})
-    committer.committed[IN] = position
-    return Owner(consumer, router, task, restorer, committer, position)
+    return await start_eos_owner(Owner, broker, state_dir, APP, topology(gate),
+                                 TaskSettings(cache_max_bytes=cache))
 
 
 def new_broker() -> MemoryBroker:
@@ -168,20 +113,6 @@ def new_broker() -> MemoryBroker:
         broker.create_topic(changelog, 1)
     broker.append((OutgoingRecord("in", r.key, r.value, r.timestamp), 0) for r in inputs())
     return broker
-
-
-def kill_before(point: str, owner: Owner, monkeypatch: pytest.MonkeyPatch,
-                image: Callable[[], object]) -> None:
-    producer = owner.router.channel_of(owner.task.task_id).producer
-    target: Any = owner.task if point == "flush_sealed_stores" else producer
-    real = getattr(target, point)
-
-    async def before(*args: Any, **kwargs: Any) -> Any:
-        image()
-        raise Killed(point)
-        return await real(*args, **kwargs)  # pragma: no cover
-
-    monkeypatch.setattr(target, point, before)
 
 
 POINTS = ["send_batch", "flush", "send_offsets_to_transaction", "commit_transaction",
@@ -201,7 +132,7 @@ async def test_a_crash_with_updates_in_the_cache_commits_what_a_run_without_it_c
     assert committed_outputs(broker) == oracle(records[:FIRST])
     await first.process(records[FIRST:FIRST + SECOND])
     assert first.task.cached_entries("sums")  # updates held, not yet in store or topic
-    kill_before(point, first, monkeypatch, lambda: shutil.copytree(live, image_dir))
+    kill_at(f"before {point}", first, monkeypatch, lambda: shutil.copytree(live, image_dir))
     with pytest.raises(Killed):
         await first.commit()
     monkeypatch.undo()
