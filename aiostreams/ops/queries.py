@@ -16,6 +16,9 @@ What a read sees, and why:
   query never sees a write that a failure could still take back, nor one that an earlier
   record has not yet been ordered before. (Retired writes may not be committed yet: like
   Kafka Streams' default, a query can see state that a crash would replay.)
+- Retired updates a record cache holds (``cache_max_bytes``) included: every read answers
+  what the store will hold once the cache is flushed (``get`` reads the cache first,
+  ``range``/``all``/``fetch`` merge it in), as Kafka Streams' caching stores do.
 - Values, not the table's bookkeeping: a table store's ``ValueAndTimestamp`` is unwrapped.
 - Only the tasks of this worker. A key maps to one partition (the store's key serde, then
   Kafka's murmur2 partitioner over the source topics' partition count, as the records that
@@ -43,6 +46,7 @@ from aiostreams.errors import AiostreamsError
 from aiostreams.processors.store_values import ValueAndTimestamp
 from aiostreams.serde import Serde
 from aiostreams.state.base import StateStore, StoreKind, WindowStore
+from aiostreams.state.window_keys import bound_ms
 from aiostreams.transport.partitioner import default_partition
 
 if TYPE_CHECKING:
@@ -287,8 +291,7 @@ class ReadOnlyStore:
                   if s.running]
         entries: list[tuple[bytes, Any, Any]] = []
         for local in stores:
-            async for key, value in local.store.range(start, end):
-                entries.append((local.store.sort_key(key), key, unwrap(value)))
+            entries.extend(await _merged_range(local, start, end))
         entries.sort(key=lambda e: e[0])
         for _, key, value in entries:
             yield key, value
@@ -301,13 +304,49 @@ class ReadOnlyStore:
                     time_to: float = float("inf")) -> list[tuple[float, Any]]:
         """For a window store: ``[(window_start, value)]`` of ``key`` with
         ``time_from <= start <= time_to`` (float seconds), in start order."""
-        store = await self.owner_store(key)
+        local = await self.owner(key)
+        store = local.store
         if store.kind is not StoreKind.WINDOW:
             raise QueryError(f"store {self.name!r} is a {store.kind.value} store; fetch() "
                              "reads window stores, use get(key) or range()")
         assert isinstance(store, WindowStore)
-        return [(start, unwrap(value))
-                async for start, value in store.fetch(key, time_from, time_to)]
+        found = {start: unwrap(value)
+                 async for start, value in store.fetch(key, time_from, time_to)}
+        if local.cache is not None:  # the held updates are newer than the store's
+            lo, hi = bound_ms(time_from), bound_ms(time_to)
+            wanted = self.key_bytes(key)
+            for (held_key, start), entry in local.cache.dirty():
+                if lo <= bound_ms(start) <= hi and self.key_bytes(held_key) == wanted:
+                    if entry.stored is None:
+                        found.pop(start, None)
+                    else:
+                        found[start] = unwrap(entry.stored)
+        return sorted(found.items(), key=lambda e: e[0])
+
+
+async def _merged_range(local: LocalStore, start: Any | None, end: Any | None
+                       ) -> list[tuple[bytes, Any, Any]]:
+    """``(sort key, key, value)`` of ``local``'s store in ``[start, end]``, with the updates
+    its task's record cache holds in place of the store's (a held delete removes the key):
+    what the store will say once the cache is flushed, as Kafka Streams' caching store's
+    range merges its cache and store."""
+    store = local.store
+    held: dict[bytes, tuple[Any, Any]] = {}
+    if local.cache is not None:
+        lo = None if start is None else store.sort_key(start)
+        hi = None if end is None else store.sort_key(end)
+        for key, entry in local.cache.dirty():
+            sort_key = store.sort_key(key)
+            if (lo is None or lo <= sort_key) and (hi is None or sort_key <= hi):
+                held[sort_key] = (key, entry.stored)
+    entries = []
+    async for key, value in store.range(start, end):
+        sort_key = store.sort_key(key)
+        if sort_key not in held:
+            entries.append((sort_key, key, unwrap(value)))
+    entries.extend((sort_key, key, unwrap(stored))
+                   for sort_key, (key, stored) in held.items() if stored is not None)
+    return entries
 
 
 def store_view(app: QueryHost, name: str, *, stale_ok: bool = False) -> ReadOnlyStore:

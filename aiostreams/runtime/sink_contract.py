@@ -67,8 +67,9 @@ class ExternalSink(Protocol):
 
     @property
     def backlogged(self) -> bool:
-        """True once the sink wants to write (enough rows buffered, or the oldest waited
-        long enough): the worker then commits early, and that commit flushes it."""
+        """True once the sink wants a flush (enough rows buffered, the oldest waited long
+        enough, or - for a table sink - its maintenance is due): the worker then commits
+        early, and that commit flushes it."""
         ...
 
     async def stop(self) -> None:

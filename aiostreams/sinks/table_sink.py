@@ -15,6 +15,9 @@ flush, the writer thread's commit loop and the scheduled table maintenance.
   After a flush that succeeded, the table's maintenance (:mod:`aiostreams.sinks.maintenance`),
   when the sink has one and a task is due, is queued on the same writer thread: it runs
   between two of this sink's writes, never racing them, and its errors never fail the sink.
+  An idle sink with maintenance due says it is ``backlogged``, so the worker's next commit
+  flushes it (an empty flush, no table commit) and the maintenance runs on schedule even
+  when no row comes.
 
 Invariants (asserted): those of the batcher; a commit's durable offsets only move forward.
 """
@@ -122,6 +125,14 @@ class SnapshotTableSink(TableSinkBase[list[ExternalRecord]]):
         """The maintenance's figures (None when the sink has no maintenance)."""
         return None if self._maintenance is None else self._maintenance.health
 
+    @property
+    def backlogged(self) -> bool:
+        """Rows to write (see :attr:`aiostreams.sinks.sink_batching.Batcher.backlogged`), or
+        a maintenance task due: the next commit's flush queues it, rows or not."""
+        runner = self._maintenance
+        return self._batch.backlogged or (
+            runner is not None and self.state is SinkState.RUNNING and runner.due())
+
     async def flush(self) -> None:
         """Write everything added so far as one table commit; returns once it landed.
         Raises :class:`SinkFailedError` if it did not. Cancellation: the write completes
@@ -129,7 +140,8 @@ class SnapshotTableSink(TableSinkBase[list[ExternalRecord]]):
         done = await write_taken(
             self, self._batch, self._write_payloads, skip_empty=True,
             restart="restart the app so a new sink reads the durable offsets from the table")
-        if done is None:
+        if done is None:  # nothing to write; the maintenance may still be due
+            self._schedule_maintenance()
             return
         written, rows, seconds = done
         m = self.metrics

@@ -191,3 +191,62 @@ async def test_get_reads_a_key_held_in_the_record_cache() -> None:
         assert [k for k, _ in task.cached_entries("counts")] == ["k"]
         assert await task.stores["counts"].get("k") is None  # not flushed: no commit yet
         assert await app.store("counts").get("k") == 5
+
+
+async def test_range_all_and_fetch_merge_the_record_cache_with_the_store() -> None:
+    """With ``cache_max_bytes`` on, some updates flushed to the stores and newer ones still
+    held in the tasks' record caches: ``all``, ``range`` and a window store's ``fetch``
+    answer what the stores will hold after the next flush - every key once, the held
+    value in place of the flushed one - as the same records counted without a cache."""
+    app = App("cached-range", broker=f"memory://q-{uuid.uuid4().hex[:8]}",
+              commit_interval_ms=3_600_000, cache_max_bytes=1_000_000)
+    words = app.topic("words", key=str, value=str, partitions=2)
+    seen = 0
+    counted = asyncio.Event()
+    target = 0
+
+    def saw(_key: str, _value: str) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == target:
+            counted.set()
+
+    grouped = app.stream(words).peek(saw).group_by_key()
+    grouped.count(materialized="counts")
+    grouped.windowed_by(TumblingWindows(size=60.0, grace=3600.0)).count(
+        materialized="per-minute")
+    first = [(f"k{i % 8}", float(i % 3) * 60.0) for i in range(40)]  # flushed by a commit
+    second = [(f"k{i % 5}", float(i % 4) * 60.0) for i in range(3, 23)]  # held in caches
+
+    async def send(batch: list[tuple[str, float]]) -> None:
+        nonlocal target
+        target += len(batch)
+        counted.clear()
+        for key, ts in batch:
+            await app.send("words", key, "w", timestamp=ts)
+        async with asyncio.timeout(30):
+            await counted.wait()
+        await settle()  # the pump the last record scheduled retires it into the cache
+
+    async with app:
+        worker = app.inspect().worker
+        assert worker is not None
+        await send(first)
+        worker.request_commit()
+        await worker.next_commit()  # flushes the caches into the stores
+        await send(second)
+        held = {k for task in app.inspect().tasks.values()
+                for k, _ in task.cached_entries("counts")}
+        assert held == {k for k, _ in second}  # the second batch's keys: held, not flushed
+        counts, windows = app.store("counts"), app.store("per-minute")
+        everything = [(k, v) async for k, v in counts.all()]
+        in_range = [(k, v) async for k, v in counts.range("k1", "k3")]
+        fetched = {k: await windows.fetch(k) for k in {k for k, _ in first}}
+    truth = {k: 0 for k, _ in first}
+    per_window: dict[str, dict[float, int]] = {k: {} for k in truth}
+    for key, ts in first + second:
+        truth[key] += 1
+        per_window[key][ts] = per_window[key].get(ts, 0) + 1
+    assert everything == sorted(truth.items())
+    assert in_range == [(k, truth[k]) for k in ("k1", "k2", "k3")]
+    assert fetched == {k: sorted(w.items()) for k, w in per_window.items()}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -65,17 +66,21 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
     def state_dir(i: int) -> str:
         return str(tmp_path / ("state" if layout == "shared" else f"host{i}"))
 
-    frozen_log = tmp_path / "frozen.log"
-    with frozen_log.open("wb") as sink:
-        workers = [start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
-                                WORKER_STATE_DIR=state_dir(i),
-                                WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
-                                WORKER_MAX_DELAY_MS="50", WORKER_LOG="WARNING",
-                                stderr=sink.fileno() if i == run % 3 else None)
-                   for i in range(3)]
-    frozen = workers[run % 3]
+    logs = [tmp_path / f"worker{i}.log" for i in range(3)]
+    workers = []
+    for i, log in enumerate(logs):
+        with log.open("wb") as sink:
+            workers.append(start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
+                                        WORKER_STATE_DIR=state_dir(i),
+                                        WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
+                                        WORKER_MAX_DELAY_MS="50", WORKER_LOG="INFO",
+                                        stderr=sink.fileno()))
+    frozen, frozen_log = workers[run % 3], logs[run % 3]
     try:
         await produce(transport, src, records[:third])
+        # the group settled with all three, the one to freeze holding tasks: else it may be
+        # frozen with nothing to lose (mid-join, or given nothing yet)
+        await until_all_hold_tasks(logs)
         await until_progress(transport, app, src, third // 2)
         # the rest of the input while it is frozen, so it has records in flight when it
         # stops, and the others have processed everything by the time it resumes: what it
@@ -111,6 +116,25 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
     agg, rekeyed = await restored_values(transport, dst, seen)
     check(agg, rekeyed, records + extra, only=({k.decode() for k, _ in extra},
                                               {f"g{int(v) % 7}" for _, v in extra}))
+
+
+async def until_all_hold_tasks(logs: list[Path], timeout: float = 120.0) -> None:
+    """Return once every worker's log (at INFO) says it was assigned partitions in the same,
+    newest generation: the group is settled and each worker has tasks."""
+    def newest(text: str) -> tuple[int, str] | None:
+        assigned = re.findall(r"aiostreams.worker: assigned (.*)", text)
+        generations = re.findall(r"aiostreams.worker: assignment generation (\d+)", text)
+        # the two lines are written together: the newest of each go together
+        return (int(generations[-1]), assigned[-1]) if generations and assigned else None
+
+    async with asyncio.timeout(timeout):
+        while True:
+            seen = [newest(await asyncio.to_thread(log.read_text, errors="replace"))
+                    for log in logs]
+            if (all(s is not None and s[1] != "nothing" for s in seen)
+                    and len({s[0] for s in seen if s is not None}) == 1):
+                return
+            await asyncio.sleep(0.2)  # another process: only its log says so
 
 
 def check(agg: dict[str, dict[str, int]], rekeyed: dict[str, dict[str, int]],

@@ -265,6 +265,46 @@ async def test_a_maintained_sink_exports_its_table_figures_to_prometheus(
     assert plain.name not in text  # a sink without maintenance has no series
 
 
+async def test_an_idle_sink_runs_its_maintenance_when_due_without_a_new_row(
+        tmp_path: Path) -> None:
+    """Maintenance is on a schedule, not on new rows: once compaction is due, the next
+    commit of an app with no input left flushes the sink empty and the compaction runs."""
+    broker = MemoryBroker()
+    transport = MemoryTransport(broker)
+    await topic_of_orders(transport, "orders", range(200))
+    app = App("idle-maintained", transport=transport, commit_interval_ms=100)
+    orders = app.topic("orders", key=str, value=Order)
+    hourly = TableMaintenance(compact_every=3600.0, vacuum_every=None, retention=3600.0,
+                              target_file_size=1 << 20)
+    sink = app.stream(orders).to_iceberg(
+        TABLE, Order, warehouse=tmp_path, include=("partition", "offset"),
+        partition_by=("region",), batch_rows=100, batch_interval=0.1, maintenance=hourly)
+    async with app:
+        for round in range(3):  # three appends: files to compact
+            if round:
+                await topic_of_orders(transport, "orders", range(200 * round, 200 * round + 200),
+                                      create=False)
+            ends = {TopicPartition("orders", p): broker.end_offset(TopicPartition("orders", p))
+                    - 1 for p in range(2)}
+            while table_durable(sink) != ends:  # a table commit announces nothing in-process
+                await app.wait_until_caught_up(timeout=30)
+        table = sink.load()
+        assert table is not None and len(live_files(table)) > 3
+        runner, health = sink._maintenance, sink.table_health
+        assert runner is not None and health is not None and health.compactions == 0
+        an_hour_later = runner._clock() + 3601.0
+        runner._clock = lambda: an_hour_later  # the hour passes with no input
+        worker = app.inspect().worker
+        assert worker is not None
+        for _ in range(2):  # one commit may have passed its flush before the hour did
+            await worker.next_commit()
+        await run_on_spark_thread(lambda: None)  # the compaction that flush queued
+    assert health.compactions == 1 and health.errors == 0
+    table = sink.load()
+    assert table is not None and len(live_files(table)) == 3  # one per region
+    assert_every_reader_sees_each_input_once(sink, expected(ends))
+
+
 def test_maintenance_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="retention"):
         TableMaintenance(retention=0)

@@ -76,16 +76,35 @@ async def read_every_snapshot(load: Any, stop: asyncio.Event) -> Counter[str]:
     """Until ``stop``, scan each new snapshot as a reader would (in a thread); the checked
     snapshots by operation."""
     checked: dict[int, str] = {}
-    while not stop.is_set():
+    while True:
+        last = stop.is_set()  # one more pass after the stop: the snapshots of the end too
         table = await asyncio.to_thread(load)
         if table is not None:
             for snapshot in table.metadata.snapshots:
                 if snapshot.snapshot_id not in checked:
                     checked[snapshot.snapshot_id] = await asyncio.to_thread(
                         check_snapshot, table, snapshot.snapshot_id)
+        if last:
+            return Counter(checked.values())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.2)  # polling the catalog: nothing announces
-    return Counter(checked.values())
+
+
+def replaces_of(table: Table | None) -> int:
+    """How many compactions (replace snapshots) ``table`` lists."""
+    return 0 if table is None else sum(
+        s.summary is not None and s.summary.operation is Operation.REPLACE
+        for s in table.metadata.snapshots)
+
+
+async def until_compacted(load: Any, replaces: int, timeout: float = 60.0) -> None:
+    """Return once the table lists ``replaces`` compactions (polling the catalog: nothing
+    announces a commit of another writer)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if replaces_of(await asyncio.to_thread(load)) >= replaces:
+                return
+            await asyncio.sleep(0.2)
 
 
 def parquet_files(root: Path) -> set[str]:
@@ -126,9 +145,8 @@ async def test_a_writer_killed_in_a_compaction_with_a_reader_running_leaves_each
                                   str(warehouse), kill_point, "2", "maintenance")
         table = sink.load()
         assert table is not None
-        replaces = [s for s in table.metadata.snapshots
-                    if s.summary is not None and s.summary.operation is Operation.REPLACE]
-        assert len(replaces) == (1 if kill_point == "during_compaction" else 2)
+        replaces = replaces_of(table)
+        assert replaces == (1 if kill_point == "during_compaction" else 2)
         orphans = parquet_files(warehouse) - listed_files(table)
         if kill_point == "during_compaction":  # the killed compaction's files
             assert orphans, "the killed compaction left no orphan data file"
@@ -136,6 +154,8 @@ async def test_a_writer_killed_in_a_compaction_with_a_reader_running_leaves_each
         ends = await end_offsets(transport, topic)
         async with chaos_app(kafka_bootstrap, topic, group, sink, group_instance_id="worker-1"):
             await sink.durable_through(ends).wait()
+            # the new app compacts too, on schedule, with or without more rows to write
+            await until_compacted(sink.load, replaces + 1)
     finally:
         stop.set()
         checked = await reads

@@ -61,11 +61,16 @@ async def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
 async def until_logged(log: Path, text: str, timeout: float = 120.0) -> None:
     """Return once the worker writing ``log`` logged a line containing ``text`` (another
     process: only its log says so, so read it until it does, within ``timeout`` seconds)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            if text in await asyncio.to_thread(log.read_text, errors="replace"):
-                return
-            await asyncio.sleep(0.1)
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                if text in await asyncio.to_thread(log.read_text, errors="replace"):
+                    return
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        tail = (await asyncio.to_thread(log.read_text, errors="replace"))[-6000:]
+        raise AssertionError(f"{log} did not log {text!r} within {timeout} s; it ends:\n"
+                             f"{tail}") from None
 
 
 def keyed_inputs(n: int, keys: int) -> list[tuple[bytes, bytes]]:
