@@ -227,6 +227,22 @@ async def test_a_sink_whose_maintenance_conflicts_keeps_writing(tmp_path: Path) 
     await sink.stop()
 
 
+async def three_rounds_durable(app: App, broker: MemoryBroker, transport: MemoryTransport,
+                               sink: IcebergSink) -> dict[TopicPartition, int]:
+    """Three rounds of 200 orders (the first already in the topic), each durable in the
+    table before the next: three appends at least. Returns the last offsets."""
+    ends: dict[TopicPartition, int] = {}
+    for round in range(3):
+        if round:
+            await topic_of_orders(transport, "orders", range(200 * round, 200 * round + 200),
+                                  create=False)
+        ends = {TopicPartition("orders", p): broker.end_offset(TopicPartition("orders", p))
+                - 1 for p in range(2)}
+        while table_durable(sink) != ends:  # a table commit announces nothing in-process
+            await app.wait_until_caught_up(timeout=30)
+    return ends
+
+
 async def test_a_maintained_sink_exports_its_table_figures_to_prometheus(
         tmp_path: Path) -> None:
     broker = MemoryBroker()
@@ -241,14 +257,7 @@ async def test_a_maintained_sink_exports_its_table_figures_to_prometheus(
     plain = stream.to_iceberg("lake.plain", Order, warehouse=tmp_path / "plain")
     registry, _ = metrics_registry(app)
     async with app:
-        for round in range(3):  # three batches at least: files to compact
-            if round:
-                await topic_of_orders(transport, "orders", range(200 * round, 200 * round + 200),
-                                      create=False)
-            ends = {TopicPartition("orders", p): broker.end_offset(TopicPartition("orders", p))
-                    - 1 for p in range(2)}
-            while table_durable(sink) != ends:  # a table commit announces nothing in-process
-                await app.wait_until_caught_up(timeout=30)
+        await three_rounds_durable(app, broker, transport, sink)  # files to compact
         await run_on_spark_thread(lambda: None)  # the maintenance queued by the last flush
         text = generate_latest(registry).decode()
     health = sink.table_health
@@ -280,14 +289,7 @@ async def test_an_idle_sink_runs_its_maintenance_when_due_without_a_new_row(
         TABLE, Order, warehouse=tmp_path, include=("partition", "offset"),
         partition_by=("region",), batch_rows=100, batch_interval=0.1, maintenance=hourly)
     async with app:
-        for round in range(3):  # three appends: files to compact
-            if round:
-                await topic_of_orders(transport, "orders", range(200 * round, 200 * round + 200),
-                                      create=False)
-            ends = {TopicPartition("orders", p): broker.end_offset(TopicPartition("orders", p))
-                    - 1 for p in range(2)}
-            while table_durable(sink) != ends:  # a table commit announces nothing in-process
-                await app.wait_until_caught_up(timeout=30)
+        ends = await three_rounds_durable(app, broker, transport, sink)  # files to compact
         table = sink.load()
         assert table is not None and len(live_files(table)) > 3
         runner, health = sink._maintenance, sink.table_health
