@@ -10,8 +10,10 @@ had lost the task are skipped, see ``aiostreams.state.owner_epoch``), must count
 at least once - never below - with the workers sharing one state directory and with one
 each (separate hosts). Before the task-ownership fixes, 4 runs in 8 ended below the input.
 
-``make test`` runs it three times; the slow tier, ``AIOSTREAMS_CHAOS_REPEAT=20``, adds twenty
-repetitions of each layout.
+``make test`` runs it four times, once with the aggregates' record cache on (updates held
+until each commit, so what a frozen worker holds is lost with it and must be redone by the
+others); the slow tier, ``AIOSTREAMS_CHAOS_REPEAT=20``, adds twenty repetitions of each
+layout, with and without the cache.
 """
 
 from __future__ import annotations
@@ -43,19 +45,25 @@ RECORDS = 6_600
 PARTITIONS = 6
 SLOW_REPEAT = int(os.environ.get("AIOSTREAMS_CHAOS_REPEAT", "0"))
 
-CASES = [pytest.param("shared", 0, id="shared-dir-1"), pytest.param("shared", 1, id="shared-dir-2"),
-         pytest.param("per-host", 0, id="own-dirs-1")]
-SLOW_CASES = [pytest.param(layout, i, id=f"{layout}-{i}")
-              for layout in ("shared", "per-host") for i in range(SLOW_REPEAT)]
+CACHED = 1 << 20
+"""``cache_max_bytes`` of the cached case: the aggregates hold updates until each commit."""
+CASES = [pytest.param("shared", 0, 0, id="shared-dir-1"),
+         pytest.param("shared", 1, 0, id="shared-dir-2"),
+         pytest.param("per-host", 0, 0, id="own-dirs-1"),
+         pytest.param("shared", 2, CACHED, id="shared-dir-record-cache")]
+SLOW_CASES = [pytest.param(layout, i, cache, id=f"{layout}-{i}{'-cached' if cache else ''}")
+              for layout in ("shared", "per-host") for cache in (0, CACHED)
+              for i in range(SLOW_REPEAT)]
 
 
 def inputs() -> list[tuple[bytes, bytes]]:
     return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
 
 
-@pytest.mark.parametrize(("layout", "run"), CASES + SLOW_CASES)
+@pytest.mark.parametrize(("layout", "run", "cache"), CASES + SLOW_CASES)
 async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
-        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, layout: str, run: int) -> None:
+        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, layout: str, run: int,
+        cache: int) -> None:
     transport = KafkaTransport(kafka_bootstrap)
     src, dst, app = topic_name("in"), topic_name("out"), topic_name("stall")
     await create_topic(transport, src, PARTITIONS)
@@ -74,6 +82,7 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
                                         WORKER_STATE_DIR=state_dir(i),
                                         WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
                                         WORKER_MAX_DELAY_MS="50", WORKER_LOG="INFO",
+                                        WORKER_CACHE_BYTES=str(cache),
                                         stderr=sink.fileno()))
     frozen, frozen_log = workers[run % 3], logs[run % 3]
     try:
