@@ -77,6 +77,21 @@ async def test_outputs_and_store_follow_the_piped_input() -> None:
         assert driver.store("counts") == {"a": 2, "b": 2}
 
 
+async def test_a_driver_commit_reaches_the_apps_commit_listeners_and_log() -> None:
+    """``app.on_commit`` listeners and ``app.commit_log`` see a driver's commits as they
+    see a run's."""
+    app = counting_app()
+    heard: list[dict[TopicPartition, int]] = []
+    app.on_commit(lambda entry: heard.append(dict(entry.offsets)))
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_inputs("words", [("a", "x", 1.0), ("b", "y", 2.0)])
+        await driver.process_all()
+        committed = await driver.commit()
+    assert committed == {TopicPartition("words", 0): 2}
+    assert heard == [committed]
+    assert [dict(entry.offsets) for entry in app.commit_log] == [committed]
+
+
 async def test_stream_time_punctuation_fires_as_input_timestamps_pass_its_interval() -> None:
     async with TopologyTestDriver(counting_app()) as driver:
         driver.pipe_inputs("words", [("a", "x", 100.0), ("b", "y", 105.0)])

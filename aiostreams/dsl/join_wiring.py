@@ -87,7 +87,7 @@ def _check_key_serdes(left: Serde[Any] | None, right: Serde[Any] | None, what: s
 def join_streams(this: Stream[Any, Any], other: Stream[Any, Any] | Table[Any, Any],
                  joiner: Callable[[Any, Any], Any], windows: JoinWindows | None,
                  kind: JoinKind, *, name: str | None,
-                 grace: float | None = None) -> Stream[Any, Any]:
+                 grace: float | None = None, persistent: bool = False) -> Stream[Any, Any]:
     require_sync(joiner, "join")
     if grace is not None and not isinstance(other, Table):
         raise TopologyError(f"join of stream {this.node!r}: grace= is for stream-table "
@@ -100,13 +100,18 @@ def join_streams(this: Stream[Any, Any], other: Stream[Any, Any] | Table[Any, An
         if windows is not None:
             raise TopologyError("a stream-table join takes no JoinWindows: it joins each "
                                 "record with the table's current value")
+        if persistent:
+            raise TopologyError(f"join of stream {this.node!r} with a table: persistent= is "
+                                "for stream-stream joins' window stores; a stream-table "
+                                "join reads the table's store and keeps none of its own")
         return _stream_table(this, other, joiner, kind == "left", name=name, grace=grace)
     if not isinstance(other, Stream):
         raise TopologyError(f"join() needs a Stream or a Table, got {type(other).__name__}")
     if not isinstance(windows, JoinWindows):
         raise ConfigError("a stream-stream join needs windows=JoinWindows(before, after, "
                           "grace=...): how far apart in time two records may be to join")
-    return _stream_stream(this, other, joiner, windows, kind, name=name)
+    return _stream_stream(this, other, joiner, windows, kind, name=name,
+                          persistent=persistent)
 
 
 def _co_located(builder: StreamsBuilder, stream: Stream[Any, Any], other_node: str,
@@ -143,7 +148,7 @@ def _stream_table(this: Stream[Any, Any], table: Table[Any, Any],
 
 def _stream_stream(this: Stream[Any, Any], other: Stream[Any, Any],
                    joiner: Callable[[Any, Any], Any], windows: JoinWindows, kind: JoinKind,
-                   *, name: str | None) -> Stream[Any, Any]:
+                   *, name: str | None, persistent: bool) -> Stream[Any, Any]:
     builder = this.builder
     left = _co_located(builder, this, other.node, other.key_serde)
     right = _co_located(builder, other, left.node, left.key_serde)
@@ -173,11 +178,11 @@ def _stream_stream(this: Stream[Any, Any], other: Stream[Any, Any],
     retention = (spec.retention_ms + 1) / 1000
     for store, serde in ((this_store, left_values), (other_store, right_values)):
         builder.add_store(window_store_spec(
-            store, retention=retention, persistent=False, key_serde=key_serde,
+            store, retention=retention, persistent=persistent, key_serde=key_serde,
             value_serde=ListSerde(serde)), this_node, other_node)
     if outer_store is not None:
         builder.add_store(kv_store_spec(
-            outer_store, persistent=False, key_serde=WaitingKeySerde(key_serde),
+            outer_store, persistent=persistent, key_serde=WaitingKeySerde(key_serde),
             value_serde=WaitingValueSerde(left_values, right_values)), this_node, other_node)
     merged = builder.add_processor("KSTREAM-MERGE", Passthrough, [this_node, other_node],
                                    name=name)

@@ -46,21 +46,26 @@ class StreamJoins(Generic[K, V]):
 
     @overload
     def join(self, other: Stream[K, VO], joiner: Callable[[V, VO], VR],
-             windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]: ...
+             windows: JoinWindows, *, name: str | None = None,
+             persistent: bool = False) -> Stream[K, VR]: ...
 
     def join(self, other: Stream[K, VO] | Table[K, VO], joiner: Callable[[V, VO], VR],
              windows: JoinWindows | None = None, *,
-             name: str | None = None, grace: float | None = None) -> Stream[K, VR]:
+             name: str | None = None, grace: float | None = None,
+             persistent: bool = False) -> Stream[K, VR]:
         """Inner join. With a :class:`Table`: each record joins the table's current value
         of its key (records without one are dropped; table updates emit nothing). With a
         :class:`Stream`: records of both sides whose timestamps are within ``windows`` of
-        each other join. ``joiner(this_value, other_value)``. With a versioned table, each
-        record joins the value valid at its timestamp; ``grace`` (seconds, versioned tables
-        only) holds records back to join them in timestamp order (KIP-923)."""
+        each other join; the records a join holds for its window live in window stores,
+        in memory or, with ``persistent=True``, in SQLite under ``state_dir`` (for windows
+        holding more than memory should). ``joiner(this_value, other_value)``. With a
+        versioned table, each record joins the value valid at its timestamp; ``grace``
+        (seconds, versioned tables only) holds records back to join them in timestamp
+        order (KIP-923)."""
         from aiostreams.dsl.join_wiring import join_streams
 
         return join_streams(self._stream(), other, joiner, windows, "inner", name=name,
-                            grace=grace)
+                            grace=grace, persistent=persistent)
 
     def join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
                     joiner: Callable[[V, Any], VR], *, name: str | None = None,
@@ -88,22 +93,27 @@ class StreamJoins(Generic[K, V]):
 
     @overload
     def left_join(self, other: Stream[K, VO], joiner: Callable[[V, VO | None], VR],
-                  windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]: ...
+                  windows: JoinWindows, *, name: str | None = None,
+                  persistent: bool = False) -> Stream[K, VR]: ...
 
     def left_join(self, other: Stream[K, VO] | Table[K, VO],
                   joiner: Callable[[V, VO | None], VR], windows: JoinWindows | None = None,
-                  *, name: str | None = None, grace: float | None = None) -> Stream[K, VR]:
+                  *, name: str | None = None, grace: float | None = None,
+                  persistent: bool = False) -> Stream[K, VR]:
         """Like :meth:`join`, but a record of this stream with no match is emitted too,
         as ``joiner(value, None)``."""
         from aiostreams.dsl.join_wiring import join_streams
 
         return join_streams(self._stream(), other, joiner, windows, "left", name=name,
-                            grace=grace)
+                            grace=grace, persistent=persistent)
 
     def outer_join(self, other: Stream[K, VO], joiner: Callable[[V | None, VO | None], VR],
-                   windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]:
+                   windows: JoinWindows, *, name: str | None = None,
+                   persistent: bool = False) -> Stream[K, VR]:
         """Stream-stream outer join: unmatched records of either side are emitted too
-        (``joiner(value, None)`` / ``joiner(None, value)``)."""
+        (``joiner(value, None)`` / ``joiner(None, value)``). ``persistent``: as for
+        :meth:`join`."""
         from aiostreams.dsl.join_wiring import join_streams
 
-        return join_streams(self._stream(), other, joiner, windows, "outer", name=name)
+        return join_streams(self._stream(), other, joiner, windows, "outer", name=name,
+                            persistent=persistent)

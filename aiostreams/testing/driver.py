@@ -152,7 +152,8 @@ class TopologyTestDriver:
         self._core = core = WorkerCore(
             transport, app_id=app.name, client_id=f"{app.name}-test-driver",
             exactly_once=False, state_dir=state_dir, sinks=self._out.sinks, clock=self.clock,
-            request_commit=self._commit_timer.request, on_commit=app.commit_log.append)
+            request_commit=self._commit_timer.request,
+            on_commit=app._commits.committed)  # the log's limit and app.on_commit, as a run's
         await core.router.start()
         make_task = core.task_factory(task_settings, app.topology.topics,
                                       node_retry=app.node_retries, on_failed=self._on_failed)
