@@ -33,6 +33,11 @@ def joined_app(kind: str, persistent: bool, state_dir: Path | None, name: str | 
     return app, views, clicks, out
 
 
+def sqlite_files(state_dir: Path) -> list[str]:
+    """The stores' database files under ``state_dir`` (one directory per task)."""
+    return sorted(p.stem for p in state_dir.glob("*/*.sqlite"))
+
+
 side = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40)), max_size=12)
 
 
@@ -52,7 +57,7 @@ async def test_a_persistent_join_answers_as_the_in_memory_one(
             result = await run_app(app, [out])
             results.append(result.outputs["joined"])
         # both sides' window stores (and an outer join's waiting records) were SQLite files
-        files = sorted(p.stem for p in Path(state_dir).glob("*/*.sqlite"))
+        files = sqlite_files(Path(state_dir))
         assert len(files) == (2 if kind == "join" else 3), files
     assert results[0] == results[1]
 
@@ -66,7 +71,7 @@ async def test_a_persistent_joins_held_records_survive_a_restart(tmp_path: Path)
     produce(app, clicks, [])  # the topic, empty
     first = await run_app(app, [out])
     assert first.outputs["joined"] == []
-    assert len(list(tmp_path.glob("*/*.sqlite"))) == 2  # the two sides' window stores
+    assert len(sqlite_files(tmp_path)) == 2  # the two sides' window stores
     again, _, clicks_again, out_again = joined_app("join", True, tmp_path, name)
     again.settings.broker = app.settings.broker  # the same memory broker: the same topics
     produce(again, clicks_again, [In("a", "c1", 11.0)])
