@@ -32,10 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aiostreams.processors.record_caching import open_record_cache
 from aiostreams.processors.store_values import ValueAndTimestamp, WindowAccess, window_access
 from aiostreams.processors.tables import ValueGetter
-from aiostreams.state.record_cache import CacheEntry
+from aiostreams.processors.window_caching import CachedWindows
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
 from aiostreams.types import Record
@@ -91,13 +90,14 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         super().__init__(store, start, adder, late)
         self.windows = windows
         self.caching = caching
-        self._cache: Any = None  # (cache store, its view) when cached
+        self._cache: CachedWindows | None = None  # when cached
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
-        if (self.caching and self.forwards_updates
-                and window_access(context.store(self.store_name)).reads_now):
-            self._cache = open_record_cache(context, self.store_name, self._flush)
+        if self.caching and self.forwards_updates:
+            cached = CachedWindows(self.store_name, indexed=False)
+            if cached.open(context, lambda: cached.flush_windows(self.context)):
+                self._cache = cached
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):
@@ -115,7 +115,7 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
                 continue
             start = start_ms / 1000
             if cached is not None:
-                await self._update_cached(cached[1], store, record, start, end_ms, ts)
+                await self._update_cached(cached, store, record, start_ms, end_ms, ts)
                 continue
             old = get_now(key, start) if get_now is not None else await store.get(key, start)
             if old is None:
@@ -129,12 +129,13 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
             if self.forwards_updates:
                 ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
-    async def _update_cached(self, view: Any, store: WindowAccess, record: AnyRecord,
-                             start: float, end_ms: int, ts: int) -> None:
+    async def _update_cached(self, cached: CachedWindows, store: WindowAccess,
+                             record: AnyRecord, start_ms: int, end_ms: int, ts: int) -> None:
         """One window's update into the record cache (keyed ``(key, start)``): nothing is
         written to the store or forwarded until the flush."""
         key = record.key
-        entry: CacheEntry | None = view.get_now((key, start))
+        start = start_ms / 1000
+        entry = cached.held(key, start_ms)
         if entry is not None:
             old = entry.stored
         elif store.reads_now:
@@ -146,26 +147,8 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         else:
             stamp, new = max(ts, to_ms(old.timestamp)), self.adder(key, record.value, old.value)
         stored = None if new is None else ValueAndTimestamp(new, stamp / 1000)
-        view.put((key, start), CacheEntry(
-            stored, restamped(record, Windowed(key, start, end_ms / 1000), new, stamp)))
-
-    def _flush(self) -> None:
-        """Write each dirty window to the store and forward its newest update."""
-        ctx = self.context
-        cache, view = self._cache
-        store = window_access(ctx.store(self.store_name))
-        for (key, start), entry in cache.dirty():
-            view.delete((key, start))
-            if entry.stored is None:
-                # a delete of a window the store never held forwards nothing (Kafka's
-                # caching window store forwards only when the new or old value is there)
-                held = store.get_now(key, start) is not None
-                store.delete(key, start)
-                if not held:
-                    continue
-            else:
-                store.put(key, start, entry.stored)
-            ctx.forward(entry.record)
+        cached.put(key, start_ms, stored,
+                   restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
 
 class SessionAggregateProcessor(WindowedAggregate):
@@ -178,11 +161,21 @@ class SessionAggregateProcessor(WindowedAggregate):
 
     def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
                  start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
-                 merger: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+                 merger: Callable[[Any, Any, Any], Any], late: LateRecords,
+                 caching: bool = True) -> None:
         super().__init__(store, start, adder, late)
         self.windows = windows
         self.merger = merger
+        self.caching = caching
         self._store_time = StoreTime(retention_ms)
+        self._cache: CachedWindows | None = None  # when cached
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        if self.caching and self.forwards_updates:
+            cached = CachedWindows(self.store_name)
+            if cached.open(context, lambda: cached.flush_sessions(self.context)):
+                self._cache = cached
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):
@@ -193,8 +186,11 @@ class SessionAggregateProcessor(WindowedAggregate):
         close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms - gap
         store: WindowAccess = window_access(ctx.store(self.store_name))
         visible_from = max(ts - gap, self._store_time.earliest_visible())
-        found = [(to_ms(end), to_ms(stored[0]), stored[1]) for end, stored in
-                 await store.fetch(key, visible_from / 1000, _NO_END)
+        cached = self._cache
+        sessions = (await cached.fetch(store, key, visible_from, _NO_END) if cached is not None
+                    else [(to_ms(end), stored) for end, stored in
+                          await store.fetch(key, visible_from / 1000, _NO_END)])
+        found = [(end, to_ms(stored[0]), stored[1]) for end, stored in sessions
                  if to_ms(stored[0]) <= ts + gap]
         first = min([ts, *(s for _, s, _ in found)])
         last = max([ts, *(e for e, _, _ in found)])
@@ -207,21 +203,29 @@ class SessionAggregateProcessor(WindowedAggregate):
             aggregate = self.merger(key, aggregate, old)
         if (first, last) != (ts, ts):
             for end_ms, start_ms, _ in found:
-                store.delete(key, end_ms / 1000)
-                self._store_time.advance(end_ms)
-                if self.forwards_updates:
-                    ctx.forward(restamped(
-                        record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms,
-                        headers=()))
+                self._write(store, record, start_ms, end_ms, None)
         aggregate = self.adder(key, value, aggregate)
+        self._write(store, record, first, last, aggregate)
+
+    def _write(self, store: WindowAccess, record: AnyRecord, start_ms: int, end_ms: int,
+               aggregate: Any) -> None:
+        """Session ``[start_ms, end_ms]`` of the record's key now holds ``aggregate`` (None:
+        it is gone): into the store and downstream, or, when cached, into the cache (the
+        flush writes and forwards it; the result keeps the record's headers there, as
+        Kafka's flushed records keep the context of their last write)."""
+        key = record.key
+        window = Windowed(key, start_ms / 1000, end_ms / 1000)
+        self._store_time.advance(end_ms)
+        if self._cache is not None:
+            stored = None if aggregate is None else (start_ms / 1000, aggregate)
+            self._cache.put(key, end_ms, stored, restamped(record, window, aggregate, end_ms))
+            return
         if aggregate is None:
-            store.delete(key, last / 1000)
+            store.delete(key, end_ms / 1000)
         else:
-            store.put(key, last / 1000, (first / 1000, aggregate))
-        self._store_time.advance(last)
+            store.put(key, end_ms / 1000, (start_ms / 1000, aggregate))
         if self.forwards_updates:
-            ctx.forward(restamped(record, Windowed(key, first / 1000, last / 1000), aggregate,
-                                  last, headers=()))
+            self.context.forward(restamped(record, window, aggregate, end_ms, headers=()))
 
 
 class TimeWindowGetter(ValueGetter):
