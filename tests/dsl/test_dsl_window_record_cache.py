@@ -1,0 +1,116 @@
+"""The record cache of session- and sliding-window aggregates (``cache_max_bytes``), through
+the test driver: a commit flushes each held session or window once; a session merge flushes
+the tombstones of the sessions downstream had seen (and of none it had not) before the
+merged session; the aggregate's own reads see the sessions held in the cache; and
+``caching=False`` opts a store out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiostreams import App
+from aiostreams.testing.driver import TopologyTestDriver
+from aiostreams.transport.memory import MemoryBroker, MemoryTransport
+from aiostreams.windows import (
+    SessionWindowedSerde,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindowedSerde,
+)
+
+
+def session_app(caching: bool = True, **settings: Any) -> App:
+    app = App("sessions", transport=MemoryTransport(MemoryBroker()),
+              commit_interval_ms=3_600_000, **settings)
+    clicks = app.topic("clicks", key=str, value=int)
+    out = app.topic("sessions", key=SessionWindowedSerde(str), value=int)
+    (app.stream(clicks).group_by_key().windowed_by(SessionWindows(5.0, grace=100.0))
+     .count(materialized="session-store", caching=caching).to_stream().to(out))
+    return app
+
+
+Out = tuple[str, float, float, Any]
+
+
+async def _step(driver: TopologyTestDriver, times: list[float], commit: bool = True
+                ) -> list[Out]:
+    for ts in times:
+        driver.pipe_input("clicks", "a", 1, ts)
+    await driver.process_all()
+    if commit:
+        await driver.commit()
+        await driver.process_all()
+    return [(r.key.key, r.key.start, r.key.end, r.value)
+            for r in driver.read_output("sessions")]
+
+
+async def test_a_merge_flushes_the_tombstones_of_the_flushed_sessions_then_the_merged_one(
+        ) -> None:
+    async with TopologyTestDriver(session_app(cache_max_bytes=1_000_000)) as driver:
+        assert await _step(driver, [1.0, 10.0]) == [("a", 1.0, 1.0, 1), ("a", 10.0, 10.0, 1)]
+        # a@5 bridges both sessions; a@8 lands in the merged one
+        out = await _step(driver, [5.0, 8.0])
+        assert out == [("a", 1.0, 1.0, None), ("a", 10.0, 10.0, None), ("a", 1.0, 10.0, 4)]
+        assert driver.store("session-store") == {("a", 10.0): (1.0, 4)}
+
+
+async def test_a_session_made_and_merged_away_between_flushes_is_never_sent() -> None:
+    async with TopologyTestDriver(session_app(cache_max_bytes=1_000_000)) as driver:
+        # [20, 20], then [20, 22]: the first one never left the cache
+        assert await _step(driver, [20.0, 22.0]) == [("a", 20.0, 22.0, 2)]
+
+
+async def test_a_merge_that_keeps_the_end_and_moves_the_start_sends_the_old_tombstone(
+        ) -> None:
+    """The store keeps one session per (key, end): [10, 10] and [8, 10] share a slot, but
+    downstream must still see [10, 10] removed."""
+    async with TopologyTestDriver(session_app(cache_max_bytes=1_000_000)) as driver:
+        assert await _step(driver, [10.0]) == [("a", 10.0, 10.0, 1)]
+        assert await _step(driver, [8.0]) == [("a", 10.0, 10.0, None), ("a", 8.0, 10.0, 2)]
+
+
+async def test_the_aggregate_merges_with_sessions_held_in_the_cache() -> None:
+    async with TopologyTestDriver(session_app(cache_max_bytes=1_000_000)) as driver:
+        out = await _step(driver, [1.0, 10.0, 5.0], commit=False)
+        assert out == []  # all held
+        assert driver.store("session-store") == {("a", 10.0): (1.0, 3)}  # read through it
+        assert await _step(driver, []) == [("a", 1.0, 10.0, 3)]
+
+
+async def test_caching_false_opts_a_session_store_out() -> None:
+    async with TopologyTestDriver(session_app(caching=False,
+                                              cache_max_bytes=1_000_000)) as driver:
+        assert await _step(driver, [1.0, 3.0], commit=False) == [
+            ("a", 1.0, 1.0, 1), ("a", 1.0, 1.0, None), ("a", 1.0, 3.0, 2)]
+
+
+def sliding_app(**settings: Any) -> App:
+    app = App("sliding", transport=MemoryTransport(MemoryBroker()),
+              commit_interval_ms=3_600_000, **settings)
+    clicks = app.topic("clicks", key=str, value=int)
+    out = app.topic("windows", key=TimeWindowedSerde(str, size=5.0), value=int)
+    (app.stream(clicks).group_by_key()
+     .windowed_by(SlidingWindows.of_time_difference_and_grace(5.0, 100.0))
+     .count(materialized="sliding-store").to_stream().to(out))
+    return app
+
+
+async def _sliding(app: App, times: list[float]) -> tuple[list[Out], dict[Any, Any]]:
+    async with TopologyTestDriver(app) as driver:
+        for ts in times:
+            driver.pipe_input("clicks", "a", 1, ts)
+        await driver.process_all()
+        await driver.commit()
+        await driver.process_all()
+        return ([(r.key.key, r.key.start, r.key.end, r.value)
+                 for r in driver.read_output("windows")], driver.store("sliding-store"))
+
+
+async def test_a_sliding_window_count_sends_each_window_once_a_commit() -> None:
+    times = [10.0, 12.0, 11.0, 20.0, 13.0]  # out of order, within grace
+    plain, plain_store = await _sliding(sliding_app(), times)
+    cached, cached_store = await _sliding(sliding_app(cache_max_bytes=1_000_000), times)
+    assert cached_store == plain_store
+    final = {(k, s, e): v for k, s, e, v in plain}
+    assert len(cached) == len(final) < len(plain)
+    assert {(k, s, e): v for k, s, e, v in cached} == final
