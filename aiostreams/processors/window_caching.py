@@ -17,8 +17,9 @@ own :class:`~aiostreams.topology.stream_time.StoreTime`, which they advance as t
 cache or no cache. So the cache never shows a window the uncached run would not find: the
 result does not depend on when flushes happen. (Kafka Streams' in-memory stores advance
 their time when the cache flushes into them, and its cache answers for expired windows
-until then: a record later than the grace period can merge with a held session that the
-uncached run has already forgotten. Within the grace period the two agree.)
+until then (and keeps flushed entries): a record about the grace period or more behind
+stream time can merge with a session that the uncached run has already forgotten. See the
+deviations in docs/guides/windows-joins.md.)
 
 **Sessions.** The store keeps one session per ``(key, end)``; Kafka Streams keys sessions
 by ``(key, end, start)``, so a merge that keeps a session's end and moves its start
