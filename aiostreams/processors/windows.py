@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aiostreams.processors.record_caching import cached_stamped
 from aiostreams.processors.store_values import ValueAndTimestamp, WindowAccess, window_access
 from aiostreams.processors.tables import ValueGetter
 from aiostreams.processors.window_caching import CachedWindows
@@ -229,7 +230,9 @@ class SessionAggregateProcessor(WindowedAggregate):
 
 
 class TimeWindowGetter(ValueGetter):
-    """A time-windowed table's value of a :class:`Windowed` key."""
+    """A time-windowed table's value of a :class:`Windowed` key: the update its store's
+    record cache holds first (unless the reader asked for flushed values: see
+    :func:`~aiostreams.processors.record_caching.read_flushed`), else the store's."""
 
     def __init__(self, store: str) -> None:
         self.store = store
@@ -238,19 +241,29 @@ class TimeWindowGetter(ValueGetter):
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         if not isinstance(key, Windowed):
             return None
-        return await self._lookup(window_access(ctx.store(self.store)), key)
+        store_key = self._store_key(key)
+        found, stored = cached_stamped(ctx, self.store, store_key)
+        if not found:
+            stored = await window_access(ctx.store(self.store)).get(*store_key)
+        return None if stored is None else self._value(stored, key)
 
-    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
-        stored = await store.get(key.key, key.start)
-        return None if stored is None else stored.value
+    @staticmethod
+    def _store_key(key: Windowed[Any]) -> tuple[Any, float]:
+        return key.key, key.start
+
+    @staticmethod
+    def _value(stored: Any, key: Windowed[Any]) -> Any | None:
+        return stored.value
 
 
 class SessionGetter(TimeWindowGetter):
     """A session-windowed table's value of a :class:`Windowed` key (stored under its end,
     with its start)."""
 
-    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
-        stored = await store.get(key.key, key.end)
-        if stored is None or to_ms(stored[0]) != to_ms(key.start):
-            return None
-        return stored[1]
+    @staticmethod
+    def _store_key(key: Windowed[Any]) -> tuple[Any, float]:
+        return key.key, key.end
+
+    @staticmethod
+    def _value(stored: Any, key: Windowed[Any]) -> Any | None:
+        return None if to_ms(stored[0]) != to_ms(key.start) else stored[1]

@@ -2,7 +2,7 @@
 the test driver: a commit flushes each held session or window once; a session merge flushes
 the tombstones of the sessions downstream had seen (and of none it had not) before the
 merged session; the aggregate's own reads see the sessions held in the cache; and
-``caching=False`` opts a store out."""
+``caching=False`` opts a store out; a join reads the held sessions."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from aiostreams.windows import (
     SessionWindows,
     SlidingWindows,
     TimeWindowedSerde,
+    Windowed,
 )
 
 
@@ -114,3 +115,27 @@ async def test_a_sliding_window_count_sends_each_window_once_a_commit() -> None:
     final = {(k, s, e): v for k, s, e, v in plain}
     assert len(cached) == len(final) < len(plain)
     assert {(k, s, e): v for k, s, e, v in cached} == final
+
+
+async def test_a_join_reads_a_session_held_in_the_cache() -> None:
+    """A stream-table join on a cached session table reads the held session (and not the
+    one merged into it), as it reads a flushed one."""
+    app = App("session-join", transport=MemoryTransport(MemoryBroker()),
+              commit_interval_ms=3_600_000, cache_max_bytes=1_000_000)
+    clicks = app.topic("clicks", key=str, value=int)
+    asks = app.topic("asks", key=SessionWindowedSerde(str), value=str)
+    answers = app.topic("answers", key=SessionWindowedSerde(str), value=str)
+    sessions = (app.stream(clicks).group_by_key().windowed_by(SessionWindows(5.0, grace=100.0))
+                .count(materialized="session-store"))
+    app.stream(asks).left_join(sessions, lambda ask, n: f"{ask}:{n}").to(answers)
+    async with TopologyTestDriver(app) as driver:
+        for ts in (1.0, 3.0):
+            driver.pipe_input("clicks", "a", 1, ts)
+        await driver.process_all()
+        task = next(t for t in driver.tasks.values() if "session-store" in t.stores)
+        assert task.cached_entries("session-store")  # nothing flushed yet
+        driver.pipe_input("asks", Windowed("a", 1.0, 3.0), "merged", 4.0)
+        driver.pipe_input("asks", Windowed("a", 1.0, 1.0), "first", 4.0)
+        await driver.process_all()
+        assert [(r.key, r.value) for r in driver.read_output("answers")] == [
+            (Windowed("a", 1.0, 3.0), "merged:2"), (Windowed("a", 1.0, 1.0), "first:None")]
