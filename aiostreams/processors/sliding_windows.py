@@ -73,20 +73,15 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords, *,
                  retention_ms: int | None = None, keeps_edge: bool = False,
                  caching: bool = True) -> None:
-        super().__init__(store, start, adder, late)
+        super().__init__(store, start, adder, late, caching)
         self.d = windows.difference_ms
         self.grace_ms = windows.grace_ms
         retention = 2 * self.d + self.grace_ms if retention_ms is None else retention_ms
         self._store_time = StoreTime(retention + (1 if keeps_edge else 0))
-        self.caching = caching
-        self._cache: CachedWindows | None = None  # when cached
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
-        if self.caching and self.forwards_updates:
-            cached = CachedWindows(self.store_name)
-            if cached.open(context, lambda: cached.flush_windows(self.context)):
-                self._cache = cached
+        self._open_cache(context, CachedWindows.flush_windows)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record, null_values=True):

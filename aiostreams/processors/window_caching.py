@@ -59,6 +59,15 @@ class CachedWindows:
         self.cache: Any = None  # (cache store, its view) once opened with caching on
         self._held: dict[Hashable, set[int]] = {}
 
+    @classmethod
+    def open_for(cls, ctx: ProcessorContext, store: str,
+                 flush: Callable[[CachedWindows, ProcessorContext], None], *,
+                 indexed: bool = True) -> CachedWindows | None:
+        """Store ``store``'s cache, opened at a processor's init with ``flush`` (e.g.
+        :meth:`flush_sessions`) as its flush; None when it has none (see :meth:`open`)."""
+        cached = cls(store, indexed=indexed)
+        return cached if cached.open(ctx, lambda: flush(cached, ctx)) else None
+
     def open(self, ctx: ProcessorContext, flush: Callable[[], None]) -> bool:
         """Open the cache at the processor's init; False (and nothing opened) when caching
         is off or the store cannot be read without awaiting (the flush reads it)."""

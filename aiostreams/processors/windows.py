@@ -54,17 +54,34 @@ _NO_END = float("inf")
 
 class WindowedAggregate(Processor[Any, Any]):
     """What every windowed aggregation holds: its store, initializer and adder, where late
-    records go, its counters (``dropped_late``, ``skipped``) and its own stream time."""
+    records go, its counters (``dropped_late``, ``skipped``), its own stream time, and its
+    record cache when ``caching`` and the task caches (see :meth:`_open_cache`)."""
+
+    forwards_updates = True
+    """Whether each update is forwarded (emit on window update, Kafka's default); the
+    emit-on-window-close subclasses forward closed windows instead (and cache nothing)."""
 
     def __init__(self, store: str, start: Callable[[], Any],
-                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords,
+                 caching: bool = True) -> None:
         self.store_name = store
         self.start = start
         self.adder = adder
         self.late = late
+        self.caching = caching
         self.dropped_late = 0
         self.skipped = 0
         self._time = NodeStreamTime()
+        self._cache: CachedWindows | None = None  # when cached
+
+    def _open_cache(self, context: ProcessorContext,
+                    flush: Callable[[CachedWindows, ProcessorContext], None], *,
+                    indexed: bool = True) -> None:
+        """At init: open the store's record cache with ``flush`` (nothing when ``caching``
+        is off, updates are not forwarded, or the task caches nothing)."""
+        if self.caching and self.forwards_updates:
+            self._cache = CachedWindows.open_for(context, self.store_name, flush,
+                                                 indexed=indexed)
 
     def _skipped(self, record: AnyRecord, *, null_values: bool = False) -> bool:
         """True (and counted) for a record without a key (or, with ``null_values``, without
@@ -81,24 +98,15 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
     timestamp (:class:`~aiostreams.processors.store_values.ValueAndTimestamp`)."""
 
-    forwards_updates = True
-    """Whether each update is forwarded (emit on window update, Kafka's default); the
-    emit-on-window-close subclass forwards closed windows instead (and caches nothing)."""
-
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords,
                  caching: bool = True) -> None:
-        super().__init__(store, start, adder, late)
+        super().__init__(store, start, adder, late, caching)
         self.windows = windows
-        self.caching = caching
-        self._cache: CachedWindows | None = None  # when cached
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
-        if self.caching and self.forwards_updates:
-            cached = CachedWindows(self.store_name, indexed=False)
-            if cached.open(context, lambda: cached.flush_windows(self.context)):
-                self._cache = cached
+        self._open_cache(context, CachedWindows.flush_windows, indexed=False)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):
@@ -156,27 +164,18 @@ class SessionAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, session end)`` to
     ``(session start, aggregate)``."""
 
-    forwards_updates = True
-    """Whether each update (and merged-away tombstone) is forwarded; the
-    emit-on-window-close subclass forwards closed sessions instead."""
-
     def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
                  start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                  merger: Callable[[Any, Any, Any], Any], late: LateRecords,
                  caching: bool = True) -> None:
-        super().__init__(store, start, adder, late)
+        super().__init__(store, start, adder, late, caching)
         self.windows = windows
         self.merger = merger
-        self.caching = caching
         self._store_time = StoreTime(retention_ms)
-        self._cache: CachedWindows | None = None  # when cached
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
-        if self.caching and self.forwards_updates:
-            cached = CachedWindows(self.store_name)
-            if cached.open(context, lambda: cached.flush_sessions(self.context)):
-                self._cache = cached
+        self._open_cache(context, CachedWindows.flush_sessions)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):

@@ -40,13 +40,19 @@ async def _identity(value: int) -> int:
     return value
 
 
-def pipeline(async_upstream: bool, **settings: Any) -> App:
-    app = App("prop", transport=MemoryTransport(MemoryBroker()),
+def clicks_app(name: str, async_upstream: bool, **settings: Any) -> tuple[App, Any]:
+    """An app committing only when told, and its stream of clicks (through an async step
+    when ``async_upstream``, so records execute out of order)."""
+    app = App(name, transport=MemoryTransport(MemoryBroker()),
               commit_interval_ms=3_600_000, **settings)
-    clicks = app.topic("clicks", key=str, value=int)
-    stream = app.stream(clicks)
+    stream = app.stream(app.topic("clicks", key=str, value=int))
     if async_upstream:
         stream = stream.map_values_async(_identity)
+    return app, stream
+
+
+def pipeline(async_upstream: bool, **settings: Any) -> App:
+    app, stream = clicks_app("prop", async_upstream, **settings)
     sums = stream.group_by_key().aggregate(0, lambda k, v, acc: acc + v,
                                            materialized="sums-store", value_serde=int)
     sums.to_stream().to(app.topic("sums", key=str, value=int))
@@ -86,11 +92,17 @@ async def run(inputs: list[tuple[str, int, bool]], async_upstream: bool,
             await driver.commit()
             await driver.process_all()
         read(driver)
-        stores = {name: driver.store(name) for name in STORES}
-        for task in driver.tasks.values():
-            for name in STORES:
-                assert not task.cached_entries(name), "a commit left a cache dirty"
-    return emitted, stores
+        return emitted, flushed_stores(driver, STORES)
+
+
+def flushed_stores(driver: TopologyTestDriver, names: tuple[str, ...]
+                   ) -> dict[str, dict[Any, Any]]:
+    """The stores ``names`` as of the driver's last snapshot; their caches must be empty
+    (the last commit flushed them)."""
+    for task in driver.tasks.values():
+        for name in names:
+            assert not task.cached_entries(name), "a commit left a cache dirty"
+    return {name: driver.store(name) for name in names}
 
 
 def is_subsequence(short: list[Any], long: list[Any]) -> bool:
@@ -135,12 +147,7 @@ WINDOW_STORES = ("session-count-store", "session-sum-store", "sliding-store")
 def window_pipeline(async_upstream: bool, **settings: Any) -> App:
     """A session count, a session aggregate (merged by a sum) and a sliding-window count,
     each with a gap or time difference of 2 s and a grace of 3 s."""
-    app = App("window-prop", transport=MemoryTransport(MemoryBroker()),
-              commit_interval_ms=3_600_000, **settings)
-    clicks = app.topic("clicks", key=str, value=int)
-    stream = app.stream(clicks)
-    if async_upstream:
-        stream = stream.map_values_async(_identity)
+    app, stream = clicks_app("window-prop", async_upstream, **settings)
     sessions = stream.group_by_key().windowed_by(SessionWindows(2.0, grace=3.0))
     session_key = SessionWindowedSerde(str)
     (sessions.count(materialized="session-count-store").to_stream()
@@ -180,11 +187,7 @@ async def run_windows(inputs: list[tuple[str, int, bool]], async_upstream: bool,
         await driver.commit()
         await driver.process_all()  # the store snapshot after the flush
         read(driver)
-        stores = {name: driver.store(name) for name in WINDOW_STORES}
-        for task in driver.tasks.values():
-            for name in WINDOW_STORES:
-                assert not task.cached_entries(name), "a commit left a cache dirty"
-    return emitted, stores
+        return emitted, flushed_stores(driver, WINDOW_STORES)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
