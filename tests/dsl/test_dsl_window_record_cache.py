@@ -2,20 +2,29 @@
 the test driver: a commit flushes each held session or window once; a session merge flushes
 the tombstones of the sessions downstream had seen (and of none it had not) before the
 merged session; the aggregate's own reads see the sessions held in the cache; and
-``caching=False`` opts a store out; a join reads the held sessions."""
+``caching=False`` opts a store out; a join reads the held sessions. A cogroup's aggregators
+share one store and cache, flushed once."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aiostreams import App
+import pytest
+
+from aiostreams import App, Topic
+from aiostreams.errors import TopologyError
+from aiostreams.processors.store_values import TimestampedSerde, kv_store_spec
+from aiostreams.processors.tables import AggregateProcessor
+from aiostreams.serde import JsonSerde, LongSerde, StrSerde
 from aiostreams.testing.driver import TopologyTestDriver
+from aiostreams.topology.topology import Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
 from aiostreams.windows import (
     SessionWindowedSerde,
     SessionWindows,
     SlidingWindows,
     TimeWindowedSerde,
+    TumblingWindows,
     Windowed,
 )
 
@@ -139,3 +148,69 @@ async def test_a_join_reads_a_session_held_in_the_cache() -> None:
         await driver.process_all()
         assert [(r.key, r.value) for r in driver.read_output("answers")] == [
             (Windowed("a", 1.0, 3.0), "merged:2"), (Windowed("a", 1.0, 1.0), "first:None")]
+
+
+def cogroup_app(windowed: bool, caching: bool = True, **settings: Any) -> App:
+    """Deposits add, withdrawals subtract: two aggregators, one store, one cache."""
+    app = App("cogroup", transport=MemoryTransport(MemoryBroker()),
+              commit_interval_ms=3_600_000, **settings)
+    deposits = app.topic("deposits", key=str, value=int)
+    withdrawals = app.topic("withdrawals", key=str, value=int)
+    cogrouped = (app.stream(deposits).group_by_key().cogroup(lambda k, v, acc: acc + v)
+                 .cogroup(app.stream(withdrawals).group_by_key(), lambda k, v, acc: acc - v))
+    if windowed:
+        out = app.topic("balances", key=TimeWindowedSerde(str, size=10.0), value=int)
+        (cogrouped.windowed_by(TumblingWindows(10.0))
+         .aggregate(0, materialized="balances-store", value_serde=int, caching=caching)
+         .to_stream().to(out))
+    else:
+        out = app.topic("balances", key=str, value=int)
+        (cogrouped.aggregate(0, materialized="balances-store", value_serde=int,
+                             caching=caching)
+         .to_stream().to(out))
+    return app
+
+
+async def _balances(app: App) -> tuple[list[tuple[Any, int]], dict[Any, Any]]:
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_input("deposits", "x", 5, 1.0)
+        driver.pipe_input("withdrawals", "x", 2, 2.0)
+        driver.pipe_input("deposits", "y", 1, 3.0)
+        await driver.process_all()
+        await driver.commit()
+        await driver.process_all()
+        return ([(r.key, r.value) for r in driver.read_output("balances")],
+                driver.store("balances-store"))
+
+
+async def test_a_cogroup_flushes_each_key_once_whichever_aggregator_made_it() -> None:
+    for windowed in (False, True):
+        out, store = await _balances(cogroup_app(windowed, cache_max_bytes=1_000_000))
+        keys = [k.key if windowed else k for k, _ in out]
+        assert (keys, [v for _, v in out]) == (["x", "y"], [3, 1]), windowed
+        assert sorted(store.values()) == [1, 3]
+
+
+async def test_caching_false_opts_a_cogroup_out() -> None:
+    for windowed in (False, True):
+        out, _ = await _balances(cogroup_app(windowed, caching=False,
+                                             cache_max_bytes=1_000_000))
+        assert [v for _, v in out] == [5, 3, 1], windowed
+
+
+async def test_aggregates_sharing_a_cached_store_must_share_their_children() -> None:
+    """One flush forwards a shared cache's entries for every node writing it: two nodes
+    forwarding to different places are refused at start, with what to change."""
+    topology = (
+        Topology().add_source("src", Topic("in", StrSerde(), JsonSerde()))
+        .add_processor("one", lambda: AggregateProcessor("s", lambda: 0,
+                                                         lambda k, v, a: a + v), "src")
+        .add_processor("two", lambda: AggregateProcessor("s", lambda: 0,
+                                                         lambda k, v, a: a - v), "src")
+        .add_store(kv_store_spec("s", persistent=False, key_serde=StrSerde(),
+                                 value_serde=TimestampedSerde(LongSerde())), "one", "two")
+        .add_sink("out1", Topic("o1", StrSerde(), JsonSerde()), "one")
+        .add_sink("out2", Topic("o2", StrSerde(), JsonSerde()), "two"))
+    with pytest.raises(TopologyError, match="caching=False"):
+        async with TopologyTestDriver(topology, {"cache_max_bytes": 1000}):
+            pass

@@ -1,6 +1,6 @@
 """With both record caches on (Kafka Streams' ``statestore.cache.max.bytes`` and aiostreams'
 ``cache_max_bytes``, 10 MB each), grouped-stream, time-, session- and sliding-windowed
-aggregations end in the same table: the last value per key of the output topic is equal.
+aggregations and cogroups end in the same table: the last value per key of the output topic is equal.
 The intermediate updates each side emits depend on when its caches flush, so only what is
 deterministic is compared - the final table - and that neither side emits more than there
 were updates (for sessions and sliding windows, see :func:`check_final`)."""
@@ -17,6 +17,7 @@ from oracle_check import EXAMPLES, ORACLE_SETTINGS, oracle_outputs, prepare
 from oracle_jvm import OracleJVM
 from oracle_spec import Case, Out, build, key_bytes, value_bytes
 from test_oracle_aggregate import aggregate_cases, session_cases, time_window_cases
+from test_oracle_cogroup import cogroup_cases, windowed_cogroup_cases
 from test_oracle_sliding import sliding_cases
 
 from aiostreams import App
@@ -124,3 +125,10 @@ def test_cached_session_aggregations_end_in_kafka_streams_cached_table(
 def test_cached_sliding_aggregations_end_in_kafka_streams_cached_table(
         oracle: OracleJVM, case: dict[str, Any], commits: frozenset[int]) -> None:
     check_final(oracle, case, ranged=True, commits=commits)
+
+
+@CACHED_SETTINGS
+@given(case=st.one_of(cogroup_cases(), windowed_cogroup_cases()))
+def test_cached_cogroups_end_in_kafka_streams_cached_table(
+        oracle: OracleJVM, case: dict[str, Any]) -> None:
+    check_final(oracle, case)
