@@ -27,6 +27,9 @@ pytestmark = [pytest.mark.oracle, pytest.mark.timeout(1800)]
 
 CACHE = 10 * 1024 * 1024
 CACHED_SETTINGS = settings(ORACLE_SETTINGS, max_examples=max(1, EXAMPLES // 6))
+FEWER_SETTINGS = settings(ORACLE_SETTINGS, max_examples=max(1, EXAMPLES // 12))
+"""For the families whose uncached semantics their own oracle tests already hold (sessions,
+sliding windows, cogroups): half as many examples (``make test``'s time)."""
 
 
 async def run_cached(case: Case, commits: frozenset[int] = frozenset()
@@ -113,21 +116,21 @@ COMMITS = st.frozensets(st.integers(0, 20), max_size=6)
 flushed there and merged later must be retracted by a later flush."""
 
 
-@CACHED_SETTINGS
+@FEWER_SETTINGS
 @given(case=session_cases(), commits=COMMITS)
 def test_cached_session_aggregations_end_in_kafka_streams_cached_table(
         oracle: OracleJVM, case: dict[str, Any], commits: frozenset[int]) -> None:
     check_final(oracle, case, ranged=True, commits=commits)
 
 
-@CACHED_SETTINGS
+@FEWER_SETTINGS
 @given(case=sliding_cases(), commits=COMMITS)
 def test_cached_sliding_aggregations_end_in_kafka_streams_cached_table(
         oracle: OracleJVM, case: dict[str, Any], commits: frozenset[int]) -> None:
     check_final(oracle, case, ranged=True, commits=commits)
 
 
-@CACHED_SETTINGS
+@FEWER_SETTINGS
 @given(case=st.one_of(cogroup_cases(), windowed_cogroup_cases()))
 def test_cached_cogroups_end_in_kafka_streams_cached_table(
         oracle: OracleJVM, case: dict[str, Any]) -> None:
