@@ -7,10 +7,10 @@ Streams' ``CachingWindowStore`` and ``CachingSessionStore`` do.
 **Range reads.** The session and sliding-window aggregates find a key's windows by a
 range fetch, not a point read, so :meth:`CachedWindows.fetch` merges the store's windows
 with the ones the cache holds (a held delete hides the store's). To find a key's held
-windows without walking the whole cache, the helper keeps an index ``key -> times`` of
-what it put; the index may name a time whose write was withdrawn (a failed attempt), and
-the cache is asked for each, so it only needs to be a superset. It is cleared by the
-flush, which runs when nothing is in flight.
+windows without walking the whole cache, the helper keeps an index ``key -> times`` (sorted,
+so a fetch reads only the times in its range) of what it put; the index may name a time
+whose write was withdrawn (a failed attempt), and the cache is asked for each, so it only
+needs to be a superset. It is cleared by the flush, which runs when nothing is in flight.
 
 **Visibility.** The processors hide windows older than their store's retention by their
 own :class:`~aiostreams.topology.stream_time.StoreTime`, which they advance as they write,
@@ -34,6 +34,7 @@ the cache), so none is computed.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -57,7 +58,7 @@ class CachedWindows:
         self.store = store
         self.indexed = indexed
         self.cache: Any = None  # (cache store, its view) once opened with caching on
-        self._held: dict[Hashable, set[int]] = {}
+        self._held: dict[Hashable, list[int]] = {}  # key -> its held times, sorted
 
     @classmethod
     def open_for(cls, ctx: ProcessorContext, store: str,
@@ -88,7 +89,16 @@ class CachedWindows:
         what the flush forwards for it."""
         self.cache[1].put((key, time_ms / 1000), CacheEntry(stored, record))
         if self.indexed:
-            self._held.setdefault(self._identity(key), set()).add(time_ms)
+            times = self._held.setdefault(self._identity(key), [])
+            at = bisect_left(times, time_ms)
+            if at == len(times) or times[at] != time_ms:
+                times.insert(at, time_ms)
+
+    def forget(self, key: Any, time_ms: int) -> None:
+        """Hold nothing for window ``(key, time_ms)`` any more: for a delete of a window the
+        store does not hold, which would only be skipped by the flush (a session extended
+        record by record leaves one such delete per record otherwise)."""
+        self.cache[1].delete((key, time_ms / 1000))
 
     async def fetch(self, store: WindowAccess, key: Any, time_from_ms: int,
                     time_to_ms: float) -> list[tuple[int, Any]]:
@@ -98,15 +108,16 @@ class CachedWindows:
         found = {to_ms(time): stored for time, stored in
                  await store.fetch(key, time_from_ms / 1000, time_to_ms / 1000)}
         view = self.cache[1]
-        for time_ms in self._held.get(self._identity(key), ()):
-            if time_from_ms <= time_ms <= time_to_ms:
-                entry: CacheEntry | None = view.get_now((key, time_ms / 1000))
-                if entry is None:
-                    continue
-                if entry.stored is None:
-                    found.pop(time_ms, None)
-                else:
-                    found[time_ms] = entry.stored
+        times = self._held.get(self._identity(key), [])
+        for time_ms in times[bisect_left(times, time_from_ms):
+                             bisect_right(times, time_to_ms)]:
+            entry: CacheEntry | None = view.get_now((key, time_ms / 1000))
+            if entry is None:
+                continue
+            if entry.stored is None:
+                found.pop(time_ms, None)
+            else:
+                found[time_ms] = entry.stored
         return sorted(found.items(), key=lambda item: item[0])
 
     def _drain(self) -> list[tuple[Any, CacheEntry]]:

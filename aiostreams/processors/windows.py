@@ -216,9 +216,13 @@ class SessionAggregateProcessor(WindowedAggregate):
         key = record.key
         window = Windowed(key, start_ms / 1000, end_ms / 1000)
         self._store_time.advance(end_ms)
-        if self._cache is not None:
-            stored = None if aggregate is None else (start_ms / 1000, aggregate)
-            self._cache.put(key, end_ms, stored, restamped(record, window, aggregate, end_ms))
+        cached = self._cache
+        if cached is not None:
+            if aggregate is None and store.get_now(key, end_ms / 1000) is None:
+                cached.forget(key, end_ms)  # downstream never saw it: nothing to send
+            else:
+                stored = None if aggregate is None else (start_ms / 1000, aggregate)
+                cached.put(key, end_ms, stored, restamped(record, window, aggregate, end_ms))
             return
         if aggregate is None:
             store.delete(key, end_ms / 1000)
