@@ -1,9 +1,9 @@
 """With both record caches on (Kafka Streams' ``statestore.cache.max.bytes`` and aiostreams'
 ``cache_max_bytes``, 10 MB each), grouped-stream, time-, session- and sliding-windowed
-aggregations and cogroups end in the same table: the last value per key of the output topic is equal.
-The intermediate updates each side emits depend on when its caches flush, so only what is
-deterministic is compared - the final table - and that neither side emits more than there
-were updates (for sessions and sliding windows, see :func:`check_final`)."""
+aggregations and cogroups end in the same table: the last value per key of the output
+topic is equal. The intermediate updates each side emits depend on when its caches flush,
+so only what is deterministic is compared - the final table - and that neither side emits
+more than there were updates (for sessions and sliding windows, see :func:`check_final`)."""
 
 from __future__ import annotations
 
