@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from aiostreams import App, Topic
+from aiostreams import (
+    App,
+    SessionWindowedSerde,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindowedSerde,
+    Topic,
+    TumblingWindows,
+    Windowed,
+)
 from aiostreams.errors import TopologyError
 from aiostreams.processors.store_values import TimestampedSerde, kv_store_spec
 from aiostreams.processors.tables import AggregateProcessor
@@ -19,14 +28,6 @@ from aiostreams.serde import JsonSerde, LongSerde, StrSerde
 from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.windows import (
-    SessionWindowedSerde,
-    SessionWindows,
-    SlidingWindows,
-    TimeWindowedSerde,
-    TumblingWindows,
-    Windowed,
-)
 
 
 def session_app(caching: bool = True, **settings: Any) -> App:
