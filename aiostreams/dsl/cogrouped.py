@@ -54,9 +54,11 @@ class CogroupedStream:
 
     def aggregate(self, initializer: Any, *, materialized: str | None = None,
                   persistent: bool = False, value_serde: Any = None,
-                  name: str | None = None) -> Table[Any, Any]:
+                  name: str | None = None, caching: bool = True) -> Table[Any, Any]:
         """The table of aggregates, starting from ``initializer`` (a function of no
-        arguments, or a value deep-copied per key)."""
+        arguments, or a value deep-copied per key). ``caching=False``: this store never has
+        a record cache, whatever ``cache_max_bytes`` (the grouped streams' aggregators
+        share one cache otherwise, flushed once)."""
         from aiostreams.dsl.table import Table
 
         builder = self.builder
@@ -66,7 +68,8 @@ class CogroupedStream:
         store = builder.store_name("COGROUPKSTREAM-AGGREGATE-STATE-STORE", materialized)
         values = serde_for(value_serde) if value_serde is not None else JsonSerde()
         def supplier(add: Aggregator) -> Callable[[], AggregateProcessor]:
-            return lambda: AggregateProcessor(store, lambda: initial_value(initializer), add)
+            return lambda: AggregateProcessor(store, lambda: initial_value(initializer), add,
+                                              caching)
 
         nodes = [builder.add_processor("COGROUPKSTREAM-AGGREGATE", supplier(aggregator),
                                        [grouped.stream.node])
@@ -102,10 +105,11 @@ class TimeWindowedCogroupedStream:
 
     def aggregate(self, initializer: Any, *, materialized: str | None = None,
                   persistent: bool = False, retention: float | None = None,
-                  value_serde: Any = None, name: str | None = None,
+                  value_serde: Any = None, name: str | None = None, caching: bool = True,
                   ) -> Table[Windowed[Any], Any]:
         """The windowed table of aggregates, each window starting from ``initializer``;
-        ``retention`` (seconds, at least and by default size + grace)."""
+        ``retention`` (seconds, at least and by default size + grace). ``caching=False``:
+        this store never has a record cache, whatever ``cache_max_bytes``."""
         from aiostreams.dsl.table import Table
 
         parts = self.cogrouped.parts
@@ -126,7 +130,7 @@ class TimeWindowedCogroupedStream:
 
         def supplier(add: Aggregator) -> Callable[[], TimeWindowAggregateProcessor]:
             return lambda: TimeWindowAggregateProcessor(
-                store, windows, lambda: initial_value(initializer), add, late)
+                store, windows, lambda: initial_value(initializer), add, late, caching)
 
         nodes = [builder.add_processor("COGROUPKSTREAM-AGGREGATE", supplier(aggregator),
                                        [grouped.stream.node])

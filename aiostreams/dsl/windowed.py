@@ -179,7 +179,7 @@ class SessionWindowedStream(Generic[K, V]):
                    adder: Callable[[Any, Any, Any], Any],
                    merger: Callable[[Any, Any, Any], Any], *, materialized: str | None,
                    persistent: bool, retention: float | None, value_serde: Serde[Any],
-                   name: str | None, caching: bool = True) -> Table[Windowed[K], Any]:
+                   name: str | None, caching: bool) -> Table[Windowed[K], Any]:
         builder = self.grouped.builder
         windows = self.windows
         minimum = (windows.gap_ms + windows.grace_ms) / 1000
@@ -203,7 +203,7 @@ class SessionWindowedStream(Generic[K, V]):
         else:
             node = builder.add_processor(
                 kind, lambda: SessionAggregateProcessor(store, windows, kept_ms, start, adder,
-                                                        merger, late),
+                                                        merger, late, caching),
                 [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=kept, persistent=persistent, key_serde=key_serde,
@@ -214,33 +214,37 @@ class SessionWindowedStream(Generic[K, V]):
                      window_grace_ms=windows.gap_ms + windows.grace_ms)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
-              retention: float | None = None,
-              name: str | None = None) -> Table[Windowed[K], int]:
+              retention: float | None = None, name: str | None = None,
+              caching: bool = True) -> Table[Windowed[K], int]:
+        """The number of records per key and session. ``caching=False``: this store never
+        has a record cache, whatever ``cache_max_bytes`` (Kafka's
+        ``Materialized.withCachingDisabled``); so for ``reduce`` and ``aggregate``."""
         return self._aggregate("KSTREAM-AGGREGATE", lambda: 0, lambda _k, _v, n: n + 1,
                                lambda _k, a, b: a + b, materialized=materialized,
                                persistent=persistent, retention=retention,
-                               value_serde=LongSerde(), name=name)
+                               value_serde=LongSerde(), name=name, caching=caching)
 
     def reduce(self, reducer: Callable[[V, V], V], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
-               value_serde: Any = None, name: str | None = None) -> Table[Windowed[K], V]:
+               value_serde: Any = None, name: str | None = None,
+               caching: bool = True) -> Table[Windowed[K], V]:
         r = Reducing(reducer)
         return self._aggregate(
             "KSTREAM-REDUCE", r.initial, r.add, r.merge, materialized=materialized,
-            persistent=persistent, retention=retention, name=name,
+            persistent=persistent, retention=retention, name=name, caching=caching,
             value_serde=_value_serde(value_serde, self.grouped.value_serde))
 
     def aggregate(self, initializer: Callable[[], VA] | VA,
                   aggregator: Callable[[K, V, VA], VA], merger: Callable[[K, VA, VA], VA],
                   *, materialized: str | None = None, persistent: bool = False,
                   retention: float | None = None, value_serde: Any = None,
-                  name: str | None = None) -> Table[Windowed[K], VA]:
+                  name: str | None = None, caching: bool = True) -> Table[Windowed[K], VA]:
         require_sync(aggregator, "aggregate")
         require_sync(merger, "aggregate")
         return self._aggregate(
             "KSTREAM-AGGREGATE", lambda: initial_value(initializer), aggregator, merger,
             materialized=materialized, persistent=persistent, retention=retention,
-            name=name, value_serde=_value_serde(value_serde, None))
+            name=name, caching=caching, value_serde=_value_serde(value_serde, None))
 
 
 class SlidingWindowedStream:
@@ -261,7 +265,8 @@ class SlidingWindowedStream:
 
     def _aggregate(self, start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any], *,
                    materialized: str | None, persistent: bool, retention: float | None,
-                   value_serde: Serde[Any], name: str | None) -> Table[Windowed[Any], Any]:
+                   value_serde: Serde[Any], name: str | None,
+                   caching: bool) -> Table[Windowed[Any], Any]:
         builder = self.grouped.builder
         windows = self.windows
         minimum_ms = 2 * windows.difference_ms + windows.grace_ms
@@ -283,7 +288,7 @@ class SlidingWindowedStream:
             node = builder.add_processor(
                 "KSTREAM-AGGREGATE",
                 lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late,
-                                                        retention_ms=kept_ms),
+                                                        retention_ms=kept_ms, caching=caching),
                 [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum_ms / 1000,
@@ -297,32 +302,38 @@ class SlidingWindowedStream:
                      value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
-              retention: float | None = None, name: str | None = None) -> Table[Any, int]:
+              retention: float | None = None, name: str | None = None,
+              caching: bool = True) -> Table[Any, int]:
+        """The number of records per key and window. ``caching=False``: this store never
+        has a record cache, whatever ``cache_max_bytes`` (Kafka's
+        ``Materialized.withCachingDisabled``); so for ``reduce`` and ``aggregate``."""
         return self._aggregate(lambda: 0, lambda _k, _v, n: n + 1, materialized=materialized,
                                persistent=persistent, retention=retention,
-                               value_serde=LongSerde(), name=name)
+                               value_serde=LongSerde(), name=name, caching=caching)
 
     def reduce(self, reducer: Callable[[Any, Any], Any], *, materialized: str | None = None,
                persistent: bool = False, retention: float | None = None,
-               value_serde: Any = None, name: str | None = None) -> Table[Any, Any]:
+               value_serde: Any = None, name: str | None = None,
+               caching: bool = True) -> Table[Any, Any]:
         """``reducer(aggregate, value)``; a window's first value is its aggregate."""
 
         require_sync(reducer, "reduce")
         return self._aggregate(
             lambda: None, lambda _k, v, agg: v if agg is None else reducer(agg, v),
             materialized=materialized, persistent=persistent, retention=retention, name=name,
+            caching=caching,
             value_serde=serde_for(value_serde) if value_serde is not None
             else self.grouped.value_serde or JsonSerde())
 
     def aggregate(self, initializer: Any, aggregator: Callable[[Any, Any, Any], Any], *,
                   materialized: str | None = None, persistent: bool = False,
                   retention: float | None = None, value_serde: Any = None,
-                  name: str | None = None) -> Table[Any, Any]:
+                  name: str | None = None, caching: bool = True) -> Table[Any, Any]:
 
         require_sync(aggregator, "aggregate")
         return self._aggregate(
             lambda: initial_value(initializer), aggregator, materialized=materialized,
-            persistent=persistent, retention=retention, name=name,
+            persistent=persistent, retention=retention, name=name, caching=caching,
             value_serde=serde_for(value_serde) if value_serde is not None else JsonSerde())
 
 

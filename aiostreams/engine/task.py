@@ -33,7 +33,7 @@ from aiostreams.engine.reorder_buffer import ReorderBuffer
 from aiostreams.engine.task_state import TaskMetrics, TaskSettings, TaskState
 from aiostreams.engine.task_stores import TaskStores
 from aiostreams.engine.topic_serdes import TopicSerdes
-from aiostreams.errors import TaskFailedError
+from aiostreams.errors import TaskFailedError, TopologyError
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.external_record import ExternalRecord
@@ -229,14 +229,26 @@ class StreamTask:
                      ) -> tuple[RecordCacheStore, Any] | None:
         """Store ``store``'s record cache and its view, with ``flush`` registered as node
         ``node``'s flush (see :mod:`~aiostreams.engine.cache_flush`); None when the task
-        caches nothing (``cache_max_bytes`` 0)."""
+        caches nothing (``cache_max_bytes`` 0).
+
+        Nodes sharing a store (a cogroup's aggregates) share its cache, and one flush (the
+        first node's) writes and forwards every entry: a second would send each entry
+        again. So they must have the same children, as a cogroup's do (its merge node)."""
         budget = self.settings.cache_max_bytes
         if budget <= 0:
             return None
         path = self._path
         cache, view = self._task_stores.cache_for(store, budget, path.request_cache_flush)
-        path.cache_flushers.append(
-            CacheFlusher(node, self._graph.nodes[node].steps, cache, flush))
+        steps = self._graph.nodes[node].steps
+        flusher = next((f for f in path.cache_flushers if f.cache is cache), None)
+        if flusher is None:
+            path.cache_flushers.append(CacheFlusher(node, steps, cache, flush))
+        elif flusher.steps.keys() != steps.keys():
+            raise TopologyError(
+                f"nodes {flusher.node!r} and {node!r} share store {store!r} with a record "
+                f"cache but forward to different nodes ({sorted(flusher.steps)} and "
+                f"{sorted(steps)}); one flush forwards for both, so give them the same "
+                "children, or turn the store's caching off (caching=False)")
         return cache, view
 
     def cache_view(self, store: str) -> Any | None:

@@ -36,14 +36,16 @@ that retention; its time is kept in memory (:class:`StoreTime`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiostreams.processors.store_values import (
     ValueAndTimestamp,
     WindowAccess,
     window_access,
 )
+from aiostreams.processors.window_caching import CachedWindows
 from aiostreams.processors.windows import WindowedAggregate
+from aiostreams.topology.processor import ProcessorContext
 from aiostreams.topology.stream_time import StoreTime
 from aiostreams.types import Record
 from aiostreams.windows import (
@@ -53,9 +55,6 @@ from aiostreams.windows import (
     restamped,
     to_ms,
 )
-
-if TYPE_CHECKING:
-    pass
 
 AnyRecord = Record[Any, Any]
 Stamped = ValueAndTimestamp
@@ -72,12 +71,17 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
 
     def __init__(self, store: str, windows: SlidingWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords, *,
-                 retention_ms: int | None = None, keeps_edge: bool = False) -> None:
-        super().__init__(store, start, adder, late)
+                 retention_ms: int | None = None, keeps_edge: bool = False,
+                 caching: bool = True) -> None:
+        super().__init__(store, start, adder, late, caching)
         self.d = windows.difference_ms
         self.grace_ms = windows.grace_ms
         retention = 2 * self.d + self.grace_ms if retention_ms is None else retention_ms
         self._store_time = StoreTime(retention + (1 if keeps_edge else 0))
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        self._open_cache(context, CachedWindows.flush_windows)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record, null_values=True):
@@ -165,14 +169,39 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
         visible = max(time_from, self._store_time.earliest_visible())
         if visible > time_to:
             return []
+        if self._cache is not None:
+            return await self._cache.fetch(store, key, visible, time_to)
         return [(to_ms(start), stored) for start, stored in
                 await store.fetch(key, visible / 1000, time_to / 1000)]
 
-    def _put(self, store: WindowAccess, key: Any, start: int, value: Stamped) -> None:
+    def _write(self, store: WindowAccess, record: AnyRecord, start: int,
+               value: Stamped) -> None:
+        """Window ``start`` of the record's key now holds ``value``: into the store (unless
+        expired: Kafka's in-memory window store drops the put) and forwarded, or, when
+        cached, into the cache (the flush writes and forwards it)."""
+        key = record.key
+        update = restamped(record, Windowed(key, start / 1000, (start + self.d) / 1000),
+                           value.value, to_ms(value.timestamp))
         self._store_time.advance(start)
-        if start <= self._store_time.ms - self._store_time.retention_ms:
-            return  # Kafka's in-memory window store drops an expired put
-        store.put(key, start / 1000, value)
+        expired = start <= self._store_time.ms - self._store_time.retention_ms
+        cached = self._cache
+        if cached is None:
+            if not expired:
+                store.put(key, start / 1000, value)
+            if self.forwards_updates:
+                self.context.forward(update)
+            return
+        if not expired:
+            cached.put(key, start, value, update)
+            return
+        # Not stored, still forwarded (as uncached): a window held from before it expired
+        # keeps its stored value and forwards this update at the flush (so the update is
+        # still its last); otherwise it goes now, as no later write of it can follow.
+        held = cached.held(key, start)
+        if held is None:
+            self.context.forward(update)
+        else:
+            cached.put(key, start, held.stored, update)
 
     def _update(self, store: WindowAccess, record: AnyRecord, start: int, held: Stamped,
                 close: int) -> None:
@@ -183,20 +212,11 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
         new = self.adder(record.key, record.value, old)
         stamp = (to_ms(record.timestamp) if old is None
                  else max(to_ms(record.timestamp), to_ms(held.timestamp)))
-        self._put(store, record.key, start, Stamped(new, stamp / 1000))
-        if self.forwards_updates:
-            self.context.forward(restamped(
-                record, Windowed(record.key, start / 1000, (start + self.d) / 1000), new,
-                stamp))
+        self._write(store, record, start, Stamped(new, stamp / 1000))
 
     def _put_right_window(self, store: WindowAccess, record: AnyRecord, ts: int,
                           agg: Stamped) -> None:
-        start = ts + 1
-        self._put(store, record.key, start, agg)
-        if self.forwards_updates:
-            self.context.forward(restamped(
-                record, Windowed(record.key, start / 1000, (start + self.d) / 1000),
-                agg.value, to_ms(agg.timestamp)))
+        self._write(store, record, ts + 1, agg)
 
 
 __all__ = ["SlidingWindowAggregateProcessor"]

@@ -32,10 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aiostreams.processors.record_caching import open_record_cache
+from aiostreams.processors.record_caching import cached_stamped
 from aiostreams.processors.store_values import ValueAndTimestamp, WindowAccess, window_access
 from aiostreams.processors.tables import ValueGetter
-from aiostreams.state.record_cache import CacheEntry
+from aiostreams.processors.window_caching import CachedWindows
 from aiostreams.topology.processor import Processor, ProcessorContext
 from aiostreams.topology.stream_time import NodeStreamTime, StoreTime
 from aiostreams.types import Record
@@ -54,17 +54,34 @@ _NO_END = float("inf")
 
 class WindowedAggregate(Processor[Any, Any]):
     """What every windowed aggregation holds: its store, initializer and adder, where late
-    records go, its counters (``dropped_late``, ``skipped``) and its own stream time."""
+    records go, its counters (``dropped_late``, ``skipped``), its own stream time, and its
+    record cache when ``caching`` and the task caches (see :meth:`_open_cache`)."""
+
+    forwards_updates = True
+    """Whether each update is forwarded (emit on window update, Kafka's default); the
+    emit-on-window-close subclasses forward closed windows instead (and cache nothing)."""
 
     def __init__(self, store: str, start: Callable[[], Any],
-                 adder: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
+                 adder: Callable[[Any, Any, Any], Any], late: LateRecords,
+                 caching: bool = True) -> None:
         self.store_name = store
         self.start = start
         self.adder = adder
         self.late = late
+        self.caching = caching
         self.dropped_late = 0
         self.skipped = 0
         self._time = NodeStreamTime()
+        self._cache: CachedWindows | None = None  # when cached
+
+    def _open_cache(self, context: ProcessorContext,
+                    flush: Callable[[CachedWindows, ProcessorContext], None], *,
+                    indexed: bool = True) -> None:
+        """At init: open the store's record cache with ``flush`` (nothing when ``caching``
+        is off, updates are not forwarded, or the task caches nothing)."""
+        if self.caching and self.forwards_updates:
+            self._cache = CachedWindows.open_for(context, self.store_name, flush,
+                                                 indexed=indexed)
 
     def _skipped(self, record: AnyRecord, *, null_values: bool = False) -> bool:
         """True (and counted) for a record without a key (or, with ``null_values``, without
@@ -81,23 +98,15 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, start)`` to the aggregate and its
     timestamp (:class:`~aiostreams.processors.store_values.ValueAndTimestamp`)."""
 
-    forwards_updates = True
-    """Whether each update is forwarded (emit on window update, Kafka's default); the
-    emit-on-window-close subclass forwards closed windows instead (and caches nothing)."""
-
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords,
                  caching: bool = True) -> None:
-        super().__init__(store, start, adder, late)
+        super().__init__(store, start, adder, late, caching)
         self.windows = windows
-        self.caching = caching
-        self._cache: Any = None  # (cache store, its view) when cached
 
     async def init(self, context: ProcessorContext) -> None:
         await super().init(context)
-        if (self.caching and self.forwards_updates
-                and window_access(context.store(self.store_name)).reads_now):
-            self._cache = open_record_cache(context, self.store_name, self._flush)
+        self._open_cache(context, CachedWindows.flush_windows, indexed=False)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):
@@ -115,7 +124,7 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
                 continue
             start = start_ms / 1000
             if cached is not None:
-                await self._update_cached(cached[1], store, record, start, end_ms, ts)
+                await self._update_cached(cached, store, record, start_ms, end_ms, ts)
                 continue
             old = get_now(key, start) if get_now is not None else await store.get(key, start)
             if old is None:
@@ -129,12 +138,13 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
             if self.forwards_updates:
                 ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
-    async def _update_cached(self, view: Any, store: WindowAccess, record: AnyRecord,
-                             start: float, end_ms: int, ts: int) -> None:
+    async def _update_cached(self, cached: CachedWindows, store: WindowAccess,
+                             record: AnyRecord, start_ms: int, end_ms: int, ts: int) -> None:
         """One window's update into the record cache (keyed ``(key, start)``): nothing is
         written to the store or forwarded until the flush."""
         key = record.key
-        entry: CacheEntry | None = view.get_now((key, start))
+        start = start_ms / 1000
+        entry = cached.held(key, start_ms)
         if entry is not None:
             old = entry.stored
         elif store.reads_now:
@@ -146,43 +156,26 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
         else:
             stamp, new = max(ts, to_ms(old.timestamp)), self.adder(key, record.value, old.value)
         stored = None if new is None else ValueAndTimestamp(new, stamp / 1000)
-        view.put((key, start), CacheEntry(
-            stored, restamped(record, Windowed(key, start, end_ms / 1000), new, stamp)))
-
-    def _flush(self) -> None:
-        """Write each dirty window to the store and forward its newest update."""
-        ctx = self.context
-        cache, view = self._cache
-        store = window_access(ctx.store(self.store_name))
-        for (key, start), entry in cache.dirty():
-            view.delete((key, start))
-            if entry.stored is None:
-                # a delete of a window the store never held forwards nothing (Kafka's
-                # caching window store forwards only when the new or old value is there)
-                held = store.get_now(key, start) is not None
-                store.delete(key, start)
-                if not held:
-                    continue
-            else:
-                store.put(key, start, entry.stored)
-            ctx.forward(entry.record)
+        cached.put(key, start_ms, stored,
+                   restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
 
 
 class SessionAggregateProcessor(WindowedAggregate):
     """See the module docstring. The store maps ``(key, session end)`` to
     ``(session start, aggregate)``."""
 
-    forwards_updates = True
-    """Whether each update (and merged-away tombstone) is forwarded; the
-    emit-on-window-close subclass forwards closed sessions instead."""
-
     def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
                  start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
-                 merger: Callable[[Any, Any, Any], Any], late: LateRecords) -> None:
-        super().__init__(store, start, adder, late)
+                 merger: Callable[[Any, Any, Any], Any], late: LateRecords,
+                 caching: bool = True) -> None:
+        super().__init__(store, start, adder, late, caching)
         self.windows = windows
         self.merger = merger
         self._store_time = StoreTime(retention_ms)
+
+    async def init(self, context: ProcessorContext) -> None:
+        await super().init(context)
+        self._open_cache(context, CachedWindows.flush_sessions)
 
     async def process(self, record: AnyRecord) -> None:
         if self._skipped(record):
@@ -193,8 +186,11 @@ class SessionAggregateProcessor(WindowedAggregate):
         close_ms = await self._time.observe(ctx, ts) - self.windows.grace_ms - gap
         store: WindowAccess = window_access(ctx.store(self.store_name))
         visible_from = max(ts - gap, self._store_time.earliest_visible())
-        found = [(to_ms(end), to_ms(stored[0]), stored[1]) for end, stored in
-                 await store.fetch(key, visible_from / 1000, _NO_END)
+        cached = self._cache
+        sessions = (await cached.fetch(store, key, visible_from, _NO_END) if cached is not None
+                    else [(to_ms(end), stored) for end, stored in
+                          await store.fetch(key, visible_from / 1000, _NO_END)])
+        found = [(end, to_ms(stored[0]), stored[1]) for end, stored in sessions
                  if to_ms(stored[0]) <= ts + gap]
         first = min([ts, *(s for _, s, _ in found)])
         last = max([ts, *(e for e, _, _ in found)])
@@ -207,25 +203,39 @@ class SessionAggregateProcessor(WindowedAggregate):
             aggregate = self.merger(key, aggregate, old)
         if (first, last) != (ts, ts):
             for end_ms, start_ms, _ in found:
-                store.delete(key, end_ms / 1000)
-                self._store_time.advance(end_ms)
-                if self.forwards_updates:
-                    ctx.forward(restamped(
-                        record, Windowed(key, start_ms / 1000, end_ms / 1000), None, end_ms,
-                        headers=()))
+                self._write(store, record, start_ms, end_ms, None)
         aggregate = self.adder(key, value, aggregate)
+        self._write(store, record, first, last, aggregate)
+
+    def _write(self, store: WindowAccess, record: AnyRecord, start_ms: int, end_ms: int,
+               aggregate: Any) -> None:
+        """Session ``[start_ms, end_ms]`` of the record's key now holds ``aggregate`` (None:
+        it is gone): into the store and downstream, or, when cached, into the cache (the
+        flush writes and forwards it; the result keeps the record's headers there, as
+        Kafka's flushed records keep the context of their last write)."""
+        key = record.key
+        window = Windowed(key, start_ms / 1000, end_ms / 1000)
+        self._store_time.advance(end_ms)
+        cached = self._cache
+        if cached is not None:
+            if aggregate is None and store.get_now(key, end_ms / 1000) is None:
+                cached.forget(key, end_ms)  # downstream never saw it: nothing to send
+            else:
+                stored = None if aggregate is None else (start_ms / 1000, aggregate)
+                cached.put(key, end_ms, stored, restamped(record, window, aggregate, end_ms))
+            return
         if aggregate is None:
-            store.delete(key, last / 1000)
+            store.delete(key, end_ms / 1000)
         else:
-            store.put(key, last / 1000, (first / 1000, aggregate))
-        self._store_time.advance(last)
+            store.put(key, end_ms / 1000, (start_ms / 1000, aggregate))
         if self.forwards_updates:
-            ctx.forward(restamped(record, Windowed(key, first / 1000, last / 1000), aggregate,
-                                  last, headers=()))
+            self.context.forward(restamped(record, window, aggregate, end_ms, headers=()))
 
 
 class TimeWindowGetter(ValueGetter):
-    """A time-windowed table's value of a :class:`Windowed` key."""
+    """A time-windowed table's value of a :class:`Windowed` key: the update its store's
+    record cache holds first (unless the reader asked for flushed values: see
+    :func:`~aiostreams.processors.record_caching.read_flushed`), else the store's."""
 
     def __init__(self, store: str) -> None:
         self.store = store
@@ -234,19 +244,29 @@ class TimeWindowGetter(ValueGetter):
     async def get(self, ctx: ProcessorContext, key: Any) -> Any | None:
         if not isinstance(key, Windowed):
             return None
-        return await self._lookup(window_access(ctx.store(self.store)), key)
+        store_key = self._store_key(key)
+        found, stored = cached_stamped(ctx, self.store, store_key)
+        if not found:
+            stored = await window_access(ctx.store(self.store)).get(*store_key)
+        return None if stored is None else self._value(stored, key)
 
-    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
-        stored = await store.get(key.key, key.start)
-        return None if stored is None else stored.value
+    @staticmethod
+    def _store_key(key: Windowed[Any]) -> tuple[Any, float]:
+        return key.key, key.start
+
+    @staticmethod
+    def _value(stored: Any, key: Windowed[Any]) -> Any | None:
+        return stored.value
 
 
 class SessionGetter(TimeWindowGetter):
     """A session-windowed table's value of a :class:`Windowed` key (stored under its end,
     with its start)."""
 
-    async def _lookup(self, store: WindowAccess, key: Windowed[Any]) -> Any | None:
-        stored = await store.get(key.key, key.end)
-        if stored is None or to_ms(stored[0]) != to_ms(key.start):
-            return None
-        return stored[1]
+    @staticmethod
+    def _store_key(key: Windowed[Any]) -> tuple[Any, float]:
+        return key.key, key.end
+
+    @staticmethod
+    def _value(stored: Any, key: Windowed[Any]) -> Any | None:
+        return None if to_ms(stored[0]) != to_ms(key.start) else stored[1]

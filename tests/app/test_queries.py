@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiostreams import App, Processor, Record, TumblingWindows
+from aiostreams import App, Processor, Record, SessionWindows, TumblingWindows
 from aiostreams.ops.queries import KeyNotLocalError, StoreNotReadyError, UnknownStoreError
 from aiostreams.state import kv_store
 from aiostreams.testing import Sequencer, settle
@@ -191,6 +191,47 @@ async def test_get_reads_a_key_held_in_the_record_cache() -> None:
         assert [k for k, _ in task.cached_entries("counts")] == ["k"]
         assert await task.stores["counts"].get("k") is None  # not flushed: no commit yet
         assert await app.store("counts").get("k") == 5
+
+
+async def test_a_session_store_query_sees_a_merge_held_in_the_record_cache() -> None:
+    """Sessions flushed by a commit, then merged by a record whose update is still held:
+    ``fetch`` and ``get`` answer the merged session (the store still has the two)."""
+    app = App("cached-sessions", broker=f"memory://q-{uuid.uuid4().hex[:8]}",
+              commit_interval_ms=3_600_000, cache_max_bytes=1_000_000)
+    words = app.topic("words", key=str, value=str, partitions=1)
+    seen = 0
+    counted = asyncio.Event()
+
+    def saw(_key: str, _value: str) -> None:
+        nonlocal seen
+        seen += 1
+        if seen in (2, 3):
+            counted.set()
+
+    (app.stream(words).peek(saw).group_by_key().windowed_by(SessionWindows(5.0, grace=100.0))
+     .count(materialized="sessions"))
+    async with app:
+        worker = app.inspect().worker
+        assert worker is not None
+        for ts in (1.0, 10.0):
+            await app.send("words", "k", "w", timestamp=ts)
+        async with asyncio.timeout(30):
+            await counted.wait()
+        await settle()
+        worker.request_commit()
+        await worker.next_commit()  # [1, 1] and [10, 10] flushed into the store
+        counted.clear()
+        await app.send("words", "k", "w", timestamp=5.0)  # bridges them
+        async with asyncio.timeout(30):
+            await counted.wait()
+        await settle()
+        (task,) = app.inspect().tasks.values()
+        assert [(s, e) async for s, e in task.stores["sessions"].fetch("k", 0.0, 60.0)] == [
+            (1.0, (1.0, 1)), (10.0, (10.0, 1))]
+        view = app.store("sessions")
+        assert await view.fetch("k") == [(10.0, (1.0, 3))]
+        assert await view.get(("k", 10.0)) == (1.0, 3)
+        assert await view.get(("k", 1.0)) is None
 
 
 async def test_range_all_and_fetch_merge_the_record_cache_with_the_store() -> None:

@@ -59,6 +59,24 @@ def _fk_join_case() -> dict[str, Any]:
                        for t, k, v, ts, racing in inputs]}
 
 
+def _cached_session_case() -> dict[str, Any]:
+    # b@2 s moves the store's time to 2 s: a's session [0, 0] falls out of its retention
+    # (gap 2 s + grace 0) just as a@2 s, exactly a gap after it, could still join it
+    inputs = [("a", 1, 0), ("b", 1, 2000), ("a", 1, 2000)]
+    return {"id": "deviation", "outputs": ["out"],
+            "ops": [{"op": "stream", "id": "in", "topic": "in"},
+                    {"op": "group_by_key", "id": "g", "from": "in", "n": 1},
+                    {"op": "windowed_by", "id": "w", "from": "g", "windows": "session",
+                     "gap": 2000, "grace": 0},
+                    {"op": "count", "id": "agg", "from": "w", "init": 0},
+                    {"op": "to_stream", "id": "changes", "from": "agg"},
+                    {"op": "to", "from": "changes", "topic": "out"}],
+            "inputs": [{"topic": "in", "key": k, "value": v, "ts": ts}
+                       for k, v, ts in inputs]}
+
+
+CACHE_BYTES = "statestore.cache.max.bytes"
+
 EMIT_INTERVAL = "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__"
 
 DEVIATIONS = [
@@ -94,5 +112,23 @@ DEVIATIONS = [
         kafka_default=None,
         oracle_config=None,
         case=_fk_join_case(),
+    ),
+    Deviation(
+        name="a record cache never shows a window past its store's retention",
+        what=("With its record cache on (10 MB by default), Kafka Streams' session and "
+              "window stores answer a range read from the cache too, and the cache keeps "
+              "entries after a flush; the store below hides windows past its retention, "
+              "the cache does not. So a record can merge with a session (or find a sliding "
+              "window) that the same run without the cache had already forgotten: "
+              "a@0, b@2 s, a@2 s with gap 2 s and no grace makes [0, 2 s] with the cache, "
+              "[2 s, 2 s] without."),
+        why=("A cache must not change results: aiostreams hides a window past the store's "
+             "retention whether the cache holds it or not (with ``cache_max_bytes`` set "
+             "the final tables equal the uncached run's), which is Kafka's result with "
+             "its cache off. They can differ only for a record about the grace period or more "
+             "behind stream time (with no grace, any record)."),
+        kafka_default={CACHE_BYTES: str(10 * 1024 * 1024)},
+        oracle_config={CACHE_BYTES: "0"},
+        case=_cached_session_case(),
     ),
 ]
