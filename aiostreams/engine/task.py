@@ -266,8 +266,9 @@ class StreamTask:
         return made[0] if made is not None else None
 
     def cached_entries(self, store: str) -> list[tuple[Any, Any]]:
-        """The retired updates store ``store``'s record cache holds, in dirty order (key,
-        :class:`~aiostreams.state.record_cache.CacheEntry`); empty when uncached."""
+        """The retired updates store ``store``'s record cache holds, in the order of their
+        last updates (key, :class:`~aiostreams.state.record_cache.CacheEntry`); empty when
+        uncached."""
         made = self._task_stores.caches.get(store)
         return made[0].dirty() if made is not None else []
 

@@ -95,10 +95,10 @@ class CachedTable:
         self.cache[1].put(key, CacheEntry(stored, update(record, new, None, stamp_ms / 1000)))
 
     def flush(self, ctx: ProcessorContext, old_values: bool = True) -> None:
-        """Write each dirty key to the store and forward it, in dirty order, with the
-        store's old value (``old_values`` False: without). A delete of a key the store
-        never held forwards nothing (Kafka's caching stores forward only when the new or
-        the old value is there)."""
+        """Write each dirty key to the store and forward it, in the order of the keys' last
+        updates, with the store's old value (``old_values`` False: without). A delete of a
+        key the store never held forwards nothing (Kafka's caching stores forward only when
+        the new or the old value is there)."""
         cache, view = self.cache
         store = ctx.store(self.store)
         for key, entry in cache.dirty():

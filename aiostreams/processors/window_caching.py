@@ -121,7 +121,7 @@ class CachedWindows:
         return sorted(found.items(), key=lambda item: item[0])
 
     def _drain(self) -> list[tuple[Any, CacheEntry]]:
-        """The held windows in dirty order, each taken out of the cache."""
+        """The held windows in the order of their last updates, each taken out of the cache."""
         cache, view = self.cache
         dirty: list[tuple[Any, CacheEntry]] = cache.dirty()
         for key, _ in dirty:

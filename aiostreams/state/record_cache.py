@@ -8,7 +8,8 @@ cache when the record *retires* (so a retried or dead-lettered record leaves no 
 the cache holds exactly the retired records' updates, in issue order). A processor reads
 the cache before its store; the flush (:mod:`aiostreams.engine.cache_flush`) writes each
 entry to the store (and so its changelog) and forwards it downstream, in the order the
-entries became dirty, from a barrier slot of the reorder buffer.
+entries were last updated (Kafka Streams' ``NamedCache`` moves a re-written key to the end
+of its dirty keys), from a barrier slot of the reorder buffer.
 
 Only dirty entries are held: a flush empties the cache, so reads after it go to the store.
 An eviction therefore flushes every entry, as Kafka Streams' ``NamedCache.evict`` does for a
@@ -19,8 +20,9 @@ store's serdes, computed once, when the entry becomes dirty) + :data:`ENTRY_OVER
 the total passes ``max_bytes``, ``on_full`` is called once (the task queues a flush barrier
 after the record being retired); the budget is soft by what retires before that barrier.
 
-Invariants: ``bytes`` is the sum of the held entries' sizes; entries are kept in dirty
-order (a dict keeps insertion order, and an update of a held key keeps its place).
+Invariants: ``bytes`` is the sum of the held entries' sizes; entries are kept in the order
+of their last update (a dict keeps insertion order; an update of a held key moves it to the
+end).
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ class RecordCacheStore:
                 self._full_told = False
             return
         assert isinstance(value, CacheEntry), f"{self.name}: not a cache entry: {value!r}"
-        held = entries.get(ident)
-        if held is not None:
+        held = entries.pop(ident, None)
+        if held is not None:  # to the end: entries flush in the order of their last update
             value.size = held.size  # sized once, when it became dirty
             entries[ident] = value
             return
@@ -142,7 +144,7 @@ class RecordCacheStore:
         return len(self.sort_key(key)) + value_bytes + ENTRY_OVERHEAD
 
     def dirty(self) -> list[tuple[Any, CacheEntry]]:
-        """The held entries (key, entry), in the order they became dirty."""
+        """The held entries (key, entry), in the order of their last update."""
         keys = self._keys
         return [(keys[ident] if isinstance(ident, EncodedKey) else ident, entry)
                 for ident, entry in self._entries.items()]

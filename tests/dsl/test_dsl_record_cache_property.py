@@ -6,11 +6,9 @@ end equal - for a key-value aggregate, a re-grouped count fed by it (old values)
 tumbling-window count; and, with out-of-order and late records, for session counts and
 aggregates (merges included) and a sliding-window count.
 
-The re-grouped count is held to its final values only: a flush sends its keys in the order
-they became dirty, not in the order of their last updates, so a group downstream may pass
-through a value the serial run never showed (key a moves from group 1 to 2 before key b
-joins group 1: 1, 0, 1 where the serial run showed 1, 2, 1). Kafka Streams' cache does the
-same."""
+The re-grouped count is held to its final values only: a flush sends each key once, in the
+order of the keys' last updates (as Kafka Streams' cache does), not every update in record
+order, so a group downstream may pass through a value the serial run never showed."""
 
 from __future__ import annotations
 
