@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiostreams.errors import ConfigError, TopologyError
 from aiostreams.processors.steps import Passthrough, require_sync
 from aiostreams.processors.store_values import TimestampedSerde, kv_store_spec, window_store_spec
+from aiostreams.processors.table_changes import OldValues
 from aiostreams.processors.tables import AggregateProcessor, StoreGetter, initial_value
 from aiostreams.processors.windows import TimeWindowAggregateProcessor, TimeWindowGetter
 from aiostreams.serde import JsonSerde, serde_for
@@ -128,9 +129,12 @@ class TimeWindowedCogroupedStream:
         values = serde_for(value_serde) if value_serde is not None else JsonSerde()
         late = builder.late
 
+        old_values = OldValues()
+
         def supplier(add: Aggregator) -> Callable[[], TimeWindowAggregateProcessor]:
             return lambda: TimeWindowAggregateProcessor(
-                store, windows, lambda: initial_value(initializer), add, late, caching)
+                store, windows, lambda: initial_value(initializer), add, late, caching,
+                old_values)
 
         nodes = [builder.add_processor("COGROUPKSTREAM-AGGREGATE", supplier(aggregator),
                                        [grouped.stream.node])
@@ -142,7 +146,8 @@ class TimeWindowedCogroupedStream:
         merged = builder.add_processor("COGROUPKSTREAM-MERGE", Passthrough, nodes, name=name)
         return Table(builder, merged, TimeWindowGetter(store),
                      key_serde=TimeWindowedSerde(first.key_serde, size=windows.size),
-                     value_serde=values, store=store, window_grace_ms=windows.grace_ms)
+                     value_serde=values, store=store, window_grace_ms=windows.grace_ms,
+                     old_values=OldValues(old_values))
 
 
 __all__ = ["CogroupedStream", "TimeWindowedCogroupedStream"]

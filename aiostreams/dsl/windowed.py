@@ -34,6 +34,7 @@ from aiostreams.processors.store_values import (
     kv_store_spec,
     window_store_spec,
 )
+from aiostreams.processors.table_changes import OldValues
 from aiostreams.processors.tables import initial_value
 from aiostreams.processors.windows import (
     SessionAggregateProcessor,
@@ -106,6 +107,7 @@ class TimeWindowedStream(Generic[K, V]):
                 f"({minimum}s), or open windows would be forgotten")
         store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
         late = builder.late
+        old_values = OldValues()  # a final result carries none (Kafka: Change(final, null))
         if self.on_window_close:
             node = emit_on_window_close(
                 builder, kind, store, windows, start, adder, self.grouped,
@@ -115,7 +117,7 @@ class TimeWindowedStream(Generic[K, V]):
         else:
             node = builder.add_processor(
                 kind, lambda: TimeWindowAggregateProcessor(store, windows, start, adder, late,
-                                                     caching),
+                                                     caching, old_values),
                 [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum,
@@ -123,7 +125,8 @@ class TimeWindowedStream(Generic[K, V]):
             value_serde=TimestampedSerde(value_serde)), node)
         return Table(builder, node, TimeWindowGetter(store),
                      key_serde=TimeWindowedSerde(self.grouped.key_serde, size=windows.size),
-                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
+                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms,
+                     old_values=old_values)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
               retention: float | None = None, name: str | None = None,
@@ -187,6 +190,7 @@ class SessionWindowedStream(Generic[K, V]):
             raise ConfigError(f"retention ({retention}s) must be at least gap + grace "
                               f"({minimum}s), or open sessions would be forgotten")
         store = builder.store_name("KSTREAM-SESSION-STATE-STORE", materialized)
+        old_values = OldValues()
         late = builder.late
         kept = retention if retention is not None else minimum
         kept_ms = to_ms(kept)
@@ -203,7 +207,7 @@ class SessionWindowedStream(Generic[K, V]):
         else:
             node = builder.add_processor(
                 kind, lambda: SessionAggregateProcessor(store, windows, kept_ms, start, adder,
-                                                        merger, late, caching),
+                                                        merger, late, caching, old_values),
                 [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=kept, persistent=persistent, key_serde=key_serde,
@@ -211,7 +215,7 @@ class SessionWindowedStream(Generic[K, V]):
         return Table(builder, node, SessionGetter(store),
                      key_serde=SessionWindowedSerde(self.grouped.key_serde),
                      value_serde=value_serde, store=store,
-                     window_grace_ms=windows.gap_ms + windows.grace_ms)
+                     window_grace_ms=windows.gap_ms + windows.grace_ms, old_values=old_values)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
               retention: float | None = None, name: str | None = None,
@@ -274,6 +278,7 @@ class SlidingWindowedStream:
             raise ConfigError(f"retention ({retention}s) of a sliding-window store must be at "
                               f"least 2 x time difference + grace ({minimum_ms / 1000}s)")
         store = builder.store_name("KSTREAM-AGGREGATE-STATE-STORE", materialized)
+        old_values = OldValues()
         late = builder.late
         kept_ms = to_ms(retention) if retention is not None else minimum_ms
         key_serde = self.grouped.key_serde
@@ -288,7 +293,8 @@ class SlidingWindowedStream:
             node = builder.add_processor(
                 "KSTREAM-AGGREGATE",
                 lambda: SlidingWindowAggregateProcessor(store, windows, start, adder, late,
-                                                        retention_ms=kept_ms, caching=caching),
+                                                        retention_ms=kept_ms, caching=caching,
+                                                        old_values=old_values),
                 [self.grouped.stream.node], name=name)
         builder.add_store(window_store_spec(
             store, retention=retention if retention is not None else minimum_ms / 1000,
@@ -299,7 +305,8 @@ class SlidingWindowedStream:
         return Table(builder, node, TimeWindowGetter(store),
                      key_serde=TimeWindowedSerde(self.grouped.key_serde,
                                                  size=windows.difference_ms / 1000),
-                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms)
+                     value_serde=value_serde, store=store, window_grace_ms=windows.grace_ms,
+                     old_values=old_values)
 
     def count(self, *, materialized: str | None = None, persistent: bool = False,
               retention: float | None = None, name: str | None = None,

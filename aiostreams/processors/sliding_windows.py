@@ -38,11 +38,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from aiostreams.processors.steps import NO_VALUE
 from aiostreams.processors.store_values import (
     ValueAndTimestamp,
     WindowAccess,
     window_access,
 )
+from aiostreams.processors.table_changes import OldValues
+from aiostreams.processors.table_changes import update as changed
 from aiostreams.processors.window_caching import CachedWindows
 from aiostreams.processors.windows import WindowedAggregate
 from aiostreams.topology.processor import ProcessorContext
@@ -72,8 +75,8 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
     def __init__(self, store: str, windows: SlidingWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords, *,
                  retention_ms: int | None = None, keeps_edge: bool = False,
-                 caching: bool = True) -> None:
-        super().__init__(store, start, adder, late, caching)
+                 caching: bool = True, old_values: OldValues | None = None) -> None:
+        super().__init__(store, start, adder, late, caching, old_values)
         self.d = windows.difference_ms
         self.grace_ms = windows.grace_ms
         retention = 2 * self.d + self.grace_ms if retention_ms is None else retention_ms
@@ -175,13 +178,16 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
                 await store.fetch(key, visible / 1000, time_to / 1000)]
 
     def _write(self, store: WindowAccess, record: AnyRecord, start: int,
-               value: Stamped) -> None:
+               value: Stamped, old: Any = None) -> None:
         """Window ``start`` of the record's key now holds ``value``: into the store (unless
-        expired: Kafka's in-memory window store drops the put) and forwarded, or, when
-        cached, into the cache (the flush writes and forwards it)."""
+        expired: Kafka's in-memory window store drops the put) and forwarded (with ``old``
+        when old values are sent: Kafka's ``Change(new, old)``), or, when cached, into the
+        cache (the flush writes and forwards it, with the store's old value)."""
         key = record.key
-        update = restamped(record, Windowed(key, start / 1000, (start + self.d) / 1000),
+        result = restamped(record, Windowed(key, start / 1000, (start + self.d) / 1000),
                            value.value, to_ms(value.timestamp))
+        now = (result if not self.sends_old else
+               changed(result, value.value, None if old is NO_VALUE else old))
         self._store_time.advance(start)
         expired = start <= self._store_time.ms - self._store_time.retention_ms
         cached = self._cache
@@ -189,19 +195,19 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
             if not expired:
                 store.put(key, start / 1000, value)
             if self.forwards_updates:
-                self.context.forward(update)
+                self.context.forward(now)
             return
         if not expired:
-            cached.put(key, start, value, update)
+            cached.put(key, start, value, result)
             return
         # Not stored, still forwarded (as uncached): a window held from before it expired
         # keeps its stored value and forwards this update at the flush (so the update is
         # still its last); otherwise it goes now, as no later write of it can follow.
         held = cached.held(key, start)
         if held is None:
-            self.context.forward(update)
+            self.context.forward(now)
         else:
-            cached.put(key, start, held.stored, update)
+            cached.put(key, start, held.stored, result)
 
     def _update(self, store: WindowAccess, record: AnyRecord, start: int, held: Stamped,
                 close: int) -> None:
@@ -212,7 +218,7 @@ class SlidingWindowAggregateProcessor(WindowedAggregate):
         new = self.adder(record.key, record.value, old)
         stamp = (to_ms(record.timestamp) if old is None
                  else max(to_ms(record.timestamp), to_ms(held.timestamp)))
-        self._write(store, record, start, Stamped(new, stamp / 1000))
+        self._write(store, record, start, Stamped(new, stamp / 1000), old)
 
     def _put_right_window(self, store: WindowAccess, record: AnyRecord, ts: int,
                           agg: Stamped) -> None:

@@ -271,14 +271,20 @@ class AsyncForeach(AsyncStep):
         await self.call(record.key, record.value)
 
 
+NO_VALUE: Any = object()
+"""What a reduce's initializer gives: "no value yet" (Kafka's reduce initializer is null;
+an old value that is this is no old value)."""
+
+
 class Reducing:
     """What turns ``aggregate`` into ``reduce``: the first value of a key is its aggregate,
-    each later one is ``reducer(aggregate, value)``. ``initial`` marks "no value yet"."""
+    each later one is ``reducer(aggregate, value)``. ``initial`` marks "no value yet"
+    (:data:`NO_VALUE`)."""
 
     def __init__(self, reducer: Callable[[Any, Any], Any]) -> None:
         require_sync(reducer, "reduce")
         self.reducer = reducer
-        self.first = object()
+        self.first = NO_VALUE
 
     def initial(self) -> Any:
         return self.first

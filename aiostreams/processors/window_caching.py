@@ -28,8 +28,12 @@ removes one key and writes another. The cache holds only the newest state of
 end that the held state removes or replaces by one with another start, that session's
 tombstone is forwarded first (stamped with its end, as Kafka's flush stamps every session
 update); a held delete of a session the store never held (made and merged away between
-two flushes) forwards nothing. Windowed updates carry no old values here (with or without
-the cache), so none is computed.
+two flushes) forwards nothing.
+
+**Old values.** When a table downstream asks for them (``sends_old``: a re-grouping, a
+suppression, a join), each flushed update carries the value the store held for that window
+before the flush (None if none), as Kafka's caching stores send ``Change(new, old)``; a
+session's tombstone carries the session's aggregate.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any
 
 from aiostreams.processors.record_caching import open_record_cache
 from aiostreams.processors.store_values import WindowAccess, window_access
+from aiostreams.processors.table_changes import update
 from aiostreams.state.key_identity import key_identity
 from aiostreams.state.record_cache import CacheEntry
 from aiostreams.topology.processor import ProcessorContext
@@ -54,19 +59,20 @@ class CachedWindows:
     ``indexed``: keep the ``key -> times`` index that :meth:`fetch` needs (an aggregate
     that only reads single windows, the time-window one, leaves it off)."""
 
-    def __init__(self, store: str, *, indexed: bool = True) -> None:
+    def __init__(self, store: str, *, indexed: bool = True, sends_old: bool = False) -> None:
         self.store = store
         self.indexed = indexed
+        self.sends_old = sends_old
         self.cache: Any = None  # (cache store, its view) once opened with caching on
         self._held: dict[Hashable, list[int]] = {}  # key -> its held times, sorted
 
     @classmethod
     def open_for(cls, ctx: ProcessorContext, store: str,
                  flush: Callable[[CachedWindows, ProcessorContext], None], *,
-                 indexed: bool = True) -> CachedWindows | None:
+                 indexed: bool = True, sends_old: bool = False) -> CachedWindows | None:
         """Store ``store``'s cache, opened at a processor's init with ``flush`` (e.g.
         :meth:`flush_sessions`) as its flush; None when it has none (see :meth:`open`)."""
-        cached = cls(store, indexed=indexed)
+        cached = cls(store, indexed=indexed, sends_old=sends_old)
         return cached if cached.open(ctx, lambda: flush(cached, ctx)) else None
 
     def open(self, ctx: ProcessorContext, flush: Callable[[], None]) -> bool:
@@ -135,14 +141,17 @@ class CachedWindows:
         window store forwards only when the new or the old value is there)."""
         store = window_access(ctx.store(self.store))
         for (key, start), entry in self._drain():
+            old = store.get_now(key, start)
             if entry.stored is None:
-                held = store.get_now(key, start) is not None
                 store.delete(key, start)
-                if not held:
+                if old is None:
                     continue
             else:
                 store.put(key, start, entry.stored)
-            ctx.forward(entry.record)
+            record = entry.record
+            if self.sends_old:
+                record = update(record, record.value, None if old is None else old.value)
+            ctx.forward(record)
 
     def flush_sessions(self, ctx: ProcessorContext) -> None:
         """Write each held session state to the store and forward it (see the module
@@ -152,12 +161,16 @@ class CachedWindows:
         for (key, end), entry in self._drain():
             old = store.get_now(key, end)
             new = entry.stored
-            if old is not None and (new is None or to_ms(old[0]) != to_ms(new[0])):
-                ctx.forward(restamped(entry.record, Windowed(key, old[0], end), None,
-                                      to_ms(end)))
+            moved = old is not None and (new is None or to_ms(old[0]) != to_ms(new[0]))
+            if old is not None and moved:
+                gone = restamped(entry.record, Windowed(key, old[0], end), None, to_ms(end))
+                ctx.forward(update(gone, None, old[1]) if self.sends_old else gone)
             if new is None:
                 if old is not None:
                     store.delete(key, end)
                 continue
             store.put(key, end, new)
-            ctx.forward(entry.record)
+            record = entry.record
+            if self.sends_old:  # the store's value of this very session, if it held it
+                record = update(record, record.value, None if old is None or moved else old[1])
+            ctx.forward(record)

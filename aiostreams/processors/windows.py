@@ -23,6 +23,12 @@ session at the same time is updated in place, with no tombstone) - and the new a
 stored under the merged end and forwarded stamped with that end. Session results carry no
 headers (Kafka Streams makes them new records; time-window updates keep the input's).
 
+**Old values.** When a table downstream asks for them (its :class:`OldValues` enabled: a
+re-grouping, a suppression, a table-table join), each update carries the old aggregate as
+Kafka Streams' ``Change(new, old)``: a time window's value before the record (the
+initializer's when the window is new, as Kafka), a merged session's tombstone its
+aggregate, a new or grown session none.
+
 Invariants: a time window is never written or forwarded once ``end + grace <= stream
 time``; a session is never extended once ``end + gap + grace < stream time``.
 """
@@ -33,7 +39,9 @@ from collections.abc import Callable
 from typing import Any
 
 from aiostreams.processors.record_caching import cached_stamped
+from aiostreams.processors.steps import NO_VALUE
 from aiostreams.processors.store_values import ValueAndTimestamp, WindowAccess, window_access
+from aiostreams.processors.table_changes import OldValues, update
 from aiostreams.processors.tables import ValueGetter
 from aiostreams.processors.window_caching import CachedWindows
 from aiostreams.topology.processor import Processor, ProcessorContext
@@ -63,12 +71,14 @@ class WindowedAggregate(Processor[Any, Any]):
 
     def __init__(self, store: str, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords,
-                 caching: bool = True) -> None:
+                 caching: bool = True, old_values: OldValues | None = None) -> None:
         self.store_name = store
         self.start = start
         self.adder = adder
         self.late = late
         self.caching = caching
+        self.old_values = old_values
+        self.sends_old = False  # read from old_values at init (the topology is built)
         self.dropped_late = 0
         self.skipped = 0
         self._time = NodeStreamTime()
@@ -79,9 +89,10 @@ class WindowedAggregate(Processor[Any, Any]):
                     indexed: bool = True) -> None:
         """At init: open the store's record cache with ``flush`` (nothing when ``caching``
         is off, updates are not forwarded, or the task caches nothing)."""
+        self.sends_old = self.old_values is not None and self.old_values.enabled
         if self.caching and self.forwards_updates:
             self._cache = CachedWindows.open_for(context, self.store_name, flush,
-                                                 indexed=indexed)
+                                                 indexed=indexed, sends_old=self.sends_old)
 
     def _skipped(self, record: AnyRecord, *, null_values: bool = False) -> bool:
         """True (and counted) for a record without a key (or, with ``null_values``, without
@@ -100,8 +111,8 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
 
     def __init__(self, store: str, windows: TimeWindows, start: Callable[[], Any],
                  adder: Callable[[Any, Any, Any], Any], late: LateRecords,
-                 caching: bool = True) -> None:
-        super().__init__(store, start, adder, late, caching)
+                 caching: bool = True, old_values: OldValues | None = None) -> None:
+        super().__init__(store, start, adder, late, caching, old_values)
         self.windows = windows
 
     async def init(self, context: ProcessorContext) -> None:
@@ -128,15 +139,18 @@ class TimeWindowAggregateProcessor(WindowedAggregate):
                 continue
             old = get_now(key, start) if get_now is not None else await store.get(key, start)
             if old is None:
-                stamp, new = ts, self.adder(key, value, self.start())
+                stamp, before = ts, self.start()
             else:
-                stamp, new = max(ts, to_ms(old.timestamp)), self.adder(key, value, old.value)
+                stamp, before = max(ts, to_ms(old.timestamp)), old.value
+            new = self.adder(key, value, before)
             if new is None:
                 store.delete(key, start)
             else:
                 store.put(key, start, ValueAndTimestamp(new, stamp / 1000))
             if self.forwards_updates:
-                ctx.forward(restamped(record, Windowed(key, start, end_ms / 1000), new, stamp))
+                result = restamped(record, Windowed(key, start, end_ms / 1000), new, stamp)
+                ctx.forward(result if not self.sends_old else
+                            update(result, new, None if before is NO_VALUE else before))
 
     async def _update_cached(self, cached: CachedWindows, store: WindowAccess,
                              record: AnyRecord, start_ms: int, end_ms: int, ts: int) -> None:
@@ -167,8 +181,8 @@ class SessionAggregateProcessor(WindowedAggregate):
     def __init__(self, store: str, windows: SessionWindows, retention_ms: int,
                  start: Callable[[], Any], adder: Callable[[Any, Any, Any], Any],
                  merger: Callable[[Any, Any, Any], Any], late: LateRecords,
-                 caching: bool = True) -> None:
-        super().__init__(store, start, adder, late, caching)
+                 caching: bool = True, old_values: OldValues | None = None) -> None:
+        super().__init__(store, start, adder, late, caching, old_values)
         self.windows = windows
         self.merger = merger
         self._store_time = StoreTime(retention_ms)
@@ -202,13 +216,13 @@ class SessionAggregateProcessor(WindowedAggregate):
         for _, _, old in found:
             aggregate = self.merger(key, aggregate, old)
         if (first, last) != (ts, ts):
-            for end_ms, start_ms, _ in found:
-                self._write(store, record, start_ms, end_ms, None)
+            for end_ms, start_ms, merged in found:
+                self._write(store, record, start_ms, end_ms, None, merged)
         aggregate = self.adder(key, value, aggregate)
         self._write(store, record, first, last, aggregate)
 
     def _write(self, store: WindowAccess, record: AnyRecord, start_ms: int, end_ms: int,
-               aggregate: Any) -> None:
+               aggregate: Any, old: Any = None) -> None:
         """Session ``[start_ms, end_ms]`` of the record's key now holds ``aggregate`` (None:
         it is gone): into the store and downstream, or, when cached, into the cache (the
         flush writes and forwards it; the result keeps the record's headers there, as
@@ -229,7 +243,8 @@ class SessionAggregateProcessor(WindowedAggregate):
         else:
             store.put(key, end_ms / 1000, (start_ms / 1000, aggregate))
         if self.forwards_updates:
-            self.context.forward(restamped(record, window, aggregate, end_ms, headers=()))
+            result = restamped(record, window, aggregate, end_ms, headers=())
+            self.context.forward(update(result, aggregate, old) if self.sends_old else result)
 
 
 class TimeWindowGetter(ValueGetter):

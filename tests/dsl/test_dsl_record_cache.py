@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from aiostreams import App
 from aiostreams.testing.driver import TopologyTestDriver
 from aiostreams.transport.memory import MemoryBroker, MemoryTransport
-from aiostreams.windows import TimeWindowedSerde, TumblingWindows
+from aiostreams.windows import SessionWindows, TimeWindowedSerde, TumblingWindows
 
 
 def counting_app(**settings: Any) -> App:
@@ -239,3 +241,43 @@ async def test_caching_false_opts_a_grouped_table_aggregate_out() -> None:
         await _pipe(driver, [("a", 1), ("a", 1)])
         assert [(r.key, r.value) for r in driver.read_output("per-count")] == [
             (1, 1), (1, 0), (2, 1)]
+
+
+def regrouped_windows_app(windows: Any, **settings: Any) -> App:
+    """Clicks counted per key and window, then re-grouped by window start and summed:
+    the sum subtracts each window's old count, so it needs the windowed table's old
+    values, cached or not."""
+    app = App("regrouped", transport=MemoryTransport(MemoryBroker()), **settings)
+    clicks = app.topic("clicks", key=str, value=int)
+    totals = app.topic("totals", key=str, value=int)
+    (app.stream(clicks).group_by_key().windowed_by(windows).count()
+     .group_by(lambda wk, n: (str(wk.start), n), key_serde=str, value_serde=int)
+     .reduce(lambda a, b: a + b, lambda a, b: a - b, materialized="per-window")
+     .to_stream().to(totals))
+    return app
+
+
+@pytest.mark.parametrize("windows", [TumblingWindows(10.0), SessionWindows(3.0)],
+                         ids=["tumbling", "session"])
+@pytest.mark.parametrize("cache", [0, 10_000_000], ids=["uncached", "cached"])
+async def test_a_regrouped_windowed_count_subtracts_the_windows_old_counts(
+        windows: Any, cache: int) -> None:
+    app = regrouped_windows_app(windows, cache_max_bytes=cache, commit_interval_ms=3_600_000)
+    clicks = [("a", 0.0), ("b", 1.0), ("a", 2.0), ("a", 4.0), ("a", 3.0), ("b", 12.0),
+              ("a", 13.0)]
+    async with TopologyTestDriver(app) as driver:
+        for i, (key, ts) in enumerate(clicks):
+            driver.pipe_input("clicks", key, 1, timestamp=ts)
+            await driver.process_all()
+            if i in (2, 3):  # flushes between updates of a's first window: a window (or
+                await driver.commit()  # session) the store holds is updated, then grows
+        await driver.commit()  # the windowed counts' flush goes through the repartition...
+        await driver.process_all()  # ... to the re-grouped sums
+        store = driver.store("per-window")
+    windowed = isinstance(windows, TumblingWindows)
+    # every click counted once in the total of the window (or session) it ends up in
+    assert sum(store.values()) == len(clicks)
+    if windowed:
+        assert store == {"0.0": 5, "10.0": 2}
+    else:  # sessions a[0, 4], b[1, 1], b[12, 12], a[13, 13]
+        assert store == {"0.0": 4, "1.0": 1, "12.0": 1, "13.0": 1}

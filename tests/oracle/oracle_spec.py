@@ -219,6 +219,7 @@ def _apply(app: App, env: dict[str, Var], op: dict[str, Any], seed: int | None) 
     elif kind == "group_by" and isinstance(src, Table):
         result = src.group_by(lambda k, v: (bucket("g", v, n), affine(v, a, b)),
                               key_serde=str, value_serde=int)
+        windowing = ""  # re-grouped by a bucket of the values: plain keys, windowed or not
     elif kind == "group_by":
         result = src.group_by(lambda k, v: bucket("g", v, n), key_serde=str, value_serde=int)
     elif kind == "to_table":

@@ -2,7 +2,9 @@
 ``stream.to_table()`` (null keys dropped, deletes forwarded, a key-changed stream
 repartitioned first) and ``table.group_by(...).count/reduce/aggregate`` (old and new
 values through the repartition topic, one change when a row stays in its group, the old
-group's subtraction before the new group's addition, Kafka's timestamps)."""
+group's subtraction before the new group's addition, Kafka's timestamps) - also of a
+windowed table (time, session or sliding windows), whose old values the re-grouping asks
+for."""
 
 from __future__ import annotations
 
@@ -67,6 +69,35 @@ def regrouped_table_cases(draw: st.DrawFn) -> dict[str, Any]:
             "inputs": draw(records((topic,), keys=TABLE_KEYS, max_size=16))}
 
 
+@st.composite
+def regrouped_windowed_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """A windowed count/reduce/aggregate re-grouped by a bucket of its values and
+    aggregated again: the subtractor sees each window's old aggregate."""
+    windows = draw(st.sampled_from(["time", "session", "sliding"]))
+    window: dict[str, Any] = {"op": "windowed_by", "id": "w", "from": "g", "windows": windows,
+                              "grace": draw(st.sampled_from([0, 1000, 5000]))}
+    if windows == "time":
+        size = draw(st.sampled_from([1000, 2000, 5000]))
+        window.update(size=size, advance=draw(st.sampled_from([size, 1000])))
+    elif windows == "session":
+        window["gap"] = draw(st.sampled_from([500, 1000, 2000]))
+    else:
+        window["diff"] = draw(st.sampled_from([500, 1000, 2000]))
+    ops: list[dict[str, Any]] = [
+        {"op": "stream", "id": "s", "topic": "in"},
+        {"op": "group_by_key", "id": "g", "from": "s"}, window,
+        {"op": draw(st.sampled_from(["count", "reduce", "aggregate"])), "id": "wagg",
+         "from": "w", "init": draw(st.integers(-2, 3))},
+        {"op": "group_by", "id": "rg", "from": "wagg", "n": draw(st.integers(1, 3)),
+         "a": draw(st.integers(0, 2)), "b": draw(st.integers(-2, 2))},
+        {"op": draw(st.sampled_from(["count", "reduce", "aggregate"])), "id": "agg",
+         "from": "rg", "init": draw(st.integers(-3, 3))},
+        {"op": "to_stream", "id": "changes", "from": "agg"},
+        {"op": "to", "from": "changes", "topic": "out"}]
+    return {"id": "regrouped_windowed", "ops": ops, "outputs": ["out"],
+            "inputs": draw(records(("in",), keys=TABLE_KEYS, max_size=16))}
+
+
 @ORACLE_SETTINGS
 @given(case=to_table_cases(), **RUNS)
 def test_stream_to_table_matches_kafka_streams(oracle: OracleJVM, case: dict[str, Any],
@@ -83,3 +114,12 @@ def test_regrouped_table_aggregations_match_kafka_streams(
         seed: int) -> None:
     check(oracle, "regrouped_table", case, max_in_flight=max_in_flight, ordering=ordering,
           seed=seed)
+
+
+@ORACLE_SETTINGS
+@given(case=regrouped_windowed_cases(), **RUNS)
+def test_regrouped_windowed_tables_match_kafka_streams(
+        oracle: OracleJVM, case: dict[str, Any], max_in_flight: int, ordering: str,
+        seed: int) -> None:
+    check(oracle, "regrouped_windowed", case, max_in_flight=max_in_flight,
+          ordering=ordering, seed=seed)

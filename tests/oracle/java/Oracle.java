@@ -111,7 +111,11 @@ public final class Oracle {
                 reply.put("ok", true);
             } catch (Throwable e) {
                 reply.put("ok", false);
-                reply.put("error", e.toString());
+                StringBuilder why = new StringBuilder(e.toString());
+                for (Throwable cause = e.getCause(); cause != null; cause = cause.getCause()) {
+                    why.append("; caused by ").append(cause);  // the root cause says what
+                }
+                reply.put("error", why.toString());
             }
             out.println(JSON.writeValueAsString(reply));
             out.flush();
@@ -295,7 +299,7 @@ public final class Oracle {
             }
             case "group_by_key" -> result = ((KStream<String, Long>) src).groupByKey();
             case "group_by" -> result = src instanceof KTable<?, ?> t
-                ? ((KTable<String, Long>) t).groupBy(
+                ? ((KTable<Object, Long>) t).groupBy(  // Object: a windowed table's keys too
                     (k, v) -> KeyValue.pair(bucket("g", v, n), affine(v, a, b)))
                 : ((KStream<String, Long>) src).groupBy((k, v) -> bucket("g", v, n));
             case "to_table" -> result = ((KStream<String, Long>) src).toTable();
@@ -447,7 +451,9 @@ public final class Oracle {
                 vars.get(op.path("other").asText()).value(), op);
             default -> throw new IllegalArgumentException("unknown op " + kind);
         }
-        String windowing = from == null ? "" : from.windowing();
+        // a table re-grouped by a bucket of its values has plain keys again, windowed or not
+        boolean plain = from == null || ("group_by".equals(kind) && src instanceof KTable<?, ?>);
+        String windowing = plain ? "" : from.windowing();
         vars.put(id, new Slot(result, windowing, from == null ? 0 : from.sizeMs()));
     }
 
