@@ -142,3 +142,17 @@ def test_window_results_after_a_restart_with_state_deleted_match_one_in_memory_r
         truth = true_sliding_counts(records)
         assert all(truth[(key, round(start * 1000))] == count
                    for key, windows in got.items() for start, _, count in windows)
+
+
+async def test_a_restarted_session_aggregate_still_hides_sessions_past_its_retention(
+        tmp_path: Path) -> None:
+    """The store's time survives a restart (restored with its contents): a@16.5 is past
+    the store's retention (3 s) once a@20 is written, so a@17.5 (not late: stream time
+    20 - grace - gap = 17) starts a session of its own instead of merging with it - after a
+    restart between a@20 and a@17.5 as in one run."""
+    records = [In("a", 0, 16.5), In("a", 1, 20.0), In("a", 2, 17.5)]
+    expected = await uninterrupted(records, "session", False, False, tmp_path / "memory")
+    # (outputs of different sessions land on different output partitions: compared sorted)
+    assert sorted(expected["a"]) == [(16.5, 16.5, 1), (17.5, 17.5, 1), (20.0, 20.0, 1)]
+    got = await restarted(records, 2, "session", False, tmp_path / "sqlite")
+    assert sorted(got["a"]) == sorted(expected["a"])  # no (16.5, 17.5, 2) after a restart
