@@ -123,7 +123,8 @@ class RecordPath:
         self._flush_queued = False  # a CACHE_FLUSH waits in punctuations.due
         self._held = False  # a commit holds issuing until its snapshot (flush_caches)
         self._released: list[OutgoingRecord | ExternalRecord] = []
-        self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of)
+        self._marks = settings.origins  # origin headers on outputs (runtime.origin)
+        self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of, settings.origins)
 
     def transition(self, new: TaskState) -> None:
         self.state = check_transition(self.task_id, self.state, new)
@@ -388,8 +389,11 @@ class RecordPath:
         retired = self._rob.pop_retirable()
         if self.tracer is not None and retired:
             self.tracer.retiring(retired)  # before release: outputs get the traceparent
+        marks = self._marks
         for slot in retired:
             if slot.outputs:
+                if marks is not None and slot.raw is not None:
+                    marks.stamp(slot.raw, slot.outputs)
                 released.extend(slot.outputs)
             if slot.writes:
                 apply(slot, released)

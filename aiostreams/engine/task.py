@@ -37,6 +37,7 @@ from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.origin import OriginMarks
 from aiostreams.runtime.slot import Slot, SlotState
 from aiostreams.state.base import StateStore
 from aiostreams.state.record_cache import RecordCacheStore
@@ -96,7 +97,8 @@ class StreamTask:
         self._graph = TaskGraph(sub, self, store_views=self._task_stores.views,
                                 node_retry=node_retry or {},
                                 max_record_bytes=settings.max_record_bytes, tp_of=tp_of,
-                                lineage=settings.lineage)
+                                lineage=settings.lineage, unmarked=unmarked_topics(
+                                    sub, topics, settings.origins))
         self._path = RecordPath(task_id, settings, self.metrics, clock=clock,
                                 intake=self.intake, rob=self._rob, graph=self._graph,
                                 stores=self._task_stores, tp_of=tp_of, emit=emit,
@@ -346,3 +348,13 @@ def task_id_for(sub: SubTopology, partition: int) -> str:
 
 __all__ = ["TASK_FAILURE_LOG_MARK", "StreamTask", "TaskMetrics", "TaskSettings",
            "TaskState", "task_id_for"]
+
+
+def unmarked_topics(sub: SubTopology, topics: Mapping[str, Topic],
+                    marks: OriginMarks | None) -> set[str]:
+    """The topics of ``sub`` whose records lose their origin headers as they are read
+    (:mod:`aiostreams.runtime.origin`): all of them when the app marks; else its internal
+    topics, where a run that marked may have left some (never into state)."""
+    if marks is not None:
+        return set(sub.source_topics)
+    return {t for t in sub.source_topics if t in topics and topics[t].internal}
