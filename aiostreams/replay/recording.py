@@ -158,6 +158,12 @@ class Recording:
         got, ordered by service then index; [] when none was recorded."""
         return list(self._by_record.get((topic, partition, offset, path), ()))
 
+    def paths_from(self, topic: str, partition: int, offset: int) -> list[str]:
+        """The paths answers were recorded at for the source record (topic, partition,
+        offset), sorted ("" for the source record itself)."""
+        return sorted(p for (t, n, o, p) in self._by_record
+                      if (t, n, o) == (topic, partition, offset))
+
     def answer(self, service: str, topic: str, partition: int, offset: int,
                index: int, path: str = "") -> RecordedAnswer | None:
         """The answer call ``index`` of the record at that place got from ``service``, or
