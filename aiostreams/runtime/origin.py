@@ -83,13 +83,12 @@ def origin_value(place: Place) -> bytes:
 def parse_origin(value: bytes) -> Place:
     """The place a header value names; ValueError when it is not one."""
     parts = value.decode("utf-8", "replace").split("/")
-    if len(parts) not in (3, 4) or not parts[0]:
-        raise ValueError(f"the {ORIGIN_HEADER} header holds {value!r}, not "
-                         "topic/partition/offset[/path]")
     path = parts[3] if len(parts) == 4 else ""
-    if path and not all(step.isdigit() for step in path.split(".")):
-        raise ValueError(f"the {ORIGIN_HEADER} header holds {value!r}: its path is not "
-                         "dot-separated ordinals")
+    if (len(parts) not in (3, 4) or not parts[0] or not parts[1].isdigit()
+            or not parts[2].isdigit()
+            or (path and not all(step.isdigit() for step in path.split(".")))):
+        raise ValueError(f"the {ORIGIN_HEADER} header holds {value!r}, not "
+                         "topic/partition/offset[/path], the path dot-separated ordinals")
     return Place(parts[0], int(parts[1]), int(parts[2]), path)
 
 
