@@ -137,7 +137,7 @@ class OriginMode(enum.Enum):
 class OriginMarks:
     """What a marking app stamps: every output to ``read_back`` (the topics the app reads)
     gets the place of its child; with :attr:`OriginMode.REPLAY` every other output the
-    place of its slot's input record."""
+    place of its slot's input record, with :attr:`OriginMode.RECORD` none."""
 
     mode: OriginMode
     read_back: frozenset[str] = frozenset()
@@ -164,6 +164,8 @@ class OriginMarks:
                 ordinal += 1
             elif replay:
                 value = origin_value(place)
-            else:
+            else:  # a dead letter copies its input's headers: the app's outputs get none
+                if out.headers:
+                    out.headers = without_origin(out.headers)
                 continue
             out.headers = with_origin(out.headers, value)
