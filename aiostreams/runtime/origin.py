@@ -157,12 +157,12 @@ class OriginMarks:
             out = outputs[i]
             if out.__class__ is not OutgoingRecord:
                 continue
-            if place is None:
-                place = place_of(raw)
             if out.topic in read_back:
+                place = place or place_of(raw)
                 value = origin_value(place.child(ordinal))
                 ordinal += 1
             elif replay:
+                place = place or place_of(raw)
                 value = origin_value(place)
             else:  # a dead letter copies its input's headers: the app's outputs get none
                 if out.headers:
