@@ -7,21 +7,21 @@ that runs it on one event loop.
     orders = app.topic("orders", key=str, value=Order, partitions=4)
     app.topology.add_source("src", orders) ...
     await app.start(); ...; await app.stop()      # or: app.run()  /  async with app: ...
+
+``run``/``run_async`` (until SIGINT/SIGTERM): :class:`~aiostreams.lifecycle.signals.SignalledRun`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, topic_resolver
+from aiostreams.clients import AppConsumer, AppProducer, HeadersLike, LazySender, topic_resolver
 from aiostreams.dsl.builder import Stream, StreamsBuilder, Table
 from aiostreams.dsl.global_table import GlobalTable, declare_global_table
 from aiostreams.engine.task import StreamTask, TaskSettings
@@ -30,9 +30,11 @@ from aiostreams.errors import ConfigError
 from aiostreams.lifecycle.event_loop import run_event_loop as run_event_loop
 from aiostreams.lifecycle.event_loop import tune_gc as tune_gc
 from aiostreams.lifecycle.resources import Hook, Lifecycle, Resource
-from aiostreams.lifecycle.start_stop import StartStop
+from aiostreams.lifecycle.signals import SignalledRun
 from aiostreams.lifecycle.state import AppState
 from aiostreams.ops.app_status import TaskRuns, app_status
+from aiostreams.ops.commit_history import COMMIT_LOG_LIMIT as COMMIT_LOG_LIMIT
+from aiostreams.ops.commit_history import CommitHistory
 from aiostreams.ops.inspection import Inspection
 from aiostreams.ops.status import AppStatus
 from aiostreams.policies import Retry
@@ -57,12 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("aiostreams.app")
 
 
-COMMIT_LOG_LIMIT = 1000
-"""How many of the latest commits ``App.commit_log`` keeps (older ones are dropped; to see
-every commit, use :meth:`App.on_commit`)."""
-
-
-class App(StartStop):
+class App(SignalledRun):
     """A named stream application: its topics, topology and settings, and the worker
     that runs it (see the module docstring). ``name`` is the consumer group id and the
     prefix of its internal topics."""
@@ -95,9 +92,9 @@ class App(StartStop):
         self._worker: Worker | None = None
         self._task_runs = TaskRuns()
         self.commit_log: list[CommitRecord] = []  # the latest COMMIT_LOG_LIMIT commits
-        self._commit_listeners: list[Callable[[CommitRecord], None]] = []
+        self._commits = CommitHistory(lambda: self.commit_log)
         self._lifecycle = Lifecycle()
-        self._sender: AppProducer | None = None
+        self._sender = LazySender(self.producer)
         self._services: dict[str, DeclaredService] = {}
         self._recorder: Recorder | None = None
         self._tracing = load_tracing(self.settings.tracing, tracer_provider)
@@ -154,20 +151,7 @@ class App(StartStop):
         It runs on the event loop, inside the commit: keep it quick. A plain function: an
         ``async def`` listener is refused (it would be called, never awaited); to do async
         work, start it from the listener (``asyncio.get_running_loop().create_task``)."""
-        if inspect.iscoroutinefunction(listener):
-            raise ConfigError(
-                f"on_commit() got the coroutine function "
-                f"{getattr(listener, '__name__', listener)!r}: a commit listener is called, "
-                "not awaited, inside the commit; pass a plain def (it may start a task)")
-        self._commit_listeners.append(listener)
-
-    def _committed(self, entry: CommitRecord) -> None:
-        log = self.commit_log
-        log.append(entry)
-        if len(log) > COMMIT_LOG_LIMIT:  # a worker runs for months: keep the recent ones
-            del log[:len(log) - COMMIT_LOG_LIMIT]
-        for listener in self._commit_listeners:
-            listener(entry)
+        self._commits.listen(listener)
 
     @property
     def node_retries(self) -> dict[str, Retry]:
@@ -197,17 +181,11 @@ class App(StartStop):
         See :mod:`aiostreams.dsl.global_table`."""
         declared = topic if isinstance(topic, Topic) else (
             self.topology.topic(topic) or self.topic(topic))
-        state_dir = self.settings.state_dir
-        if persistent and state_dir is None:
-            raise ConfigError(
-                f"global table {declared.name!r} is persistent and needs a directory for its "
-                "files: set `state_dir` (Settings(state_dir=...) or AIOSTREAMS_STATE_DIR), or "
-                "declare it with persistent=False")
         return declare_global_table(
             self.topology, declared, lambda: self.transport, self.resource,
             self.settings.poll_timeout,
             read_committed=self.settings.processing_guarantee == "exactly_once",
-            state_dir=state_dir if persistent is not False else None,
+            state_dir=self.settings.state_dir, persistent=persistent,
             save_interval=self.settings.commit_interval_ms / 1000)
 
     def describe(self) -> str:
@@ -284,16 +262,8 @@ class App(StartStop):
         Works before, during and after a run: the producer opens on first use and closes
         with ``stop()`` (which may be called again after a run to close it).
         Cancellation: the record may or may not have been sent."""
-        if self._sender is None:
-            self._sender = self.producer()
         await self._sender.send(topic, key, value, headers=headers, timestamp=timestamp,
                                 partition=partition)
-        await self._sender.flush()
-
-    async def _close_sender(self) -> None:
-        sender, self._sender = self._sender, None
-        if sender is not None:
-            await sender.stop()
 
     # -- running --------------------------------------------------------------------------
 
@@ -352,7 +322,7 @@ class App(StartStop):
                 subs, self.topology.topics, self.transport,
                 worker_config(self.name, s, self.topology, self._task_settings()),
                 self.clock,
-                on_commit=self._committed,
+                on_commit=self._commits.committed,
                 external_sinks=self.external_sinks,
             )
             await self._worker.start()
@@ -372,7 +342,7 @@ class App(StartStop):
         """Graceful stop: drain, retire, the last commit, leave the group; then the
         shutdown hooks, the resources and ``app.send``'s producer close. Idempotent."""
         if self.state in (AppState.STOPPED, AppState.FAILED, AppState.CREATED):
-            await self._close_sender()
+            await self._sender.close()
             return
         self._enter(AppState.STOPPING)
         assert self._worker is not None
@@ -383,7 +353,7 @@ class App(StartStop):
             try:
                 await self._lifecycle.stop()
             finally:
-                await self._close_sender()
+                await self._sender.close()
 
     async def wait(self) -> None:
         """Run until a stop is requested (``request_stop``, a signal) or a task fails; then
@@ -424,37 +394,6 @@ class App(StartStop):
         worker.raise_failure()
         raise RuntimeError(f"app {self.name!r} was asked to stop before it caught up with "
                            "its input (a signal or request_stop while waiting)")
-
-    async def run_async(self) -> None:
-        """Start, then run until SIGINT/SIGTERM (or ``request_stop``), then stop gracefully.
-
-        The handlers are in place before the start begins: a signal that arrives while the
-        app starts (joining the group can take seconds) is kept, and the app stops as soon
-        as it has started, instead of dying by the signal's default action."""
-        loop = asyncio.get_running_loop()
-        signalled = False
-
-        def on_signal() -> None:
-            nonlocal signalled
-            signalled = True
-            self.request_stop()  # reaches the worker once start has created it
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_signal)
-        try:
-            await self.start()
-            if signalled:
-                self.request_stop()
-            await self.wait()
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.remove_signal_handler(sig)
-
-    def run(self) -> None:
-        """Run on a fresh event loop (uvloop when installed) until SIGINT/SIGTERM."""
-        run_event_loop(self.run_async())
 
     def store(self, name: str, *, stale_ok: bool = False) -> ReadOnlyStore:
         """A read-only view of table or window store ``name`` across the tasks of this

@@ -248,6 +248,31 @@ class AppConsumer(StartStop):
                       raw.headers)
 
 
+class LazySender:
+    """``app.send``'s producer: made by ``make()`` at the first send, and every record
+    flushed (durable) before :meth:`send` returns; :meth:`close` closes it, and a later
+    send makes a new one.
+
+    Cancellation: a cancelled ``send`` may or may not have sent its record."""
+
+    def __init__(self, make: Callable[[], AppProducer]) -> None:
+        self._make = make
+        self._producer: AppProducer | None = None
+
+    async def send(self, topic: Topic | str, key: Any, value: Any, *, headers: HeadersLike,
+                   timestamp: float | None, partition: int | None) -> None:
+        if self._producer is None:
+            self._producer = self._make()
+        await self._producer.send(topic, key, value, headers=headers, timestamp=timestamp,
+                                  partition=partition)
+        await self._producer.flush()
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+
 def topic_resolver(declared: Callable[[str], Topic | None]) -> TopicResolver:
     """Resolve a :class:`Topic` as given and a name through ``declared`` (the app's topics),
     raising :class:`ConfigError` with what to do when the name is not declared."""

@@ -317,9 +317,9 @@ async def test_progress_line_draws_on_a_terminal_and_clears_when_cancelled() -> 
 async def test_the_commit_log_keeps_the_latest_commits_while_metrics_count_every_one(
         served: tuple[App, MemoryBroker, MetricsServer],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import aiostreams.app as app_module
+    import aiostreams.ops.commit_history as commit_history
 
-    monkeypatch.setattr(app_module, "COMMIT_LOG_LIMIT", 3)
+    monkeypatch.setattr(commit_history, "COMMIT_LOG_LIMIT", 3)
     app, broker, server = served
     await app.start()
     for i in range(6):  # one commit (at least) per round: the offsets move each time

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiostreams.engine.global_updater import global_table_updater
-from aiostreams.errors import TopologyError
+from aiostreams.errors import ConfigError, TopologyError
 from aiostreams.state.global_store import GlobalStore
 from aiostreams.topic import Topic
 from aiostreams.transport.base import Transport
@@ -83,14 +83,20 @@ def global_tables_of(topology: Topology) -> dict[str, GlobalTable]:
 def declare_global_table(topology: Topology, topic: Topic, transport: Callable[[], Transport],
                          add_resource: Callable[[str, Callable[[], Any]], Any],
                          poll_timeout: float, read_committed: bool,
-                         state_dir: Path | None = None,
+                         state_dir: Path | None = None, persistent: bool | None = None,
                          save_interval: float = 30.0) -> GlobalTable:
     """``topic`` as a global table of ``topology``, its updater an app resource (made by
     ``add_resource(name, factory)``) reading through ``transport()``; ``read_committed``
     under exactly-once (a global table never sees an aborted or open transaction's
-    records, as Kafka's global consumer does); with ``state_dir``, kept on disk across
+    records, as Kafka's global consumer does); unless ``persistent`` is False, kept on
+    disk under ``state_dir`` (the app's, if any; ``persistent=True`` needs one) across
     restarts and saved every ``save_interval`` seconds."""
-    table = GlobalTable(topic, state_dir)
+    if persistent and state_dir is None:
+        raise ConfigError(
+            f"global table {topic.name!r} is persistent and needs a directory for its "
+            "files: set `state_dir` (Settings(state_dir=...) or AIOSTREAMS_STATE_DIR), or "
+            "declare it with persistent=False")
+    table = GlobalTable(topic, state_dir if persistent is not False else None)
     register_global_table(topology, table)
     add_resource(f"global-table:{topic.name}",
                  lambda: global_table_updater(transport(), table.store,

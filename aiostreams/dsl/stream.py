@@ -11,7 +11,8 @@ def`` raises at build time and names the ``*_async`` variant to use.
 The ``*_async`` variants await the function for each record while the engine runs many
 records at once; what they take and why they take no ordering parameter is in
 :mod:`aiostreams.dsl.async_step_wiring`; ``split()`` is in :mod:`aiostreams.dsl.branched`,
-the exits in :mod:`aiostreams.dsl.sink_wiring`, joins in :mod:`aiostreams.dsl.join_wiring`.
+the exits in :mod:`aiostreams.dsl.sink_wiring`; the join methods are inherited from
+:class:`~aiostreams.dsl.stream_joins.StreamJoins` (wired in :mod:`aiostreams.dsl.join_wiring`).
 
 Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_async``,
 ``process``) mark it *key-changed*: grouping or joining it first inserts a repartition topic.
@@ -20,11 +21,12 @@ Operations that change the key (``map``, ``select_key``, ``flat_map``, ``map_asy
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from aiostreams.dsl.async_step_wiring import add_async_step, add_batched_step
 from aiostreams.dsl.branched import BranchedStream
 from aiostreams.dsl.sink_wiring import add_spark_sink, add_topic_sink, through_topic
+from aiostreams.dsl.stream_joins import StreamJoins
 from aiostreams.errors import TopologyError
 from aiostreams.policies import Retry
 from aiostreams.processors.batch_caller import RetryPer
@@ -53,19 +55,16 @@ from aiostreams.topology.topology import StoreSpec
 
 if TYPE_CHECKING:
     from aiostreams.dsl.builder import StreamsBuilder
-    from aiostreams.dsl.global_table import GlobalTable
     from aiostreams.dsl.table import GroupedStream, Table
     from aiostreams.state.versioned import Versioned
-    from aiostreams.windows import JoinWindows
 
 K = TypeVar("K")
 V = TypeVar("V")
 KR = TypeVar("KR")
 VR = TypeVar("VR")
-VO = TypeVar("VO")
 
 
-class Stream(Generic[K, V]):
+class Stream(StreamJoins[K, V]):
     """A stream of records: what one DSL node emits. Immutable; each operation adds nodes
     to the topology and returns a new ``Stream``.
 
@@ -392,73 +391,6 @@ class Stream(Generic[K, V]):
         return table_from_stream(self, name=name, materialized=materialized,
                                  persistent=persistent, key_serde=key_serde,
                                  value_serde=value_serde, versioned=versioned)
-
-    @overload
-    def join(self, other: Table[K, VO], joiner: Callable[[V, VO], VR], windows: None = None,
-             *, name: str | None = None,
-             grace: float | None = None) -> Stream[K, VR]: ...
-
-    @overload
-    def join(self, other: Stream[K, VO], joiner: Callable[[V, VO], VR],
-             windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]: ...
-
-    def join(self, other: Stream[K, VO] | Table[K, VO], joiner: Callable[[V, VO], VR],
-             windows: JoinWindows | None = None, *,
-             name: str | None = None, grace: float | None = None) -> Stream[K, VR]:
-        """Inner join. With a :class:`Table`: each record joins the table's current value
-        of its key (records without one are dropped; table updates emit nothing). With a
-        :class:`Stream`: records of both sides whose timestamps are within ``windows`` of
-        each other join. ``joiner(this_value, other_value)``. With a versioned table, each
-        record joins the value valid at its timestamp; ``grace`` (seconds, versioned tables
-        only) holds records back to join them in timestamp order (KIP-923)."""
-        from aiostreams.dsl.join_wiring import join_streams
-
-        return join_streams(self, other, joiner, windows, "inner", name=name, grace=grace)
-
-    def join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
-                    joiner: Callable[[V, Any], VR], *, name: str | None = None,
-                    ) -> Stream[K, VR]:
-        """Inner join with a global table: each record joins the table's value of
-        ``key_selector(key, value)`` (records without one are dropped); no repartition.
-        See :mod:`aiostreams.dsl.global_table`."""
-        from aiostreams.dsl.join_wiring import join_global
-
-        return join_global(self, table, key_selector, joiner, False, name)
-
-    def left_join_global(self, table: GlobalTable, key_selector: Callable[[K, V], Any],
-                         joiner: Callable[[V, Any], VR], *, name: str | None = None,
-                         ) -> Stream[K, VR]:
-        """Like :meth:`join_global`, but a record without a match is emitted too, as
-        ``joiner(value, None)``."""
-        from aiostreams.dsl.join_wiring import join_global
-
-        return join_global(self, table, key_selector, joiner, True, name)
-
-    @overload
-    def left_join(self, other: Table[K, VO], joiner: Callable[[V, VO | None], VR],
-                  windows: None = None, *, name: str | None = None,
-                  grace: float | None = None) -> Stream[K, VR]: ...
-
-    @overload
-    def left_join(self, other: Stream[K, VO], joiner: Callable[[V, VO | None], VR],
-                  windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]: ...
-
-    def left_join(self, other: Stream[K, VO] | Table[K, VO],
-                  joiner: Callable[[V, VO | None], VR], windows: JoinWindows | None = None,
-                  *, name: str | None = None, grace: float | None = None) -> Stream[K, VR]:
-        """Like :meth:`join`, but a record of this stream with no match is emitted too,
-        as ``joiner(value, None)``."""
-        from aiostreams.dsl.join_wiring import join_streams
-
-        return join_streams(self, other, joiner, windows, "left", name=name, grace=grace)
-
-    def outer_join(self, other: Stream[K, VO], joiner: Callable[[V | None, VO | None], VR],
-                   windows: JoinWindows, *, name: str | None = None) -> Stream[K, VR]:
-        """Stream-stream outer join: unmatched records of either side are emitted too
-        (``joiner(value, None)`` / ``joiner(None, value)``)."""
-        from aiostreams.dsl.join_wiring import join_streams
-
-        return join_streams(self, other, joiner, windows, "outer", name=name)
 
     def describe(self) -> str:
         """The app's topology as text (see :meth:`Topology.describe`)."""

@@ -11,8 +11,9 @@ It is the conductor of a few collaborators, each in a module of its own:
   :mod:`~aiostreams.engine.output_router` that takes each task's retired outputs to its
   output channel (or external sink) - the same core the test driver runs;
 * :mod:`~aiostreams.engine.outage` says which trouble is ridden out and for how long;
-* :mod:`~aiostreams.engine.client_watchdog` notices a Kafka client that died under it
-  (the fetch loop then rebuilds the consumer: :meth:`Worker._rebuild_consumer`);
+* :mod:`~aiostreams.engine.group_member` holds the consumer and the worker's place in the
+  group: the instance id it joins with, the rebalance callbacks, and a fresh consumer when
+  :mod:`~aiostreams.engine.client_watchdog` noticed that a Kafka client died under it;
 * :mod:`~aiostreams.engine.ownership` stops every write of tasks the group may have moved
   away (a member whose lease ran out) and closes them.
 
@@ -27,24 +28,19 @@ overlap the fetch loop's own work.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from aiostreams.engine.client_watchdog import ClientWatchdog
 from aiostreams.engine.committer import CommitTimer
 from aiostreams.engine.external_sink import start_sinks, stop_sinks
+from aiostreams.engine.group_member import GroupMember
 from aiostreams.engine.outage import retriable, ride_out
 from aiostreams.engine.ownership import TaskOwnership
 from aiostreams.engine.placement_member import PlacementMember
 from aiostreams.engine.provision import ensure_topics
 from aiostreams.engine.purge import RepartitionPurger
 from aiostreams.engine.stall_watch import StallWatch
-from aiostreams.engine.static_membership import (
-    InstanceClaim,
-    claim_instance_id,
-    derives_instance_id,
-)
 from aiostreams.engine.stop_budget import CLIENT_CLOSE_MIN, STOP_GRACE, Shielded, close_within
 from aiostreams.engine.task import StreamTask
 from aiostreams.engine.task_lifecycle import TaskTable
@@ -52,7 +48,6 @@ from aiostreams.engine.worker_config import CommitRecord, WorkerConfig
 from aiostreams.engine.worker_core import Fetcher, WorkerCore
 from aiostreams.errors import (
     AiostreamsError,
-    ClientFailedError,
     CorruptFetchError,
     TaskFailedError,
     TransportError,
@@ -63,8 +58,7 @@ from aiostreams.runtime.sink_contract import ExternalSink
 from aiostreams.state.store_spec import changelog_topic
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import SubTopology
-from aiostreams.transport.base import Consumer, IsolationLevel, Transport
-from aiostreams.transport.kafka_watchdog import Liveness
+from aiostreams.transport.base import Consumer, Transport
 from aiostreams.transport.offset_reset import OffsetResets
 from aiostreams.types import TopicPartition
 
@@ -86,15 +80,10 @@ class Worker:
         self.state = AppState.CREATED
         self.failure: BaseException | None = None
         self._sinks: dict[str, ExternalSink] = {s.name: s for s in external_sinks}
-        self._assigned = False  # set by the first assignment (even an empty one)
         self._commit_timer = CommitTimer(clock, config.commit_interval, self._check_stalls)
         self._commits = Shielded()
         self._stopped = asyncio.Event()
-        self._outside_callback = asyncio.Event()  # clear while a revoke callback runs
-        self._outside_callback.set()
         self._stop_requested = asyncio.Event()
-        self._consumer: Consumer | None = None
-        self._instance: InstanceClaim | None = None  # a derived group_instance_id's claim
         self._runner: asyncio.Task[None] | None = None
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._core = WorkerCore(transport, app_id=config.app_id, client_id=config.client_id,
@@ -115,6 +104,8 @@ class Worker:
                                 on_failed=self._on_task_failed)
         self._ownership = TaskOwnership(self._table, lambda: self._consumer,
                                         self._committer.committed)
+        self.member = GroupMember(transport, config, self._table, self._ownership,
+                                  self._revoke, state_aware=config.placement is not None)
         self.stall_watch = StallWatch(config.stuck_record_warning)
         self.client_watchdog = ClientWatchdog(
             interval=config.client_watchdog_interval, stall_after=config.client_stall_timeout,
@@ -129,6 +120,11 @@ class Worker:
 
     def _enter(self, new: AppState) -> None:
         self.state = self.state.advance(new, who="worker")
+
+    @property
+    def _consumer(self) -> Consumer | None:
+        return self.member.consumer
+
     @property
     def commits(self) -> int:
         """How many commits moved an offset."""
@@ -142,7 +138,7 @@ class Worker:
     def stores_ready(self) -> bool:
         """Whether this worker has had its first assignment and none of its tasks is still
         restoring its stores (what its stores hold is then all their changelogs held)."""
-        return self._assigned and not any(
+        return self.member.assigned and not any(
             self._table.restoring(t) for t in self._table.tasks.values())
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -157,44 +153,14 @@ class Worker:
         await start_sinks(list(self._sinks.values()), self.transport, self.config.app_id,
                           (t for sub in self.subs for t in sub.source_topics))
         await self._router.start()
-        self._claim_instance_id()
+        self.member.claim_instance_id()
         if self.placement is not None:
             await self.placement.scan(self.config.state_dir, self.config.exactly_once)
-        await self._start_consumer()
+        await self.member.start(self.placement or self)
         self._enter(AppState.RUNNING)
         self._runner = asyncio.get_running_loop().create_task(self._run_loops(),
                                                               name="aiostreams-worker")
         self._commit_timer.start()
-
-    @property
-    def group_instance_id(self) -> str | None:
-        """The instance id this worker joins its group with (static membership), configured
-        or derived (:mod:`~aiostreams.engine.static_membership`); None: dynamic."""
-        if self._instance is not None:
-            return self._instance.instance_id
-        return self.config.group_instance_id
-
-    def _claim_instance_id(self) -> None:
-        cfg = self.config
-        if self._instance is None and derives_instance_id(
-                static_membership=cfg.static_membership,
-                group_instance_id=cfg.group_instance_id, state_dir=cfg.state_dir,
-                kafka=self.transport.url.startswith("kafka://")):
-            self._instance = claim_instance_id(cfg.app_id, cfg.state_dir)
-            log.info("worker: static group membership as %r", self._instance.instance_id)
-
-    async def _start_consumer(self) -> None:
-        """A new consumer of the group, started and subscribed (it joins at its first
-        fetch)."""
-        cfg = self.config
-        self._consumer = self.transport.consumer(
-            cfg.app_id, client_id=cfg.client_id,
-            isolation_level=IsolationLevel.of(cfg.exactly_once),
-            group_instance_id=self.group_instance_id, max_poll_records=cfg.max_poll_records,
-            offset_out_of_range=cfg.offset_out_of_range,
-            state_aware_assignment=self.placement is not None)
-        await self._consumer.start()
-        self._consumer.subscribe(list(self._table.sub_of_topic), self.placement or self)
 
     async def _run_loops(self) -> None:
         """The fetch loop and the sender, together: if one crashes (a bug), the other is
@@ -276,8 +242,7 @@ class Worker:
             await asyncio.gather(*closings)
             if self.placement is not None:
                 await self.placement.standbys.close()
-            if self._instance is not None:
-                self._instance.release()
+            self.member.release()
             await stop_sinks(self._sinks.values())
             self._enter(AppState.FAILED if failed or self.failure else AppState.STOPPED)
             self._stopped.set()
@@ -291,37 +256,18 @@ class Worker:
                 if other is not me:
                     other.cancel()
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._outside_callback.wait()
+        await self.member.after_revoke(seconds)
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
 
-    # -- rebalance (called by the consumer inside getmany) ------------------------------
+    # -- rebalance (called by the consumer inside getmany: see GroupMember) -------------
 
     async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
-        for tp in revoked:
-            self._table.orphans.pop(tp, None)
-        task_of = self._table.task_of
-        affected = {task_of[tp].task_id: task_of[tp] for tp in revoked if tp in task_of}
-        self._outside_callback.clear()
-        try:
-            if not self._ownership.owns():  # nothing to drain or commit: they may be others'
-                await self._ownership.lose_all()
-            else:
-                await self._revoke(list(affected.values()))
-        finally:
-            self._outside_callback.set()
+        await self.member.on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
-        self._ownership.confirmed()
-        await self._table.open(assigned, self._consumer)
-        self._assigned = True
-        log.info("assigned %s", ", ".join(map(str, sorted(assigned))) or "nothing")
-        # a line of its own: tools match the line above to its end
-        log.info("assignment generation %d",
-                 self._consumer.generation if self._consumer is not None else -1)
+        await self.member.on_partitions_assigned(assigned)
 
     def changelog_topic(self, store: str) -> str:
         return changelog_topic(self.config.app_id, store)
@@ -349,7 +295,7 @@ class Worker:
         assigned = self._consumer.assignment() if self._consumer is not None else ()
         dead = self.client_watchdog.take({*self._table.task_of, *assigned})
         if dead is not None:
-            await self._rebuild_consumer(dead)
+            await self.member.rebuild(dead, self.client_watchdog.rebuilds)
         consumer = self._consumer
         assert consumer is not None
         try:
@@ -374,22 +320,6 @@ class Worker:
         # retire without awaiting: without this the loop would never let the sender, the
         # commit timer or the application's own coroutines run while input is waiting.
         await asyncio.sleep(0)
-
-    async def _rebuild_consumer(self, dead: Liveness) -> None:
-        """The consumer died (``dead`` says how): lose every task - closed without
-        committing, as after a fence, so their records since the last commit are processed
-        again - and replace the consumer by a fresh one that rejoins the group and starts
-        the tasks again from the committed offsets. Closing the old one runs no revoke
-        (the tasks are gone by then) and is bounded."""
-        old = self._consumer
-        await self._table.lose(list(self.tasks.values()), ClientFailedError(dead.reason),
-                               None)
-        self._table.orphans.clear()
-        if old is not None:
-            await close_within(old.stop(), CLIENT_CLOSE_MIN, "the dead consumer")
-        await self._start_consumer()
-        log.warning("worker: the consumer was rebuilt (%d in a row); it rejoins the group",
-                    self.client_watchdog.rebuilds)
 
     def _transient(self, error: TransportError) -> bool:
         """Worth retrying (:mod:`~aiostreams.engine.outage`): a failed send, flush or commit

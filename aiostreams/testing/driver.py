@@ -44,7 +44,6 @@ interval), never past an unretired record (the committer checks each task's comm
 from __future__ import annotations
 
 import asyncio
-import enum
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,12 +55,12 @@ from aiostreams.app import App
 from aiostreams.dsl.global_table import global_tables_of
 from aiostreams.engine.worker_core import CommitTimer, StreamTask, WorkerCore, changelog_topic
 from aiostreams.errors import TaskFailedError
-from aiostreams.processors.store_values import plain_value
-from aiostreams.runtime.clock import ManualClock
 from aiostreams.settings.config import Settings
-from aiostreams.state.key_identity import EncodedKey
 from aiostreams.testing.driver_broker import DriverBroker
+from aiostreams.testing.driver_clock import DriverClock
+from aiostreams.testing.driver_state import DriverState, require_running
 from aiostreams.testing.global_feeder import GlobalFeeder
+from aiostreams.testing.store_snapshot import StoreSnapshots
 from aiostreams.topic import Topic
 from aiostreams.topology.topology import Topology
 from aiostreams.transport.base import Consumer
@@ -74,23 +73,6 @@ PROCESS_TIMEOUT = 10.0
 """Real seconds :meth:`TopologyTestDriver.process_all` waits for processors that await
 something outside the driver (a Sequencer gate, real I/O) before it gives up."""
 _SPIN_ROUNDS = 1000
-
-
-class DriverClock(ManualClock):
-    """A :class:`ManualClock` that can say when its next timer falls due."""
-
-    def next_due(self) -> float | None:
-        pending = [due for due, _, timer in self._timers if not timer.cancelled]
-        return min(pending, default=None)
-
-
-class DriverState(enum.Enum):
-    """``CREATED → RUNNING → CLOSED``; ``FAILED`` (from RUNNING) once a task failed."""
-
-    CREATED = "created"
-    RUNNING = "running"
-    FAILED = "failed"
-    CLOSED = "closed"
 
 
 class TopologyTestDriver:
@@ -142,7 +124,7 @@ class TopologyTestDriver:
         self.broker = self._out.broker
         self._core: WorkerCore | None = None  # built by start(), with the state directory
         self._consumer: Consumer | None = None  # the group's offsets: commits go through it
-        self._snapshots: dict[str, dict[Any, Any]] = {}
+        self._snapshots = StoreSnapshots()
         self._globals: GlobalFeeder | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -254,7 +236,7 @@ class TopologyTestDriver:
                        timestamp: float | None = None, *, headers: Headers = (),
                        partition: int | None = None) -> None:
         """Append a record of raw bytes (e.g. bytes its serde cannot decode)."""
-        self._require_running("pipe input")
+        require_running(self.state, "pipe input", self.failure)
         name = _topic_name(topic)
         self._out.serdes_of(name)  # a topic no source reads is a mistake: say so now
         when = self.clock.wall_time() if timestamp is None else timestamp
@@ -268,10 +250,10 @@ class TopologyTestDriver:
         processor is still awaiting something outside the driver after ``timeout`` real
         seconds. Cancellation: stops waiting; the tasks keep what they have."""
         await self._process(timeout)
-        await self._snapshot_stores()
+        await self._snapshots.take(self.tasks.values())
 
     async def _process(self, timeout: float = PROCESS_TIMEOUT) -> None:
-        self._require_running("process", allow_failed=True)
+        require_running(self.state, "process", self.failure, allow_failed=True)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         rounds = 0
@@ -300,7 +282,7 @@ class TopologyTestDriver:
         the way at its due time, and processing what it causes before the next fires."""
         if seconds < 0:
             raise ValueError(f"the wall clock only moves forward; got {seconds}")
-        self._require_running("advance the clock")
+        require_running(self.state, "advance the clock", self.failure)
         target = self.clock.monotonic() + seconds
         while True:
             due = self.clock.next_due()
@@ -318,7 +300,7 @@ class TopologyTestDriver:
         is written too). Returns what was committed.
 
         Cancellation: do not cancel it; a cancelled commit commits nothing more."""
-        self._require_running("commit")
+        require_running(self.state, "commit", self.failure)
         core, consumer = self._core, self._consumer
         assert core is not None and consumer is not None, "set by start()"
         self._commit_timer.take()
@@ -361,24 +343,11 @@ class TopologyTestDriver:
     def store(self, name: str) -> dict[Any, Any]:
         """A snapshot of store ``name``'s applied (retired) state over every task, as of the
         last :meth:`process_all` (window stores: keys are ``(key, window_start)``), read
-        through its record cache when it has one (``cache_max_bytes``)."""
-        if name not in self._snapshots:
-            known = sorted({s for t in self.tasks.values() for s in t.stores})
-            raise KeyError(f"no store named {name!r}; the topology's stores: {known}")
-        return dict(self._snapshots[name])
+        through its record cache when it has one (``cache_max_bytes``): see
+        :mod:`~aiostreams.testing.store_snapshot`."""
+        return self._snapshots.store(name, self.tasks.values())
 
     # -- internals ----------------------------------------------------------------------
-
-    def _require_running(self, action: str, *, allow_failed: bool = False) -> None:
-        if self.state is DriverState.RUNNING:
-            return
-        if self.state is DriverState.FAILED:
-            if allow_failed:
-                return
-            raise RuntimeError(f"cannot {action}: the driver failed ({self.failure})")
-        raise RuntimeError(
-            f"cannot {action}: the driver is {self.state.value}; use `async with "
-            "TopologyTestDriver(app) as driver:` (or await driver.start())")
 
     async def _feed(self) -> None:
         """Send what the tasks retired, then hand every record appended to a source
@@ -432,30 +401,6 @@ class TopologyTestDriver:
     def _on_failed(self, task: StreamTask, error: TaskFailedError) -> None:
         if self.failure is None:
             self.failure = error
-
-    async def _snapshot_stores(self) -> None:
-        snapshots: dict[str, dict[Any, Any]] = {}
-        for task in self.tasks.values():
-            for name, store in task.stores.items():
-                contents = snapshots.setdefault(name, {})
-                async for key, value in store.range(None, None):
-                    try:
-                        contents[key] = plain_value(value)
-                    except TypeError:  # an unhashable key (a JSON list): by its bytes
-                        contents[EncodedKey(store.sort_key(key))] = plain_value(value)
-                # what the store's record cache holds is read through it (KS' caching
-                # store): its newest updates, deletes included
-                for key, entry in task.cached_entries(name):
-                    hashable = key
-                    try:
-                        hash(key)
-                    except TypeError:
-                        hashable = EncodedKey(store.sort_key(key))
-                    if entry.stored is None:
-                        contents.pop(hashable, None)
-                    else:
-                        contents[hashable] = plain_value(entry.stored)
-        self._snapshots = snapshots
 
 
 def _topic_name(topic: Topic | str) -> str:

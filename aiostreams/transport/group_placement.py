@@ -36,12 +36,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from aiostreams.errors import ConfigError
 from aiostreams.transport.base import RebalanceListener
 from aiostreams.transport.task_placement import MemberInfo, PlacementSettings, plan_placement
 from aiostreams.types import TopicPartition
 
 __all__ = ["PlacementListener", "PlacementReport", "StandbyAssignment", "layout_conflict",
-           "plain_report", "plan_group", "task_partitions"]
+           "plain_report", "plan_group", "report_of", "task_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,18 @@ class PlacementListener(RebalanceListener, Protocol):
         """This member's standbys in the new generation (after its partitions; called at
         the end of every rebalance the member takes part in, changed or not)."""
         ...
+
+
+def report_of(listener: RebalanceListener | None, *, state_aware: bool
+              ) -> PlacementReport | None:
+    """What a member subscribed with ``listener`` tells the group's assignor (at each
+    JoinGroup); None: a member without standbys (``state_aware`` off: a plain report)."""
+    if not state_aware:
+        return None
+    if not isinstance(listener, PlacementListener):
+        raise ConfigError("state_aware_assignment needs a subscribing listener that is a "
+                          "PlacementListener (it reports the member's state)")
+    return listener.placement_report()
 
 
 def task_partitions(task_groups: Mapping[str, tuple[str, ...]],

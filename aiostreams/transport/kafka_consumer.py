@@ -17,7 +17,9 @@ Where aiokafka and the Protocol differ, this adapter bridges:
 * aiokafka never resets a position by itself: a partition without a committed offset
   starts per ``auto_offset_reset`` and an out-of-range position is reset (loudly, counted
   in ``offset_resets``) or fails per ``offset_out_of_range``
-  (:mod:`~aiostreams.transport.kafka_positions`).
+  (:mod:`~aiostreams.transport.kafka_positions`);
+* a failed fetch raises our errors, not aiokafka's
+  (:mod:`~aiostreams.transport.kafka_fetch_errors`).
 
 aiokafka's rebalancing is eager: ``on_partitions_revoked`` receives everything the member
 owned and ``on_partitions_assigned`` its whole new assignment, even partitions it keeps.
@@ -34,40 +36,26 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import (
     ConsumerStoppedError,
     CorruptRecordException,
-    InconsistentGroupProtocolError,
     KafkaError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
 )
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
-from aiostreams.errors import (
-    BrokerUnavailableError,
-    ConfigError,
-    CorruptFetchError,
-    GroupProtocolError,
-    InstanceIdConflictError,
-    TransportError,
-)
+from aiostreams.errors import InstanceIdConflictError, TransportError
 from aiostreams.transport import lifecycle
 from aiostreams.transport.base import ConsumerOptions, RebalanceListener
-from aiostreams.transport.group_placement import PlacementListener, PlacementReport
+from aiostreams.transport.group_placement import PlacementReport, report_of
 from aiostreams.transport.kafka_aio_consumer import new_aiokafka_consumer, stop_aiokafka
 from aiostreams.transport.kafka_assignor import (
-    OLD_PROTOCOLS,
-    PROTOCOL_NAME,
     AiostreamsAssignor,
     StandbyDelivery,
     assignment_strategy,
 )
-from aiostreams.transport.kafka_connection import (
-    KafkaOptions,
-    KnownTopics,
-    closed_mid_request,
-    start_or_unavailable,
-)
+from aiostreams.transport.kafka_connection import KafkaOptions, KnownTopics, start_or_unavailable
 from aiostreams.transport.kafka_consumer_queries import KafkaConsumerQueries, aio
 from aiostreams.transport.kafka_fetch import fetch_unpaused, owned_records
+from aiostreams.transport.kafka_fetch_errors import fetch_error, positions
 from aiostreams.transport.kafka_instance_fence import instance_conflict_message
 from aiostreams.transport.kafka_lease import install_lease, lease_generation
 from aiostreams.transport.kafka_positions import KafkaPositions
@@ -316,42 +304,27 @@ class KafkaConsumer(KafkaConsumerQueries):
         self, consumer: AIOKafkaConsumer, timeout: float, max_records: int | None
     ) -> dict[AioTopicPartition, list[Any]]:
         """One fetch (:func:`~aiostreams.transport.kafka_fetch.fetch_unpaused`); aiokafka's
-        position reports go to :meth:`KafkaPositions.recover`, its errors become ours."""
-        before = _positions(consumer)
+        position reports go to :meth:`KafkaPositions.recover`, its errors become ours
+        (:func:`~aiostreams.transport.kafka_fetch_errors.fetch_error`)."""
+        before = positions(consumer)
         try:
             return await fetch_unpaused(consumer, self._paused, self._bridge.arrival(),
                                         timeout, max_records)
         except (NoOffsetForPartitionError, OffsetOutOfRangeError) as exc:
             report = exc  # answered outside the handler: an error it raises is our own
-        except CorruptRecordException as exc:
-            # aiokafka has moved past the good records it drained before the corrupt batch
-            # (and dropped them with the exception): back to what we returned, and refetch
-            for aio_tp, offset in before.items():
-                consumer.seek(aio_tp, offset)
-            self._drop_connections()
-            raise CorruptFetchError(
-                f"a record batch fetched from {self._bootstrap} failed its CRC check "
-                f"({exc}); nothing of it was accepted, the connection was dropped and the "
-                "fetch will be retried", partitions=self._named_in(str(exc))) from exc
-        except InconsistentGroupProtocolError as exc:
-            raise GroupProtocolError(
-                f"the group {self.options.group_id!r} refused this worker: its members "
-                f"assign partitions with a protocol other than {PROTOCOL_NAME!r}, the one "
-                f"every aiostreams worker of this version offers - members of an older "
-                f"version ({' or '.join(map(repr, OLD_PROTOCOLS))}, or round-robin before "
-                f"them) or another kind of client. A one-time upgrade: stop every older "
-                f"member of the group, then start this worker again") from exc
-        except KafkaError as exc:
-            raise TransportError(
-                f"fetching from {self._bootstrap} failed: {exc!r}; "
-                f"assignment: {sorted(map(str, self.assignment()))}"
-            ) from exc
-        except RuntimeError as exc:
-            if not closed_mid_request(exc):
+        except (KafkaError, RuntimeError) as exc:  # a KafkaError is a RuntimeError
+            if isinstance(exc, CorruptRecordException):
+                # aiokafka has moved past the good records it drained before the corrupt
+                # batch (and dropped them with the exception): back to what we returned,
+                # and refetch
+                for aio_tp, offset in before.items():
+                    consumer.seek(aio_tp, offset)
+                self._drop_connections()
+            error = fetch_error(exc, bootstrap=self._bootstrap, group_id=self.options.group_id,
+                                assignment=self.assignment())
+            if error is None:
                 raise
-            raise BrokerUnavailableError(
-                f"fetching from {self._bootstrap} failed: the connection closed "
-                f"mid-request ({exc})") from exc
+            raise error from exc
         await self._positions.recover(consumer, report, self.assignment(), timeout)
         return {}
 
@@ -414,15 +387,7 @@ class KafkaConsumer(KafkaConsumerQueries):
             consumer._coordinator.request_rejoin()
 
     def _placement_report(self) -> PlacementReport | None:
-        """What this member tells the group's assignor (at each JoinGroup); None: a member
-        without standbys (a plain report)."""
-        if not self.options.state_aware_assignment:
-            return None
-        listener = self._listener
-        if not isinstance(listener, PlacementListener):
-            raise ConfigError("state_aware_assignment needs a subscribing listener that is a "
-                              "PlacementListener (it reports the member's state)")
-        return listener.placement_report()
+        return report_of(self._listener, state_aware=self.options.state_aware_assignment)
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:
         """``getmany`` returns nothing of ``partitions`` until they are resumed; records
@@ -448,20 +413,3 @@ class KafkaConsumer(KafkaConsumerQueries):
             consumer.seek(aio_tp, offset)
         self._next_offsets[tp] = offset
         self._bridge.wake()
-
-    def _named_in(self, text: str) -> tuple[TopicPartition, ...]:
-        """The assigned partitions ``text`` names (aiokafka names one in its errors as
-        ``TopicPartition(topic='t', partition=0)``), else all the assigned ones."""
-        named = tuple(tp for tp in sorted(self.assignment())
-                      if f"topic={tp.topic!r}, partition={tp.partition})" in text)
-        return named or tuple(sorted(self.assignment()))
-
-def _positions(consumer: AIOKafkaConsumer) -> dict[AioTopicPartition, int]:
-    """aiokafka's valid positions of its assigned partitions (no I/O): at the start of a
-    fetch, one past the last record returned of each."""
-    current = consumer._subscription.subscription
-    assignment = None if current is None else current.assignment
-    if assignment is None:
-        return {}
-    return {tp: assignment.state_value(tp).position for tp in assignment.tps
-            if assignment.state_value(tp).has_valid_position}

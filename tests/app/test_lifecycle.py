@@ -14,6 +14,7 @@ import pytest
 
 from aiostreams import App
 from aiostreams.lifecycle.resources import ResourceClosedError
+from aiostreams.testing import settle
 
 
 def make_app(**settings: object) -> App:
@@ -173,6 +174,7 @@ async def test_a_sigterm_while_the_app_starts_stops_it_gracefully_once_started()
     @app.on_startup
     async def signalled_during_start() -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # before start() returns
+        await settle()  # the handler runs now, before the worker exists to be told
 
     @app.on_shutdown
     async def stopping() -> None:

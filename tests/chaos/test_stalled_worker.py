@@ -10,8 +10,11 @@ had lost the task are skipped, see ``aiostreams.state.owner_epoch``), must count
 at least once - never below - with the workers sharing one state directory and with one
 each (separate hosts). Before the task-ownership fixes, 4 runs in 8 ended below the input.
 
-``make test`` runs it three times; the slow tier, ``AIOSTREAMS_CHAOS_REPEAT=20``, adds twenty
-repetitions of each layout.
+Under exactly-once (read committed) every aggregate must count every input exactly once.
+``make test`` runs it five times, once under exactly-once, once with the aggregates' record
+cache on (updates held until each commit, so what a frozen worker holds is lost with it and
+must be redone by the others); the slow tier, ``AIOSTREAMS_CHAOS_REPEAT=20``, adds twenty
+repetitions of each layout, with and without the cache, under both guarantees.
 """
 
 from __future__ import annotations
@@ -43,19 +46,29 @@ RECORDS = 6_600
 PARTITIONS = 6
 SLOW_REPEAT = int(os.environ.get("AIOSTREAMS_CHAOS_REPEAT", "0"))
 
-CASES = [pytest.param("shared", 0, id="shared-dir-1"), pytest.param("shared", 1, id="shared-dir-2"),
-         pytest.param("per-host", 0, id="own-dirs-1")]
-SLOW_CASES = [pytest.param(layout, i, id=f"{layout}-{i}")
-              for layout in ("shared", "per-host") for i in range(SLOW_REPEAT)]
+CACHED = 1 << 20
+"""``cache_max_bytes`` of the cached case: the aggregates hold updates until each commit."""
+ALO, EOS = "at_least_once", "exactly_once"
+CASES = [pytest.param("shared", 0, 0, ALO, id="shared-dir-1"),
+         pytest.param("shared", 1, 0, ALO, id="shared-dir-2"),
+         pytest.param("per-host", 0, 0, ALO, id="own-dirs-1"),
+         pytest.param("shared", 2, CACHED, ALO, id="shared-dir-record-cache"),
+         pytest.param("shared", 1, 0, EOS, id="shared-dir-exactly-once")]
+SLOW_CASES = [pytest.param(layout, i, cache, guarantee,
+                           id=f"{layout}-{i}{'-cached' if cache else ''}-{guarantee}")
+              for layout in ("shared", "per-host") for cache in (0, CACHED)
+              for guarantee in (ALO, EOS) for i in range(SLOW_REPEAT)]
 
 
 def inputs() -> list[tuple[bytes, bytes]]:
     return [(f"k{i % KEYS:02d}".encode(), str(i).encode()) for i in range(RECORDS)]
 
 
-@pytest.mark.parametrize(("layout", "run"), CASES + SLOW_CASES)
+@pytest.mark.parametrize(("layout", "run", "cache", "guarantee"), CASES + SLOW_CASES)
 async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
-        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, layout: str, run: int) -> None:
+        kafka_bootstrap: str, topic_name: Any, tmp_path: Path, layout: str, run: int,
+        cache: int, guarantee: str) -> None:
+    exact = guarantee == EOS  # under exactly-once every aggregate counts each input once
     transport = KafkaTransport(kafka_bootstrap)
     src, dst, app = topic_name("in"), topic_name("out"), topic_name("stall")
     await create_topic(transport, src, PARTITIONS)
@@ -74,6 +87,8 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
                                         WORKER_STATE_DIR=state_dir(i),
                                         WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT),
                                         WORKER_MAX_DELAY_MS="50", WORKER_LOG="INFO",
+                                        WORKER_CACHE_BYTES=str(cache),
+                                        WORKER_GUARANTEE=guarantee,
                                         stderr=sink.fileno()))
     frozen, frozen_log = workers[run % 3], logs[run % 3]
     try:
@@ -100,13 +115,15 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
     assert codes == [0, 0, 0]
     # what the changelogs say, read as a restore reads them ...
     check(await changelog_values(transport, f"{app}-agg-changelog"),
-          await changelog_values(transport, f"{app}-rekeyed-changelog"), records)
+          await changelog_values(transport, f"{app}-rekeyed-changelog"), records,
+          exact=exact)
     # ... and what a new worker restores from them, from scratch: one more record per key
     # (values 0..6, so every re-keyed group gets some) must land on exact-or-more state
     extra = [(f"k{i:02d}".encode(), str(i % 7).encode()) for i in range(KEYS)]
     fresh = start_worker(kafka_bootstrap, app, src, dst, script=SCRIPT,
                          WORKER_STATE_DIR=str(tmp_path / "fresh"),
-                         WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT), WORKER_LOG="WARNING")
+                         WORKER_SESSION_TIMEOUT=str(SESSION_TIMEOUT), WORKER_LOG="WARNING",
+                         WORKER_GUARANTEE=guarantee)
     try:
         seen = await end_offsets(transport, dst)
         await produce(transport, src, extra)
@@ -115,7 +132,8 @@ async def test_a_worker_frozen_with_records_in_flight_loses_no_update(
         assert await stop_worker(fresh, timeout=90) == 0
     agg, rekeyed = await restored_values(transport, dst, seen)
     check(agg, rekeyed, records + extra, only=({k.decode() for k, _ in extra},
-                                              {f"g{int(v) % 7}" for _, v in extra}))
+                                              {f"g{int(v) % 7}" for _, v in extra}),
+          exact=exact)
 
 
 async def until_all_hold_tasks(logs: list[Path], timeout: float = 120.0) -> None:
@@ -139,9 +157,10 @@ async def until_all_hold_tasks(logs: list[Path], timeout: float = 120.0) -> None
 
 def check(agg: dict[str, dict[str, int]], rekeyed: dict[str, dict[str, int]],
           records: list[tuple[bytes, bytes]],
-          only: tuple[set[str], set[str]] | None = None) -> None:
+          only: tuple[set[str], set[str]] | None = None, exact: bool = False) -> None:
     """No aggregate below what ``records`` make it (at-least-once may count a record twice,
-    never zero times); ``only`` limits the keys and groups looked at."""
+    never zero times), none above either when ``exact`` (exactly-once); ``only`` limits the
+    keys and groups looked at."""
     expected_n = Counter(k.decode() for k, _ in records)
     expected_s: dict[str, int] = defaultdict(int)
     for k, v in records:
@@ -154,6 +173,13 @@ def check(agg: dict[str, dict[str, int]], rekeyed: dict[str, dict[str, int]],
     below = {g: (rekeyed.get(g), expected_groups[g]) for g in groups
              if rekeyed.get(g, {"n": 0})["n"] < expected_groups[g]}
     assert not below, f"re-keyed counts below the input: {below}"
+    if exact:
+        over = {k: (agg[k], expected_n[k], expected_s[k]) for k in keys
+                if (agg[k]["n"], agg[k]["s"]) != (expected_n[k], expected_s[k])}
+        assert not over, f"aggregates above the input under exactly-once: {over}"
+        over_groups = {g: (rekeyed[g], expected_groups[g]) for g in groups
+                       if rekeyed[g]["n"] != expected_groups[g]}
+        assert not over_groups, f"re-keyed counts above the input: {over_groups}"
 
 
 async def restored_values(transport: KafkaTransport, dst: str,
@@ -161,7 +187,7 @@ async def restored_values(transport: KafkaTransport, dst: str,
                           ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     """The last update per key the fresh worker wrote to ``dst`` (after ``since``): per-key
     aggregates (``k..``) and re-keyed counts (``g..``)."""
-    consumer = transport.consumer(None)
+    consumer = transport.consumer(None, isolation_level=IsolationLevel.READ_COMMITTED)
     await consumer.start()
     tps = list(since)
     agg: dict[str, dict[str, int]] = {}
@@ -209,11 +235,33 @@ async def until_committed_to_end(transport: KafkaTransport, app: str, src: str) 
             done = True
             for topic in topics:
                 ends = await end_offsets(transport, topic)
-                if await committed(transport, app, topic) != ends:
+                offsets = await committed(transport, app, topic)
+                behind = {tp: o for tp, o in offsets.items() if o != ends[tp]}
+                if behind and await records_after(transport, behind, ends):
                     done = False
             if done:
                 return
             await asyncio.sleep(0.5)  # nothing announces a commit to an outside reader
+
+
+async def records_after(transport: KafkaTransport, offsets: dict[TopicPartition, int],
+                        ends: dict[TopicPartition, int]) -> bool:
+    """Whether a read-committed reader finds a record from ``offsets`` on. A topic written
+    in transactions (a repartition topic under exactly-once) ends with a commit marker,
+    which no consumer commits past: there the committed offset stays one below the end."""
+    consumer = transport.consumer(None, isolation_level=IsolationLevel.READ_COMMITTED)
+    await consumer.start()
+    try:
+        consumer.assign(list(offsets))
+        for tp, offset in offsets.items():
+            consumer.seek(tp, offset)
+        async with asyncio.timeout(30):
+            while [tp for tp in offsets if await consumer.position(tp) < ends[tp]]:
+                if any((await consumer.getmany(0.2)).values()):
+                    return True
+        return False
+    finally:
+        await consumer.stop()
 
 
 async def end_offsets(transport: KafkaTransport, topic: str) -> dict[TopicPartition, int]:

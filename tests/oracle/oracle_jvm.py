@@ -1,13 +1,15 @@
 """The Kafka Streams oracle's JVM: jars fetched once, ``Oracle.java`` compiled once, one
 process per test session answering cases over stdin/stdout.
 
-Cache layout (under the project's cache dir, see :func:`aiostreams.localkafka.jars.cache_dir`):
+Cache layout (under the project's cache dir, see :func:`aiostreams.localjvm.maven.cache_dir`):
 ``oracle-jars/<pom digest>/`` holds the jars of ``java/pom.xml`` and is complete exactly when
 its marker holds the pom's SHA-256 (written only after ``mvn`` succeeded);
 ``oracle-classes/<digest>/`` holds ``Oracle.class`` compiled from the source against those
 jars (the digest covers both). Keyed by the pom, checkouts that pin different Kafka Streams
-releases share one cache without refetching each other's jars. A file lock serializes
-concurrent fetches.
+releases share one cache without refetching each other's jars. Both are built as
+:mod:`aiostreams.localjvm.maven` builds the servers' jars (``build_once``: the marker
+written last, a file lock against concurrent builds; Maven run, and its errors worded, by
+``run_maven``).
 
 Protocol: one JSON object per line in, one per line out, in order; :meth:`OracleJVM.ask`
 writes a batch from a thread while reading the answers, so a large batch cannot deadlock on
@@ -16,7 +18,6 @@ full pipes.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import re
@@ -26,12 +27,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from aiostreams.localkafka.jars import cache_dir
+from aiostreams.localjvm.maven import build_once, cache_dir, require_mvn, run_maven
 
 JAVA_DIR = Path(__file__).with_name("java")
 POM = JAVA_DIR / "pom.xml"
 SOURCE = JAVA_DIR / "Oracle.java"
-_MVN_TIMEOUT = 900.0
 KAFKA_STREAMS_VERSION = re.search(r"<artifactId>kafka-streams</artifactId>\s*<version>([^<]+)<",
                                   POM.read_text()).group(1)  # type: ignore[union-attr]
 """The Kafka Streams release the oracle runs (what ``java/pom.xml`` pins)."""
@@ -45,7 +45,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _run(command: list[str], what: str, timeout: float) -> None:
+def _javac(command: list[str], what: str, timeout: float) -> None:
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                 check=False)
@@ -70,36 +70,35 @@ def ensure_classpath(cache: Path | None = None) -> str:
     compiled = hashlib.sha256((_digest(SOURCE) + digest).encode()).hexdigest()
     classes = root / "oracle-classes" / compiled[:16]
     jars.mkdir(parents=True, exist_ok=True)
-    with open(jars.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        marker = jars / ".complete"
-        if not marker.is_file() or marker.read_text().strip() != digest:
-            mvn = shutil.which("mvn")
-            if mvn is None:
-                raise OracleSetupError(
-                    "Apache Maven ('mvn') is not on PATH; it fetches Kafka Streams' jars for "
-                    "the oracle tests (tests/oracle). Install Maven 3.8+ or deselect them "
-                    "with -m 'not oracle'.")
-            marker.unlink(missing_ok=True)
-            for old in jars.glob("*.jar"):
-                old.unlink()
-            _run([mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-                  "-DincludeScope=runtime", f"-DoutputDirectory={jars}"],
-                 f"mvn fetching Kafka Streams' jars into {jars} (check access to Maven "
-                 "Central)", _MVN_TIMEOUT)
-            marker.write_text(digest + "\n")
-        if not (classes / "Oracle.class").is_file():
-            javac = shutil.which("javac")
-            if javac is None:
-                raise OracleSetupError("'javac' (a JDK 17+) is not on PATH; the oracle tests "
-                                       "compile tests/oracle/java/Oracle.java with it")
-            partial = classes.with_name(classes.name + ".partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir(parents=True)
-            _run([javac, "-nowarn", "-d", str(partial), "-cp", f"{jars}/*", str(SOURCE)],
-                 f"javac {SOURCE}", 300.0)
-            shutil.rmtree(classes, ignore_errors=True)
-            partial.rename(classes)
+    lock = jars.parent / ".lock"
+
+    def fetch() -> None:
+        mvn = require_mvn(OracleSetupError, "fetches Kafka Streams' jars for the oracle tests "
+                          "(tests/oracle)", "deselect them with -m 'not oracle'")
+        for old in jars.glob("*.jar"):
+            old.unlink()
+        run_maven(mvn, ["-f", str(POM), "dependency:copy-dependencies",
+                        "-DincludeScope=runtime", f"-DoutputDirectory={jars}"],
+                  error=OracleSetupError, doing=f"fetching Kafka Streams' jars into {jars}")
+
+    def compile_source() -> None:
+        if (classes / "Oracle.class").is_file():
+            return  # compiled by a version that wrote no marker (the rename below is atomic)
+        javac = shutil.which("javac")
+        if javac is None:
+            raise OracleSetupError("'javac' (a JDK 17+) is not on PATH; the oracle tests "
+                                   "compile tests/oracle/java/Oracle.java with it")
+        partial = classes.with_name(classes.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        _javac([javac, "-nowarn", "-d", str(partial), "-cp", f"{jars}/*", str(SOURCE)],
+               f"javac {SOURCE}", 300.0)
+        shutil.rmtree(classes, ignore_errors=True)
+        partial.rename(classes)
+
+    build_once(jars, digest, lock=lock, build=fetch)
+    build_once(classes, compiled, lock=lock, build=compile_source,
+               product=classes / "Oracle.class")
     return f"{classes}:{jars}/*"
 
 

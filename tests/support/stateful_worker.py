@@ -5,7 +5,8 @@ flight), a per-key count and sum (store ``agg``, SQLite, logged) and a count re-
 repartition topic (store ``rekeyed``: key ``g<value % 7>``). Environment: ``WORKER_BROKER``,
 ``WORKER_APP``, ``WORKER_SRC``, ``WORKER_DST`` (the aggregates' updates), ``WORKER_STATE_DIR``,
 ``WORKER_GUARANTEE``, ``WORKER_SESSION_TIMEOUT`` (seconds), ``WORKER_MAX_DELAY_MS``,
-``WORKER_STANDBYS`` (``num_standby_replicas``) and ``WORKER_HOST_ID`` (``host_id``).
+``WORKER_STANDBYS`` (``num_standby_replicas``), ``WORKER_HOST_ID`` (``host_id``) and
+``WORKER_CACHE_BYTES`` (``cache_max_bytes``: the aggregates' record cache).
 Input values are decimal integers.
 """
 
@@ -33,6 +34,8 @@ def build() -> ais.App:
         placement["num_standby_replicas"] = int(env["WORKER_STANDBYS"])
     if "WORKER_HOST_ID" in env:
         placement["host_id"] = env["WORKER_HOST_ID"]
+    if "WORKER_CACHE_BYTES" in env:  # the record cache on the aggregates
+        placement["cache_max_bytes"] = int(env["WORKER_CACHE_BYTES"])
     app = ais.App(
         env["WORKER_APP"],
         transport=KafkaTransport.from_url(env["WORKER_BROKER"], session_timeout=session,
