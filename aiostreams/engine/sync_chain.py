@@ -51,7 +51,7 @@ from aiostreams.runtime.slot import Slot
 from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
 from aiostreams.topology.topology import SinkNode
-from aiostreams.types import Headers, OutgoingRecord, RawRecord, Record, TopicPartition
+from aiostreams.types import OutgoingRecord, RawRecord, Record, TopicPartition
 
 _new = object.__new__
 # The decoder and the sink build a Record and an OutgoingRecord per record by storing their
@@ -80,27 +80,21 @@ def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any], *,
                     lineage: bool = False, origin: bool = False) -> Decoder:
     """The source's decoder; with ``lineage`` it drops lineage headers from what it reads,
     with ``origin`` origin headers (see the module docstring)."""
-    decoder = _compile_decoder(key_serde, value_serde, without_origin if origin else _same)
-    if not lineage:
+    decoder = _compile_decoder(key_serde, value_serde)
+    if not lineage and not origin:
         return decoder
 
-    def decode_without_lineage(raw: RawRecord) -> Record[Any, Any]:
+    def decode_without_marks(raw: RawRecord) -> Record[Any, Any]:
         record = decoder(raw)
         if record.headers:
-            record.headers = without_lineage(record.headers)
+            headers = without_lineage(record.headers) if lineage else record.headers
+            record.headers = without_origin(headers) if origin else headers
         return record
 
-    return decode_without_lineage
+    return decode_without_marks
 
 
-def _same(headers: Headers) -> Headers:
-    return headers
-
-
-def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any],
-                     strip: Callable[[Headers], Headers]) -> Decoder:
-    """``strip``: what a record's headers become, when it has some (a record without costs
-    one check, and no call: most records have none)."""
+def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:
     deserialize_key = key_serde.deserialize
     deserialize_value = value_serde.deserialize
 
@@ -114,7 +108,7 @@ def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any],
         except DeserializationError as e:
             raise e.at(raw.partition, raw.offset, "value") from e.__cause__
         return Record(key, value, raw.topic, raw.partition, raw.offset, raw.timestamp,
-                      strip(raw.headers) if raw.headers else raw.headers)
+                      raw.headers)
 
     fast_key, fast_value = shortcuts(key_serde)[0], shortcuts(value_serde)[0]
     if fast_key is None or fast_value is None:
@@ -135,8 +129,7 @@ def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any],
         record.partition = raw.partition
         record.offset = raw.offset
         record.timestamp = raw.timestamp
-        headers = raw.headers
-        record.headers = strip(headers) if headers else headers
+        record.headers = raw.headers
         return record
 
     return decode
