@@ -56,6 +56,7 @@ from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Ordering
 from aiostreams.runtime.clock import Clock
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.origin import OriginMarks
 from aiostreams.runtime.slot import CURRENT_SLOT, Slot, SlotKind, SlotState, record_slot
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
@@ -79,7 +80,8 @@ class RecordPath:
                  clock: Clock, intake: Intake, rob: ReorderBuffer, graph: TaskGraph,
                  stores: TaskStores, tp_of: Mapping[str, TopicPartition],
                  emit: Callable[[list[OutgoingRecord | ExternalRecord]], None],
-                 on_failed: Callable[[TaskFailedError], None]) -> None:
+                 on_failed: Callable[[TaskFailedError], None],
+                 marks: OriginMarks | None = None) -> None:
         self.task_id = task_id
         self.state = TaskState.CREATED
         self.stream_time = float("-inf")
@@ -123,8 +125,8 @@ class RecordPath:
         self._flush_queued = False  # a CACHE_FLUSH waits in punctuations.due
         self._held = False  # a commit holds issuing until its snapshot (flush_caches)
         self._released: list[OutgoingRecord | ExternalRecord] = []
-        self._marks = settings.origins  # origin headers on outputs (runtime.origin)
-        self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of, settings.origins)
+        self._marks = marks  # origin headers on outputs (runtime.origin)
+        self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of, marks)
 
     def transition(self, new: TaskState) -> None:
         self.state = check_transition(self.task_id, self.state, new)

@@ -23,9 +23,12 @@ The header :data:`ORIGIN_HEADER` carries it, as ``topic/partition/offset`` or
 **When.** Only when an app records (``record_services_dir``) or is replayed
 (:class:`OriginMode`); :class:`OriginMarks` says which outputs get it, and the engine applies
 it (:meth:`OriginMarks.stamp`) as a slot's outputs are released - after the processors
-ran, so the header is never in what they see. A task that marks strips the header from the
-records it reads (:func:`without_origin`), so processors, state stores and changelogs never
-hold it and marking changes no state.
+ran, so the header is never in what they see. A task strips the header from the records it
+reads where they may carry one (:func:`without_origin`; an app's internal topics always,
+where a run that marked may have left some), so processors, state stores and changelogs
+never hold it and marking changes no state. A recording app's task that neither reads nor
+has a sink to a topic the app reads back stamps nothing (:meth:`OriginMarks.for_task`),
+so a pipeline without repartitions pays nothing for it.
 
 Invariants: a stamped output carries exactly one origin header, after its lineage header
 when it has one, else first (so headers a processor checks by position at the end, as the
@@ -135,16 +138,26 @@ class OriginMode(enum.Enum):
 
 @dataclass(frozen=True)
 class OriginMarks:
-    """What a marking app stamps: every output to ``read_back`` (the topics the app reads)
-    gets the place of its child; with :attr:`OriginMode.REPLAY` every other output the
-    place of its slot's input record, with :attr:`OriginMode.RECORD` none."""
+    """What a marking app stamps: every output to ``read_back`` (the topics the app reads
+    back: written by its sinks, read by its sources) gets the place of its child; with
+    :attr:`OriginMode.REPLAY` every other output the place of its slot's input record,
+    with :attr:`OriginMode.RECORD` none."""
 
     mode: OriginMode
     read_back: frozenset[str] = frozenset()
 
     def reading(self, topics: Iterable[str]) -> OriginMarks:
-        """These marks, for an app that reads ``topics``."""
+        """These marks, for an app that reads back ``topics``."""
         return OriginMarks(self.mode, frozenset(topics))
+
+    def for_task(self, reads: Iterable[str], writes: Iterable[str]) -> OriginMarks | None:
+        """What a task that reads ``reads`` and has sinks to ``writes`` stamps: nothing
+        (None) when recording and it touches no topic the app reads back - its inputs carry
+        no header and its sinks need none, so it pays nothing (a ``ctx.send`` of its to such
+        a topic goes unmarked: a call behind it is keyed by position, as before origins)."""
+        if self.mode is OriginMode.RECORD and self.read_back.isdisjoint([*reads, *writes]):
+            return None
+        return self
 
     def stamp(self, raw: RawRecord, outputs: Sequence[Any], start: int = 0) -> None:
         """Stamp ``outputs[start:]``, the outputs of the slot whose input is ``raw``, in

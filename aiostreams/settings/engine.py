@@ -57,8 +57,8 @@ def task_settings(s: Settings, retry: Retry | None, tracing: Tracing | None,
 
 def origin_marks(s: Settings, topology: Topology | None) -> OriginMarks | None:
     """Which outputs carry the origin header (:mod:`aiostreams.runtime.origin`): every one
-    with ``origin_headers`` (a replay), those to the topics the app reads when it records
-    service answers, else none."""
+    with ``origin_headers`` (a replay), those to the topics the app reads back (its sinks
+    write them, its sources read them) when it records service answers, else none."""
     if s.origin_headers:
         mode = OriginMode.REPLAY
     elif s.record_services_dir is not None:
@@ -66,7 +66,9 @@ def origin_marks(s: Settings, topology: Topology | None) -> OriginMarks | None:
     else:
         return None
     subs = topology.build() if topology is not None else []
-    return OriginMarks(mode).reading(t for sub in subs for t in sub.source_topics)
+    reads = {t for sub in subs for t in sub.source_topics}
+    writes = {t for sub in subs for t in sub.sink_topics}
+    return OriginMarks(mode).reading(reads & writes)
 
 
 def worker_config(app_id: str, s: Settings, topology: Topology,

@@ -152,3 +152,12 @@ async def test_a_repartition_record_a_marking_run_left_loses_its_header_when_rea
             ((ORIGIN_HEADER, b"in/0/5/0"), ("user", b"u"))), 0)])
         await driver.process_all()
     assert seen == [(("user", b"u"),)]
+
+
+def test_a_recording_task_touching_no_topic_read_back_stamps_nothing() -> None:
+    record = OriginMarks(OriginMode.RECORD, frozenset({"rep"}))
+    assert record.for_task(["in"], ["out"]) is None
+    assert record.for_task(["in"], ["rep"]) is record
+    assert record.for_task(["rep"], ["out"]) is record
+    replay = OriginMarks(OriginMode.REPLAY, frozenset({"rep"}))
+    assert replay.for_task(["in"], ["out"]) is replay
