@@ -39,7 +39,7 @@ from typing import Any
 
 from aiostreams.replay.recording import SEGMENT_GLOB, RecordedAnswer, segment_name
 from aiostreams.runtime.external_record import RECORDED_ANSWERS, ExternalRecord
-from aiostreams.runtime.origin import place_of
+from aiostreams.runtime.origin import place_in
 from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.types import TopicPartition
 
@@ -106,24 +106,28 @@ class Recorder:
                                _Pending(index), raw.timestamp)
         slot.outputs.append(entry)
         fingerprint = None if request is None else repr(request)
-        place = place_of(raw)  # its own position, unless read back from a repartition topic
+        # its own position, unless read back from a repartition topic (place_of, inlined:
+        # most records have no headers, and this runs per call)
+        place = place_in(raw.headers) if raw.headers else None
+        topic, partition, offset, path = (place if place is not None else
+                                          (raw.topic, raw.partition, raw.offset, ""))
         started = time.monotonic()
         try:
             value = await get()
         except Exception as error:
-            entry.value = RecordedAnswer(service, place.topic, place.partition, place.offset,
-                                         index, fingerprint, None,
+            entry.value = RecordedAnswer(service, topic, partition, offset, index,
+                                         fingerprint, None,
                                          f"{type(error).__name__}: {error}",
-                                         time.monotonic() - started, place.path)
+                                         time.monotonic() - started, path)
             raise
         try:
             pickled: bytes | None = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             failure = None
         except Exception as error:  # an answer pickle cannot carry: said, not recorded
             pickled, failure = None, f"Unpicklable: {type(error).__name__}: {error}"
-        entry.value = RecordedAnswer(service, place.topic, place.partition, place.offset,
-                                     index, fingerprint, pickled, failure,
-                                     time.monotonic() - started, place.path)
+        entry.value = RecordedAnswer(service, topic, partition, offset, index,
+                                     fingerprint, pickled, failure,
+                                     time.monotonic() - started, path)
         return value
 
     # -- the sink --------------------------------------------------------------------------
