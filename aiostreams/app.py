@@ -295,7 +295,7 @@ class App(SignalledRun):
         return client_options(self.settings)
 
     def _task_settings(self) -> TaskSettings:
-        return task_settings(self.settings, self._retry, self._tracing)
+        return task_settings(self.settings, self._retry, self._tracing, self.topology)
 
     def build(self) -> list[SubTopology]:
         return self.topology.build()

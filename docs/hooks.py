@@ -86,7 +86,7 @@ CONCERNS: list[tuple[str, str, list[str]]] = [
      ["tracing", "lineage", "gc_tuning"]),
     ("Recording service answers",
      "What the app records for a later replay ([replay and diff](../guides/replay.md)).",
-     ["record_services_dir", "record_services_max_bytes"]),
+     ["record_services_dir", "record_services_max_bytes", "origin_headers"]),
     ("Security",
      "TLS and SASL to the brokers ([security](../guides/security.md)); secrets are never "
      "printed.",

@@ -6,7 +6,11 @@ that one, and so on back through repartition topics, until a record without the 
 a source record, one that entered the app from outside. Per step it shows where the record
 is, its key, and how it was made: with ``--app``, the sub-topology that read the input
 record and its nodes from that input's source to the sink that wrote the record; with
-``--recording``, the service answers recorded while the input record was processed::
+``--recording``, the service answers recorded while the input record was processed (a
+recording keys them by the record's place, :mod:`aiostreams.runtime.origin`: its own
+position for a source record; for a repartition record the place its origin header names,
+or, when it is gone, its parent's place the next record's header names, else the one path
+of its depth recorded for its source)::
 
     card-counts[0]@3  key={"key": "c1", "start": 0.0, "end": 10.0}  ...T00:00:03.000Z
       <- fraud-by-card-repartition[0]@3 through sub-topology 1: by-card-source ->
@@ -44,6 +48,7 @@ from aiostreams.commands import CommandError
 from aiostreams.commands.render import Decoder, decoder, show, timestamp, to_json
 from aiostreams.replay.recording import RecordedAnswer, Recording
 from aiostreams.runtime.lineage import LINEAGE_HEADER, LineageError, Origin, chain_of
+from aiostreams.runtime.origin import Place, place_in
 from aiostreams.topic import Topic
 from aiostreams.topology.nodes import SubTopology
 from aiostreams.transport.base import (
@@ -60,8 +65,20 @@ MAX_STEPS = 64
 FETCH_TIMEOUT = 10.0
 """Seconds to wait for a record the partition's offsets say is there."""
 
-Answers = Callable[[Origin], Sequence[RecordedAnswer]]
-"""The recorded service answers used while processing the record at an origin."""
+@dataclass(frozen=True)
+class Lookup:
+    """A record whose recorded answers are wanted: its position, its place
+    (:mod:`aiostreams.runtime.origin`: what a recording keys them by) when known, and the
+    source record its lineage chain ends at with how many records lie between."""
+
+    at: Origin
+    place: Place | None
+    source: Origin | None = None
+    depth: int = 0
+
+
+Answers = Callable[[Lookup], Sequence[RecordedAnswer]]
+"""The recorded service answers used while processing a record."""
 
 
 class ExplainError(CommandError):
@@ -109,6 +126,7 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
         seen: set[Origin] = set()
         where: Origin | None = at
         ahead: list[Origin] = []  # the positions past ``where`` the last chain read names
+        made_at: Place | None = None  # the place of the record read last, when it had one
         while where is not None:
             if where in seen:
                 raise ExplainError(f"the lineage of {at} loops back to {where}: a record "
@@ -117,16 +135,21 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
                 raise ExplainError(f"the lineage of {at} is longer than {MAX_STEPS} steps; "
                                    f"explain its step {where} on its own")
             seen.add(where)
+            lookup = Lookup(where, None, ahead[-1] if ahead else None, len(ahead))
             try:
                 raw = await read_record(transport, consumer, where,
                                         named_by=steps[-1].at if steps else None)
             except RecordGone as gone:
                 if not steps:
                     raise
-                # a purged repartition record: the chain read last says what it came from
+                # a purged repartition record: the chain read last says what it came from,
+                # and the record made from it its place (its parent's)
                 step = Step(where, None, None, ahead[0] if ahead else None, missing=str(gone))
                 ahead = ahead[1:]
+                made_at = made_at.parent() if made_at is not None else None
             else:
+                made_at = place_in(raw.headers) if raw.headers else None
+                lookup = Lookup(where, None)
                 step, ahead = _step(raw, key_decoder(where.topic, app, subs))
                 if step.came_from is None and not steps:
                     raise ExplainError(
@@ -136,7 +159,8 @@ async def explain(transport: Transport, at: Origin, *, app: App | None = None,
             if app is not None and step.came_from is not None:
                 step.made = made_by(subs, step.came_from.topic, where.topic)
             if steps and answers is not None:
-                step.answers = list(answers(where))
+                step.answers = list(answers(Lookup(where, made_at, lookup.source,
+                                                   lookup.depth)))
             steps.append(step)
             where = step.came_from
         assert all(a.came_from == b.at for a, b in itertools.pairwise(steps)), \
@@ -252,12 +276,30 @@ def _no_record(at: Origin, tp: TopicPartition, whose: str) -> RecordGone:
 
 
 def recorded_answers(where: str) -> Answers:
-    """The answers of the recording in directory ``where``, by source record."""
+    """The answers of the recording in directory ``where``, by the record's place; else
+    by its own position (a source record; or a previous version's recording, which keyed a
+    repartition record so); else, for a purged record whose place no header gives, by the
+    one path of its depth recorded for its source (none when a fan-out leaves several)."""
     try:
         recording = Recording.open(where)
     except FileNotFoundError as e:
         raise ExplainError(str(e)) from None
-    return lambda at: recording.answers_for(at.topic, at.partition, at.offset)
+
+    def answers(lookup: Lookup) -> list[RecordedAnswer]:
+        place, at, source = lookup.place, lookup.at, lookup.source
+        if place is not None:
+            found = recording.answers_for(*place)
+            if found or not place.path:
+                return found
+        found = recording.answers_for(at.topic, at.partition, at.offset)
+        if found or place is not None or source is None or lookup.depth == 0:
+            return found
+        # a purged record no header placed: the one path of its depth from its source
+        paths = {p for p in recording.paths_from(*source)
+                 if len(p.split(".")) == lookup.depth}
+        return recording.answers_for(*source, paths.pop()) if len(paths) == 1 else []
+
+    return answers
 
 
 # -- showing it ---------------------------------------------------------------------

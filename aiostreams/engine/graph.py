@@ -15,6 +15,8 @@ executors all run records through it; an executor runs ``run_async`` in two halv
 its await, ``begin_async`` and ``end_async`` (see
 :class:`~aiostreams.engine.async_chain.FusedSource`).
 
+``unmarked``: the topics whose sources drop origin headers (:mod:`aiostreams.runtime.origin`).
+
 Invariant: every node's ``run_sync`` is compiled before the graph is used (children first:
 the graph is acyclic), and ``run_async`` is set exactly for nodes with ``subtree_async``.
 """
@@ -22,7 +24,7 @@ the graph is acyclic), and ``run_async`` is set exactly for nodes with ``subtree
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from aiostreams.engine.async_chain import (
@@ -85,12 +87,12 @@ class SourceExec:
                  "key_serde", "name", "run", "run_async", "sole", "value_serde")
 
     def __init__(self, node: SourceNode, children: list[NodeExec], *,
-                 lineage: bool = False) -> None:
+                 lineage: bool = False, origin: bool = False) -> None:
         self.name = node.name
         self.key_serde = node.key_serde
         self.value_serde = node.value_serde
         self.decode: Decoder = compile_decoder(node.key_serde, node.value_serde,
-                                               lineage=lineage)
+                                               lineage=lineage, origin=origin)
         self.children = children
         self.chain_is_async = any(c.subtree_async for c in children)
         steps: list[Step] = [(c.run_sync, c.run_async) for c in children]
@@ -172,7 +174,8 @@ class TaskGraph:
     def __init__(self, sub: SubTopology, host: TaskHost, *,
                  store_views: Callable[[list[str]], dict[str, Any]],
                  node_retry: Mapping[str, Retry], max_record_bytes: int,
-                 tp_of: Mapping[str, TopicPartition], lineage: bool = False) -> None:
+                 tp_of: Mapping[str, TopicPartition], lineage: bool = False,
+                 unmarked: Collection[str] = ()) -> None:
         execs: dict[str, NodeExec] = {}
         for proc in sub.processors:
             ne = NodeExec(proc.name)
@@ -205,7 +208,8 @@ class TaskGraph:
         _compile(execs, max_record_bytes, tp_of, lineage)
         self.sources: dict[str, SourceExec] = {}
         for src in sub.sources:
-            sx = SourceExec(src, [execs[c] for c in src.children], lineage=lineage)
+            sx = SourceExec(src, [execs[c] for c in src.children], lineage=lineage,
+                            origin=any(t in unmarked for t in src.topics))
             for topic in src.topics:
                 self.sources[topic] = sx
 

@@ -4,7 +4,8 @@ When nothing is in flight and the source's chain is synchronous, nothing can com
 record and its retirement: no earlier slot to wait for, no hazard, nothing to reorder. The
 task's issue loop then runs the record here: on one reused :class:`Slot` (bound as
 ``CURRENT_SLOT`` by the issue loop), its outputs appended straight to the task's released
-list and its store writes applied at once, as retirement would. :meth:`InlinePath.drain`
+list and its store writes applied at once, as retirement would (and its outputs given their
+origin headers when the app marks them, :mod:`aiostreams.runtime.origin`). :meth:`InlinePath.drain`
 does the same over a whole single-partition queue, with the issue loop's per-record checks
 hoisted and the committable offset moved once at the end.
 
@@ -29,6 +30,7 @@ from aiostreams.engine.punctuation import PunctuationQueue
 from aiostreams.engine.reorder_buffer import ReorderBuffer
 from aiostreams.engine.task_state import TaskState
 from aiostreams.engine.task_stores import TaskStores
+from aiostreams.runtime.origin import OriginMarks
 from aiostreams.runtime.slot import Slot, SlotKind
 from aiostreams.types import RawRecord, TopicPartition
 
@@ -46,8 +48,10 @@ class InlineHost(Protocol):
 class InlinePath:
     def __init__(self, host: InlineHost, rob: ReorderBuffer, stores: TaskStores,
                  punctuations: PunctuationQueue,
-                 tp_of: Mapping[str, TopicPartition]) -> None:
+                 tp_of: Mapping[str, TopicPartition], marks: OriginMarks | None = None
+                 ) -> None:
         self.slot = Slot(SlotKind.RECORD, None, None, None)  # reused for every record
+        self._marks = marks  # stamps a record's outputs as retirement would
         self._host = host
         self._rob = rob
         self._apply = stores.apply
@@ -69,6 +73,8 @@ class InlinePath:
             self._host.inline_failed(raw, source, mark, error)
             return False
         slot.record = None
+        if self._marks is not None:
+            self._marks.stamp(raw, released, mark)
         if slot.writes:
             # changelog records follow the record's outputs, as at retirement
             self._apply(slot, released)
@@ -90,6 +96,7 @@ class InlinePath:
         # real slot, which names the node that raised)
         decode, sole = source.decode, source.sole
         apply = self._apply
+        marks = self._marks
         slot.outputs = released
         running = TaskState.RUNNING
         stream_time = slot.stream_time = host.stream_time
@@ -114,6 +121,8 @@ class InlinePath:
                     last = -1
                     host.inline_failed(raw, source, mark, error)
                     return
+                if marks is not None:
+                    marks.stamp(raw, released, mark)
                 if slot.writes:
                     apply(slot, released)
                     slot.writes = ()

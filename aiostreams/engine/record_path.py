@@ -56,6 +56,7 @@ from aiostreams.errors import TaskFailedError
 from aiostreams.policies import Ordering
 from aiostreams.runtime.clock import Clock
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.origin import OriginMarks
 from aiostreams.runtime.slot import CURRENT_SLOT, Slot, SlotKind, SlotState, record_slot
 from aiostreams.topology.processor import PunctuationType
 from aiostreams.types import OutgoingRecord, RawRecord, TopicPartition
@@ -79,7 +80,8 @@ class RecordPath:
                  clock: Clock, intake: Intake, rob: ReorderBuffer, graph: TaskGraph,
                  stores: TaskStores, tp_of: Mapping[str, TopicPartition],
                  emit: Callable[[list[OutgoingRecord | ExternalRecord]], None],
-                 on_failed: Callable[[TaskFailedError], None]) -> None:
+                 on_failed: Callable[[TaskFailedError], None],
+                 marks: OriginMarks | None = None) -> None:
         self.task_id = task_id
         self.state = TaskState.CREATED
         self.stream_time = float("-inf")
@@ -123,7 +125,8 @@ class RecordPath:
         self._flush_queued = False  # a CACHE_FLUSH waits in punctuations.due
         self._held = False  # a commit holds issuing until its snapshot (flush_caches)
         self._released: list[OutgoingRecord | ExternalRecord] = []
-        self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of)
+        self._marks = marks  # origin headers on outputs (runtime.origin)
+        self._inline = InlinePath(self, rob, stores, self.punctuations, tp_of, marks)
 
     def transition(self, new: TaskState) -> None:
         self.state = check_transition(self.task_id, self.state, new)
@@ -388,8 +391,11 @@ class RecordPath:
         retired = self._rob.pop_retirable()
         if self.tracer is not None and retired:
             self.tracer.retiring(retired)  # before release: outputs get the traceparent
+        marks = self._marks
         for slot in retired:
             if slot.outputs:
+                if marks is not None and slot.raw is not None:
+                    marks.stamp(slot.raw, slot.outputs)
                 released.extend(slot.outputs)
             if slot.writes:
                 apply(slot, released)

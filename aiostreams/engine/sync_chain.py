@@ -23,7 +23,8 @@ Semantics are those of the node graph, exactly:
   puts one first among the output's headers, naming the position its record carries, else
   the slot's input record (``slot.raw``), with that input's own lineage when it is the one
   named; a punctuation's record with no position gets none. With lineage off the decoder
-  is the plain one and a sink pays one check per output;
+  is the plain one and a sink pays one check per output; a source reading a topic the app
+  writes origin headers to drops those (:mod:`aiostreams.runtime.origin`);
 - where both serdes of a source or a sink have shortcuts (:func:`aiostreams.serde.shortcuts`)
   the compiled code calls those, and on any exception from one falls back to the serde
   methods, so errors (and results) are the methods' own.
@@ -45,6 +46,7 @@ from aiostreams.runtime.lineage import (
     with_lineage,
     without_lineage,
 )
+from aiostreams.runtime.origin import without_origin
 from aiostreams.runtime.slot import Slot
 from aiostreams.serde import Serde, shortcuts
 from aiostreams.topology.processor import Processor
@@ -75,20 +77,21 @@ Decoder = Callable[[RawRecord], Record[Any, Any]]
 
 
 def compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any], *,
-                    lineage: bool = False) -> Decoder:
-    """The source's decoder; with ``lineage`` it drops lineage headers from what it reads
-    (see the module docstring)."""
+                    lineage: bool = False, origin: bool = False) -> Decoder:
+    """The source's decoder; with ``lineage`` it drops lineage headers from what it reads,
+    with ``origin`` origin headers (see the module docstring)."""
     decoder = _compile_decoder(key_serde, value_serde)
-    if not lineage:
+    if not lineage and not origin:
         return decoder
 
-    def decode_without_lineage(raw: RawRecord) -> Record[Any, Any]:
+    def decode_without_marks(raw: RawRecord) -> Record[Any, Any]:
         record = decoder(raw)
         if record.headers:
-            record.headers = without_lineage(record.headers)
+            headers = without_lineage(record.headers) if lineage else record.headers
+            record.headers = without_origin(headers) if origin else headers
         return record
 
-    return decode_without_lineage
+    return decode_without_marks
 
 
 def _compile_decoder(key_serde: Serde[Any], value_serde: Serde[Any]) -> Decoder:

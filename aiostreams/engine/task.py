@@ -37,6 +37,7 @@ from aiostreams.errors import TaskFailedError, TopologyError
 from aiostreams.policies import Retry
 from aiostreams.runtime.clock import Clock, TimerHandle
 from aiostreams.runtime.external_record import ExternalRecord
+from aiostreams.runtime.origin import OriginMarks, OriginMode
 from aiostreams.runtime.slot import Slot, SlotState
 from aiostreams.state.base import StateStore
 from aiostreams.state.record_cache import RecordCacheStore
@@ -93,14 +94,17 @@ class StreamTask:
             if state_dir is not None and self._task_stores.persistent else None)
         """Where the persistent stores and the checkpoint live, held by this task alone
         from :meth:`open_stores` to :meth:`close` (see :mod:`~aiostreams.state.task_directory`)."""
+        marks = (settings.origins.for_task(sub.source_topics, sub.sink_topics)
+                 if settings.origins is not None else None)  # runtime.origin
         self._graph = TaskGraph(sub, self, store_views=self._task_stores.views,
                                 node_retry=node_retry or {},
                                 max_record_bytes=settings.max_record_bytes, tp_of=tp_of,
-                                lineage=settings.lineage)
+                                lineage=settings.lineage,
+                                unmarked=unmarked_topics(sub, topics, marks))
         self._path = RecordPath(task_id, settings, self.metrics, clock=clock,
                                 intake=self.intake, rob=self._rob, graph=self._graph,
                                 stores=self._task_stores, tp_of=tp_of, emit=emit,
-                                on_failed=self._failed)
+                                on_failed=self._failed, marks=marks)
         self.head_of_line: HeadOfLine = self._path.head_of_line
         """How long finished records waited to retire behind earlier ones."""
         self.tracer = self._path.tracer
@@ -359,3 +363,14 @@ def task_id_for(sub: SubTopology, partition: int) -> str:
 
 __all__ = ["TASK_FAILURE_LOG_MARK", "StreamTask", "TaskMetrics", "TaskSettings",
            "TaskState", "task_id_for"]
+
+
+def unmarked_topics(sub: SubTopology, topics: Mapping[str, Topic],
+                    marks: OriginMarks | None) -> set[str]:
+    """The topics of ``sub`` whose records lose their origin headers as they are read
+    (:mod:`aiostreams.runtime.origin`): those that may carry one - every input of a
+    replay, the topics a recording app reads back - and its internal topics, where a run
+    that marked may have left some (never into state)."""
+    return {t for t in sub.source_topics
+            if (marks is not None and (marks.mode is OriginMode.REPLAY or t in marks.read_back))
+            or (t in topics and topics[t].internal)}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiostreams.policies import NO_RETRY, OnError, Ordering, Retry
+from aiostreams.runtime.origin import OriginMarks
 
 if TYPE_CHECKING:  # imported only when the app traces: it imports opentelemetry
     from aiostreams.engine.tracing import Tracing
@@ -60,6 +61,7 @@ class TaskSettings:
     tracing: Tracing | None = None  # OpenTelemetry spans per record (engine.tracing)
     lineage: bool = False  # a lineage header on every output (runtime.lineage)
     cache_max_bytes: int = 0  # each cached store's record cache per task (0: off)
+    origins: OriginMarks | None = None  # origin headers on outputs (runtime.origin)
 
 
 @dataclass

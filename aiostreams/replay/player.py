@@ -2,18 +2,27 @@
 
 The :class:`Player` is the tap (:class:`~aiostreams.services.call_tap.CallTap`) a replay
 puts on every declared service: a step's call for a record is answered with what the
-recording holds for (service, the record's **origin**, index) - never by calling, never by
+recording holds for (service, the record's **place**, index) - never by calling, never by
 the memo or a coalesced call (the recorded answer is what that record got from them).
 
-**Origin.** A replay runs on a fresh memory broker, where the inputs get new offsets. Each
-input is produced with the header :data:`ORIGIN_HEADER` naming its place in the recorded
-run (``topic/partition/offset``), and the player looks answers up by that; a record without
-it, or whose header names another topic (one read from a repartition topic carries its
-source's), is looked up by its own position: a replay finds those calls when the
-repartition topic gets its records in the recorded order (one upstream task per
-partition of it, as with a single input partition). Records keep their headers through
-the DSL's steps, so an output carries the header of the input that produced it: that is
-how a replay's outputs name their input.
+**Place.** A replay runs on a fresh memory broker, where the inputs get new offsets, and so
+does every record the app writes to a topic it reads back (a repartition topic), in an
+order that depends on how the upstream tasks interleave. Each input is produced with the
+header :data:`ORIGIN_HEADER` naming its place in the recorded run (``topic/partition/
+offset``); the replayed app marks what it writes to the topics it reads back with the
+origin of the record that led to it and a path (:mod:`aiostreams.runtime.origin`), as the
+recording app did - so a record behind any number of repartitions, fan-outs included, is
+looked up by the same (origin, path) the recorder keyed its calls by, whatever
+``max_in_flight`` and the interleaving. A record without the header (one a punctuation or
+a cache flush wrote: no input record led to it) is looked up by its own position.
+
+**Recordings of the previous version** keyed a record read from a repartition topic by its
+own position there: a call not found by (origin, path) for such a record is looked up by
+its position in the replay, as that version did - found when the repartition topic gets
+its records in the recorded order (one upstream task per partition of it).
+
+The replayed app's outputs carry the header too, naming the input that produced them: that
+is how a replay's outputs name their input (:mod:`aiostreams.replay.outputs`).
 
 **Index.** The ``index``-th call of an attempt of a record (counted from 0 at each attempt,
 as the recorder counts).
@@ -33,14 +42,12 @@ from typing import Any
 
 from aiostreams.policies import mark_retryable
 from aiostreams.replay.recording import Recording
+from aiostreams.runtime.origin import ORIGIN_HEADER, Place, place_in, place_of
 from aiostreams.runtime.slot import CURRENT_SLOT
-from aiostreams.types import Headers, RawRecord
+from aiostreams.types import Headers
 
 __all__ = ["EXAMPLES", "ORIGIN_HEADER", "MissingAnswer", "MissingCall", "Player",
            "RecordedFailure", "origin_header", "origin_of"]
-
-ORIGIN_HEADER = "aiostreams.replay.origin"
-"""The header a replay's inputs carry: ``topic/partition/offset`` in the recorded run."""
 
 EXAMPLES = 20
 """Missing calls the player keeps as examples (it counts them all)."""
@@ -51,12 +58,10 @@ def origin_header(topic: str, partition: int, offset: int) -> tuple[str, bytes]:
 
 
 def origin_of(headers: Headers) -> tuple[str, int, int] | None:
-    """The recorded place named by :data:`ORIGIN_HEADER` in ``headers``, or None."""
-    for name, value in headers:
-        if name == ORIGIN_HEADER and value is not None:
-            topic, partition, offset = value.decode().rsplit("/", 2)
-            return topic, int(partition), int(offset)
-    return None
+    """The recorded source record named by :data:`ORIGIN_HEADER` in ``headers`` (its
+    origin, without the path), or None."""
+    place = place_in(headers)
+    return None if place is None else (place.topic, place.partition, place.offset)
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,11 @@ class MissingCall:
     partition: int
     offset: int
     index: int
+    path: str = ""
 
     def __str__(self) -> str:
-        return f"{self.service} call {self.index} of {self.topic}[{self.partition}]@{self.offset}"
+        where = Place(self.topic, self.partition, self.offset, self.path)
+        return f"{self.service} call {self.index} of {where}"
 
 
 class MissingAnswer(Exception):
@@ -104,14 +111,17 @@ class Player:
         raw = slot.raw if slot is not None else None
         if slot is None or raw is None:
             return self._missing(MissingCall(service, "<punctuation>", -1, -1, 0))
-        topic, partition, offset = self._place(raw)
+        place = place_of(raw)
         attempt = (id(slot), raw.topic, raw.partition, raw.offset, slot.attempts, service)
         index = self._calls.get(attempt, 0)
         self._calls[attempt] = index + 1
-        recorded = self.recording.answer(service, topic, partition, offset, index)
+        recorded = self.recording.answer(service, *place[:3], index, place.path)
+        if recorded is None and place.topic != raw.topic:  # a previous version's recording
+            recorded = self.recording.answer(service, raw.topic, raw.partition, raw.offset,
+                                             index)
         if recorded is None or (recorded.error is not None
                                 and recorded.error.startswith("Unpicklable:")):
-            return self._missing(MissingCall(service, topic, partition, offset, index))
+            return self._missing(MissingCall(service, *place[:3], index, place.path))
         await asyncio.sleep(recorded.latency * self.latency_scale)
         self.answered += 1
         if recorded.error is not None:
@@ -119,16 +129,6 @@ class Player:
             mark_retryable(failure, False)
             raise failure
         return recorded.answer()
-
-    @staticmethod
-    def _place(raw: RawRecord) -> tuple[str, int, int]:
-        """Where the recorded run had ``raw``: the origin its header names when it is a
-        replayed input itself, else its own place (a repartition topic's record carries
-        its source's header, but the recorder keyed its calls by the repartition record)."""
-        origin = origin_of(raw.headers)
-        if origin is not None and origin[0] == raw.topic:
-            return origin
-        return raw.topic, raw.partition, raw.offset
 
     def _missing(self, call: MissingCall) -> Any:
         self.missing_count += 1

@@ -4,7 +4,10 @@ answers of retired records to the recording's segment files.
 Two halves, one object:
 
 * a **tap** (:class:`~aiostreams.services.call_tap.CallTap`): an answer a step gets for a
-  record is buffered in the record's slot as an :class:`ExternalRecord` for the sink
+  record is keyed by the record's place (:func:`~aiostreams.runtime.origin.place_of`: its
+  own position, or for a record read back from a repartition topic the origin and path its
+  header names - the app marks those records while it records), and buffered in the
+  record's slot as an :class:`ExternalRecord` for the sink
   :data:`~aiostreams.runtime.external_record.RECORDED_ANSWERS`, its index taken when the
   call starts (so two concurrent calls of one record number in call order). Like any
   output it is released only when the record retires; a failed attempt's answers are
@@ -36,6 +39,7 @@ from typing import Any
 
 from aiostreams.replay.recording import SEGMENT_GLOB, RecordedAnswer, segment_name
 from aiostreams.runtime.external_record import RECORDED_ANSWERS, ExternalRecord
+from aiostreams.runtime.origin import place_in
 from aiostreams.runtime.slot import CURRENT_SLOT
 from aiostreams.types import TopicPartition
 
@@ -102,23 +106,28 @@ class Recorder:
                                _Pending(index), raw.timestamp)
         slot.outputs.append(entry)
         fingerprint = None if request is None else repr(request)
+        # its own position, unless read back from a repartition topic (place_of, inlined:
+        # most records have no headers, and this runs per call)
+        place = place_in(raw.headers) if raw.headers else None
+        topic, partition, offset, path = (place if place is not None else
+                                          (raw.topic, raw.partition, raw.offset, ""))
         started = time.monotonic()
         try:
             value = await get()
         except Exception as error:
-            entry.value = RecordedAnswer(service, raw.topic, raw.partition, raw.offset, index,
+            entry.value = RecordedAnswer(service, topic, partition, offset, index,
                                          fingerprint, None,
                                          f"{type(error).__name__}: {error}",
-                                         time.monotonic() - started)
+                                         time.monotonic() - started, path)
             raise
         try:
             pickled: bytes | None = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             failure = None
         except Exception as error:  # an answer pickle cannot carry: said, not recorded
             pickled, failure = None, f"Unpicklable: {type(error).__name__}: {error}"
-        entry.value = RecordedAnswer(service, raw.topic, raw.partition, raw.offset, index,
+        entry.value = RecordedAnswer(service, topic, partition, offset, index,
                                      fingerprint, pickled, failure,
-                                     time.monotonic() - started)
+                                     time.monotonic() - started, path)
         return value
 
     # -- the sink --------------------------------------------------------------------------

@@ -11,7 +11,10 @@ writing what it produced: what ``aiostreams replay MODULE:APP --from ... --out D
    to its recorded partition in offset order with the origin header
    (:data:`~aiostreams.replay.player.ORIGIN_HEADER`).
 3. With ``services="recorded"`` every declared service answers from the recording
-   (:class:`~aiostreams.replay.player.Player`); with ``"live"`` the app calls them.
+   (:class:`~aiostreams.replay.player.Player`); with ``"live"`` the app calls them. The app
+   runs with ``origin_headers``: what it writes carries the place of the input it came from
+   (:mod:`aiostreams.runtime.origin`), so calls behind repartitions find their answers and
+   outputs name their input.
 4. The app runs (``max_in_flight`` as given), until it has processed and committed every
    input; then every output topic (what it wrote but does not read itself, and not its
    changelogs) is written to the output directory (:mod:`aiostreams.replay.outputs`).
@@ -93,6 +96,8 @@ async def replay(app: ReplayableApp, inputs: Sequence[RawRecord], out: str | Pat
     name = f"aiostreams-replay-{uuid.uuid4().hex[:12]}"
     overrides: dict[str, Any] = {
         "broker": f"memory://{name}", "record_services_dir": None,
+        # every output names its input; records read back carry (origin, path) for the player
+        "origin_headers": True,
         # persistent stores need a state directory: a fresh one, never the app's
         "state_dir": None if app.settings.state_dir is None else Path(out) / "state",
         # a replay waits for its last commit: no need to wait a production interval for it

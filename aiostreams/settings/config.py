@@ -164,6 +164,12 @@ class Settings(BaseSettings):
         "(app.service), keyed by the input record and call, to segment files in this "
         "directory, for `aiostreams replay` and `aiostreams explain` (off by default; "
         "see the replay guide). Answers are pickled: read only recordings you made")
+    origin_headers: bool = Field(
+        False, description="an aiostreams.replay.origin header on every output, naming the "
+        "source record it came from (topic/partition/offset, and a path through the topics "
+        "the app reads back). `aiostreams replay` sets it on the app it replays, whose diff "
+        "matches outputs by it; with record_services_dir set, the records written to those "
+        "topics carry it anyway (see the replay guide)")
     record_services_max_bytes: int = Field(
         256 * 1024 * 1024, ge=8192, description="cap on the recording's size on disk: past "
         "it the oldest segments (an eighth of the cap each) are deleted, so the recording "

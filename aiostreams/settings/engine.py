@@ -18,6 +18,7 @@ from aiostreams.engine.task import TaskSettings
 from aiostreams.engine.worker import WorkerConfig
 from aiostreams.errors import ConfigError
 from aiostreams.policies import OnError, Ordering, Retry
+from aiostreams.runtime.origin import OriginMarks, OriginMode
 from aiostreams.settings.config import Settings
 from aiostreams.topology.topology import Topology
 
@@ -25,9 +26,11 @@ if TYPE_CHECKING:
     from aiostreams.engine.tracing import Tracing
 
 
-def task_settings(s: Settings, retry: Retry | None, tracing: Tracing | None) -> TaskSettings:
+def task_settings(s: Settings, retry: Retry | None, tracing: Tracing | None,
+                  topology: Topology | None = None) -> TaskSettings:
     """The settings of every task; ``retry`` (the app's ``retry=``) overrides the
-    ``retry_*`` settings."""
+    ``retry_*`` settings. ``topology``: the app's, for its origin marks (which topics it
+    reads back)."""
     policy = retry or Retry(attempts=s.retry_attempts, backoff=s.retry_backoff,
                             max_backoff=s.retry_max_backoff)
     on_error = OnError.parse(s.effective_on_error)
@@ -48,7 +51,24 @@ def task_settings(s: Settings, retry: Retry | None, tracing: Tracing | None) -> 
         tracing=tracing,
         lineage=s.lineage,
         cache_max_bytes=s.cache_max_bytes,
+        origins=origin_marks(s, topology),
     )
+
+
+def origin_marks(s: Settings, topology: Topology | None) -> OriginMarks | None:
+    """Which outputs carry the origin header (:mod:`aiostreams.runtime.origin`): every one
+    with ``origin_headers`` (a replay), those to the topics the app reads back (its sinks
+    write them, its sources read them) when it records service answers, else none."""
+    if s.origin_headers:
+        mode = OriginMode.REPLAY
+    elif s.record_services_dir is not None:
+        mode = OriginMode.RECORD
+    else:
+        return None
+    subs = topology.build() if topology is not None else []
+    reads = {t for sub in subs for t in sub.source_topics}
+    writes = {t for sub in subs for t in sub.sink_topics}
+    return OriginMarks(mode).reading(reads & writes)
 
 
 def worker_config(app_id: str, s: Settings, topology: Topology,

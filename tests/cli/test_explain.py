@@ -247,3 +247,80 @@ async def test_explain_shows_the_answers_an_app_recorded_for_the_payment_behind_
     assert answer.answer() == {"card": "c1", "amount": 90, "risk": 0.9}
     assert "  answer: service 'risk' call #0: value={\"card\": \"c1\", \"amount\": 90, " \
            "\"risk\": 0.9} (" in render_text(steps)
+
+
+@pytest.mark.parametrize("purged", [False, True])
+async def test_explain_finds_the_answers_of_a_call_behind_a_repartition_by_origin(
+        tmp_path: Path, purged: bool) -> None:
+    """A call after a group_by is recorded under the payment it came from and a path
+    (runtime.origin); explain shows it at the repartition record's step, read or purged."""
+    app = App("scored", broker=f"memory://{uuid.uuid4().hex}", lineage=True,
+              record_services_dir=str(tmp_path / "rec"))
+    payments = app.topic("payments", key=str, value="json", partitions=2)
+    out = app.topic("card-risk", key=str, value="json")
+    risk = app.service("risk")
+
+    async def score(count: int | None) -> dict[str, Any]:
+        return {"count": count, "risk": (count or 0) / 10}
+
+    (app.stream(payments).group_by(lambda _k, p: p["card"], name="by-card").count()
+     .to_stream().map_values_async(score, service=risk).to(out))
+    async with TopologyTestDriver(app) as driver:
+        for i, card in enumerate(["c1", "c2", "c1"]):
+            driver.pipe_input(payments, f"p{i}", {"card": card}, float(i), partition=i % 2)
+        await driver.process_all()
+        await driver.commit()  # the recording is written as the records' outputs are
+        [last] = [r for r in driver.read_raw_output(out)
+                  if r.key == b"c1" and json.loads(r.value or b"")["count"] == 2]
+        transport = MemoryTransport(driver.broker)
+        if purged:
+            ends = {}
+            for r in driver.broker.records("scored-by-card-repartition"):
+                ends[TopicPartition(r.topic, r.partition)] = r.offset + 1
+            await transport.admin().delete_records(ends)
+        steps = await explain(transport, Origin(out.name, last.partition, last.offset),
+                              app=app, answers=recorded_answers(str(tmp_path / "rec")))
+    output, behind, source = steps
+    assert (behind.missing is not None) == purged
+    assert behind.at.topic == "scored-by-card-repartition"
+    assert (source.at, source.key) == (Origin("payments", 0, 1), "p2")
+    [answer] = behind.answers
+    assert (answer.service, answer.topic, answer.offset, answer.path) == (
+        "risk", "payments", 1, "0")
+    assert answer.answer() == {"count": 2, "risk": 0.2}
+    assert output.answers == [] and source.answers == []
+
+
+async def test_a_purged_record_of_a_fan_out_finds_its_answers_through_the_next_ones_header(
+        tmp_path: Path) -> None:
+    """A payment fanned out to two records, each read back and scored, then re-keyed
+    through a second repartition: with the first repartition purged, the scored record's
+    place is the parent of the second one's (its depth alone names two paths)."""
+    app = App("fanned", broker=f"memory://{uuid.uuid4().hex}", lineage=True,
+              record_services_dir=str(tmp_path / "rec"))
+    payments = app.topic("payments", key=str, value=int, partitions=1)
+    out = app.topic("scores", key=str, value=int)
+    risk = app.service("risk")
+
+    async def score(value: int) -> int:
+        return value * 10
+
+    (app.stream(payments).flat_map(lambda k, v: [(f"{k}-a", v), (f"{k}-b", v + 1)])
+     .repartitioned(name="fan").map_values_async(score, service=risk)
+     .select_key(lambda k, v: f"s{v}").repartitioned(name="rekey").to(out))
+    async with TopologyTestDriver(app) as driver:
+        driver.pipe_input(payments, "p0", 4, 1.0)
+        await driver.process_all()
+        await driver.commit()
+        [b] = [r for r in driver.read_raw_output(out) if r.key == b"s50"]
+        transport = MemoryTransport(driver.broker)
+        ends = {TopicPartition(r.topic, r.partition): r.offset + 1
+                for r in driver.broker.records("fanned-fan-repartition")}
+        await transport.admin().delete_records(ends)
+        steps = await explain(transport, Origin(out.name, b.partition, b.offset), app=app,
+                              answers=recorded_answers(str(tmp_path / "rec")))
+    _, rekeyed, fanned, source = steps
+    assert fanned.missing is not None and rekeyed.missing is None
+    assert source.at == Origin("payments", 0, 0)
+    [answer] = fanned.answers
+    assert (answer.path, answer.answer()) == ("1", 50)

@@ -1,6 +1,8 @@
-"""Calls made behind a repartition topic are keyed by the repartition record, and a replay
-finds them when that topic gets its records in the recorded order (here: one input
-partition, so one upstream task writes it); the outputs still name the source input."""
+"""Calls made behind a repartition topic replay from the recording, and the outputs still
+name the source input; a recording of the previous version, which keyed them by the
+repartition record's offset, replays as it did when the topic gets its records in the
+recorded order (here: one input partition, so one upstream task writes it).
+``test_replay_origin`` replays them whatever the order."""
 
 from __future__ import annotations
 
@@ -12,7 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import aiostreams as ais
-from aiostreams.replay import InputRange, Recording, diff_runs, read_outputs, read_ranges, replay
+from aiostreams.replay import (
+    InputRange,
+    RecordedAnswer,
+    Recording,
+    diff_runs,
+    read_outputs,
+    read_ranges,
+    replay,
+)
+from aiostreams.replay.recording import segment_name
+from aiostreams.runtime.origin import Place, place_in
+from aiostreams.transport.memory import MemoryBroker
 
 
 def build(broker: str, **settings: Any) -> ais.App:
@@ -64,3 +77,41 @@ async def test_calls_behind_a_repartition_replay_from_the_recording(tmp_path: Pa
     assert diff_runs(a, b).equal
     assert Counter((r.key, r.value) for r in a["out"]) == recorded
     assert all(r.source is not None and r.source[0] == "in" for r in a["out"])
+
+
+async def test_a_recording_of_the_previous_version_keyed_by_repartition_offsets_still_replays(
+        tmp_path: Path) -> None:
+    """The previous version keyed a call behind a repartition by the repartition record's
+    own position, and wrote no path: such a segment (rewritten here from a recording of this
+    version, as that version would have written it) replays as it did - one input
+    partition, so the repartition topic gets its records in the recorded order."""
+    name = f"reparts-{uuid.uuid4().hex[:8]}"
+    app = build(f"memory://{name}", record_services_dir=str(tmp_path / "rec"),
+                repartition_purge_interval_ms=1e9)
+    async with app.producer() as producer:
+        for i in range(30):
+            await producer.send("in", f"k{i % 6}", i, timestamp=1.7e9 + i)
+    async with app:
+        await app.wait_until_caught_up(timeout=60)
+    broker = MemoryBroker.named(name)
+    position = {place_in(r.headers): (r.topic, r.partition, r.offset)
+                for t in broker.topic_names() if t.endswith("-repartition")
+                for r in broker.records(t)}
+    old = []
+    for a in Recording.open(tmp_path / "rec").answers():
+        if a.path:
+            topic, partition, offset = position[Place(a.topic, a.partition, a.offset, a.path)]
+            a = RecordedAnswer(a.service, topic, partition, offset, a.index, a.request,
+                               a.value, a.error, a.latency)
+        old.append(a)
+    assert any(a.topic.endswith("-repartition") for a in old)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / segment_name(1)).write_text("".join(a.to_line() + "\n" for a in old))
+    assert '"path"' not in (tmp_path / "old" / segment_name(1)).read_text()
+    recorded = Counter((r.key, r.value) for r in broker.records("out"))
+    inputs = await read_ranges(f"memory://{name}", [InputRange("in", 0, 0, None)])
+    result = await replay(build("memory://"), inputs, tmp_path / "replayed",
+                          recording=Recording.open(tmp_path / "old"), max_in_flight=1000)
+    assert result.missing_count == 0, result.missing
+    assert Counter((r.key, r.value) for r in read_outputs(tmp_path / "replayed")["out"]) \
+        == recorded
