@@ -26,9 +26,10 @@ def topics(app: Any) -> tuple[Any, Any]:
 
 async def test_time_queued_for_a_permit_never_times_a_call_out() -> None:
     # issue 20: a call that had answered was timed out and made again because its time in
-    # the queue counted. Here 8 records queue behind one place for ~8 x 30 ms, far past the
-    # 100 ms processing timeout and the step's 80 ms Retry timeout; each call takes 30 ms.
-    app = make_app(processing_timeout=0.1)
+    # the queue counted. Here 16 records queue behind one place for ~16 x 30 ms, far past
+    # the 250 ms processing timeout and the step's 200 ms Retry timeout; each call takes
+    # 30 ms (the margin to 200 ms absorbs an event loop starved on a loaded machine).
+    app = make_app(processing_timeout=0.25)
     src, out = topics(app)
     lookups = app.service("lookups", concurrency=1)
     calls: list[str] = []
@@ -40,14 +41,14 @@ async def test_time_queued_for_a_permit_never_times_a_call_out() -> None:
 
     app.stream(src).map_values_async(
         lookup, service=lookups,
-        retry=Retry(attempts=2, backoff=0.0, jitter=0.0, timeout=0.08)).to(out)
-    values = [f"v{i}" for i in range(8)]
+        retry=Retry(attempts=2, backoff=0.0, jitter=0.0, timeout=0.2)).to(out)
+    values = [f"v{i:02d}" for i in range(16)]
     produce(app, src, [In(f"k{i}", v) for i, v in enumerate(values)])
     result = await run_app(app, [out])
     assert result.values("out") == [v.upper() for v in values]
     assert sorted(calls) == values  # each called once: no attempt timed out
     service = lookups.current
-    assert service is not None and service.stats.calls == 8 and service.in_flight == 0
+    assert service is not None and service.stats.calls == 16 and service.in_flight == 0
 
 
 async def test_records_with_the_same_lookup_key_share_one_call_and_retire_in_order() -> None:
