@@ -147,7 +147,7 @@ class TimeWindowedCogroupedStream:
         return Table(builder, merged, TimeWindowGetter(store),
                      key_serde=TimeWindowedSerde(first.key_serde, size=windows.size),
                      value_serde=values, store=store, window_grace_ms=windows.grace_ms,
-                     old_values=OldValues(old_values))
+                     old_values=old_values)
 
 
 __all__ = ["CogroupedStream", "TimeWindowedCogroupedStream"]

@@ -141,7 +141,9 @@ class CachedWindows:
         window store forwards only when the new or the old value is there)."""
         store = window_access(ctx.store(self.store))
         for (key, start), entry in self._drain():
-            old = store.get_now(key, start)
+            # the store's value: for a delete (skipped if there is none) or an old value
+            old = (store.get_now(key, start) if entry.stored is None or self.sends_old
+                   else None)
             if entry.stored is None:
                 store.delete(key, start)
                 if old is None:
